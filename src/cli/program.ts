@@ -1,0 +1,61 @@
+/**
+ * The `symfence` command tree. Each subcommand lives in `commands/` and registers itself here;
+ * `runCli` turns every failure into one line on stderr and a stable exit code:
+ * 0 success, 1 runtime failure, 2 usage or invalid option.
+ */
+import { Command, CommanderError } from 'commander';
+import { SymfenceError } from '../errors.js';
+import { COMMANDS } from './commands/index.js';
+import { PACKAGE_VERSION } from '../version.js';
+
+export interface CliIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+}
+
+const processIo: CliIo = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+};
+
+export function buildProgram(io: CliIo = processIo): Command {
+  const program = new Command('symfence')
+    .description('Parallel hybrid fuzzing: SymCC jobs on every core, fenced branch-target leases, findings fed to AFL++.')
+    .version(PACKAGE_VERSION, '-V, --version', 'print the version')
+    .helpOption('-h, --help', 'show help')
+    .showSuggestionAfterError(true)
+    .configureOutput({
+      writeOut: io.stdout,
+      writeErr: io.stderr,
+      // Commander prints "error: …" itself; keep it to one line.
+      outputError: (text, write) => write(text.split('\n')[0] + '\n'),
+    });
+  for (const register of COMMANDS) register(program, io);
+  program.exitOverride();
+  for (const sub of program.commands) sub.exitOverride().configureOutput(program.configureOutput());
+  return program;
+}
+
+/** Exit code for a thrown value. */
+export function exitCodeFor(error: unknown): number {
+  if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+  if (error instanceof SymfenceError) return error.code === 'ERR_USAGE' || error.code === 'ERR_INVALID_OPTION' ? 2 : 1;
+  return 1;
+}
+
+export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const program = buildProgram(io);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit through here with code 0; commander already printed the message.
+      return exitCodeFor(error);
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    const code = error instanceof SymfenceError ? ` [${error.code}]` : '';
+    io.stderr(`symfence: ${message.split('\n')[0]}${code}\n`);
+    return exitCodeFor(error);
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Parsers for option values. Each takes the option's name so every rejection names the option,
+ * the expected form and the value received. Values arrive as numbers (library callers) or strings
+ * (flags and environment variables); both forms are accepted wherever they make sense.
+ */
+import { InvalidOptionError } from '../errors.js';
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}
+
+export function invalidOption(name: string, expected: string, value: unknown): InstanceType<typeof InvalidOptionError> {
+  return new InvalidOptionError(`option ${name}: expected ${expected}, got ${describe(value)}`, {
+    option: name,
+    expected,
+    value: describe(value),
+  });
+}
+
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const DURATION_RE = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
+
+/** `1500`, `"1500"`, `"1500ms"`, `"30s"`, `"5m"`, `"1.5h"` → milliseconds (finite, ≥ 0). */
+export function parseDurationMs(name: string, value: unknown): number {
+  const expected = 'a duration: milliseconds, or a number with unit ms, s, m or h (e.g. 30s, 5m)';
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || value < 0) throw invalidOption(name, expected, value);
+    return value;
+  }
+  if (typeof value !== 'string') throw invalidOption(name, expected, value);
+  const match = DURATION_RE.exec(value.trim());
+  if (!match) throw invalidOption(name, expected, value);
+  const ms = Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? 'ms'] ?? 1);
+  if (!Number.isFinite(ms)) throw invalidOption(name, expected, value);
+  return ms;
+}
+
+const SIZE_UNITS: Readonly<Record<string, number>> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+const SIZE_RE = /^(\d+)\s*([a-z]*)$/;
+
+/** `65536`, `"64k"`, `"64KiB"`, `"1M"` → bytes (a safe non-negative integer). */
+export function parseSizeBytes(name: string, value: unknown): number {
+  const expected = 'a size in bytes, optionally with unit k, M or G (e.g. 64k, 1M)';
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value) || value < 0) throw invalidOption(name, expected, value);
+    return value;
+  }
+  if (typeof value !== 'string') throw invalidOption(name, expected, value);
+  const match = SIZE_RE.exec(value.trim().toLowerCase());
+  const unit = match ? SIZE_UNITS[match[2] ?? ''] : undefined;
+  if (!match || unit === undefined) throw invalidOption(name, expected, value);
+  const bytes = Number(match[1]) * unit;
+  if (!Number.isSafeInteger(bytes)) throw invalidOption(name, expected, value);
+  return bytes;
+}
+
+/** A safe integer, from a number or a decimal string. */
+export function parseInteger(name: string, value: unknown): number {
+  const expected = 'an integer';
+  const n = typeof value === 'string' && /^[+-]?\d+$/.test(value.trim()) ? Number(value.trim()) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw invalidOption(name, expected, value);
+  return n;
+}
+
+/** A finite number, from a number or a decimal string. */
+export function parseFiniteNumber(name: string, value: unknown): number {
+  const expected = 'a finite number';
+  const n = typeof value === 'string' && value.trim() !== '' ? Number(value.trim()) : value;
+  if (typeof n !== 'number' || !Number.isFinite(n)) throw invalidOption(name, expected, value);
+  return n;
+}
+
+const TRUE_WORDS = new Set(['1', 'true', 'yes', 'on']);
+const FALSE_WORDS = new Set(['0', 'false', 'no', 'off']);
+
+export function parseBoolean(name: string, value: unknown): boolean {
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'string') {
+    const word = value.trim().toLowerCase();
+    if (TRUE_WORDS.has(word)) return true;
+    if (FALSE_WORDS.has(word)) return false;
+  }
+  throw invalidOption(name, 'a boolean (true/false, 1/0, yes/no, on/off)', value);
+}
+
+export function parseNonEmptyString(name: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalidOption(name, 'a non-empty string', value);
+  if (value.includes('\0')) throw invalidOption(name, 'a string without NUL bytes', value);
+  return value;
+}
+
+export function checkRange(name: string, value: number, min: number | undefined, max: number | undefined, unit = ''): number {
+  const suffix = unit ? ` ${unit}` : '';
+  if (min !== undefined && value < min) {
+    throw invalidOption(name, max === undefined ? `at least ${min}${suffix}` : `between ${min} and ${max}${suffix}`, value);
+  }
+  if (max !== undefined && value > max) {
+    throw invalidOption(name, min === undefined ? `at most ${max}${suffix}` : `between ${min} and ${max}${suffix}`, value);
+  }
+  return value;
+}

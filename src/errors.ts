@@ -1,0 +1,138 @@
+/**
+ * Every failure symfence reports is a `SymfenceError` subclass with a stable `code`.
+ *
+ * Errors cross thread boundaries (piscina tasks, comlink calls to the I/O thread) as plain data
+ * `{ code, message, details }`: structured clone keeps neither the class nor own properties such
+ * as `code`, so `toErrorData()` flattens an error and `fromErrorData()` rebuilds the right class
+ * from the code registry below. Tests and callers branch on `code`, never on message text.
+ */
+
+/** Structured-clone-safe description of an error. */
+export interface ErrorData {
+  readonly code: string;
+  readonly message: string;
+  readonly details?: Readonly<Record<string, unknown>>;
+  readonly stack?: string;
+}
+
+export class SymfenceError extends Error {
+  readonly code: string = 'ERR_SYMFENCE';
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(message: string, details: Readonly<Record<string, unknown>> = {}, options?: ErrorOptions) {
+    super(message, options);
+    this.details = details;
+  }
+
+  override get name(): string {
+    return this.constructor.name;
+  }
+}
+
+type ErrorClass = new (message: string, details?: Readonly<Record<string, unknown>>) => SymfenceError;
+
+const registry = new Map<string, ErrorClass>();
+
+/**
+ * Declares an error class with a fixed code and registers it for `fromErrorData`. Modules that own
+ * a failure kind call this once at load time; duplicate codes are a programming error.
+ */
+export function defineError<C extends string>(code: C, fallbackName: string): ErrorClass & { readonly code: C } {
+  if (registry.has(code)) throw new Error(`error code ${code} is defined twice`);
+  const cls = {
+    [fallbackName]: class extends SymfenceError {
+      override readonly code: string = code;
+    },
+  }[fallbackName] as ErrorClass;
+  Object.defineProperty(cls, 'code', { value: code, enumerable: true });
+  registry.set(code, cls);
+  return cls as ErrorClass & { readonly code: C };
+}
+
+/** An option, flag or environment variable has an invalid value or is unknown. */
+export const InvalidOptionError = defineError('ERR_INVALID_OPTION', 'InvalidOptionError');
+/** Command-line usage error: unknown command, missing argument. Exit code 2. */
+export const UsageError = defineError('ERR_USAGE', 'UsageError');
+/** A target or work lease is held by someone else and has not expired. */
+export const LeaseConflictError = defineError('ERR_LEASE_CONFLICT', 'LeaseConflictError');
+/** The caller's token no longer matches the record: the lease was lost, stolen or completed. */
+export const LeaseStaleTokenError = defineError('ERR_LEASE_STALE_TOKEN', 'LeaseStaleTokenError');
+/** A lease record is unreadable, of another schema, or does not match its path. Fails closed. */
+export const LeaseCorruptError = defineError('ERR_LEASE_CORRUPT', 'LeaseCorruptError');
+/** A lease operation hit an I/O failure; touched records were restored where possible. */
+export const LeaseIoError = defineError('ERR_LEASE_IO', 'LeaseIoError');
+/** A record's lock could not be taken before the deadline. Locks are never stolen by age. */
+export const LockTimeoutError = defineError('ERR_LOCK_TIMEOUT', 'LockTimeoutError');
+/** A lock path is a directory, a symlink or otherwise not a regular file. */
+export const LockPathError = defineError('ERR_LOCK_PATH', 'LockPathError');
+/** The native addon (flock, syncfs) is not built or not loadable. */
+export const NativeUnavailableError = defineError('ERR_NATIVE_UNAVAILABLE', 'NativeUnavailableError');
+/** The filesystem qualification probe failed at a named step. */
+export const FsProbeError = defineError('ERR_FS_PROBE', 'FsProbeError');
+/** The shared in-flight target set has no free slot. Nothing was admitted. */
+export const InflightFullError = defineError('ERR_INFLIGHT_FULL', 'InflightFullError');
+/** A job, target id or action list is malformed. */
+export const InvalidJobError = defineError('ERR_INVALID_JOB', 'InvalidJobError');
+/** Solver telemetry does not match the `symfence-telemetry/1` schema. */
+export const TelemetryInvalidError = defineError('ERR_TELEMETRY_INVALID', 'TelemetryInvalidError');
+/** The solver ran past its timeout and was killed. */
+export const SolverTimeoutError = defineError('ERR_SOLVER_TIMEOUT', 'SolverTimeoutError');
+/** The solver produced more output than the configured caps allow. */
+export const SolverOutputBudgetError = defineError('ERR_SOLVER_OUTPUT_BUDGET', 'SolverOutputBudgetError');
+/** The solver could not be started. */
+export const SolverSpawnError = defineError('ERR_SOLVER_SPAWN', 'SolverSpawnError');
+/** AFL++ output directory, queue entry or tool is missing or malformed. */
+export const AflError = defineError('ERR_AFL', 'AflError');
+/** The operation was aborted through an AbortSignal or by shutdown. */
+export const AbortedError = defineError('ERR_ABORTED', 'AbortedError');
+/** The component was closed; no further calls are accepted. */
+export const ClosedError = defineError('ERR_CLOSED', 'ClosedError');
+/** The bounded request queue refused a request (closing, or the caller gave up waiting). */
+export const QueueClosedError = defineError('ERR_QUEUE_CLOSED', 'QueueClosedError');
+
+/** Flattens any thrown value into data that survives structured clone. */
+export function toErrorData(error: unknown): ErrorData {
+  if (error instanceof SymfenceError) {
+    return { code: error.code, message: error.message, details: error.details, stack: error.stack };
+  }
+  if (error instanceof Error) {
+    const raw = (error as { code?: unknown }).code;
+    const code = typeof raw === 'string' ? raw : 'ERR_INTERNAL';
+    return { code, message: error.message, stack: error.stack };
+  }
+  return { code: 'ERR_INTERNAL', message: String(error) };
+}
+
+/**
+ * Rebuilds an error from `toErrorData` output. Registered codes come back as their class; other
+ * codes (Node's `EACCES`, `ERR_INTERNAL` …) as a plain `SymfenceError` carrying that code.
+ */
+export function fromErrorData(data: ErrorData): SymfenceError {
+  const cls = registry.get(data.code);
+  const error = cls ? new cls(data.message, data.details ?? {}) : new UnregisteredError(data.code, data.message, data.details ?? {});
+  if (data.stack !== undefined) error.stack = data.stack;
+  return error;
+}
+
+class UnregisteredError extends SymfenceError {
+  override readonly code: string;
+  constructor(code: string, message: string, details: Readonly<Record<string, unknown>>) {
+    super(message, details);
+    this.code = code;
+  }
+}
+
+/** True when `data` looks like `toErrorData` output (used on the receiving side of a port). */
+export function isErrorData(data: unknown): data is ErrorData {
+  return (
+    typeof data === 'object' &&
+    data !== null &&
+    typeof (data as ErrorData).code === 'string' &&
+    typeof (data as ErrorData).message === 'string'
+  );
+}
+
+/** All registered codes, for documentation and the export snapshot test. */
+export function registeredErrorCodes(): readonly string[] {
+  return [...registry.keys()].sort();
+}

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/program.js';
+import { PACKAGE_VERSION } from '../../src/version.js';
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
+  return { code, out, err };
+}
+
+describe('symfence CLI', () => {
+  it('prints help listing the commands, exit 0', async () => {
+    const { code, out } = await run('--help');
+    expect(code).toBe(0);
+    expect(out).toContain('Usage: symfence');
+  });
+
+  it('prints the package version', async () => {
+    const { code, out } = await run('--version');
+    expect(code).toBe(0);
+    expect(out.trim()).toBe(PACKAGE_VERSION);
+  });
+
+  it('rejects an unknown command with one line and exit 2', async () => {
+    const { code, err } = await run('nosuch');
+    expect(code).toBe(2);
+    expect(err.trim().split('\n')).toHaveLength(1);
+    expect(err).toMatch(/nosuch|unknown|too many/);
+  });
+
+  it('rejects an unknown flag with one line and exit 2', async () => {
+    const { code, err } = await run('--bogus');
+    expect(code).toBe(2);
+    expect(err.trim().split('\n')).toHaveLength(1);
+    expect(err).toContain('--bogus');
+  });
+});

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { pathToFileURL } from 'node:url';
+import {
+  SymfenceError,
+  InvalidOptionError,
+  LeaseConflictError,
+  LeaseCorruptError,
+  LockTimeoutError,
+  fromErrorData,
+  isErrorData,
+  registeredErrorCodes,
+  toErrorData,
+} from '../../src/errors.js';
+import { builtFile } from '../../src/util/paths.js';
+
+describe('SymfenceError', () => {
+  it('carries a stable code and details on every subclass', () => {
+    const error = new LeaseConflictError('target 88 is leased', { target: '88' });
+    expect(error).toBeInstanceOf(SymfenceError);
+    expect(error).toBeInstanceOf(Error);
+    expect(error.code).toBe('ERR_LEASE_CONFLICT');
+    expect(error.name).toBe('LeaseConflictError');
+    expect(error.details).toEqual({ target: '88' });
+    expect(LeaseConflictError.code).toBe('ERR_LEASE_CONFLICT');
+  });
+
+  it('registers each code once', () => {
+    const codes = registeredErrorCodes();
+    expect(new Set(codes).size).toBe(codes.length);
+    for (const code of codes) expect(code).toMatch(/^ERR_[A-Z_]+$/);
+  });
+
+  it.each([
+    [new LeaseCorruptError('bad record', { path: '/x' }), LeaseCorruptError, 'ERR_LEASE_CORRUPT'],
+    [new LockTimeoutError('lock busy'), LockTimeoutError, 'ERR_LOCK_TIMEOUT'],
+    [new InvalidOptionError('bad'), InvalidOptionError, 'ERR_INVALID_OPTION'],
+  ] as const)('rebuilds %s from its data', (error, cls, code) => {
+    const rebuilt = fromErrorData(structuredClone(toErrorData(error)));
+    expect(rebuilt).toBeInstanceOf(cls);
+    expect(rebuilt.code).toBe(code);
+    expect(rebuilt.message).toBe(error.message);
+    expect(rebuilt.details).toEqual(error.details);
+  });
+
+  it('keeps the code of foreign errors and of non-errors', () => {
+    const enoent = Object.assign(new Error('no such file'), { code: 'ENOENT' });
+    const rebuilt = fromErrorData(toErrorData(enoent));
+    expect(rebuilt).toBeInstanceOf(SymfenceError);
+    expect(rebuilt.code).toBe('ENOENT');
+    expect(toErrorData('boom')).toEqual({ code: 'ERR_INTERNAL', message: 'boom' });
+    expect(toErrorData(new Error('plain')).code).toBe('ERR_INTERNAL');
+  });
+
+  it('recognises error data', () => {
+    expect(isErrorData({ code: 'ERR_X', message: 'm' })).toBe(true);
+    expect(isErrorData({ code: 1, message: 'm' })).toBe(false);
+    expect(isErrorData(null)).toBe(false);
+  });
+
+  it('loses class and code in a plain structured clone, which is why errors travel as data', () => {
+    const cloned = structuredClone(new LeaseConflictError('x')) as Error & { code?: string };
+    expect(cloned).not.toBeInstanceOf(LeaseConflictError);
+    expect(cloned.code).toBeUndefined();
+  });
+
+  it('keeps class and code across a real worker_threads round trip', async () => {
+    const errorsUrl = pathToFileURL(builtFile('src/errors.js')).href;
+    const worker = new Worker(
+      `import { parentPort } from 'node:worker_threads';
+       const { LeaseStaleTokenError, toErrorData } = await import(${JSON.stringify(errorsUrl)});
+       try { throw new LeaseStaleTokenError('token moved on', { id: 'abc' }); }
+       catch (e) { parentPort.postMessage(toErrorData(e)); }`,
+      { eval: true, type: 'module' } as never,
+    );
+    const data = await new Promise<unknown>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    expect(isErrorData(data)).toBe(true);
+    const rebuilt = fromErrorData(data as never);
+    // The worker loaded its own copy of the module graph; the registry maps the code back to ours.
+    const { LeaseStaleTokenError } = await import('../../src/errors.js');
+    expect(rebuilt).toBeInstanceOf(LeaseStaleTokenError);
+    expect(rebuilt.code).toBe('ERR_LEASE_STALE_TOKEN');
+    expect(rebuilt.details).toEqual({ id: 'abc' });
+  });
+});
