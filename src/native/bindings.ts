@@ -1,0 +1,48 @@
+/**
+ * The small N-API addon in `native-bindings/`: what Node itself cannot do for the lease tables.
+ *
+ * `flock` gives cross-process record locks that the kernel frees when the holder dies (Node has
+ * no flock); `syncfs` makes a whole batch of files durable with one call. The addon is built by
+ * node-gyp during `npm ci`. When it is missing, `loadNative()` returns `null`: single-coordinator
+ * mode keeps working (the I/O thread is the only writer), multi-coordinator mode refuses to start.
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { PACKAGE_ROOT } from '../util/paths.js';
+
+export interface NativeBindings {
+  /**
+   * `flock(fd, LOCK_EX | LOCK_NB)`. Returns true when the lock was taken, false when another open
+   * file description holds it (EWOULDBLOCK). Any other errno throws an Error whose `code` is the
+   * errno name (e.g. `EBADF`).
+   */
+  tryLockExclusive(fd: number): boolean;
+  /** `flock(fd, LOCK_UN)`. Throws with the errno name as `code` on failure. */
+  unlock(fd: number): void;
+  /** `syncfs(fd)`: flush every dirty page of the filesystem holding `fd`. Throws on failure. */
+  syncfs(fd: number): void;
+}
+
+/** Where node-gyp leaves the addon. */
+export const NATIVE_ADDON_PATH = path.join(PACKAGE_ROOT, 'native-bindings', 'build', 'Release', 'symfence_native.node');
+
+let cached: NativeBindings | null | undefined;
+let loadError: Error | undefined;
+
+/** The addon, or `null` when it is not built here. Loaded once per thread. */
+export function loadNative(): NativeBindings | null {
+  if (cached !== undefined) return cached;
+  try {
+    cached = createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeBindings;
+  } catch (error) {
+    cached = null;
+    loadError = error as Error;
+  }
+  return cached;
+}
+
+/** Why `loadNative()` returned null, for the refusal message. */
+export function nativeLoadError(): Error | undefined {
+  loadNative();
+  return loadError;
+}
