@@ -1,0 +1,658 @@
+/**
+ * The coordinator: fills free solver slots with admitted work and moves every job through
+ *
+ *   pending ─▶ active ─▶ result ─▶ beginCommit ─▶ triage/publish ─▶ complete ─▶ release
+ *
+ * (DESIGN §5, reference/driver.md §3.3–3.5). What each state holds:
+ *
+ * - pending: the local reservation of G(job) and, with a shared target table, a target token
+ *   claimed at admission. Tokens are heartbeated while the job waits.
+ * - active: the target token was re-validated (or re-claimed) just before dispatch, and the
+ *   exact-work lease was claimed. Every acquisition is registered in a `DispatchTransaction`; any
+ *   failure rolls the whole dispatch back (shared tokens and local reservation), so a refused job
+ *   holds nothing. Lane state is never touched here: it was committed at admission.
+ * - result: accepted only when `beginCommit(workId, workToken)` succeeds. A stale result is dropped
+ *   (warn log, counter, jobs.jsonl `stale`) and rolled back. A target token never authorises a
+ *   result: it only says "nobody else should be solving this now"; the work fence says "this result
+ *   is the one".
+ * - after commit: triage publishes findings, the work record becomes `done`, and only then the
+ *   target group is released. A failed release is left to the TTL and counted.
+ *
+ * The coordinator performs no I/O of its own: everything goes through the ports, and time comes
+ * from the injected clock, so every transition is testable with in-memory fakes.
+ */
+import type { Logger } from 'pino';
+import type { CampaignCounters } from '../telemetry/counters.js';
+import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
+import { DispatchTransaction } from './dispatch-transaction.js';
+import { heartbeatIntervalMs } from './heartbeat-period.js';
+import type {
+  AdmittedWork,
+  Clock,
+  CoordinatorJob,
+  FindingSink,
+  LocalReservations,
+  PublishedEntry,
+  RecoveredWork,
+  SolverOutcome,
+  SolverPort,
+  TargetLeasePort,
+  WorkLeasePort,
+  WorkSource,
+} from './ports.js';
+import { jobFromWorkPayload, workIdOf, workPayloadOf } from './work-identity.js';
+
+export interface CoordinatorOptions {
+  /** This coordinator's id, recorded in leases and jobs.jsonl. */
+  readonly coordinatorId: string;
+  /** Solver slots. */
+  readonly workers: number;
+  /** Exact-work lease TTL, ms. */
+  readonly workLeaseTtlMs: number;
+  /** Target lease TTL, ms; ignored without a shared target table. */
+  readonly targetLeaseTtlMs?: number;
+  /** Queue safety valve: pending jobs beyond this are dropped and their tokens released at once. */
+  readonly maxPendingJobs: number;
+  /** Take over other coordinators' expired work when slots are free. */
+  readonly recoverExpiredWork: boolean;
+  /** Owner number used for local reservations of recovered work. */
+  readonly recoveryOwner?: number;
+}
+
+export interface CoordinatorEvents {
+  finding?(entry: PublishedEntry, job: CoordinatorJob): void;
+  leaseLost?(info: { workId: string; lease: 'work' | 'target'; targets: readonly string[] }): void;
+  jobFinished?(entry: JobLogEntry): void;
+}
+
+export interface CoordinatorDeps {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly counters: CampaignCounters;
+  readonly workLeases: WorkLeasePort;
+  /** Absent in single-coordinator mode: target groups are then only reserved locally. */
+  readonly targetLeases?: TargetLeasePort;
+  readonly reservations: LocalReservations;
+  readonly solver: SolverPort;
+  readonly source: WorkSource;
+  readonly findings: FindingSink;
+  readonly jobLog?: JobLogPort;
+  readonly events?: CoordinatorEvents;
+  /** Whether a recovered work payload's input still exists; default: always. */
+  readonly inputExists?: (path: string) => boolean;
+}
+
+export interface HeartbeatReport {
+  readonly workOk: number;
+  readonly workFailed: number;
+  readonly targetOk: number;
+  readonly targetFailed: number;
+}
+
+export interface ShutdownReport {
+  readonly abortedRuns: number;
+  readonly releasedPending: number;
+  readonly releaseFailures: number;
+}
+
+interface PendingJob {
+  readonly work: AdmittedWork;
+  targetToken: string | undefined;
+  readonly recovered: boolean;
+}
+
+type ActivePhase = 'active' | 'committing';
+
+interface ActiveJob {
+  readonly workId: string;
+  readonly work: AdmittedWork;
+  readonly targetToken: string | undefined;
+  readonly workToken: string;
+  readonly tx: DispatchTransaction;
+  readonly controller: AbortController;
+  readonly startMs: number;
+  readonly logger: Logger;
+  phase: ActivePhase;
+  lost: 'work' | 'target' | undefined;
+  done: Promise<void>;
+}
+
+const decimal = (targets: readonly bigint[]): string[] => targets.map((t) => t.toString(10));
+
+export class Coordinator {
+  readonly #options: CoordinatorOptions;
+  readonly #deps: CoordinatorDeps;
+  readonly #log: Logger;
+  readonly #pending: PendingJob[] = [];
+  readonly #active = new Map<string, ActiveJob>();
+  readonly #dispatching = new Set<Promise<unknown>>();
+  readonly #heartbeatIntervalMs: number;
+  #lastHeartbeatMs: number;
+  #stopping = false;
+  #stopped: Promise<ShutdownReport> | undefined;
+  #wake: (() => void) | undefined;
+
+  constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
+    if (!Number.isSafeInteger(options.workers) || options.workers < 1) throw new RangeError(`workers must be a positive integer, got ${options.workers}`);
+    this.#options = options;
+    this.#deps = deps;
+    this.#log = deps.logger.child({ component: 'coordinator' });
+    this.#heartbeatIntervalMs = heartbeatIntervalMs(options.workLeaseTtlMs, deps.targetLeases ? options.targetLeaseTtlMs : undefined);
+    this.#lastHeartbeatMs = deps.clock.now();
+  }
+
+  get heartbeatIntervalMs(): number {
+    return this.#heartbeatIntervalMs;
+  }
+
+  get pendingCount(): number {
+    return this.#pending.length;
+  }
+
+  get activeCount(): number {
+    return this.#active.size;
+  }
+
+  get stopping(): boolean {
+    return this.#stopping;
+  }
+
+  /** Work ids of the running or committing jobs (for tests and status). */
+  activeWorkIds(): string[] {
+    return [...this.#active.keys()];
+  }
+
+  /**
+   * One scheduling round: heartbeat when due, take over expired work, top up the pending queue,
+   * dispatch into free slots. Resolves once every dispatch of the round has started its solver run
+   * or rolled back (results are handled asynchronously; `settled()` waits for them).
+   */
+  async tick(): Promise<void> {
+    if (this.#stopping) return;
+    const now = this.#deps.clock.now();
+    if (now - this.#lastHeartbeatMs >= this.#heartbeatIntervalMs) await this.heartbeat();
+    if (this.#stopping) return;
+    await this.#recoverExpired();
+    await this.#topUp();
+    await this.#dispatchFree();
+    this.#deps.counters.fillRatio = this.#active.size / this.#options.workers;
+  }
+
+  /** Resolves when every running job has finished its lifecycle (result handled or rolled back). */
+  async settled(): Promise<void> {
+    while (this.#dispatching.size > 0 || this.#active.size > 0) {
+      await Promise.all([...this.#dispatching, ...[...this.#active.values()].map((a) => a.done)]);
+    }
+  }
+
+  /** Adds work from outside the regular source (e.g. an embedder). Subject to the safety valve. */
+  async enqueue(works: readonly AdmittedWork[]): Promise<void> {
+    for (const work of works) this.#pending.push({ work, targetToken: work.targetToken, recovered: false });
+    await this.#applySafetyValve();
+  }
+
+  /**
+   * Renews every lease this coordinator holds: the exact-work fences of running jobs in one batch,
+   * then every active and pending target group one by one. Contract: each lease's failure is
+   * isolated (an I/O error on one never skips the others) and counted; a definite loss (false, or
+   * a work id reported lost) aborts the affected solver run — its result could never commit — and
+   * a lost pending token is forgotten so the dispatch re-claims the group.
+   */
+  async heartbeat(): Promise<HeartbeatReport> {
+    const now = this.#deps.clock.now();
+    this.#lastHeartbeatMs = now;
+    let workOk = 0;
+    let workFailed = 0;
+    let targetOk = 0;
+    let targetFailed = 0;
+
+    const running = [...this.#active.values()].filter((a) => a.phase === 'active' && a.lost === undefined);
+    if (running.length > 0) {
+      const fences = new Map(running.map((a) => [a.workId, a.workToken]));
+      try {
+        const lost = await this.#deps.workLeases.heartbeatMany(fences, now);
+        for (const job of running) {
+          if (lost.has(job.workId)) {
+            workFailed++;
+            this.#loseLease(job, 'work');
+          } else {
+            workOk++;
+          }
+        }
+      } catch (error) {
+        // Outcome unknown: keep running; beginCommit decides whether the result still counts.
+        workFailed += running.length;
+        this.#log.error({ err: error, leases: running.length }, 'work lease renewal failed');
+      }
+    }
+
+    const targets = this.#deps.targetLeases;
+    if (targets) {
+      for (const job of [...this.#active.values()]) {
+        if (job.targetToken === undefined || job.phase !== 'active' || job.lost !== undefined) continue;
+        const held = await this.#renewGroup(targets, job.work.job.group, job.targetToken, now);
+        if (held === true) targetOk++;
+        else {
+          targetFailed++;
+          if (held === false) this.#loseLease(job, 'target');
+        }
+      }
+      for (const pending of this.#pending) {
+        if (pending.targetToken === undefined) continue;
+        const held = await this.#renewGroup(targets, pending.work.job.group, pending.targetToken, now);
+        if (held === true) targetOk++;
+        else {
+          targetFailed++;
+          if (held === false) pending.targetToken = undefined;
+        }
+      }
+    }
+    this.#deps.counters.heartbeatsOk += workOk + targetOk;
+    this.#deps.counters.heartbeatsFailed += workFailed + targetFailed;
+    return { workOk, workFailed, targetOk, targetFailed };
+  }
+
+  /** true = renewed, false = definitely lost, undefined = I/O failure (unknown). */
+  async #renewGroup(targets: TargetLeasePort, group: readonly bigint[], token: string, now: number): Promise<boolean | undefined> {
+    try {
+      return await targets.heartbeatGroup(group, token, now);
+    } catch (error) {
+      this.#log.error({ err: error, targets: decimal(group) }, 'target lease renewal failed');
+      return undefined;
+    }
+  }
+
+  #loseLease(job: ActiveJob, lease: 'work' | 'target'): void {
+    job.lost = lease;
+    this.#deps.counters.leaseExpiries++;
+    job.logger.warn({ lease }, 'lease lost; aborting the solver run');
+    this.#deps.events?.leaseLost?.({ workId: job.workId, lease, targets: decimal(job.work.job.group) });
+    job.controller.abort();
+  }
+
+  async #recoverExpired(): Promise<void> {
+    if (!this.#options.recoverExpiredWork) return;
+    const free = this.#options.workers - this.#active.size - this.#pending.length;
+    if (free <= 0) return;
+    let recovered: readonly RecoveredWork[];
+    try {
+      recovered = await this.#deps.workLeases.recoverExpired(free, this.#deps.clock.now());
+    } catch (error) {
+      this.#log.error({ err: error }, 'recovering expired work failed');
+      return;
+    }
+    const owner = this.#options.recoveryOwner ?? 0;
+    for (const item of recovered) {
+      let job: CoordinatorJob;
+      try {
+        job = jobFromWorkPayload(item.payload);
+      } catch (error) {
+        this.#log.warn({ err: error, workId: item.workId }, 'skipping expired work with a malformed payload');
+        continue;
+      }
+      if (workIdOf(job) !== item.workId) {
+        this.#log.warn({ workId: item.workId }, 'skipping expired work whose payload does not match its id');
+        continue;
+      }
+      if (this.#deps.inputExists && !this.#deps.inputExists(job.inputPath)) continue;
+      if (this.#active.has(item.workId) || this.#pending.some((p) => workIdOf(p.work.job) === item.workId)) continue;
+      if (job.group.length > 0 && !this.#deps.reservations.tryReserveGroup(job.group, owner)) continue;
+      this.#pending.push({ work: { job, owner }, targetToken: undefined, recovered: true });
+    }
+  }
+
+  async #topUp(): Promise<void> {
+    const wanted = this.#options.workers - this.#active.size - this.#pending.length;
+    if (wanted <= 0) return;
+    let works: readonly AdmittedWork[];
+    try {
+      works = await this.#deps.source.take(wanted, this.#deps.clock.now());
+    } catch (error) {
+      this.#log.error({ err: error }, 'taking work from the source failed');
+      return;
+    }
+    this.#deps.counters.admissions += works.length;
+    for (const work of works) this.#pending.push({ work, targetToken: work.targetToken, recovered: false });
+    await this.#applySafetyValve();
+  }
+
+  /**
+   * Queue safety valve: keeps at most `maxPendingJobs` carried jobs. A dropped job's input is still
+   * in its queue and comes back with a later scan, but its tokens must not linger until the TTL:
+   * they would keep every other coordinator off those targets for nothing, so they are released
+   * at once (shared token, then local reservation).
+   */
+  async #applySafetyValve(): Promise<void> {
+    const excess = this.#pending.length - this.#options.maxPendingJobs;
+    if (excess <= 0) return;
+    const dropped = this.#pending.splice(this.#options.maxPendingJobs, excess);
+    this.#deps.counters.safetyValveDrops += dropped.length;
+    for (const pending of dropped) await this.#releasePending(pending);
+  }
+
+  /** Releases everything a pending job holds. Returns false when the shared release failed. */
+  async #releasePending(pending: PendingJob): Promise<boolean> {
+    const { job, owner } = pending.work;
+    let ok = true;
+    if (pending.targetToken !== undefined) ok = await this.#releaseShared(job.group, pending.targetToken);
+    if (job.group.length > 0) this.#deps.reservations.releaseGroup(job.group, owner);
+    return ok;
+  }
+
+  /** Shared release; a failure is left to TTL expiry and counted, never thrown. */
+  async #releaseShared(group: readonly bigint[], token: string): Promise<boolean> {
+    const targets = this.#deps.targetLeases;
+    if (!targets || group.length === 0) return true;
+    let released = false;
+    try {
+      released = await targets.releaseGroup(group, token, this.#deps.clock.now());
+    } catch (error) {
+      this.#log.warn({ err: error, targets: decimal(group) }, 'target release failed; left to TTL');
+    }
+    if (!released) this.#deps.counters.releaseFailures++;
+    return released;
+  }
+
+  async #dispatchFree(): Promise<void> {
+    while (!this.#stopping && this.#active.size < this.#options.workers && this.#pending.length > 0) {
+      const pending = this.#pending.shift()!;
+      const attempt = this.#dispatch(pending);
+      this.#dispatching.add(attempt);
+      try {
+        await attempt;
+      } finally {
+        this.#dispatching.delete(attempt);
+      }
+    }
+  }
+
+  /**
+   * pending → active. Contract: on success the job runs holding its local reservation, a current
+   * target token (if targeted and shared) and the exact-work fence; on any failure the dispatch is
+   * rolled back completely — nothing stays held — and false is returned.
+   */
+  async #dispatch(pending: PendingJob): Promise<boolean> {
+    const { job, owner } = pending.work;
+    const counters = this.#deps.counters;
+    const tx = new DispatchTransaction();
+    if (job.group.length > 0) {
+      tx.register('local-reservation', () => {
+        this.#deps.reservations.releaseGroup(job.group, owner);
+      });
+    }
+    const rollback = async (reason: string): Promise<false> => {
+      const report = await tx.rollback();
+      counters.dispatchRollbacks++;
+      this.#log.debug({ reason, failedUndos: report.failed, targets: decimal(job.group) }, 'dispatch rolled back');
+      return false;
+    };
+
+    let targetToken: string | undefined;
+    const targets = this.#deps.targetLeases;
+    if (targets && job.group.length > 0) {
+      const now = this.#deps.clock.now();
+      if (pending.targetToken !== undefined) {
+        // Re-validate: a renewal with our token proves the group is still ours right now.
+        const held = await this.#renewGroup(targets, job.group, pending.targetToken, now);
+        if (held === true) targetToken = pending.targetToken;
+      }
+      if (targetToken === undefined) {
+        let claim;
+        try {
+          claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: this.#options.coordinatorId }, now);
+        } catch (error) {
+          this.#log.error({ err: error, targets: decimal(job.group) }, 'target re-claim failed');
+          claim = { granted: false as const, reason: 'error' as const };
+        }
+        if (!claim.granted) {
+          if (claim.reason === 'conflict') counters.conflicts++;
+          return rollback(`target group ${claim.reason}`);
+        }
+        targetToken = claim.token;
+      }
+      const token = targetToken;
+      tx.register('target-group', async () => {
+        await this.#releaseShared(job.group, token);
+      });
+    }
+
+    const workId = workIdOf(job);
+    let workClaim;
+    try {
+      workClaim = await this.#deps.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: this.#options.coordinatorId }, this.#deps.clock.now());
+    } catch (error) {
+      this.#log.error({ err: error, workId }, 'work lease claim failed');
+      workClaim = { granted: false as const, reason: 'error' as const };
+    }
+    if (!workClaim.granted) {
+      if (workClaim.reason === 'conflict') counters.conflicts++;
+      return rollback(`work lease ${workClaim.reason}`);
+    }
+    const workToken = workClaim.token;
+    tx.register('work-lease', async () => {
+      await this.#deps.workLeases.abandon(workId, workToken, this.#deps.clock.now());
+    });
+
+    if (this.#stopping) return rollback('shutting down');
+    if (pending.recovered) counters.leaseSteals++;
+    tx.markSent();
+    counters.jobsStarted++;
+    const active: ActiveJob = {
+      workId,
+      work: pending.work,
+      targetToken,
+      workToken,
+      tx,
+      controller: new AbortController(),
+      startMs: this.#deps.clock.now(),
+      logger: this.#log.child({ workId, targets: decimal(job.group) }),
+      phase: 'active',
+      lost: undefined,
+      done: Promise.resolve(),
+    };
+    this.#active.set(workId, active);
+    active.done = this.#runAndFinish(active).finally(() => {
+      this.#active.delete(workId);
+      this.#wake?.();
+    });
+    return true;
+  }
+
+  async #runAndFinish(active: ActiveJob): Promise<void> {
+    let outcome: SolverOutcome;
+    try {
+      outcome = await this.#deps.solver.run({ workId: active.workId, job: active.work.job }, { signal: active.controller.signal });
+    } catch (error) {
+      outcome = { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
+    }
+    try {
+      await this.#finish(active, outcome);
+    } catch (error) {
+      // Never leave a job half-finished without a trace; its leases fall to TTL.
+      active.logger.error({ err: error }, 'job lifecycle failed after the solver run');
+    }
+  }
+
+  /**
+   * result → beginCommit → triage → complete → release. Contract: a result is published only after
+   * `beginCommit` accepted its work fence; a refused or aborted result is rolled back (work lease
+   * abandoned where still ours, target group and local reservation released). After commit the
+   * target group is released only once triage is done.
+   */
+  async #finish(active: ActiveJob, outcome: SolverOutcome): Promise<void> {
+    const endMs = this.#deps.clock.now();
+    const counters = this.#deps.counters;
+    const { job } = active.work;
+
+    if (outcome.status === 'aborted' || active.lost !== undefined) {
+      await active.tx.rollback();
+      counters.jobsAborted++;
+      this.#record(active, endMs, 'aborted', 0, 0);
+      return;
+    }
+
+    let committed = false;
+    try {
+      committed = await this.#deps.workLeases.beginCommit(active.workId, active.workToken, this.#deps.clock.now());
+    } catch (error) {
+      active.logger.error({ err: error }, 'beginCommit failed');
+    }
+    if (!committed) {
+      counters.staleResults++;
+      active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
+      await active.tx.rollback();
+      this.#record(active, endMs, 'stale', outcome.generated.length, 0);
+      return;
+    }
+    // From here on the work record is irreversibly ours to finish: nothing may be rolled back.
+    active.phase = 'committing';
+    active.tx.commit();
+
+    const findings = await this.#triage(active, outcome);
+    const interesting = findings.filter((f) => f.kind === 'queue').length;
+
+    try {
+      const completed = await this.#deps.workLeases.complete(active.workId, active.workToken, this.#deps.clock.now());
+      if (!completed) active.logger.error('complete refused a committing work record');
+    } catch (error) {
+      active.logger.error({ err: error }, 'complete failed; the record stays committing');
+    }
+    if (active.targetToken !== undefined) await this.#releaseShared(job.group, active.targetToken);
+    if (job.group.length > 0) this.#deps.reservations.releaseGroup(job.group, active.work.owner);
+
+    switch (outcome.status) {
+      case 'ok':
+        counters.jobsOk++;
+        break;
+      case 'timeout':
+        counters.jobsTimeout++;
+        break;
+      case 'crash':
+        counters.jobsCrash++;
+        break;
+      default:
+        counters.jobsError++;
+    }
+    counters.solverTimeMs += outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
+    try {
+      this.#deps.source.observe({ job, workId: active.workId, status: outcome.status, telemetry: outcome.telemetry, findings }, this.#deps.clock.now());
+    } catch (error) {
+      active.logger.error({ err: error }, 'feedback to the work source failed');
+    }
+    this.#record(active, endMs, outcome.status, outcome.generated.length, interesting);
+  }
+
+  /** Publishes what the run found. Failures are logged per entry; they never block completion. */
+  async #triage(active: ActiveJob, outcome: SolverOutcome): Promise<PublishedEntry[]> {
+    const counters = this.#deps.counters;
+    const { job } = active.work;
+    const published: PublishedEntry[] = [];
+    const publish = async (kind: PublishedEntry['kind'], content: Uint8Array | { path: string }): Promise<void> => {
+      try {
+        const entry = await this.#deps.findings.publish(kind, content, job.inputPath);
+        if (entry === null) return;
+        published.push(entry);
+        if (kind === 'queue') counters.interesting++;
+        else if (kind === 'crashes') counters.crashes++;
+        else counters.hangs++;
+        this.#deps.events?.finding?.(entry, job);
+      } catch (error) {
+        active.logger.error({ err: error, kind }, 'publishing a finding failed');
+      }
+    };
+    for (const input of outcome.generated) {
+      counters.generated++;
+      if (input.terminal === 'crash') await publish('crashes', input.bytes);
+      else if (input.terminal === 'timeout') await publish('hangs', input.bytes);
+      else if (input.interesting) await publish('queue', input.bytes);
+    }
+    if (outcome.status === 'crash') await publish('crashes', { path: job.inputPath });
+    else if (outcome.status === 'timeout') await publish('hangs', { path: job.inputPath });
+    return published;
+  }
+
+  #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number): void {
+    const entry: JobLogEntry = {
+      workId: active.workId,
+      targets: decimal(active.work.job.group),
+      coordinator: this.#options.coordinatorId,
+      startMs: active.startMs,
+      endMs,
+      status,
+      generated,
+      interesting,
+    };
+    try {
+      this.#deps.jobLog?.append(entry);
+    } catch (error) {
+      active.logger.error({ err: error }, 'writing jobs.jsonl failed');
+    }
+    this.#deps.events?.jobFinished?.(entry);
+  }
+
+  /**
+   * Drives `tick()` until `stop()` (or `signal`). Between rounds it sleeps until a job finishes,
+   * the next heartbeat is due, or `idlePollMs` passed — whichever comes first.
+   */
+  async run(options: { idlePollMs: number; signal?: AbortSignal }): Promise<ShutdownReport> {
+    const onAbort = (): void => void this.stop();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (options.signal?.aborted) void this.stop();
+    try {
+      while (!this.#stopping) {
+        await this.tick();
+        if (this.#stopping) break;
+        const untilHeartbeatMs = this.#lastHeartbeatMs + this.#heartbeatIntervalMs - this.#deps.clock.now();
+        const waitMs = Math.max(1, Math.min(options.idlePollMs, untilHeartbeatMs));
+        const busyAndFull = this.#active.size >= this.#options.workers;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, busyAndFull ? Math.max(waitMs, 1) : waitMs);
+          function done(): void {
+            clearTimeout(timer);
+            resolve();
+          }
+          this.#wake = done;
+        });
+        this.#wake = undefined;
+      }
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
+    }
+    return this.stop();
+  }
+
+  /**
+   * Shutdown. Contract: idempotent (every call returns the same promise); stops dispatching, waits
+   * for dispatches in progress, aborts every running solver run (each rolls back: work lease
+   * abandoned, target group and local reservation released), lets committing jobs finish, then
+   * releases every pending job's tokens. A release that fails is counted and left to TTL.
+   */
+  stop(): Promise<ShutdownReport> {
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  async #shutdown(): Promise<ShutdownReport> {
+    this.#stopping = true;
+    this.#wake?.();
+    const failuresBefore = this.#deps.counters.releaseFailures;
+    await Promise.allSettled([...this.#dispatching]);
+    let abortedRuns = 0;
+    for (const active of this.#active.values()) {
+      if (active.phase === 'active') {
+        active.controller.abort();
+        abortedRuns++;
+      }
+    }
+    await this.settled();
+    const pending = this.#pending.splice(0);
+    for (const job of pending) await this.#releasePending(job);
+    const report = {
+      abortedRuns,
+      releasedPending: pending.length,
+      releaseFailures: this.#deps.counters.releaseFailures - failuresBefore,
+    };
+    this.#log.info(report, 'coordinator stopped');
+    return report;
+  }
+}

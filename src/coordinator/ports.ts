@@ -1,0 +1,170 @@
+/**
+ * The narrow interfaces the coordinator drives. Each is shaped after the component that implements
+ * it (lease tables, in-flight set, scheduler, solver pool, I/O thread) but says only what the job
+ * lifecycle needs, so the lifecycle is unit-tested against in-memory fakes and the real components
+ * plug in through thin adapters (`src/coordinator/adapters/`).
+ *
+ * Conventions: `now` is milliseconds on the coordinator's injected clock; targets are `bigint`;
+ * tokens are opaque strings compared by exact equality. A method that "returns false" reports a
+ * definite refusal (stale token, conflict); a thrown error reports an I/O failure whose outcome is
+ * unknown — callers treat both as "not held" but count them apart.
+ */
+
+/** Milliseconds on a monotonic-enough clock. Injected everywhere tests must control time. */
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** One solver action of a directed job (DESIGN §3). */
+export interface JobAction {
+  readonly branch: bigint;
+  readonly kind: 'solve' | 'sample' | 'skip';
+}
+
+/**
+ * A unit of solver work as the coordinator sees it: one input file, optionally directed at a
+ * primary target with actions. `group` is the job's target group G(job) — empty for an untargeted
+ * job, which takes no target lease.
+ */
+export interface CoordinatorJob {
+  /** Path of the input to run (an AFL queue entry or one of our own findings). */
+  readonly inputPath: string;
+  /** Lowercase hex SHA-256 of the input bytes; part of the exact work identity. */
+  readonly inputSha256: string;
+  /** Primary target, 0n for none. */
+  readonly targetBranch: bigint;
+  readonly actions: readonly JobAction[];
+  /** G(job): primary target then every non-skip action branch, de-duplicated, ≤ 64. */
+  readonly group: readonly bigint[];
+  /** Where the job came from, for logs and jobs.jsonl: `afl`, `feedback`, `scheduler`, `recovered`. */
+  readonly origin: string;
+  /** Generation depth (0 for AFL seeds, parent + 1 for our own findings). */
+  readonly depth: number;
+}
+
+/**
+ * A job handed to the coordinator with its admission side effects already taken: the local
+ * reservation of `group` under `owner`, and (multi-coordinator) a pending shared target token.
+ */
+export interface AdmittedWork {
+  readonly job: CoordinatorJob;
+  /** Shared target-group token claimed at proposal time (DESIGN §4 step 3), if any. */
+  readonly targetToken?: string;
+  /** Local reservation owner id (the in-flight set's owner number). */
+  readonly owner: number;
+}
+
+/** Outcome of a shared claim: a token, or why not. `error` = I/O failure, outcome unknown. */
+export type ClaimOutcome =
+  | { readonly granted: true; readonly token: string }
+  | { readonly granted: false; readonly reason: 'conflict' | 'corrupt' | 'error' | 'done' };
+
+/** Exact-work lease table (FencedWorkLeaseTable). */
+export interface WorkLeasePort {
+  /** Claims `workId`; refused while another holder's lease is live, committing or done. */
+  claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome>;
+  /** Renews several fences at once; returns the work ids that are no longer held. */
+  heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>>;
+  /** Deletes a pre-commit lease held with `token`. False when the token is stale. */
+  abandon(workId: string, token: string, now: number): Promise<boolean>;
+  /** Irreversible `leased → committing` with the current token. False when stale. */
+  beginCommit(workId: string, token: string, now: number): Promise<boolean>;
+  /** `committing → done`, permanent. False when stale. */
+  complete(workId: string, token: string, now: number): Promise<boolean>;
+  /** Payloads of expired `leased` records, up to `limit`, for another coordinator to take over. */
+  recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]>;
+}
+
+export interface RecoveredWork {
+  readonly workId: string;
+  readonly payload: Readonly<Record<string, unknown>>;
+}
+
+/** Shared target-group lease table (FencedTargetLeaseTable), group ≤ 64 targets. */
+export interface TargetLeasePort {
+  claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome>;
+  /** True when every member still carries `token` and was renewed. */
+  heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
+  /** Deletes the members carrying `token`. False when any member was re-claimed by someone else. */
+  releaseGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
+}
+
+/** The process-local in-flight target set (InflightTargetSet) as the scheduler uses it. */
+export interface LocalReservations {
+  tryReserveGroup(targets: readonly bigint[], owner: number): boolean;
+  /** Returns how many members were released. */
+  releaseGroup(targets: readonly bigint[], owner: number): number;
+}
+
+/** A generated input as the solver pool reports it after coverage triage. */
+export interface GeneratedInput {
+  readonly bytes: Uint8Array;
+  readonly sha256: string;
+  /** The input added coverage to the shared bitmap (novelty). */
+  readonly interesting: boolean;
+  /** Set when replaying the input itself crashed or hung the target. */
+  readonly terminal?: 'crash' | 'timeout';
+}
+
+export type SolverStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted';
+
+export interface SolverOutcome {
+  readonly status: SolverStatus;
+  readonly generated: readonly GeneratedInput[];
+  /** Raw `symfence-telemetry/1` text, when the solver wrote one. */
+  readonly telemetry?: string;
+  /** Solver CPU time reported by the backend, in microseconds. */
+  readonly solverTimeUs?: number;
+  readonly elapsedMs: number;
+  /** Message for `error` outcomes. */
+  readonly error?: string;
+}
+
+export interface SolverTask {
+  readonly workId: string;
+  readonly job: CoordinatorJob;
+}
+
+/** The solver pool. Aborting `signal` kills the run's process group and resolves `aborted`. */
+export interface SolverPort {
+  run(task: SolverTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome>;
+}
+
+/**
+ * Where candidate work comes from: AFL's queue, our own findings, the scheduler's admissions.
+ * `take` returns already-admitted work (reservations held); `observe` feeds a finished job back.
+ */
+export interface WorkSource {
+  take(limit: number, now: number): Promise<readonly AdmittedWork[]>;
+  /** Feedback after a committed job: telemetry for the lanes, new inputs for the seed pool. */
+  observe(feedback: JobFeedback, now: number): void;
+}
+
+export interface JobFeedback {
+  readonly job: CoordinatorJob;
+  readonly workId: string;
+  readonly status: SolverStatus;
+  readonly telemetry?: string;
+  /** Paths of our own interesting findings, as published. */
+  readonly findings: readonly PublishedEntry[];
+}
+
+/** One file published into an AFL-visible directory. */
+export interface PublishedEntry {
+  readonly kind: 'queue' | 'crashes' | 'hangs';
+  readonly path: string;
+  readonly id: number;
+  readonly sha256: string;
+}
+
+/** Publishes findings into `<afl-out>/<name>/{queue,crashes,hangs}` (see triage/queue-publisher). */
+export interface FindingSink {
+  /**
+   * Publishes `content` (bytes, or a file to copy such as a crashing parent input) as the next
+   * entry of `kind`, naming `parentPath`'s id as its source. Resolves `null` when the content was
+   * already published there (de-duplicated by digest).
+   */
+  publish(kind: PublishedEntry['kind'], content: Uint8Array | { readonly path: string }, parentPath: string): Promise<PublishedEntry | null>;
+}

@@ -1,0 +1,88 @@
+/**
+ * Exact work identity (DESIGN §3): the SHA-256 of the canonical JSON of everything that decides
+ * what a solver run computes — the input's digest, the primary target and the actions. The input's
+ * path is deliberately not part of it: the same bytes reached through two queue entries are the
+ * same work. The payload stored with a work lease carries the path as well, so another coordinator
+ * can take the work over after this one dies.
+ */
+import { createHash } from 'node:crypto';
+import { InvalidJobError } from '../errors.js';
+import type { CoordinatorJob, JobAction } from './ports.js';
+
+export const WORK_PAYLOAD_SCHEMA = 'symfence-work/1';
+
+/** JSON with object keys sorted recursively: equal values always give equal bytes. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') {
+    const text = JSON.stringify(value);
+    if (text === undefined) throw new InvalidJobError(`value of type ${typeof value} has no canonical JSON form`);
+    return text;
+  }
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+}
+
+function identityOf(job: CoordinatorJob): Record<string, unknown> {
+  return {
+    schema: WORK_PAYLOAD_SCHEMA,
+    input: job.inputSha256,
+    target: job.targetBranch.toString(10),
+    actions: job.actions.map((a) => [a.branch.toString(10), a.kind]),
+  };
+}
+
+/** Lowercase hex SHA-256 of the job's canonical identity. */
+export function workIdOf(job: CoordinatorJob): string {
+  return createHash('sha256').update(canonicalJson(identityOf(job))).digest('hex');
+}
+
+/** What is stored with the work lease: the identity plus what a takeover needs to re-run it. */
+export function workPayloadOf(job: CoordinatorJob): Record<string, unknown> {
+  return { ...identityOf(job), path: job.inputPath, group: job.group.map((t) => t.toString(10)), origin: job.origin, depth: job.depth };
+}
+
+const DECIMAL_RE = /^[1-9][0-9]{0,19}$/;
+const MAX_U64 = (1n << 64n) - 1n;
+const ACTION_KINDS: ReadonlySet<string> = new Set(['solve', 'sample', 'skip']);
+
+function parseTarget(raw: unknown, allowZero: boolean): bigint {
+  if (raw === '0' && allowZero) return 0n;
+  if (typeof raw !== 'string' || !DECIMAL_RE.test(raw)) throw new InvalidJobError(`target ${String(raw)} is not a decimal branch id`);
+  const value = BigInt(raw);
+  if (value > MAX_U64) throw new InvalidJobError(`target ${raw} exceeds 64 bits`);
+  return value;
+}
+
+/**
+ * Rebuilds a job from a work-lease payload written by `workPayloadOf` (possibly by another
+ * coordinator). Anything malformed is an `InvalidJobError`: a foreign payload is never guessed at.
+ */
+export function jobFromWorkPayload(payload: Readonly<Record<string, unknown>>): CoordinatorJob {
+  if (payload['schema'] !== WORK_PAYLOAD_SCHEMA) throw new InvalidJobError(`work payload schema ${String(payload['schema'])} is not ${WORK_PAYLOAD_SCHEMA}`);
+  const input = payload['input'];
+  const path = payload['path'];
+  if (typeof input !== 'string' || !/^[0-9a-f]{64}$/.test(input)) throw new InvalidJobError('work payload has no input digest');
+  if (typeof path !== 'string' || path.length === 0) throw new InvalidJobError('work payload has no input path');
+  const rawActions = payload['actions'];
+  const rawGroup = payload['group'];
+  if (!Array.isArray(rawActions) || !Array.isArray(rawGroup)) throw new InvalidJobError('work payload actions/group are not arrays');
+  const actions: JobAction[] = rawActions.map((row: unknown) => {
+    if (!Array.isArray(row) || row.length !== 2 || typeof row[1] !== 'string' || !ACTION_KINDS.has(row[1])) {
+      throw new InvalidJobError(`work payload action ${JSON.stringify(row)} is malformed`);
+    }
+    return { branch: parseTarget(row[0], false), kind: row[1] as JobAction['kind'] };
+  });
+  const depth = payload['depth'];
+  return {
+    inputPath: path,
+    inputSha256: input,
+    targetBranch: parseTarget(payload['target'], true),
+    actions,
+    group: rawGroup.map((t: unknown) => parseTarget(t, false)),
+    origin: 'recovered',
+    depth: typeof depth === 'number' && Number.isSafeInteger(depth) && depth >= 0 ? depth : 0,
+  };
+}

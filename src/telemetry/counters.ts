@@ -1,0 +1,87 @@
+/**
+ * The campaign's counters: one mutable record owned by the coordinator, copied out (never shared)
+ * for `stats.json`, the CSV time series, the progress line and `Campaign.counters()`.
+ * Every field is a plain number so a snapshot is a cheap structured-clone-safe object.
+ */
+
+export interface CampaignCounters {
+  /** Jobs handed to a solver. */
+  jobsStarted: number;
+  /** Finished jobs by solver status, counted only when their result was committed. */
+  jobsOk: number;
+  jobsTimeout: number;
+  jobsCrash: number;
+  jobsError: number;
+  /** Runs aborted (lost lease, shutdown) and rolled back. */
+  jobsAborted: number;
+  /** Results dropped because `beginCommit` refused their work fence. */
+  staleResults: number;
+  /** Inputs the solver generated, and those that added coverage (published to the queue). */
+  generated: number;
+  interesting: number;
+  /** Entries written to crashes/ and hangs/. */
+  crashes: number;
+  hangs: number;
+  /** Solver time of committed jobs, milliseconds. */
+  solverTimeMs: number;
+  /** Jobs admitted by the scheduler and handed to the coordinator. */
+  admissions: number;
+  /** Claims refused because another holder had the target or the exact work. */
+  conflicts: number;
+  /** Admissions that filled a slot after an earlier candidate was refused. */
+  backFills: number;
+  /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
+  dispatchRollbacks: number;
+  /** Expired work of other coordinators taken over. */
+  leaseSteals: number;
+  /** Own leases found lost at heartbeat or commit time (expired and taken, or deleted). */
+  leaseExpiries: number;
+  /** Target-group releases that failed and were left to TTL expiry. */
+  releaseFailures: number;
+  heartbeatsOk: number;
+  heartbeatsFailed: number;
+  /** Pending jobs dropped by the queue safety valve (their tokens released at once). */
+  safetyValveDrops: number;
+  /** Busy solver slots / slots, sampled at the last scheduling round. */
+  fillRatio: number;
+  /** Non-zero bytes of the global coverage bitmap. */
+  edgesCovered: number;
+}
+
+export function createCounters(): CampaignCounters {
+  return {
+    jobsStarted: 0,
+    jobsOk: 0,
+    jobsTimeout: 0,
+    jobsCrash: 0,
+    jobsError: 0,
+    jobsAborted: 0,
+    staleResults: 0,
+    generated: 0,
+    interesting: 0,
+    crashes: 0,
+    hangs: 0,
+    solverTimeMs: 0,
+    admissions: 0,
+    conflicts: 0,
+    backFills: 0,
+    dispatchRollbacks: 0,
+    leaseSteals: 0,
+    leaseExpiries: 0,
+    releaseFailures: 0,
+    heartbeatsOk: 0,
+    heartbeatsFailed: 0,
+    safetyValveDrops: 0,
+    fillRatio: 0,
+    edgesCovered: 0,
+  };
+}
+
+/** Jobs whose result was committed, whatever the solver status. */
+export function jobsCompleted(c: Readonly<CampaignCounters>): number {
+  return c.jobsOk + c.jobsTimeout + c.jobsCrash + c.jobsError;
+}
+
+export const COUNTER_NAMES: readonly (keyof CampaignCounters)[] = Object.freeze(
+  Object.keys(createCounters()) as (keyof CampaignCounters)[],
+);

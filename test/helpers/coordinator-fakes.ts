@@ -1,0 +1,260 @@
+/**
+ * In-memory fakes of the coordinator's ports with the lease semantics of DESIGN §6 (token fencing
+ * by equality, TTL expiry on an injected clock, committing records never stolen), so lifecycle
+ * tests can assert on what is held after each transition.
+ */
+import { createHash } from 'node:crypto';
+import type {
+  AdmittedWork,
+  ClaimOutcome,
+  Clock,
+  CoordinatorJob,
+  FindingSink,
+  JobAction,
+  JobFeedback,
+  LocalReservations,
+  PublishedEntry,
+  RecoveredWork,
+  SolverOutcome,
+  SolverPort,
+  SolverTask,
+  TargetLeasePort,
+  WorkLeasePort,
+  WorkSource,
+} from '../../src/coordinator/ports.js';
+
+export class ManualClock implements Clock {
+  constructor(public ms = 1_000_000) {}
+  now(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+let tokenSeq = 0;
+const newToken = (owner: string): string => `${owner}:${++tokenSeq}`;
+
+interface WorkRecord {
+  status: 'leased' | 'committing' | 'done';
+  token: string;
+  updatedMs: number;
+  payload: Readonly<Record<string, unknown>>;
+}
+
+export class FakeWorkLeases implements WorkLeasePort {
+  readonly records = new Map<string, WorkRecord>();
+  /** Make the next claims fail: 'error' throws, a reason refuses. */
+  claimFailure: 'error' | 'conflict' | undefined;
+  heartbeatError = false;
+  readonly calls: string[] = [];
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly owner = 'me',
+  ) {}
+
+  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+    this.calls.push(`claim ${workId.slice(0, 8)}`);
+    if (this.claimFailure === 'error') throw new Error('injected claim I/O error');
+    if (this.claimFailure) return { granted: false, reason: this.claimFailure };
+    const rec = this.records.get(workId);
+    if (rec && rec.status === 'done') return { granted: false, reason: 'done' };
+    if (rec && (rec.status === 'committing' || now - rec.updatedMs < this.ttlMs)) return { granted: false, reason: 'conflict' };
+    const token = newToken(this.owner);
+    this.records.set(workId, { status: 'leased', token, updatedMs: now, payload });
+    return { granted: true, token };
+  }
+
+  async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
+    this.calls.push(`heartbeatMany ${fences.size}`);
+    if (this.heartbeatError) throw new Error('injected heartbeat I/O error');
+    const lost = new Set<string>();
+    for (const [id, token] of fences) {
+      const rec = this.records.get(id);
+      if (rec && rec.token === token && rec.status === 'leased') rec.updatedMs = now;
+      else lost.add(id);
+    }
+    return lost;
+  }
+
+  async abandon(workId: string, token: string): Promise<boolean> {
+    this.calls.push(`abandon ${workId.slice(0, 8)}`);
+    const rec = this.records.get(workId);
+    if (!rec || rec.token !== token || rec.status !== 'leased') return false;
+    this.records.delete(workId);
+    return true;
+  }
+
+  async beginCommit(workId: string, token: string): Promise<boolean> {
+    this.calls.push(`beginCommit ${workId.slice(0, 8)}`);
+    const rec = this.records.get(workId);
+    if (!rec || rec.token !== token || rec.status !== 'leased') return false;
+    rec.status = 'committing';
+    return true;
+  }
+
+  async complete(workId: string, token: string): Promise<boolean> {
+    this.calls.push(`complete ${workId.slice(0, 8)}`);
+    const rec = this.records.get(workId);
+    if (!rec || rec.token !== token || rec.status !== 'committing') return false;
+    rec.status = 'done';
+    return true;
+  }
+
+  async recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]> {
+    const out: RecoveredWork[] = [];
+    for (const [workId, rec] of this.records) {
+      if (out.length >= limit) break;
+      if (rec.status === 'leased' && now - rec.updatedMs >= this.ttlMs) out.push({ workId, payload: rec.payload });
+    }
+    return out;
+  }
+
+  /** Another coordinator takes the record over (as after an expiry). */
+  steal(workId: string, now: number): void {
+    const rec = this.records.get(workId);
+    if (!rec) throw new Error(`no record ${workId}`);
+    rec.token = newToken('thief');
+    rec.updatedMs = now;
+  }
+
+  /** Records still held (leased or committing). */
+  held(): string[] {
+    return [...this.records].filter(([, r]) => r.status !== 'done').map(([id]) => id);
+  }
+}
+
+export class FakeTargetLeases implements TargetLeasePort {
+  readonly records = new Map<bigint, { token: string; updatedMs: number }>();
+  claimError = false;
+  /** Per call, in order: 'error' throws, 'lost' answers false, undefined behaves normally. */
+  heartbeatScript: Array<'error' | 'lost' | undefined> = [];
+  releaseError = false;
+  readonly calls: string[] = [];
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly owner = 'me',
+  ) {}
+
+  async claimGroup(group: readonly bigint[], _payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+    this.calls.push(`claim ${group.join(',')}`);
+    if (this.claimError) throw new Error('injected target claim I/O error');
+    for (const t of group) {
+      const rec = this.records.get(t);
+      if (rec && now - rec.updatedMs < this.ttlMs) return { granted: false, reason: 'conflict' };
+    }
+    const token = newToken(this.owner);
+    for (const t of group) this.records.set(t, { token, updatedMs: now });
+    return { granted: true, token };
+  }
+
+  async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
+    this.calls.push(`heartbeat ${group.join(',')}`);
+    const scripted = this.heartbeatScript.shift();
+    if (scripted === 'error') throw new Error('injected target heartbeat I/O error');
+    if (scripted === 'lost') return false;
+    if (!group.every((t) => this.records.get(t)?.token === token)) return false;
+    for (const t of group) this.records.get(t)!.updatedMs = now;
+    return true;
+  }
+
+  async releaseGroup(group: readonly bigint[], token: string): Promise<boolean> {
+    this.calls.push(`release ${group.join(',')}`);
+    if (this.releaseError) throw new Error('injected release I/O error');
+    if (!group.every((t) => this.records.get(t)?.token === token)) return false;
+    for (const t of group) this.records.delete(t);
+    return true;
+  }
+
+  /** Another coordinator holds the targets now. */
+  takeOver(group: readonly bigint[], now: number): string {
+    const token = newToken('other');
+    for (const t of group) this.records.set(t, { token, updatedMs: now });
+    return token;
+  }
+}
+
+export class FakeReservations implements LocalReservations {
+  readonly held = new Map<bigint, number>();
+  tryReserveGroup(targets: readonly bigint[], owner: number): boolean {
+    if (targets.some((t) => this.held.has(t))) return false;
+    for (const t of targets) this.held.set(t, owner);
+    return true;
+  }
+  releaseGroup(targets: readonly bigint[], owner: number): number {
+    let n = 0;
+    for (const t of targets) {
+      if (this.held.get(t) === owner) {
+        this.held.delete(t);
+        n++;
+      }
+    }
+    return n;
+  }
+}
+
+interface Deferred {
+  readonly task: SolverTask;
+  readonly signal: AbortSignal;
+  resolve(outcome: SolverOutcome): void;
+}
+
+/** A solver whose runs finish when the test says so; an abort finishes a run as `aborted`. */
+export class FakeSolver implements SolverPort {
+  readonly runs: Deferred[] = [];
+  #waiters: Array<() => void> = [];
+
+  run(task: SolverTask, options: { signal: AbortSignal }): Promise<SolverOutcome> {
+    return new Promise((resolve) => {
+      const entry: Deferred = { task, signal: options.signal, resolve };
+      options.signal.addEventListener('abort', () => resolve({ status: 'aborted', generated: [], elapsedMs: 0 }), { once: true });
+      this.runs.push(entry);
+      for (const w of this.#waiters.splice(0)) w();
+    });
+  }
+
+  /** Resolves once at least `n` runs have started. */
+  async started(n: number): Promise<void> {
+    while (this.runs.length < n) await new Promise<void>((r) => this.#waiters.push(r));
+  }
+}
+
+export class FakeSource implements WorkSource {
+  readonly observed: JobFeedback[] = [];
+  /** Deliver everything queued regardless of `limit` (to exercise the safety valve). */
+  overdeliver = false;
+  constructor(public queue: AdmittedWork[] = []) {}
+  async take(limit: number): Promise<readonly AdmittedWork[]> {
+    return this.queue.splice(0, this.overdeliver ? this.queue.length : limit);
+  }
+  observe(feedback: JobFeedback): void {
+    this.observed.push(feedback);
+  }
+}
+
+export class FakeSink implements FindingSink {
+  readonly entries: PublishedEntry[] = [];
+  #ids = { queue: 0, crashes: 0, hangs: 0 };
+  async publish(kind: PublishedEntry['kind'], content: Uint8Array | { readonly path: string }): Promise<PublishedEntry> {
+    const id = this.#ids[kind]++;
+    const bytes = content instanceof Uint8Array ? content : new TextEncoder().encode(content.path);
+    const entry = { kind, id, path: `${kind}/id:${String(id).padStart(6, '0')}`, sha256: sha(bytes) };
+    this.entries.push(entry);
+    return entry;
+  }
+}
+
+export const sha = (bytes: Uint8Array | string): string => createHash('sha256').update(bytes).digest('hex');
+
+/** A job on input `name` with primary `target` and extra solve actions. */
+export function makeJob(name: string, target = 0n, extra: readonly bigint[] = []): CoordinatorJob {
+  const actions: JobAction[] = [
+    ...(target > 0n ? [{ branch: target, kind: 'solve' as const }] : []),
+    ...extra.map((branch) => ({ branch, kind: 'sample' as const })),
+  ];
+  const group = [...new Set([...(target > 0n ? [target] : []), ...extra])];
+  return { inputPath: `/afl/queue/${name}`, inputSha256: sha(name), targetBranch: target, actions, group, origin: 'scheduler', depth: 0 };
+}

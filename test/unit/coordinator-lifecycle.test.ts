@@ -1,0 +1,401 @@
+import { describe, expect, it } from 'vitest';
+import { Coordinator, type CoordinatorOptions } from '../../src/coordinator/coordinator.js';
+import type { AdmittedWork, CoordinatorJob, PublishedEntry } from '../../src/coordinator/ports.js';
+import { workIdOf, workPayloadOf } from '../../src/coordinator/work-identity.js';
+import { createCounters } from '../../src/telemetry/counters.js';
+import type { JobLogEntry } from '../../src/telemetry/job-log.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import {
+  FakeReservations,
+  FakeSink,
+  FakeSolver,
+  FakeSource,
+  FakeTargetLeases,
+  FakeWorkLeases,
+  ManualClock,
+  makeJob,
+} from '../helpers/coordinator-fakes.js';
+
+const TTL_MS = 30_000;
+const OWNER = 1;
+
+function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
+  const clock = new ManualClock();
+  const workLeases = new FakeWorkLeases(TTL_MS);
+  const targetLeases = new FakeTargetLeases(TTL_MS);
+  const reservations = new FakeReservations();
+  const solver = new FakeSolver();
+  const source = new FakeSource();
+  const sink = new FakeSink();
+  const counters = createCounters();
+  const jobs: JobLogEntry[] = [];
+  const lost: string[] = [];
+  const findings: PublishedEntry[] = [];
+  const coordinator = new Coordinator(
+    { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false, ...overrides },
+    {
+      clock,
+      logger: silentLogger(),
+      counters,
+      workLeases,
+      ...(shared ? { targetLeases } : {}),
+      reservations,
+      solver,
+      source,
+      findings: sink,
+      jobLog: { append: (e) => jobs.push(e), close: () => {} },
+      events: { leaseLost: (info) => lost.push(`${info.lease}:${info.workId}`), finding: (e) => findings.push(e) },
+    },
+  );
+
+  /** What the scheduler's admission does before handing a job over: local reserve, shared claim. */
+  async function admit(job: CoordinatorJob): Promise<AdmittedWork> {
+    expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
+    if (!shared || job.group.length === 0) return { job, owner: OWNER };
+    const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
+    if (!claim.granted) throw new Error('test setup: admission claim refused');
+    return { job, owner: OWNER, targetToken: claim.token };
+  }
+
+  return { clock, workLeases, targetLeases, reservations, solver, source, sink, counters, jobs, lost, findings, coordinator, admit };
+}
+
+const ok = (generated: Array<{ text: string; interesting: boolean; terminal?: 'crash' | 'timeout' }> = []) => ({
+  status: 'ok' as const,
+  elapsedMs: 5,
+  generated: generated.map((g) => ({ bytes: new TextEncoder().encode(g.text), sha256: g.text, interesting: g.interesting, ...(g.terminal ? { terminal: g.terminal } : {}) })),
+});
+
+describe('dispatch: pending → active', () => {
+  it('re-validates the pending target token with a heartbeat and runs the job holding both leases', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n, [88n]);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(1);
+    expect(t.targetLeases.calls).toEqual(['claim 77,88', 'heartbeat 77,88']);
+    expect(t.workLeases.held()).toEqual([workIdOf(job)]);
+    expect(t.counters.jobsStarted).toBe(1);
+  });
+
+  it('re-claims the group when the pending token was lost but nobody else holds the targets', async () => {
+    const t = setup();
+    t.source.queue.push(await t.admit(makeJob('a', 77n)));
+    t.clock.advance(TTL_MS); // the pending token expired while queued…
+    t.targetLeases.heartbeatScript = ['lost']; // …and the table refuses to renew it
+    await t.coordinator.tick();
+    expect(t.targetLeases.calls).toEqual(['claim 77', 'heartbeat 77', 'claim 77']);
+    expect(t.solver.runs).toHaveLength(1);
+  });
+
+  it('rolls the whole dispatch back when the re-claim conflicts, leaving nothing held', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n, [88n]);
+    t.source.queue.push(await t.admit(job));
+    t.targetLeases.takeOver([77n], t.clock.now()); // another coordinator after our token expired
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.workLeases.calls).toEqual([]);
+    expect(t.counters).toMatchObject({ conflicts: 1, dispatchRollbacks: 1, jobsStarted: 0 });
+    // The group was never re-acquired, so there is nothing to release; the expired remainder of the
+    // old token (88) is left to its TTL like any lost lease.
+    expect(t.targetLeases.records.get(77n)?.token).toMatch(/^other:/);
+  });
+
+  it('rolls back the target group and the local reservation when the exact-work claim conflicts', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n, [88n]);
+    t.source.queue.push(await t.admit(job));
+    t.workLeases.claimFailure = 'conflict';
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(0);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.counters).toMatchObject({ conflicts: 1, dispatchRollbacks: 1, releaseFailures: 0 });
+  });
+
+  it('rolls back when the exact-work claim throws an I/O error, without counting a conflict', async () => {
+    const t = setup();
+    t.source.queue.push(await t.admit(makeJob('a', 77n)));
+    t.workLeases.claimFailure = 'error';
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(0);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.counters).toMatchObject({ conflicts: 0, dispatchRollbacks: 1 });
+  });
+
+  it('rolls back when the target re-claim throws, and keeps dispatching the next pending job', async () => {
+    const t = setup();
+    t.source.queue.push(await t.admit(makeJob('a', 77n)), await t.admit(makeJob('b', 99n)));
+    t.targetLeases.heartbeatScript = ['error'];
+    t.targetLeases.claimError = true;
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(0);
+    t.targetLeases.claimError = false;
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.job.targetBranch)).toEqual([99n]);
+    expect([...t.reservations.held.keys()]).toEqual([99n]);
+  });
+});
+
+describe('result → beginCommit → triage → complete → release', () => {
+  it('publishes findings, completes the work, and releases the target group only after triage', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    const order: string[] = [];
+    const publish = t.sink.publish.bind(t.sink);
+    t.sink.publish = async (kind, content, parent) => {
+      order.push(`publish ${kind} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(workIdOf(job))?.status}`);
+      return publish(kind, content, parent);
+    };
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }, { text: 'old', interesting: false }, { text: 'boom', interesting: false, terminal: 'crash' }]));
+    await t.coordinator.settled();
+
+    expect(order).toEqual(['publish queue targetsHeld=1 status=committing', 'publish crashes targetsHeld=1 status=committing']);
+    expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${workIdOf(job).slice(0, 8)}`, `complete ${workIdOf(job).slice(0, 8)}`]);
+    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
+    expect(t.targetLeases.calls.at(-1)).toBe('release 77');
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.counters).toMatchObject({ jobsOk: 1, generated: 3, interesting: 1, crashes: 1, staleResults: 0 });
+    expect(t.findings.map((f) => f.kind)).toEqual(['queue', 'crashes']);
+    expect(t.jobs).toEqual([
+      { workId: workIdOf(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1 },
+    ]);
+    expect(t.source.observed).toHaveLength(1);
+  });
+
+  it('drops a stale result after the work lease was stolen: nothing published, everything released', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.clock.advance(TTL_MS + 1);
+    t.workLeases.steal(workIdOf(job), t.clock.now());
+    t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
+    await t.coordinator.settled();
+
+    expect(t.sink.entries).toEqual([]);
+    expect(t.counters).toMatchObject({ staleResults: 1, jobsOk: 0, interesting: 0 });
+    expect(t.jobs.map((j) => j.status)).toEqual(['stale']);
+    expect(t.workLeases.records.get(workIdOf(job))?.token).toMatch(/^thief:/); // the thief's record is untouched
+    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('leased');
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.source.observed).toEqual([]);
+  });
+
+  it('never lets a target token authorise a result: a still-valid target lease does not save a stale work fence', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.workLeases.steal(workIdOf(job), t.clock.now());
+    expect(t.targetLeases.records.get(77n)).toBeDefined();
+    t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
+    await t.coordinator.settled();
+    expect(t.counters.staleResults).toBe(1);
+    expect(t.sink.entries).toEqual([]);
+  });
+
+  it('counts a failed target release after commit and leaves it to the TTL', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.targetLeases.releaseError = true;
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 1 });
+    expect(t.targetLeases.records.has(77n)).toBe(true);
+    expect(t.reservations.held.size).toBe(0); // the local reservation is released regardless
+  });
+
+  it('copies a crashing parent to crashes/ and a timed-out parent to hangs/', async () => {
+    const t = setup({ workers: 2 });
+    t.source.queue.push(await t.admit(makeJob('c', 1n)), await t.admit(makeJob('h', 2n)));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve({ status: 'crash', generated: [], elapsedMs: 1 });
+    t.solver.runs[1]!.resolve({ status: 'timeout', generated: [], elapsedMs: 1 });
+    await t.coordinator.settled();
+    expect(t.sink.entries.map((e) => e.kind).sort()).toEqual(['crashes', 'hangs']);
+    expect(t.counters).toMatchObject({ jobsCrash: 1, jobsTimeout: 1, crashes: 1, hangs: 1 });
+  });
+
+  it('runs untargeted jobs in single-coordinator mode with only the exact-work lease', async () => {
+    const t = setup({}, false);
+    const job = makeJob('seed');
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok([{ text: 'x', interesting: true }]));
+    await t.coordinator.settled();
+    expect(t.targetLeases.calls).toEqual([]);
+    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
+    expect(t.jobs[0]).toMatchObject({ targets: [], status: 'ok', interesting: 1 });
+  });
+
+  it('does not run the same exact work twice once it is done', async () => {
+    const t = setup();
+    const job = makeJob('seed');
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(1);
+    expect(t.counters.dispatchRollbacks).toBe(1);
+  });
+});
+
+describe('heartbeats', () => {
+  it('renews every lease, isolates each failure and attempts all of them', async () => {
+    const t = setup({ workers: 2 });
+    const a = makeJob('a', 11n);
+    const b = makeJob('b');
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    await t.coordinator.enqueue([await t.admit(makeJob('p1', 21n)), await t.admit(makeJob('p2', 22n))]);
+    t.workLeases.steal(workIdOf(b), t.clock.now()); // b's fence is lost
+    t.targetLeases.heartbeatScript = ['error', 'lost', undefined]; // active 11, pending 21, pending 22
+    const callsBefore = t.targetLeases.calls.length;
+
+    const report = await t.coordinator.heartbeat();
+    expect(report).toEqual({ workOk: 1, workFailed: 1, targetOk: 1, targetFailed: 2 });
+    expect(t.workLeases.calls.filter((c) => c.startsWith('heartbeatMany'))).toEqual(['heartbeatMany 2']);
+    expect(t.targetLeases.calls.slice(callsBefore)).toEqual(['heartbeat 11', 'heartbeat 21', 'heartbeat 22']);
+    expect(t.lost).toEqual([`work:${workIdOf(b)}`]);
+
+    expect(t.solver.runs[1]!.signal.aborted).toBe(true);
+    expect(t.solver.runs[0]!.signal.aborted).toBe(false); // an I/O error is not a loss
+    expect(t.counters).toMatchObject({ leaseExpiries: 1, heartbeatsOk: 2, heartbeatsFailed: 3 });
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status).sort()).toEqual(['aborted', 'ok']);
+  });
+
+  it('counts every fence as failed when the batched work renewal throws, and aborts nothing', async () => {
+    const t = setup({ workers: 2 });
+    t.source.queue.push(await t.admit(makeJob('a')), await t.admit(makeJob('b')));
+    await t.coordinator.tick();
+    t.workLeases.heartbeatError = true;
+    expect(await t.coordinator.heartbeat()).toEqual({ workOk: 0, workFailed: 2, targetOk: 0, targetFailed: 0 });
+    expect(t.solver.runs.every((r) => !r.signal.aborted)).toBe(true);
+  });
+
+  it('aborts the run whose target group was taken over, and rolls its dispatch back', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.targetLeases.takeOver([77n], t.clock.now());
+    await t.coordinator.heartbeat();
+    await t.coordinator.settled();
+    expect(t.lost).toEqual([`target:${workIdOf(job)}`]);
+    expect(t.jobs.map((j) => j.status)).toEqual(['aborted']);
+    expect(t.workLeases.held()).toEqual([]); // abandoned
+    expect(t.targetLeases.records.get(77n)?.token).toMatch(/^other:/); // the new owner's record survives
+    expect(t.reservations.held.size).toBe(0);
+  });
+
+  it('heartbeats from tick() once the period has elapsed', async () => {
+    const t = setup();
+    t.source.queue.push(await t.admit(makeJob('a', 5n)));
+    await t.coordinator.tick();
+    const renewals = () => t.targetLeases.calls.filter((c) => c.startsWith('heartbeat')).length;
+    const before = renewals();
+    t.clock.advance(t.coordinator.heartbeatIntervalMs - 1);
+    await t.coordinator.tick();
+    expect(renewals()).toBe(before);
+    t.clock.advance(1);
+    await t.coordinator.tick();
+    expect(renewals()).toBe(before + 1);
+  });
+});
+
+describe('queue safety valve', () => {
+  it('releases the tokens and reservations of dropped pending jobs at once', async () => {
+    const t = setup({ workers: 1, maxPendingJobs: 1 });
+    t.source.overdeliver = true;
+    t.source.queue.push(await t.admit(makeJob('a', 1n)), await t.admit(makeJob('b', 2n)), await t.admit(makeJob('c', 3n)));
+    await t.coordinator.tick();
+    expect(t.counters.safetyValveDrops).toBe(2);
+    expect([...t.targetLeases.records.keys()]).toEqual([1n]);
+    expect([...t.reservations.held.keys()]).toEqual([1n]);
+    expect(t.solver.runs.map((r) => r.task.job.targetBranch)).toEqual([1n]);
+  });
+});
+
+describe('shutdown', () => {
+  it('aborts running jobs and releases every pending and active lease, once', async () => {
+    const t = setup({ workers: 2 });
+    t.source.overdeliver = true;
+    t.source.queue.push(
+      await t.admit(makeJob('a', 1n)),
+      await t.admit(makeJob('b', 2n, [3n])),
+      await t.admit(makeJob('c', 4n)),
+      await t.admit(makeJob('d')),
+    );
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(2);
+    expect(t.coordinator.pendingCount).toBe(2);
+
+    const first = t.coordinator.stop();
+    const second = t.coordinator.stop();
+    expect(second).toBe(first);
+    expect(await first).toEqual({ abortedRuns: 2, releasedPending: 2, releaseFailures: 0 });
+    expect(t.workLeases.held()).toEqual([]);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.jobs.map((j) => j.status)).toEqual(['aborted', 'aborted']);
+    await t.coordinator.tick(); // stopped: dispatches nothing
+    expect(t.solver.runs).toHaveLength(2);
+  });
+
+  it('lets a committing job finish instead of rolling it back', async () => {
+    const t = setup();
+    const job = makeJob('a', 1n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    let releasePublish!: () => void;
+    const publish = t.sink.publish.bind(t.sink);
+    let publishing!: () => void;
+    const publishStarted = new Promise<void>((r) => (publishing = r));
+    t.sink.publish = async (kind, content, parent) => {
+      publishing();
+      await new Promise<void>((r) => (releasePublish = r));
+      return publish(kind, content, parent);
+    };
+    t.solver.runs[0]!.resolve(ok([{ text: 'n', interesting: true }]));
+    await publishStarted;
+    const stopped = t.coordinator.stop();
+    releasePublish();
+    expect(await stopped).toMatchObject({ abortedRuns: 0 });
+    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
+    expect(t.sink.entries).toHaveLength(1);
+    expect(t.targetLeases.records.size).toBe(0);
+  });
+});
+
+describe('takeover of expired work', () => {
+  it('runs another coordinator’s expired work with a new fence and counts a steal', async () => {
+    const t = setup({ recoverExpiredWork: true });
+    const job = makeJob('orphan', 9n);
+    const workId = workIdOf(job);
+    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now(), payload: workPayloadOf(job) });
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(0); // not expired yet
+    t.clock.advance(TTL_MS);
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([workId]);
+    expect(t.workLeases.records.get(workId)?.token).not.toBe('dead:1');
+    expect(t.counters.leaseSteals).toBe(1);
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.workLeases.records.get(workId)?.status).toBe('done');
+  });
+});
