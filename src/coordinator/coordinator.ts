@@ -30,6 +30,7 @@ import type {
   AdmittedWork,
   Clock,
   CoordinatorJob,
+  FindingItem,
   FindingSink,
   LocalReservations,
   PublishedEntry,
@@ -542,32 +543,37 @@ export class Coordinator {
     this.#record(active, endMs, outcome.status, outcome.generated.length, interesting);
   }
 
-  /** Publishes what the run found. Failures are logged per entry; they never block completion. */
+  /**
+   * Publishes what the run found, in one batch (one durability barrier per directory). A failure
+   * is logged and leaves the findings unpublished; it never blocks completion of the work record.
+   */
   async #triage(active: ActiveJob, outcome: SolverOutcome): Promise<PublishedEntry[]> {
     const counters = this.#deps.counters;
     const { job } = active.work;
-    const published: PublishedEntry[] = [];
-    const publish = async (kind: PublishedEntry['kind'], content: Uint8Array | { path: string }): Promise<void> => {
-      try {
-        const entry = await this.#deps.findings.publish(kind, content, job.inputPath);
-        if (entry === null) return;
-        published.push(entry);
-        if (kind === 'queue') counters.interesting++;
-        else if (kind === 'crashes') counters.crashes++;
-        else counters.hangs++;
-        this.#deps.events?.finding?.(entry, job);
-      } catch (error) {
-        active.logger.error({ err: error, kind }, 'publishing a finding failed');
-      }
-    };
+    const items: FindingItem[] = [];
     for (const input of outcome.generated) {
       counters.generated++;
-      if (input.terminal === 'crash') await publish('crashes', input.bytes);
-      else if (input.terminal === 'timeout') await publish('hangs', input.bytes);
-      else if (input.interesting) await publish('queue', input.bytes);
+      if (input.terminal === 'crash') items.push({ kind: 'crashes', content: input.bytes });
+      else if (input.terminal === 'timeout') items.push({ kind: 'hangs', content: input.bytes });
+      else if (input.interesting) items.push({ kind: 'queue', content: input.bytes });
     }
-    if (outcome.status === 'crash') await publish('crashes', { path: job.inputPath });
-    else if (outcome.status === 'timeout') await publish('hangs', { path: job.inputPath });
+    if (outcome.status === 'crash') items.push({ kind: 'crashes', content: { path: job.inputPath } });
+    else if (outcome.status === 'timeout') items.push({ kind: 'hangs', content: { path: job.inputPath } });
+    if (items.length === 0) return [];
+    let answers: ReadonlyArray<PublishedEntry | null>;
+    try {
+      answers = await this.#deps.findings.publish(items, job.inputPath);
+    } catch (error) {
+      active.logger.error({ err: error, findings: items.length }, 'publishing findings failed');
+      return [];
+    }
+    const published = answers.filter((e): e is PublishedEntry => e !== null);
+    for (const entry of published) {
+      if (entry.kind === 'queue') counters.interesting++;
+      else if (entry.kind === 'crashes') counters.crashes++;
+      else counters.hangs++;
+      this.#deps.events?.finding?.(entry, job);
+    }
     return published;
   }
 

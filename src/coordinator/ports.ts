@@ -159,12 +159,19 @@ export interface PublishedEntry {
   readonly sha256: string;
 }
 
+/** One finding to publish: bytes, or a file to copy (such as a crashing parent input). */
+export interface FindingItem {
+  readonly kind: PublishedEntry['kind'];
+  readonly content: Uint8Array | { readonly path: string };
+}
+
 /** Publishes findings into `<afl-out>/<name>/{queue,crashes,hangs}` (see triage/queue-publisher). */
 export interface FindingSink {
   /**
-   * Publishes `content` (bytes, or a file to copy such as a crashing parent input) as the next
-   * entry of `kind`, naming `parentPath`'s id as its source. Resolves `null` when the content was
-   * already published there (de-duplicated by digest).
+   * Publishes one result's findings as the next entries of their directories, naming `parentPath`'s
+   * id as their source; one durability barrier per touched directory for the whole batch. The
+   * answer lists, per item and in order, the entry or `null` when that content was already
+   * published there (de-duplicated by digest).
    */
-  publish(kind: PublishedEntry['kind'], content: Uint8Array | { readonly path: string }, parentPath: string): Promise<PublishedEntry | null>;
+  publish(items: readonly FindingItem[], parentPath: string): Promise<ReadonlyArray<PublishedEntry | null>>;
 }

@@ -9,6 +9,7 @@ import type {
   ClaimOutcome,
   Clock,
   CoordinatorJob,
+  FindingItem,
   FindingSink,
   JobAction,
   JobFeedback,
@@ -237,13 +238,20 @@ export class FakeSource implements WorkSource {
 
 export class FakeSink implements FindingSink {
   readonly entries: PublishedEntry[] = [];
+  readonly batches: number[] = [];
+  /** Called before each batch is published (to observe what is held at that moment). */
+  beforePublish: (items: readonly FindingItem[]) => Promise<void> | void = () => {};
   #ids = { queue: 0, crashes: 0, hangs: 0 };
-  async publish(kind: PublishedEntry['kind'], content: Uint8Array | { readonly path: string }): Promise<PublishedEntry> {
-    const id = this.#ids[kind]++;
-    const bytes = content instanceof Uint8Array ? content : new TextEncoder().encode(content.path);
-    const entry = { kind, id, path: `${kind}/id:${String(id).padStart(6, '0')}`, sha256: sha(bytes) };
-    this.entries.push(entry);
-    return entry;
+  async publish(items: readonly FindingItem[]): Promise<ReadonlyArray<PublishedEntry | null>> {
+    await this.beforePublish(items);
+    this.batches.push(items.length);
+    return items.map(({ kind, content }) => {
+      const id = this.#ids[kind]++;
+      const bytes = content instanceof Uint8Array ? content : new TextEncoder().encode(content.path);
+      const entry = { kind, id, path: `${kind}/id:${String(id).padStart(6, '0')}`, sha256: sha(bytes) };
+      this.entries.push(entry);
+      return entry;
+    });
   }
 }
 

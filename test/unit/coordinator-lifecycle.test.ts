@@ -146,16 +146,14 @@ describe('result → beginCommit → triage → complete → release', () => {
     const job = makeJob('a', 77n);
     t.source.queue.push(await t.admit(job));
     const order: string[] = [];
-    const publish = t.sink.publish.bind(t.sink);
-    t.sink.publish = async (kind, content, parent) => {
-      order.push(`publish ${kind} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(workIdOf(job))?.status}`);
-      return publish(kind, content, parent);
+    t.sink.beforePublish = (items) => {
+      order.push(`publish ${items.map((i) => i.kind).join('+')} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(workIdOf(job))?.status}`);
     };
     await t.coordinator.tick();
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }, { text: 'old', interesting: false }, { text: 'boom', interesting: false, terminal: 'crash' }]));
     await t.coordinator.settled();
 
-    expect(order).toEqual(['publish queue targetsHeld=1 status=committing', 'publish crashes targetsHeld=1 status=committing']);
+    expect(order).toEqual(['publish queue+crashes targetsHeld=1 status=committing']);
     expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${workIdOf(job).slice(0, 8)}`, `complete ${workIdOf(job).slice(0, 8)}`]);
     expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
     expect(t.targetLeases.calls.at(-1)).toBe('release 77');
@@ -362,13 +360,11 @@ describe('shutdown', () => {
     t.source.queue.push(await t.admit(job));
     await t.coordinator.tick();
     let releasePublish!: () => void;
-    const publish = t.sink.publish.bind(t.sink);
     let publishing!: () => void;
     const publishStarted = new Promise<void>((r) => (publishing = r));
-    t.sink.publish = async (kind, content, parent) => {
+    t.sink.beforePublish = async () => {
       publishing();
       await new Promise<void>((r) => (releasePublish = r));
-      return publish(kind, content, parent);
     };
     t.solver.runs[0]!.resolve(ok([{ text: 'n', interesting: true }]));
     await publishStarted;
