@@ -136,3 +136,5 @@ export function isErrorData(data: unknown): data is ErrorData {
 export function registeredErrorCodes(): readonly string[] {
   return [...registry.keys()].sort();
 }
+/** A campaign's output directory or stats file is missing, unreadable or of another schema. */
+export const CampaignStateError = defineError('ERR_CAMPAIGN_STATE', 'CampaignStateError');

@@ -1,0 +1,54 @@
+/**
+ * What `symfence status <out-dir>` reports: the stats of every campaign found at that path —
+ * `<dir>/stats.json` itself, or `<dir>/<name>/stats.json` for an AFL output directory holding one or
+ * more symfence coordinators' directories. A `running` campaign whose file has not been rewritten
+ * for three intervals is reported as `stale` (its coordinator probably died).
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { CampaignStateError } from '../errors.js';
+import { formatDuration } from '../config/schema.js';
+import { readStatsFile, STATS_FILE_NAME, type StatsSnapshot } from './stats-file.js';
+
+export interface CampaignStatus {
+  readonly path: string;
+  /** `running`, `stopped`, or `stale` (running but not updated for 3 stats intervals). */
+  readonly liveness: 'running' | 'stopped' | 'stale';
+  readonly stats: StatsSnapshot;
+}
+
+export function findStatsFiles(dir: string): string[] {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    throw new CampaignStateError(`${dir} is not a directory`, { dir });
+  }
+  const direct = path.join(dir, STATS_FILE_NAME);
+  if (existsSync(direct)) return [direct];
+  const nested = readdirSync(dir)
+    .sort()
+    .map((name) => path.join(dir, name, STATS_FILE_NAME))
+    .filter((file) => existsSync(file));
+  if (nested.length === 0) throw new CampaignStateError(`no symfence ${STATS_FILE_NAME} in ${dir} or its subdirectories`, { dir });
+  return nested;
+}
+
+export function readCampaignStatus(dir: string, nowMs: number = Date.now()): CampaignStatus[] {
+  return findStatsFiles(dir).map((file) => {
+    const stats = readStatsFile(file);
+    const stale = stats.state === 'running' && nowMs - stats.updatedMs > 3 * Math.max(stats.statsIntervalMs, 1000);
+    return { path: file, liveness: stale ? 'stale' : stats.state, stats };
+  });
+}
+
+export function formatCampaignStatus(status: CampaignStatus): string {
+  const s = status.stats;
+  const c = s.counters;
+  const elapsed = formatDuration(Math.max(0, Math.round((s.updatedMs - s.startedMs) / 1000)) * 1000);
+  return [
+    `campaign ${s.name} (coordinator ${s.coordinator}, pid ${s.pid}): ${status.liveness}, ${elapsed}, updated ${new Date(s.updatedMs).toISOString()}`,
+    `  jobs       started ${c.jobsStarted}, completed ${s.jobsCompleted} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}), aborted ${c.jobsAborted}, ${s.jobsPerSec.toFixed(2)}/s`,
+    `  findings   generated ${c.generated}, interesting ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}, edges ${c.edgesCovered}`,
+    `  admission  admitted ${c.admissions}, conflicts ${c.conflicts}, back-fills ${c.backFills}, rollbacks ${c.dispatchRollbacks}, fill ${(c.fillRatio * 100).toFixed(0)}% of ${s.workers}`,
+    `  leases     stale results ${c.staleResults}, steals ${c.leaseSteals}, expiries ${c.leaseExpiries}, release failures ${c.releaseFailures}, heartbeats ${c.heartbeatsOk} ok / ${c.heartbeatsFailed} failed`,
+    `  solver     ${(c.solverTimeMs / 1000).toFixed(1)} s`,
+  ].join('\n');
+}

@@ -1,0 +1,60 @@
+/**
+ * `plot_data.csv`: one row per stats interval, for plotting a campaign over time (the same idea
+ * as AFL++'s `plot_data`). Appended with one write per row; the header is written when the file is
+ * created, so a resumed campaign keeps appending to the same series.
+ */
+import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
+import { jobsCompleted, type CampaignCounters } from './counters.js';
+
+export const PLOT_COLUMNS = [
+  'unix_ms',
+  'elapsed_s',
+  'jobs_started',
+  'jobs_completed',
+  'interesting',
+  'crashes',
+  'hangs',
+  'stale_results',
+  'conflicts',
+  'lease_steals',
+  'edges_covered',
+  'fill_ratio',
+] as const;
+
+export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCounters>): string {
+  const values = [
+    nowMs,
+    ((nowMs - startedMs) / 1000).toFixed(3),
+    c.jobsStarted,
+    jobsCompleted(c),
+    c.interesting,
+    c.crashes,
+    c.hangs,
+    c.staleResults,
+    c.conflicts,
+    c.leaseSteals,
+    c.edgesCovered,
+    c.fillRatio.toFixed(3),
+  ];
+  return values.join(',') + '\n';
+}
+
+export class PlotDataFile {
+  #fd: number | undefined;
+
+  constructor(readonly path: string) {
+    this.#fd = openSync(path, 'a');
+    if (fstatSync(this.#fd).size === 0) writeSync(this.#fd, PLOT_COLUMNS.join(',') + '\n');
+  }
+
+  append(nowMs: number, startedMs: number, counters: Readonly<CampaignCounters>): void {
+    if (this.#fd !== undefined) writeSync(this.#fd, plotRow(nowMs, startedMs, counters));
+  }
+
+  /** Idempotent. */
+  close(): void {
+    if (this.#fd === undefined) return;
+    closeSync(this.#fd);
+    this.#fd = undefined;
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * `<out>/<name>/stats.json`: the campaign's counters, rewritten every few seconds and at shutdown.
+ * Readers (`symfence status`, dashboards) may read at any moment, so the file is replaced
+ * atomically: written to a hidden temp file in the same directory, then renamed over the old one.
+ * A reader sees the previous or the next snapshot, never a torn one. (No fsync: the file is
+ * rewritten seconds later and losing the last snapshot in a power cut costs nothing.)
+ */
+import { readFileSync, renameSync, writeFileSync, unlinkSync } from 'node:fs';
+import path from 'node:path';
+import { CampaignStateError } from '../errors.js';
+import { COUNTER_NAMES, jobsCompleted, type CampaignCounters } from './counters.js';
+
+export const STATS_SCHEMA = 'symfence-stats/1';
+export const STATS_FILE_NAME = 'stats.json';
+
+export interface StatsSnapshot {
+  readonly schema: typeof STATS_SCHEMA;
+  readonly coordinator: string;
+  readonly name: string;
+  readonly pid: number;
+  /** `running` while the coordinator works; `stopped` after a clean shutdown. */
+  readonly state: 'running' | 'stopped';
+  readonly startedMs: number;
+  readonly updatedMs: number;
+  /** How often the file is rewritten while running, ms (lets readers spot a dead coordinator). */
+  readonly statsIntervalMs: number;
+  readonly workers: number;
+  readonly counters: Readonly<CampaignCounters>;
+  readonly jobsCompleted: number;
+  readonly jobsPerSec: number;
+}
+
+export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid'>): StatsSnapshot {
+  const completed = jobsCompleted(fields.counters);
+  const elapsedS = Math.max(0.001, (fields.updatedMs - fields.startedMs) / 1000);
+  return { schema: STATS_SCHEMA, pid: process.pid, ...fields, counters: { ...fields.counters }, jobsCompleted: completed, jobsPerSec: completed / elapsedS };
+}
+
+/** Replaces `file` with `snapshot` atomically (temp file + rename in the same directory). */
+export function writeStatsAtomic(file: string, snapshot: StatsSnapshot): void {
+  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
+  try {
+    writeFileSync(temp, JSON.stringify(snapshot, null, 2) + '\n');
+    renameSync(temp, file);
+  } catch (error) {
+    try {
+      unlinkSync(temp);
+    } catch {
+      // nothing to clean up
+    }
+    throw error;
+  }
+}
+
+/** Reads and validates a stats file. Anything else is `ERR_CAMPAIGN_STATE`. */
+export function readStatsFile(file: string): StatsSnapshot {
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new CampaignStateError(`cannot read campaign stats ${file}: ${(error as Error).message}`, { file });
+  }
+  const snap = data as Partial<StatsSnapshot>;
+  if (typeof data !== 'object' || data === null || snap.schema !== STATS_SCHEMA) {
+    throw new CampaignStateError(`${file} is not a ${STATS_SCHEMA} stats file`, { file });
+  }
+  const counters = snap.counters as Record<string, unknown> | undefined;
+  if (!counters || !COUNTER_NAMES.every((k) => typeof counters[k] === 'number')) {
+    throw new CampaignStateError(`${file} has missing or non-numeric counters`, { file });
+  }
+  return snap as StatsSnapshot;
+}
