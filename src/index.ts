@@ -24,6 +24,7 @@ export {
   AbortedError,
   ClosedError,
   QueueClosedError,
+  CampaignStateError,
   toErrorData,
   fromErrorData,
   isErrorData,
@@ -41,3 +42,56 @@ export { parseDurationMs, parseSizeBytes } from './config/values.js';
 export { createLogger, silentLogger, componentLogger, LOGGER_OPTIONS } from './telemetry/logger.js';
 export type { Logger, LoggerOptions } from './telemetry/logger.js';
 export { PACKAGE_VERSION } from './version.js';
+export { Campaign } from './coordinator/campaign.js';
+export type {
+  CampaignComponents,
+  CampaignComponentsFactory,
+  CampaignContext,
+  CampaignEvents,
+  CampaignFinding,
+  CampaignRuntime,
+  CampaignSummary,
+} from './coordinator/campaign.js';
+export { CAMPAIGN_OPTIONS } from './coordinator/campaign-options.js';
+export type { CampaignOptions } from './coordinator/campaign-options.js';
+export { Coordinator } from './coordinator/coordinator.js';
+export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
+export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
+export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';
+export { workIdOf, workPayloadOf, jobFromWorkPayload } from './coordinator/work-identity.js';
+export { systemClock } from './coordinator/ports.js';
+export type {
+  Clock,
+  CoordinatorJob,
+  JobAction,
+  AdmittedWork,
+  ClaimOutcome,
+  WorkLeasePort,
+  TargetLeasePort,
+  LocalReservations,
+  SolverPort,
+  SolverTask,
+  SolverOutcome,
+  SolverStatus,
+  GeneratedInput,
+  WorkSource,
+  JobFeedback,
+  FindingSink,
+  FindingItem,
+  PublishedEntry,
+  RecoveredWork,
+} from './coordinator/ports.js';
+export { parseAflEntryName, nextAflId, formatAflId } from './triage/afl-names.js';
+export { AflQueueReader, listAflQueue, rankQueueEntries, parseAflCommandLine, readAflTargetCommand } from './triage/afl-queue.js';
+export type { AflQueueEntry, AflTargetCommand, PickedInput } from './triage/afl-queue.js';
+export { QueuePublisher } from './triage/queue-publisher.js';
+export { FsDirectWriter } from './triage/durable-writer.js';
+export type { DurableWriter, DurableFile } from './triage/durable-writer.js';
+export { createCounters } from './telemetry/counters.js';
+export type { CampaignCounters } from './telemetry/counters.js';
+export { readStatsFile } from './telemetry/stats-file.js';
+export type { StatsSnapshot } from './telemetry/stats-file.js';
+export { readCampaignStatus } from './telemetry/campaign-status.js';
+export type { CampaignStatus } from './telemetry/campaign-status.js';
+export { readJobLog } from './telemetry/job-log.js';
+export type { JobLogEntry, JobLogStatus } from './telemetry/job-log.js';

@@ -1,0 +1,142 @@
+/**
+ * The campaign's options: one schema for the library (`Campaign.start`), the CLI flags of
+ * `symfence run`/`demo` and the `SYMFENCE_*` environment variables.
+ */
+import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
+
+export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
+  /** Solver slots. 0 = one per available core. Default 0. */
+  workers: {
+    kind: 'integer',
+    default: 0,
+    min: 0,
+    max: 1024,
+    flag: 'workers',
+    env: 'SYMFENCE_WORKERS',
+    description: 'concurrent solver jobs (0 = one per available core)',
+  },
+  /** Per-job solver timeout, ms. Default 30 s. */
+  solverTimeoutMs: {
+    kind: 'duration',
+    default: 30_000,
+    min: 100,
+    max: 86_400_000,
+    flag: 'solver-timeout',
+    env: 'SYMFENCE_SOLVER_TIMEOUT',
+    description: 'kill a solver run after this long',
+  },
+  /** Stop the campaign after this long, ms. 0 = run until stopped. Default 0. */
+  durationMs: {
+    kind: 'duration',
+    default: 0,
+    min: 0,
+    flag: 'duration',
+    env: 'SYMFENCE_DURATION',
+    description: 'stop after this long (0 = until interrupted)',
+  },
+  /** AFL++ output directory (`afl-fuzz -o`). */
+  aflOut: {
+    kind: 'string',
+    default: undefined,
+    flag: 'afl-out',
+    env: 'SYMFENCE_AFL_OUT',
+    description: 'AFL++ output directory (afl-fuzz -o)',
+  },
+  /** The AFL++ instance whose queue is read (`-M`/`-S` name). */
+  aflInstance: {
+    kind: 'string',
+    default: undefined,
+    flag: 'afl-instance',
+    env: 'SYMFENCE_AFL_INSTANCE',
+    description: 'AFL++ instance whose queue symfence reads (-M/-S name)',
+  },
+  /** This coordinator's directory name under the AFL output directory. Default `symfence`. */
+  name: {
+    kind: 'string',
+    default: 'symfence',
+    flag: 'name',
+    env: 'SYMFENCE_NAME',
+    description: 'name of this coordinator\'s directory under the AFL output directory',
+  },
+  /** Output directory; default `<aflOut>/<name>`. */
+  outDir: {
+    kind: 'string',
+    default: undefined,
+    flag: 'out-dir',
+    env: 'SYMFENCE_OUT_DIR',
+    description: 'output directory (default: <afl-out>/<name>)',
+  },
+  /** Shared lease directory (multi-coordinator). Default: `<outDir>/leases`, private to this coordinator. */
+  leaseDir: {
+    kind: 'string',
+    default: undefined,
+    flag: 'lease-dir',
+    env: 'SYMFENCE_LEASE_DIR',
+    description: 'lease directory shared by cooperating coordinators (default: private, under the output directory)',
+  },
+  /** Coordinator id recorded in leases and jobs.jsonl. Default `<hostname>:<pid>`. */
+  coordinatorId: {
+    kind: 'string',
+    default: undefined,
+    flag: 'coordinator-id',
+    env: 'SYMFENCE_COORDINATOR_ID',
+    description: 'this coordinator\'s id in leases and logs (default: <hostname>:<pid>)',
+  },
+  /** Exact-work lease TTL, ms. Default 120 s. */
+  workLeaseTtlMs: {
+    kind: 'duration',
+    default: 120_000,
+    min: 300,
+    max: 86_400_000,
+    flag: 'work-lease-ttl',
+    env: 'SYMFENCE_WORK_LEASE_TTL',
+    description: 'exact-work lease TTL: another coordinator may take expired work over after this',
+  },
+  /** Target-group lease TTL, ms. Default 120 s. */
+  targetLeaseTtlMs: {
+    kind: 'duration',
+    default: 120_000,
+    min: 300,
+    max: 86_400_000,
+    flag: 'target-lease-ttl',
+    env: 'SYMFENCE_TARGET_LEASE_TTL',
+    description: 'target-group lease TTL',
+  },
+  /** How often stats.json and plot_data.csv are written, ms. Default 5 s. */
+  statsIntervalMs: {
+    kind: 'duration',
+    default: 5_000,
+    min: 100,
+    max: 3_600_000,
+    flag: 'stats-interval',
+    env: 'SYMFENCE_STATS_INTERVAL',
+    description: 'how often stats.json and plot_data.csv are written',
+  },
+  /** Queue safety valve: pending jobs beyond this are dropped and their leases released. Default 4096. */
+  maxPendingJobs: {
+    kind: 'integer',
+    default: 4096,
+    min: 1,
+    max: 1_000_000,
+    env: 'SYMFENCE_MAX_PENDING_JOBS',
+    description: 'most jobs carried in the pending queue',
+  },
+  /** Longest sleep of an idle coordinator loop, ms. Default 200 ms. */
+  idlePollMs: {
+    kind: 'duration',
+    default: 200,
+    min: 1,
+    max: 60_000,
+    env: 'SYMFENCE_IDLE_POLL',
+    description: 'longest sleep of an idle coordinator loop',
+  },
+  /** Take over other coordinators' expired work. Default true. */
+  recoverExpiredWork: {
+    kind: 'boolean',
+    default: true,
+    env: 'SYMFENCE_RECOVER_EXPIRED',
+    description: 'take over expired work of dead coordinators',
+  },
+});
+
+export type CampaignOptions = ResolvedOptions<typeof CAMPAIGN_OPTIONS.specs>;

@@ -1,0 +1,335 @@
+/**
+ * `Campaign`: the embedding API. `Campaign.start(options, runtime)` resolves the options, prepares
+ * the output directory, builds the components (lease tables, solver pool, work sources, queue
+ * publisher) through a factory, and runs the coordinator loop until the duration elapses, the
+ * embedder's `AbortSignal` fires or `stop()` is called. The handle exposes typed events, live
+ * counters and `stop()` (idempotent; every cleanup step runs even if an earlier one throws).
+ */
+import { mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
+import os from 'node:os';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { OptionsInput } from '../config/schema.js';
+import { InvalidOptionError } from '../errors.js';
+import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
+import { JobLogFile, type JobLogEntry } from '../telemetry/job-log.js';
+import { silentLogger } from '../telemetry/logger.js';
+import { ProgressLine, type ProgressStream } from '../telemetry/progress-line.js';
+import type { StatsSnapshot } from '../telemetry/stats-file.js';
+import { StatsReporter } from '../telemetry/stats-reporter.js';
+import { TypedEmitter } from '../util/typed-emitter.js';
+import { CAMPAIGN_OPTIONS, type CampaignOptions } from './campaign-options.js';
+import { Coordinator, type ShutdownReport } from './coordinator.js';
+import {
+  systemClock,
+  type Clock,
+  type CoordinatorJob,
+  type FindingSink,
+  type LocalReservations,
+  type PublishedEntry,
+  type SolverPort,
+  type TargetLeasePort,
+  type WorkLeasePort,
+  type WorkSource,
+} from './ports.js';
+
+/** What a campaign runs on. Built by a factory once the output directory exists. */
+export interface CampaignComponents {
+  readonly workLeases: WorkLeasePort;
+  /** Absent = single coordinator: targets are only reserved in-process. */
+  readonly targetLeases?: TargetLeasePort;
+  readonly reservations: LocalReservations;
+  readonly solver: SolverPort;
+  readonly source: WorkSource;
+  readonly findings: FindingSink;
+  /** Non-zero bytes of the global coverage bitmap, for `edgesCovered`. */
+  readonly edgesCovered?: () => number;
+  /** Whether a recovered job's input still exists (default: always). */
+  readonly inputExists?: (path: string) => boolean;
+  /** Releases the components' resources (threads, files). Called once, last. */
+  close?(): Promise<void>;
+}
+
+export interface CampaignContext {
+  readonly options: CampaignOptions;
+  readonly outDir: string;
+  readonly coordinatorId: string;
+  readonly workers: number;
+  readonly logger: Logger;
+  readonly counters: CampaignCounters;
+  readonly clock: Clock;
+}
+
+export type CampaignComponentsFactory = (context: CampaignContext) => Promise<CampaignComponents>;
+
+export interface CampaignRuntime {
+  /** Builds the components. */
+  readonly components: CampaignComponentsFactory;
+  /** The embedder's pino logger; symfence only derives children from it. Default: silent. */
+  readonly logger?: Logger;
+  /** Aborting it stops the campaign (like `stop()`). */
+  readonly signal?: AbortSignal;
+  /** Injected clock (tests). Default: `Date.now`. */
+  readonly clock?: Clock;
+  /** Where the live progress line goes; written only if it is a TTY. Default: none. */
+  readonly progressStream?: ProgressStream;
+}
+
+export interface CampaignFinding extends PublishedEntry {
+  /** The input whose solver run produced it. */
+  readonly inputPath: string;
+}
+
+export interface CampaignEvents {
+  [event: string]: (...args: never[]) => void;
+  finding: (finding: CampaignFinding) => void;
+  progress: (snapshot: StatsSnapshot) => void;
+  leaseLost: (info: { workId: string; lease: 'work' | 'target'; targets: readonly string[] }) => void;
+  jobFinished: (entry: JobLogEntry) => void;
+  error: (error: Error) => void;
+}
+
+export interface CampaignSummary {
+  readonly outDir: string;
+  readonly coordinatorId: string;
+  readonly elapsedMs: number;
+  readonly jobsCompleted: number;
+  readonly counters: Readonly<CampaignCounters>;
+  readonly shutdown: ShutdownReport;
+}
+
+export class Campaign extends TypedEmitter<CampaignEvents> {
+  readonly options: CampaignOptions;
+  readonly outDir: string;
+  readonly coordinatorId: string;
+  readonly workers: number;
+  /** Resolves with the summary once the campaign has stopped and cleaned up. */
+  readonly done: Promise<CampaignSummary>;
+
+  readonly #counters: CampaignCounters;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #startedMs: number;
+  #coordinator: Coordinator | undefined;
+  #components: CampaignComponents | undefined;
+  #reporter: StatsReporter | undefined;
+  #jobLog: JobLogFile | undefined;
+  #timers: NodeJS.Timeout[] = [];
+  #stopRequested = false;
+  #resolveDone!: (summary: CampaignSummary) => void;
+  #rejectDone!: (error: unknown) => void;
+  #stopping: Promise<CampaignSummary> | undefined;
+  #loop: Promise<ShutdownReport> | undefined;
+
+  private constructor(options: CampaignOptions, outDir: string, coordinatorId: string, workers: number, logger: Logger, clock: Clock) {
+    super();
+    this.options = options;
+    this.outDir = outDir;
+    this.coordinatorId = coordinatorId;
+    this.workers = workers;
+    this.#counters = createCounters();
+    this.#clock = clock;
+    this.#log = logger.child({ component: 'campaign', coordinator: coordinatorId });
+    this.#startedMs = clock.now();
+    this.done = new Promise((resolve, reject) => {
+      this.#resolveDone = resolve;
+      this.#rejectDone = reject;
+    });
+    // `done` is also returned by stop(); an unobserved rejection must not crash the embedder.
+    this.done.catch(() => {});
+  }
+
+  /**
+   * Resolves the options, prepares `<outDir>`, builds the components and starts the loop.
+   * Rejects with `ERR_INVALID_OPTION` for bad options (naming the option and value) and with the
+   * factory's error when a component cannot be built; nothing keeps running in either case.
+   */
+  static async start(input: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>, runtime: CampaignRuntime): Promise<Campaign> {
+    const options = CAMPAIGN_OPTIONS.resolve(input);
+    const outDir = resolveOutDir(options);
+    const coordinatorId = options.coordinatorId ?? `${hostname()}:${process.pid}`;
+    const workers = options.workers === 0 ? os.availableParallelism() : options.workers;
+    const campaign = new Campaign(options, outDir, coordinatorId, workers, runtime.logger ?? silentLogger(), runtime.clock ?? systemClock);
+    await campaign.#start(runtime);
+    return campaign;
+  }
+
+  async #start(runtime: CampaignRuntime): Promise<void> {
+    mkdirSync(this.outDir, { recursive: true });
+    const context: CampaignContext = {
+      options: this.options,
+      outDir: this.outDir,
+      coordinatorId: this.coordinatorId,
+      workers: this.workers,
+      logger: this.#log.child({}),
+      counters: this.#counters,
+      clock: this.#clock,
+    };
+    const components = await runtime.components(context);
+    this.#components = components;
+    try {
+      this.#jobLog = new JobLogFile(path.join(this.outDir, 'jobs.jsonl'));
+      const progress = runtime.progressStream ? new ProgressLine(runtime.progressStream) : undefined;
+      this.#reporter = new StatsReporter(
+        { dir: this.outDir, coordinatorId: this.coordinatorId, name: this.options.name, workers: this.workers, statsIntervalMs: this.options.statsIntervalMs, startedMs: this.#startedMs },
+        this.#clock,
+        this.#counters,
+        progress,
+      );
+      this.#coordinator = new Coordinator(
+        {
+          coordinatorId: this.coordinatorId,
+          workers: this.workers,
+          workLeaseTtlMs: this.options.workLeaseTtlMs,
+          targetLeaseTtlMs: this.options.targetLeaseTtlMs,
+          maxPendingJobs: this.options.maxPendingJobs,
+          recoverExpiredWork: this.options.recoverExpiredWork,
+        },
+        {
+          clock: this.#clock,
+          logger: this.#log,
+          counters: this.#counters,
+          workLeases: components.workLeases,
+          ...(components.targetLeases ? { targetLeases: components.targetLeases } : {}),
+          reservations: components.reservations,
+          solver: components.solver,
+          source: components.source,
+          findings: components.findings,
+          jobLog: this.#jobLog,
+          ...(components.inputExists ? { inputExists: components.inputExists } : {}),
+          events: {
+            finding: (entry: PublishedEntry, job: CoordinatorJob) => this.emit('finding', { ...entry, inputPath: job.inputPath }),
+            leaseLost: (info) => this.emit('leaseLost', info),
+            jobFinished: (entry) => this.emit('jobFinished', entry),
+          },
+        },
+      );
+    } catch (error) {
+      await this.#closeResources();
+      throw error;
+    }
+
+    this.#sample();
+    const statsTimer = setInterval(() => this.#sample(), this.options.statsIntervalMs);
+    statsTimer.unref();
+    this.#timers.push(statsTimer);
+    if (this.options.durationMs > 0) {
+      const durationTimer = setTimeout(() => void this.stop(), this.options.durationMs);
+      durationTimer.unref();
+      this.#timers.push(durationTimer);
+    }
+    if (runtime.signal) {
+      if (runtime.signal.aborted) void this.stop();
+      else runtime.signal.addEventListener('abort', () => void this.stop(), { once: true });
+    }
+    this.#log.info({ outDir: this.outDir, workers: this.workers }, 'campaign started');
+    this.#loop = this.#coordinator.run({ idlePollMs: this.options.idlePollMs });
+    this.#loop.then(
+      () => void this.stop(),
+      (error: unknown) => {
+        this.#reportError(error);
+        void this.stop();
+      },
+    );
+  }
+
+  /** A copy of the live counters. */
+  counters(): CampaignCounters {
+    if (this.#components?.edgesCovered) this.#counters.edgesCovered = this.#components.edgesCovered();
+    return { ...this.#counters };
+  }
+
+  /** True once stop was requested (by `stop()`, the signal, the duration or a fatal error). */
+  get stopping(): boolean {
+    return this.#stopRequested;
+  }
+
+  /**
+   * Stops the campaign: the coordinator rolls back in-flight dispatches, aborts solver runs and
+   * releases every pending and active lease; then the final stats are written and the components
+   * closed. Idempotent: every call returns the same summary promise.
+   */
+  stop(): Promise<CampaignSummary> {
+    this.#stopRequested = true;
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<CampaignSummary> {
+    try {
+      for (const timer of this.#timers) clearTimeout(timer);
+      const shutdown = (await this.#coordinator?.stop()) ?? { abortedRuns: 0, releasedPending: 0, releaseFailures: 0 };
+      await this.#loop?.catch(() => {});
+      const counters = this.counters();
+      try {
+        this.#reporter?.close();
+      } catch (error) {
+        this.#reportError(error);
+      }
+      await this.#closeResources();
+      const summary: CampaignSummary = {
+        outDir: this.outDir,
+        coordinatorId: this.coordinatorId,
+        elapsedMs: this.#clock.now() - this.#startedMs,
+        jobsCompleted: jobsCompleted(counters),
+        counters,
+        shutdown,
+      };
+      this.#log.info({ jobsCompleted: summary.jobsCompleted, interesting: counters.interesting, shutdown }, 'campaign stopped');
+      this.#resolveDone(summary);
+      return summary;
+    } catch (error) {
+      this.#rejectDone(error);
+      throw error;
+    }
+  }
+
+  /** Runs every close step even when one throws. */
+  async #closeResources(): Promise<void> {
+    try {
+      this.#jobLog?.close();
+    } catch (error) {
+      this.#reportError(error);
+    }
+    try {
+      await this.#components?.close?.();
+    } catch (error) {
+      this.#reportError(error);
+    }
+  }
+
+  #sample(): void {
+    try {
+      this.counters();
+      const snapshot = this.#reporter?.sample('running');
+      if (snapshot) this.emit('progress', snapshot);
+    } catch (error) {
+      this.#reportError(error);
+    }
+  }
+
+  #reportError(error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    this.#log.error({ err }, 'campaign error');
+    // An 'error' event without listeners would throw from EventEmitter; the log is enough then.
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+  }
+}
+
+function resolveOutDir(options: CampaignOptions): string {
+  if (!/^[A-Za-z0-9._-]+$/.test(options.name) || options.name === '.' || options.name === '..') {
+    throw new InvalidOptionError(`option name: expected a plain directory name (letters, digits, . _ -), got ${JSON.stringify(options.name)}`, {
+      option: 'name',
+      expected: 'a plain directory name',
+      value: options.name,
+    });
+  }
+  if (options.outDir !== undefined) return path.resolve(options.outDir);
+  if (options.aflOut !== undefined) return path.resolve(options.aflOut, options.name);
+  throw new InvalidOptionError('option outDir: expected an output directory (outDir, or aflOut with name), got none', {
+    option: 'outDir',
+    expected: 'a directory',
+    value: 'undefined',
+  });
+}
