@@ -60,6 +60,8 @@ export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
 export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';
 export { workIdOf, workPayloadOf, jobFromWorkPayload } from './coordinator/work-identity.js';
 export { systemClock } from './coordinator/ports.js';
+export { SeedWorkSource, untargetedJob } from './coordinator/seed-work-source.js';
+export type { SeedWorkSourceOptions } from './coordinator/seed-work-source.js';
 export type {
   Clock,
   CoordinatorJob,
@@ -80,6 +82,8 @@ export type {
   FindingItem,
   PublishedEntry,
   RecoveredWork,
+  SeedInput,
+  TargetScheduler,
 } from './coordinator/ports.js';
 export { parseAflEntryName, nextAflId, formatAflId } from './triage/afl-names.js';
 export { AflQueueReader, listAflQueue, rankQueueEntries, parseAflCommandLine, readAflTargetCommand } from './triage/afl-queue.js';

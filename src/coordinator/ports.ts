@@ -175,3 +175,24 @@ export interface FindingSink {
    */
   publish(items: readonly FindingItem[], parentPath: string): Promise<ReadonlyArray<PublishedEntry | null>>;
 }
+
+/** An input known to the campaign: an AFL queue entry, an initial seed or one of our findings. */
+export interface SeedInput {
+  readonly path: string;
+  readonly sha256: string;
+  /** 0 for AFL entries and initial seeds, parent + 1 for our own findings. */
+  readonly depth: number;
+  readonly origin: 'afl' | 'seed' | 'feedback';
+}
+
+/**
+ * The scheduler as the work source drives it (DESIGN §4): it learns seeds and results, and admits
+ * targeted jobs transactionally — local reservation and shared claim taken, lane state committed
+ * only for what was admitted.
+ */
+export interface TargetScheduler {
+  addSeed(seed: SeedInput, now: number): void;
+  /** Up to `limit` admitted targeted jobs; never more. */
+  admit(limit: number, now: number): Promise<readonly AdmittedWork[]>;
+  observe(feedback: JobFeedback, now: number): void;
+}

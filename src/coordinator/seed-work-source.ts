@@ -1,0 +1,88 @@
+/**
+ * The coordinator's work source: where the next jobs come from, in this order —
+ *
+ * 1. targeted jobs admitted by the scheduler (their leases are already held);
+ * 2. our own interesting findings, deepest generation first (they sit at the frontier);
+ * 3. initial seeds, then the best unseen entries of AFL++'s queue (`AflQueueReader`).
+ *
+ * Sources 2 and 3 are untargeted whole-input runs: no target group, only the exact-work lease.
+ * Every input is also handed to the scheduler, which learns branches from the runs' telemetry and
+ * proposes targeted jobs later. Our own findings are marked seen in the AFL reader so that AFL's
+ * re-import of them (`sync:` entries) is not run again.
+ */
+import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler, WorkSource } from './ports.js';
+import type { AflQueueReader } from '../triage/afl-queue.js';
+
+export interface SeedWorkSourceOptions {
+  readonly afl?: AflQueueReader;
+  readonly scheduler?: TargetScheduler;
+  readonly initialSeeds?: readonly SeedInput[];
+  /** Findings deeper than this are not run again (0 = unlimited). */
+  readonly maxDepth?: number;
+  /** Owner number for untargeted jobs (they reserve nothing, but the field is required). */
+  readonly owner?: number;
+}
+
+export function untargetedJob(seed: SeedInput): CoordinatorJob {
+  return { inputPath: seed.path, inputSha256: seed.sha256, targetBranch: 0n, actions: [], group: [], origin: seed.origin, depth: seed.depth };
+}
+
+export class SeedWorkSource implements WorkSource {
+  readonly #afl: AflQueueReader | undefined;
+  readonly #scheduler: TargetScheduler | undefined;
+  readonly #maxDepth: number;
+  readonly #owner: number;
+  readonly #seeds: SeedInput[];
+  readonly #feedback: SeedInput[] = [];
+  readonly #known = new Set<string>();
+
+  constructor(options: SeedWorkSourceOptions) {
+    this.#afl = options.afl;
+    this.#scheduler = options.scheduler;
+    this.#maxDepth = options.maxDepth ?? 0;
+    this.#owner = options.owner ?? 0;
+    this.#seeds = [...(options.initialSeeds ?? [])];
+  }
+
+  /** Inputs waiting to be run untargeted. */
+  get backlog(): number {
+    return this.#seeds.length + this.#feedback.length;
+  }
+
+  async take(limit: number, now: number): Promise<readonly AdmittedWork[]> {
+    const out: AdmittedWork[] = [];
+    if (limit <= 0) return out;
+    if (this.#scheduler) out.push(...(await this.#scheduler.admit(limit, now)).slice(0, limit));
+    while (out.length < limit && this.#feedback.length > 0) out.push(this.#untargeted(this.#feedback.shift()!, now));
+    while (out.length < limit && this.#seeds.length > 0) out.push(this.#untargeted(this.#seeds.shift()!, now));
+    if (out.length < limit && this.#afl) {
+      for (const picked of await this.#afl.next(limit - out.length)) {
+        out.push(this.#untargeted({ path: picked.entry.path, sha256: picked.sha256, depth: 0, origin: 'afl' }, now));
+      }
+    }
+    return out;
+  }
+
+  #untargeted(seed: SeedInput, now: number): AdmittedWork {
+    if (!this.#known.has(seed.sha256)) {
+      this.#known.add(seed.sha256);
+      this.#scheduler?.addSeed(seed, now);
+    }
+    return { job: untargetedJob(seed), owner: this.#owner };
+  }
+
+  observe(feedback: JobFeedback, now: number): void {
+    const depth = feedback.job.depth + 1;
+    for (const entry of feedback.findings) {
+      if (entry.kind !== 'queue') continue;
+      this.#afl?.markSeenDigest(entry.sha256);
+      if (this.#maxDepth > 0 && depth > this.#maxDepth) continue;
+      if (this.#known.has(entry.sha256)) continue;
+      this.#feedback.push({ path: entry.path, sha256: entry.sha256, depth, origin: 'feedback' });
+    }
+    // Deepest first: stable sort keeps publication order within a generation.
+    this.#feedback.sort((a, b) => b.depth - a.depth);
+    this.#scheduler?.observe(feedback, now);
+  }
+}
+

@@ -1,0 +1,87 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AdmittedWork, JobFeedback, SeedInput, TargetScheduler } from '../../src/coordinator/ports.js';
+import { SeedWorkSource, untargetedJob } from '../../src/coordinator/seed-work-source.js';
+import { AflQueueReader } from '../../src/triage/afl-queue.js';
+import { makeJob, sha } from '../helpers/coordinator-fakes.js';
+
+const dirs: string[] = [];
+function queueWith(files: Record<string, string>): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'symfence-src-'));
+  dirs.push(dir);
+  for (const [name, content] of Object.entries(files)) writeFileSync(path.join(dir, name), content);
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+class FakeScheduler implements TargetScheduler {
+  seeds: SeedInput[] = [];
+  observed: JobFeedback[] = [];
+  ready: AdmittedWork[] = [];
+  addSeed(seed: SeedInput): void {
+    this.seeds.push(seed);
+  }
+  async admit(limit: number): Promise<readonly AdmittedWork[]> {
+    return this.ready.splice(0, limit);
+  }
+  observe(feedback: JobFeedback): void {
+    this.observed.push(feedback);
+  }
+}
+
+const finding = (name: string, content: string) => ({ kind: 'queue' as const, path: `/out/queue/${name}`, id: 0, sha256: sha(content) });
+
+describe('SeedWorkSource', () => {
+  it('takes scheduler admissions first, then findings deepest first, then seeds, then AFL’s best entries', async () => {
+    const queue = queueWith({ 'id:000000,orig:a': 'A', 'id:000001,src:000000,+cov': 'B' });
+    const scheduler = new FakeScheduler();
+    const targeted = { job: makeJob('t', 5n), owner: 1, targetToken: 'tok' };
+    scheduler.ready.push(targeted);
+    const seed: SeedInput = { path: '/seeds/s', sha256: sha('S'), depth: 0, origin: 'seed' };
+    const source = new SeedWorkSource({ afl: new AflQueueReader(queue), scheduler, initialSeeds: [seed] });
+    source.observe({ job: untargetedJob({ ...seed, depth: 0 }), workId: 'w0', status: 'ok', findings: [finding('d1', 'x1')] }, 0);
+    source.observe({ job: untargetedJob({ ...seed, depth: 2 }), workId: 'w1', status: 'ok', findings: [finding('d3', 'x3')] }, 0);
+
+    const taken = await source.take(10, 0);
+    expect(taken.map((w) => w.job.inputPath)).toEqual([
+      '/afl/queue/t',
+      '/out/queue/d3',
+      '/out/queue/d1',
+      '/seeds/s',
+      path.join(queue, 'id:000001,src:000000,+cov'),
+      path.join(queue, 'id:000000,orig:a'),
+    ]);
+    expect(taken[0]).toBe(targeted);
+    expect(taken.slice(1).every((w) => w.job.group.length === 0 && w.job.targetBranch === 0n)).toBe(true);
+    expect(taken.map((w) => w.job.depth)).toEqual([0, 3, 1, 0, 0, 0]);
+    expect(scheduler.seeds.map((s) => s.origin)).toEqual(['feedback', 'feedback', 'seed', 'afl', 'afl']);
+    expect(scheduler.observed).toHaveLength(2);
+    expect(await source.take(10, 0)).toEqual([]);
+  });
+
+  it('never takes more than the limit', async () => {
+    const source = new SeedWorkSource({ afl: new AflQueueReader(queueWith({ 'id:000000,orig:a': 'A', 'id:000001,orig:b': 'B' })) });
+    expect(await source.take(1, 0)).toHaveLength(1);
+    expect(await source.take(0, 0)).toHaveLength(0);
+    expect(await source.take(5, 0)).toHaveLength(1);
+  });
+
+  it('does not run AFL’s re-import of our own finding', async () => {
+    const queue = queueWith({});
+    const source = new SeedWorkSource({ afl: new AflQueueReader(queue) });
+    source.observe({ job: untargetedJob({ path: '/p', sha256: sha('p'), depth: 0, origin: 'afl' }), workId: 'w', status: 'ok', findings: [finding('f', 'FOUND')] }, 0);
+    expect((await source.take(5, 0)).map((w) => w.job.origin)).toEqual(['feedback']);
+    writeFileSync(path.join(queue, 'id:000007,sync:symfence,src:000000'), 'FOUND');
+    expect(await source.take(5, 0)).toEqual([]);
+  });
+
+  it('drops findings beyond the maximum depth', async () => {
+    const source = new SeedWorkSource({ maxDepth: 1 });
+    source.observe({ job: untargetedJob({ path: '/p', sha256: sha('p'), depth: 1, origin: 'feedback' }), workId: 'w', status: 'ok', findings: [finding('f', 'deep')] }, 0);
+    expect(await source.take(5, 0)).toEqual([]);
+  });
+});
