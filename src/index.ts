@@ -58,7 +58,7 @@ export { Coordinator } from './coordinator/coordinator.js';
 export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
 export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
 export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';
-export { workIdOf, workPayloadOf, jobFromWorkPayload } from './coordinator/work-identity.js';
+export { jobWorkId, workPayloadOf, jobFromWorkPayload } from './coordinator/work-identity.js';
 export { systemClock } from './coordinator/ports.js';
 export { SeedWorkSource, untargetedJob } from './coordinator/seed-work-source.js';
 export type { SeedWorkSourceOptions } from './coordinator/seed-work-source.js';
@@ -70,7 +70,6 @@ export type {
   ClaimOutcome,
   WorkLeasePort,
   TargetLeasePort,
-  LocalReservations,
   SolverPort,
   SolverTask,
   SolverOutcome,

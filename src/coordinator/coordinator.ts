@@ -41,7 +41,7 @@ import type {
   WorkLeasePort,
   WorkSource,
 } from './ports.js';
-import { jobFromWorkPayload, workIdOf, workPayloadOf } from './work-identity.js';
+import { jobFromWorkPayload, jobWorkId, workPayloadOf } from './work-identity.js';
 
 export interface CoordinatorOptions {
   /** This coordinator's id, recorded in leases and jobs.jsonl. */
@@ -291,12 +291,12 @@ export class Coordinator {
         this.#log.warn({ err: error, workId: item.workId }, 'skipping expired work with a malformed payload');
         continue;
       }
-      if (workIdOf(job) !== item.workId) {
+      if (jobWorkId(job) !== item.workId) {
         this.#log.warn({ workId: item.workId }, 'skipping expired work whose payload does not match its id');
         continue;
       }
       if (this.#deps.inputExists && !this.#deps.inputExists(job.inputPath)) continue;
-      if (this.#active.has(item.workId) || this.#pending.some((p) => workIdOf(p.work.job) === item.workId)) continue;
+      if (this.#active.has(item.workId) || this.#pending.some((p) => jobWorkId(p.work.job) === item.workId)) continue;
       if (job.group.length > 0 && !this.#deps.reservations.tryReserveGroup(job.group, owner)) continue;
       this.#pending.push({ work: { job, owner }, targetToken: undefined, recovered: true });
     }
@@ -417,7 +417,7 @@ export class Coordinator {
       });
     }
 
-    const workId = workIdOf(job);
+    const workId = jobWorkId(job);
     let workClaim;
     try {
       workClaim = await this.#deps.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: this.#options.coordinatorId }, this.#deps.clock.now());

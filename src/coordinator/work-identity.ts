@@ -35,7 +35,7 @@ function identityOf(job: CoordinatorJob): Record<string, unknown> {
 }
 
 /** Lowercase hex SHA-256 of the job's canonical identity. */
-export function workIdOf(job: CoordinatorJob): string {
+export function jobWorkId(job: CoordinatorJob): string {
   return createHash('sha256').update(canonicalJson(identityOf(job))).digest('hex');
 }
 

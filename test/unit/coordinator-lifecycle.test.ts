@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Coordinator, type CoordinatorOptions } from '../../src/coordinator/coordinator.js';
 import type { AdmittedWork, CoordinatorJob, PublishedEntry } from '../../src/coordinator/ports.js';
-import { workIdOf, workPayloadOf } from '../../src/coordinator/work-identity.js';
+import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
@@ -74,7 +74,7 @@ describe('dispatch: pending → active', () => {
     await t.coordinator.tick();
     expect(t.solver.runs).toHaveLength(1);
     expect(t.targetLeases.calls).toEqual(['claim 77,88', 'heartbeat 77,88']);
-    expect(t.workLeases.held()).toEqual([workIdOf(job)]);
+    expect(t.workLeases.held()).toEqual([jobWorkId(job)]);
     expect(t.counters.jobsStarted).toBe(1);
   });
 
@@ -147,22 +147,22 @@ describe('result → beginCommit → triage → complete → release', () => {
     t.source.queue.push(await t.admit(job));
     const order: string[] = [];
     t.sink.beforePublish = (items) => {
-      order.push(`publish ${items.map((i) => i.kind).join('+')} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(workIdOf(job))?.status}`);
+      order.push(`publish ${items.map((i) => i.kind).join('+')} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(jobWorkId(job))?.status}`);
     };
     await t.coordinator.tick();
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }, { text: 'old', interesting: false }, { text: 'boom', interesting: false, terminal: 'crash' }]));
     await t.coordinator.settled();
 
     expect(order).toEqual(['publish queue+crashes targetsHeld=1 status=committing']);
-    expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${workIdOf(job).slice(0, 8)}`, `complete ${workIdOf(job).slice(0, 8)}`]);
-    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
+    expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${jobWorkId(job).slice(0, 8)}`, `complete ${jobWorkId(job).slice(0, 8)}`]);
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
     expect(t.targetLeases.calls.at(-1)).toBe('release 77');
     expect(t.targetLeases.records.size).toBe(0);
     expect(t.reservations.held.size).toBe(0);
     expect(t.counters).toMatchObject({ jobsOk: 1, generated: 3, interesting: 1, crashes: 1, staleResults: 0 });
     expect(t.findings.map((f) => f.kind)).toEqual(['queue', 'crashes']);
     expect(t.jobs).toEqual([
-      { workId: workIdOf(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1 },
+      { workId: jobWorkId(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1 },
     ]);
     expect(t.source.observed).toHaveLength(1);
   });
@@ -173,15 +173,15 @@ describe('result → beginCommit → triage → complete → release', () => {
     t.source.queue.push(await t.admit(job));
     await t.coordinator.tick();
     t.clock.advance(TTL_MS + 1);
-    t.workLeases.steal(workIdOf(job), t.clock.now());
+    t.workLeases.steal(jobWorkId(job), t.clock.now());
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
     await t.coordinator.settled();
 
     expect(t.sink.entries).toEqual([]);
     expect(t.counters).toMatchObject({ staleResults: 1, jobsOk: 0, interesting: 0 });
     expect(t.jobs.map((j) => j.status)).toEqual(['stale']);
-    expect(t.workLeases.records.get(workIdOf(job))?.token).toMatch(/^thief:/); // the thief's record is untouched
-    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('leased');
+    expect(t.workLeases.records.get(jobWorkId(job))?.token).toMatch(/^thief:/); // the thief's record is untouched
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('leased');
     expect(t.targetLeases.records.size).toBe(0);
     expect(t.reservations.held.size).toBe(0);
     expect(t.source.observed).toEqual([]);
@@ -192,7 +192,7 @@ describe('result → beginCommit → triage → complete → release', () => {
     const job = makeJob('a', 77n);
     t.source.queue.push(await t.admit(job));
     await t.coordinator.tick();
-    t.workLeases.steal(workIdOf(job), t.clock.now());
+    t.workLeases.steal(jobWorkId(job), t.clock.now());
     expect(t.targetLeases.records.get(77n)).toBeDefined();
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
     await t.coordinator.settled();
@@ -232,7 +232,7 @@ describe('result → beginCommit → triage → complete → release', () => {
     t.solver.runs[0]!.resolve(ok([{ text: 'x', interesting: true }]));
     await t.coordinator.settled();
     expect(t.targetLeases.calls).toEqual([]);
-    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
     expect(t.jobs[0]).toMatchObject({ targets: [], status: 'ok', interesting: 1 });
   });
 
@@ -258,7 +258,7 @@ describe('heartbeats', () => {
     t.source.queue.push(await t.admit(a), await t.admit(b));
     await t.coordinator.tick();
     await t.coordinator.enqueue([await t.admit(makeJob('p1', 21n)), await t.admit(makeJob('p2', 22n))]);
-    t.workLeases.steal(workIdOf(b), t.clock.now()); // b's fence is lost
+    t.workLeases.steal(jobWorkId(b), t.clock.now()); // b's fence is lost
     t.targetLeases.heartbeatScript = ['error', 'lost', undefined]; // active 11, pending 21, pending 22
     const callsBefore = t.targetLeases.calls.length;
 
@@ -266,7 +266,7 @@ describe('heartbeats', () => {
     expect(report).toEqual({ workOk: 1, workFailed: 1, targetOk: 1, targetFailed: 2 });
     expect(t.workLeases.calls.filter((c) => c.startsWith('heartbeatMany'))).toEqual(['heartbeatMany 2']);
     expect(t.targetLeases.calls.slice(callsBefore)).toEqual(['heartbeat 11', 'heartbeat 21', 'heartbeat 22']);
-    expect(t.lost).toEqual([`work:${workIdOf(b)}`]);
+    expect(t.lost).toEqual([`work:${jobWorkId(b)}`]);
 
     expect(t.solver.runs[1]!.signal.aborted).toBe(true);
     expect(t.solver.runs[0]!.signal.aborted).toBe(false); // an I/O error is not a loss
@@ -293,7 +293,7 @@ describe('heartbeats', () => {
     t.targetLeases.takeOver([77n], t.clock.now());
     await t.coordinator.heartbeat();
     await t.coordinator.settled();
-    expect(t.lost).toEqual([`target:${workIdOf(job)}`]);
+    expect(t.lost).toEqual([`target:${jobWorkId(job)}`]);
     expect(t.jobs.map((j) => j.status)).toEqual(['aborted']);
     expect(t.workLeases.held()).toEqual([]); // abandoned
     expect(t.targetLeases.records.get(77n)?.token).toMatch(/^other:/); // the new owner's record survives
@@ -371,7 +371,7 @@ describe('shutdown', () => {
     const stopped = t.coordinator.stop();
     releasePublish();
     expect(await stopped).toMatchObject({ abortedRuns: 0 });
-    expect(t.workLeases.records.get(workIdOf(job))?.status).toBe('done');
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
     expect(t.sink.entries).toHaveLength(1);
     expect(t.targetLeases.records.size).toBe(0);
   });
@@ -381,7 +381,7 @@ describe('takeover of expired work', () => {
   it('runs another coordinator’s expired work with a new fence and counts a steal', async () => {
     const t = setup({ recoverExpiredWork: true });
     const job = makeJob('orphan', 9n);
-    const workId = workIdOf(job);
+    const workId = jobWorkId(job);
     t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now(), payload: workPayloadOf(job) });
     await t.coordinator.tick();
     expect(t.solver.runs).toHaveLength(0); // not expired yet
