@@ -86,7 +86,7 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
   workLeaseTtlMs: {
     kind: 'duration',
     default: 120_000,
-    min: 300,
+    min: 1_000,
     max: 86_400_000,
     flag: 'work-lease-ttl',
     env: 'SYMFENCE_WORK_LEASE_TTL',
@@ -96,7 +96,7 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
   targetLeaseTtlMs: {
     kind: 'duration',
     default: 120_000,
-    min: 300,
+    min: 1_000,
     max: 86_400_000,
     flag: 'target-lease-ttl',
     env: 'SYMFENCE_TARGET_LEASE_TTL',

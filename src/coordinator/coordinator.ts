@@ -56,7 +56,7 @@ export interface CoordinatorOptions {
   readonly maxPendingJobs: number;
   /** Take over other coordinators' expired work when slots are free. */
   readonly recoverExpiredWork: boolean;
-  /** Owner number used for local reservations of recovered work. */
+  /** Owner number used for local reservations of recovered work. Default `RECOVERY_OWNER`. */
   readonly recoveryOwner?: number;
 }
 
@@ -117,6 +117,12 @@ interface ActiveJob {
   lost: 'work' | 'target' | undefined;
   done: Promise<void>;
 }
+
+/**
+ * Owner id of the reservations the coordinator takes itself (taken-over work). The scheduler's
+ * admission hands out owners below 2^31, so this one never collides with them.
+ */
+export const RECOVERY_OWNER = 0xffff_fff0;
 
 const decimal = (targets: readonly bigint[]): string[] => targets.map((t) => t.toString(10));
 
@@ -282,7 +288,7 @@ export class Coordinator {
       this.#log.error({ err: error }, 'recovering expired work failed');
       return;
     }
-    const owner = this.#options.recoveryOwner ?? 0;
+    const owner = this.#options.recoveryOwner ?? RECOVERY_OWNER;
     for (const item of recovered) {
       let job: CoordinatorJob;
       try {
