@@ -1,9 +1,13 @@
 /**
- * The coordinator's work source: where the next jobs come from, in this order —
+ * The coordinator's work source: where the next jobs come from —
  *
- * 1. targeted jobs admitted by the scheduler (their leases are already held);
- * 2. our own interesting findings, deepest generation first (they sit at the frontier);
- * 3. initial seeds, then the best unseen entries of AFL++'s queue (`AflQueueReader`).
+ * - our own interesting findings, deepest generation first (they sit at the frontier), then
+ *   initial seeds, then the best unseen entries of AFL++'s queue (`AflQueueReader`);
+ * - targeted jobs admitted by the scheduler (their leases are already held). While fresh inputs
+ *   wait, the scheduler gets only `schedulerShare` of the slots (a running credit, so the share
+ *   holds even when slots free up one at a time); with nothing fresh it may fill every slot.
+ *   (The origin's driver does the same with its replay share: fresh inputs reach new code
+ *   fastest, directed replays work the branches they left open.)
  *
  * Sources 2 and 3 are untargeted whole-input runs: no target group, only the exact-work lease.
  * Every input is also handed to the scheduler, which learns branches from the runs' telemetry and
@@ -21,6 +25,8 @@ export interface SeedWorkSourceOptions {
   readonly maxDepth?: number;
   /** Owner number for untargeted jobs (they reserve nothing, but the field is required). */
   readonly owner?: number;
+  /** Fraction of slots given to scheduler jobs while fresh inputs wait, 0..1. Default 0.25. */
+  readonly schedulerShare?: number;
 }
 
 export function untargetedJob(seed: SeedInput): CoordinatorJob {
@@ -35,6 +41,8 @@ export class SeedWorkSource implements WorkSource {
   readonly #seeds: SeedInput[];
   readonly #feedback: SeedInput[] = [];
   readonly #known = new Set<string>();
+  readonly #schedulerShare: number;
+  #schedulerCredit = 0;
 
   constructor(options: SeedWorkSourceOptions) {
     this.#afl = options.afl;
@@ -42,6 +50,9 @@ export class SeedWorkSource implements WorkSource {
     this.#maxDepth = options.maxDepth ?? 0;
     this.#owner = options.owner ?? 0;
     this.#seeds = [...(options.initialSeeds ?? [])];
+    const share = options.schedulerShare ?? 0.25;
+    if (!(share >= 0 && share <= 1)) throw new RangeError(`schedulerShare must be in 0..1, got ${share}`);
+    this.#schedulerShare = share;
   }
 
   /** Inputs waiting to be run untargeted. */
@@ -52,7 +63,18 @@ export class SeedWorkSource implements WorkSource {
   async take(limit: number, now: number): Promise<readonly AdmittedWork[]> {
     const out: AdmittedWork[] = [];
     if (limit <= 0) return out;
-    if (this.#scheduler) out.push(...(await this.#scheduler.admit(limit, now)).slice(0, limit));
+    const fresh = this.#feedback.length + this.#seeds.length;
+    if (this.#scheduler && fresh > 0) {
+      this.#schedulerCredit += this.#schedulerShare * Math.min(limit, fresh);
+      const budget = Math.min(limit, Math.floor(this.#schedulerCredit));
+      if (budget > 0) {
+        const admitted = (await this.#scheduler.admit(budget, now)).slice(0, budget);
+        this.#schedulerCredit -= admitted.length;
+        out.push(...admitted);
+      }
+      // Unused credit does not pile up: an idle scheduler must not later crowd out fresh inputs.
+      this.#schedulerCredit = Math.min(this.#schedulerCredit, 1);
+    }
     while (out.length < limit && this.#feedback.length > 0) out.push(this.#untargeted(this.#feedback.shift()!, now));
     while (out.length < limit && this.#seeds.length > 0) out.push(this.#untargeted(this.#seeds.shift()!, now));
     if (out.length < limit && this.#afl) {
@@ -60,6 +82,7 @@ export class SeedWorkSource implements WorkSource {
         out.push(this.#untargeted({ path: picked.entry.path, sha256: picked.sha256, depth: 0, origin: 'afl' }, now));
       }
     }
+    if (out.length < limit && this.#scheduler) out.push(...(await this.#scheduler.admit(limit - out.length, now)).slice(0, limit - out.length));
     return out;
   }
 

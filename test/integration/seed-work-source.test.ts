@@ -36,7 +36,7 @@ class FakeScheduler implements TargetScheduler {
 const finding = (name: string, content: string) => ({ kind: 'queue' as const, path: `/out/queue/${name}`, id: 0, sha256: sha(content) });
 
 describe('SeedWorkSource', () => {
-  it('takes scheduler admissions first, then findings deepest first, then seeds, then AFL’s best entries', async () => {
+  it('takes findings deepest first, then seeds, then AFL’s best entries, then scheduler admissions', async () => {
     const queue = queueWith({ 'id:000000,orig:a': 'A', 'id:000001,src:000000,+cov': 'B' });
     const scheduler = new FakeScheduler();
     const targeted = { job: makeJob('t', 5n), owner: 1, targetToken: 'tok' };
@@ -48,19 +48,33 @@ describe('SeedWorkSource', () => {
 
     const taken = await source.take(10, 0);
     expect(taken.map((w) => w.job.inputPath)).toEqual([
-      '/afl/queue/t',
       '/out/queue/d3',
       '/out/queue/d1',
       '/seeds/s',
       path.join(queue, 'id:000001,src:000000,+cov'),
       path.join(queue, 'id:000000,orig:a'),
+      '/afl/queue/t',
     ]);
-    expect(taken[0]).toBe(targeted);
-    expect(taken.slice(1).every((w) => w.job.group.length === 0 && w.job.targetBranch === 0n)).toBe(true);
-    expect(taken.map((w) => w.job.depth)).toEqual([0, 3, 1, 0, 0, 0]);
+    expect(taken[5]).toBe(targeted);
+    expect(taken.slice(0, 5).every((w) => w.job.group.length === 0 && w.job.targetBranch === 0n)).toBe(true);
+    expect(taken.map((w) => w.job.depth)).toEqual([3, 1, 0, 0, 0, 0]);
     expect(scheduler.seeds.map((s) => s.origin)).toEqual(['feedback', 'feedback', 'seed', 'afl', 'afl']);
     expect(scheduler.observed).toHaveLength(2);
     expect(await source.take(10, 0)).toEqual([]);
+  });
+
+  it('gives the scheduler a quarter of the slots while fresh inputs wait, even one slot at a time', async () => {
+    const scheduler = new FakeScheduler();
+    for (let i = 0; i < 20; i++) scheduler.ready.push({ job: makeJob(`t${i}`, BigInt(i + 1)), owner: i + 1, targetToken: `tok${i}` });
+    const seeds: SeedInput[] = Array.from({ length: 20 }, (_, i) => ({ path: `/seeds/${i}`, sha256: sha(`s${i}`), depth: 0, origin: 'seed' as const }));
+    const source = new SeedWorkSource({ scheduler, initialSeeds: seeds });
+    const kinds: string[] = [];
+    for (let i = 0; i < 8; i++) for (const w of await source.take(1, 0)) kinds.push(w.job.group.length > 0 ? 'S' : 'f');
+    expect(kinds.join('')).toBe('fffSfffS');
+    // Nothing fresh left: the scheduler may fill every slot.
+    await source.take(100, 0);
+    for (let i = 20; i < 23; i++) scheduler.ready.push({ job: makeJob(`t${i}`, BigInt(i + 1)), owner: i + 1, targetToken: `tok${i}` });
+    expect((await source.take(3, 0)).map((w) => w.job.group.length > 0)).toEqual([true, true, true]);
   });
 
   it('never takes more than the limit', async () => {
