@@ -44,6 +44,6 @@ export { PACKAGE_VERSION } from './version.js';
 export { loadNative, nativeLoadError, requireNative } from './native/bindings.js';
 export type { NativeBindings } from './native/bindings.js';
 export { InflightTargetSet } from './inflight/inflight-target-set.js';
-export type { InflightStats } from './inflight/inflight-target-set.js';
+export type { InflightStats, InflightSetOptions } from './inflight/inflight-target-set.js';
 export { probeFilesystem, FS_PROBE_STEP_NAMES } from './lease/fs-probe.js';
 export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from './lease/fs-probe.js';

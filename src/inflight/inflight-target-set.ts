@@ -11,9 +11,9 @@
  * - **The main thread never blocks in `Atomics.wait`**: it spins on the mutex. Worker threads spin
  *   briefly, then sleep on the mutex word (`Atomics.wait` with 1 ms slices; the unlocker notifies).
  *   Critical sections are O(group size) slot writes, so spins are short unless the holder thread
- *   is descheduled. A reserve that cannot get the mutex within `RESERVE_LOCK_WAIT_MS` gives up and
+ *   is descheduled. A reserve that cannot get the mutex within `reserveLockWaitMs` (20 ms) gives up and
  *   returns false — the transient false conflict DESIGN allows; a release waits up to
- *   `RELEASE_LOCK_WAIT_MS`, then throws `LockTimeoutError` (only a thread terminated inside a
+ *   `releaseLockWaitMs` (10 s), then throws `LockTimeoutError` (only a thread terminated inside a
  *   critical section could cause that).
  * - **Reads** (`has`, `ownerOf`, `size`) take no lock. Entries never move except in a rebuild,
  *   which is bracketed by a sequence lock that readers re-check; a slot's TAG version makes the
@@ -58,10 +58,26 @@ import {
 } from './layout.js';
 import { checkOwner, homeSlotOf, SplitTargets, splitOne } from './target-ids.js';
 
-/** How long a reserve tries for the writer mutex before reporting a (false) conflict. */
+/** Default of `reserveLockWaitMs`. */
 export const RESERVE_LOCK_WAIT_MS = 20;
-/** How long a release waits for the writer mutex before throwing `LockTimeoutError`. */
+/** Default of `releaseLockWaitMs`. */
 export const RELEASE_LOCK_WAIT_MS = 10_000;
+const MAX_LOCK_WAIT_MS = 600_000;
+
+/** Per-instance tuning; each thread's instance may choose its own. */
+export interface InflightSetOptions {
+  /**
+   * How long `tryReserveGroup` tries for the writer mutex before giving up and returning false
+   * (a transient false conflict). Milliseconds, default 20.
+   */
+  readonly reserveLockWaitMs?: number;
+  /**
+   * How long `releaseGroup` waits for the writer mutex before throwing `LockTimeoutError` with
+   * nothing released. Milliseconds, default 10 000. Only a thread terminated inside a critical
+   * section can hold the mutex that long.
+   */
+  readonly releaseLockWaitMs?: number;
+}
 /** Spins before a worker thread starts sleeping on the mutex word. */
 const SPINS_BEFORE_SLEEP = 256;
 /** Spins between two clock reads while waiting for the mutex. */
@@ -87,8 +103,12 @@ export class InflightTargetSet {
   private readonly mask: number;
   private readonly maxOccupied: number;
   private readonly scratch = new SplitTargets();
+  private readonly reserveLockWaitMs: number;
+  private readonly releaseLockWaitMs: number;
 
-  private constructor(buffer: SharedArrayBuffer) {
+  private constructor(buffer: SharedArrayBuffer, options: InflightSetOptions) {
+    this.reserveLockWaitMs = lockWait('reserveLockWaitMs', options.reserveLockWaitMs, RESERVE_LOCK_WAIT_MS);
+    this.releaseLockWaitMs = lockWait('releaseLockWaitMs', options.releaseLockWaitMs, RELEASE_LOCK_WAIT_MS);
     this.buffer = buffer;
     this.words = new Int32Array(buffer);
     this.slotCount = Atomics.load(this.words, H_SLOT_COUNT);
@@ -98,7 +118,7 @@ export class InflightTargetSet {
   }
 
   /** A new, empty set for up to `capacity` targets (integer in 1..2^24). */
-  static create(capacity: number): InflightTargetSet {
+  static create(capacity: number, options: InflightSetOptions = {}): InflightTargetSet {
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
       throw invalidOption('capacity', `an integer in 1..${MAX_CAPACITY}`, capacity);
     }
@@ -110,11 +130,11 @@ export class InflightTargetSet {
     Atomics.store(words, H_LAYOUT_VERSION, LAYOUT_VERSION);
     // MAGIC last: a buffer is only attachable once its header is complete.
     Atomics.store(words, H_MAGIC, MAGIC);
-    return new InflightTargetSet(buffer);
+    return new InflightTargetSet(buffer, options);
   }
 
   /** Wraps a buffer made by `create` (typically in another thread). Refuses anything else. */
-  static attach(buffer: SharedArrayBuffer): InflightTargetSet {
+  static attach(buffer: SharedArrayBuffer, options: InflightSetOptions = {}): InflightTargetSet {
     const expected = 'the .buffer of an InflightTargetSet';
     if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength < byteLengthFor(0)) {
       throw invalidOption('buffer', expected, buffer);
@@ -131,7 +151,7 @@ export class InflightTargetSet {
     ) {
       throw invalidOption('buffer', `${expected} (layout version ${LAYOUT_VERSION})`, `SharedArrayBuffer(${buffer.byteLength})`);
     }
-    return new InflightTargetSet(buffer);
+    return new InflightTargetSet(buffer, options);
   }
 
   /**
@@ -140,7 +160,7 @@ export class InflightTargetSet {
    * Contract: `targets` are distinct bigints in 1..2^64−1 (else `InvalidJobError`), `owner` an
    * integer in 1..2^32−1. Returns true when every target was free and is now held by `owner`.
    * Returns false — with nothing reserved — when any target is already held (by anyone, the same
-   * owner included) or, rarely, when the writer mutex stayed busy past `RESERVE_LOCK_WAIT_MS`.
+   * owner included) or, rarely, when the writer mutex stayed busy past `reserveLockWaitMs`.
    * Throws `InflightFullError`, with nothing reserved, when the group would take the set past
    * `capacity`. An empty group is an untargeted job: true, nothing reserved.
    */
@@ -153,7 +173,7 @@ export class InflightTargetSet {
     for (let i = 0; i < count; i++) {
       if (this.findLive(lo[i]!, hi[i]!) >= 0) return false;
     }
-    if (!this.lock(RESERVE_LOCK_WAIT_MS)) return false;
+    if (!this.lock(this.reserveLockWaitMs)) return false;
     try {
       for (let i = 0; i < count; i++) {
         if (this.locate(lo[i]!, hi[i]!) >= 0) return false;
@@ -179,17 +199,17 @@ export class InflightTargetSet {
    *
    * Contract: same argument rules as `tryReserveGroup`. Never fails half-way once the mutex is
    * held; throws `LockTimeoutError` (nothing released) if the mutex stays busy past
-   * `RELEASE_LOCK_WAIT_MS`.
+   * `releaseLockWaitMs`.
    */
   releaseGroup(targets: readonly bigint[], owner: number): number {
     checkOwner(owner);
     const count = this.scratch.split(targets);
     if (count === 0) return 0;
     const { lo, hi } = this.scratch;
-    if (!this.lock(RELEASE_LOCK_WAIT_MS)) {
+    if (!this.lock(this.releaseLockWaitMs)) {
       throw new LockTimeoutError(
-        `in-flight target set: writer mutex still held after ${RELEASE_LOCK_WAIT_MS} ms; nothing was released`,
-        { waitMs: RELEASE_LOCK_WAIT_MS },
+        `in-flight target set: writer mutex still held after ${this.releaseLockWaitMs} ms; nothing was released`,
+        { waitMs: this.releaseLockWaitMs },
       );
     }
     let released = 0;
@@ -401,6 +421,14 @@ export class InflightTargetSet {
   private unlock(): void {
     if (Atomics.exchange(this.words, H_MUTEX, MUTEX_FREE) === MUTEX_CONTENDED) Atomics.notify(this.words, H_MUTEX, 1);
   }
+}
+
+function lockWait(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 0 || value > MAX_LOCK_WAIT_MS) {
+    throw invalidOption(name, `an integer number of milliseconds in 0..${MAX_LOCK_WAIT_MS}`, value);
+  }
+  return value;
 }
 
 /** The TAG after a transition to `state`: version bumped so readers notice the change. */

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
 import { homeSlotOf, splitOne } from '../../src/inflight/target-ids.js';
+import { H_MUTEX, MUTEX_FREE, MUTEX_HELD } from '../../src/inflight/layout.js';
 
 function codeOf(call: () => unknown): string | undefined {
   try {
@@ -193,6 +194,48 @@ describe('InflightTargetSet', () => {
     const truncated = new SharedArrayBuffer(real.byteLength - 16);
     new Int32Array(truncated).set(new Int32Array(real).subarray(0, truncated.byteLength / 4));
     expect(codeOf(() => InflightTargetSet.attach(truncated))).toBe('ERR_INVALID_OPTION');
+  });
+
+  describe('while another thread holds the writer mutex (simulated by setting the mutex word)', () => {
+    // The only place a test writes the buffer: it plays a thread stuck inside a critical section.
+    const holdMutex = (set: InflightTargetSet, state: number): void => {
+      Atomics.store(new Int32Array(set.buffer), H_MUTEX, state);
+    };
+
+    it('still answers reads, because reads take no lock', () => {
+      const set = InflightTargetSet.create(8);
+      set.tryReserveGroup([5n], 3);
+      holdMutex(set, MUTEX_HELD);
+      expect(set.has(5n)).toBe(true);
+      expect(set.ownerOf(5n)).toBe(3);
+      expect(set.size()).toBe(1);
+    });
+
+    it('reports a conflict for a reserve, reserving nothing, once reserveLockWaitMs has passed', () => {
+      const set = InflightTargetSet.create(8, { reserveLockWaitMs: 1 });
+      holdMutex(set, MUTEX_HELD);
+      expect(set.tryReserveGroup([1n, 2n], 1)).toBe(false);
+      holdMutex(set, MUTEX_FREE);
+      expect(set.size()).toBe(0);
+      expect(set.tryReserveGroup([1n, 2n], 1)).toBe(true);
+    });
+
+    it('throws ERR_LOCK_TIMEOUT for a release, releasing nothing, once releaseLockWaitMs has passed', () => {
+      const set = InflightTargetSet.create(8, { releaseLockWaitMs: 1 });
+      set.tryReserveGroup([1n, 2n], 1);
+      holdMutex(set, MUTEX_HELD);
+      expect(codeOf(() => set.releaseGroup([1n, 2n], 1))).toBe('ERR_LOCK_TIMEOUT');
+      holdMutex(set, MUTEX_FREE);
+      expect(set.size()).toBe(2);
+      expect(set.releaseGroup([1n, 2n], 1)).toBe(2);
+    });
+
+    it.each([-1, 1.5, 600_001])('rejects lock wait %s with ERR_INVALID_OPTION', (waitMs) => {
+      expect(codeOf(() => InflightTargetSet.create(8, { reserveLockWaitMs: waitMs }))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => InflightTargetSet.attach(InflightTargetSet.create(8).buffer, { releaseLockWaitMs: waitMs }))).toBe(
+        'ERR_INVALID_OPTION',
+      );
+    });
   });
 
   it('behaves like a Map from target to owner over random operation sequences', () => {
