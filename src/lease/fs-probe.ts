@@ -141,9 +141,9 @@ export async function probeFilesystem(dir: string, options: FsProbeOptions = {})
   let workDir = '';
   await timed('directory', async () => {
     const stat = await fsp.stat(absoluteDir).catch((error: NodeJS.ErrnoException) => {
-      throw error.code === 'ENOENT' ? new Error(`directory does not exist (ENOENT)`) : error;
+      throw error.code === 'ENOENT' ? Object.assign(new Error('the directory does not exist'), { code: 'ENOENT' }) : error;
     });
-    if (!stat.isDirectory()) throw new Error('not a directory');
+    if (!stat.isDirectory()) throw Object.assign(new Error('the path is not a directory'), { code: 'ENOTDIR' });
     workDir = await fsp.mkdtemp(path.join(absoluteDir, '.symfence-probe-'));
   });
 

@@ -46,14 +46,14 @@ describe('probeFilesystem', () => {
     it('names the directory step when the directory does not exist', async () => {
       const error = await failureOf(path.join(dir, 'missing'));
       expect(error.code).toBe('ERR_FS_PROBE');
-      expect(error.details).toMatchObject({ step: 'directory' });
+      expect(error.details).toMatchObject({ step: 'directory', errno: 'ENOENT' });
     });
 
     it('names the directory step when the path is a regular file', async () => {
       const file = path.join(dir, 'plain-file');
       fs.writeFileSync(file, '');
       const error = await failureOf(file);
-      expect(error.details).toMatchObject({ step: 'directory' });
+      expect(error.details).toMatchObject({ step: 'directory', errno: 'ENOTDIR' });
     });
 
     it('names the replace step when rename does not replace the existing file, and cleans up', async () => {
