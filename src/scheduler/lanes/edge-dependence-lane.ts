@@ -99,6 +99,7 @@ export class EdgeDependenceLane implements Lane {
    * One proposal per row: the seed is the row's corpus entry at `scheduled mod |live corpus|`
    * (newest first), the target the first one from the cursor that is not excluded. A row whose
    * targets are all excluded is skipped; a row without targets proposes an untargeted replay.
+   * Ordered by score, each seed's best row first and the other rows behind as back-fill.
    */
   propose(limit: number, proposalLimit: number, now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
     const outputLimit = effectiveOutputLimit(limit, proposalLimit);
@@ -128,7 +129,18 @@ export class EdgeDependenceLane implements Lane {
       candidates.push({ row, seed: live[row.scheduled % live.length]!, target, score });
     }
     candidates.sort((a, b) => b.score - a.score);
-    return candidates.slice(0, outputLimit).map((c) => ({
+    // Seed diversity first: the best row of each seed, then the remaining rows as back-fill.
+    const firstOfSeed = new Set<string>();
+    const diverse: typeof candidates = [];
+    const rest: typeof candidates = [];
+    for (const c of candidates) {
+      if (firstOfSeed.has(c.seed)) rest.push(c);
+      else {
+        firstOfSeed.add(c.seed);
+        diverse.push(c);
+      }
+    }
+    return [...diverse, ...rest].slice(0, outputLimit).map((c) => ({
       lane: 'edge' as const,
       origin: c.row.edge.toString(),
       job: Object.freeze({ seed: c.seed, targetBranch: c.target, actions: Object.freeze([]) }),
