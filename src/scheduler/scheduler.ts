@@ -46,6 +46,11 @@ export interface RunFeedback {
   readonly job?: ReplayJob;
   readonly killed?: boolean;
   readonly elapsedMs?: number;
+  /**
+   * Set when the run wrote telemetry that `parseTelemetry` rejected (pass `telemetry: null`):
+   * counted in `stats().telemetryRejected` and logged with the offending field's path.
+   */
+  readonly telemetryError?: unknown;
 }
 
 export interface SchedulerInit {
@@ -72,6 +77,7 @@ export class Scheduler {
   readonly #hints: readonly HintSource[];
   readonly #logger: Logger | undefined;
   #observations = 0;
+  #telemetryRejected = 0;
 
   constructor(init: SchedulerInit) {
     this.options = SCHEDULER_OPTIONS.resolve(init.options ?? {});
@@ -157,6 +163,11 @@ export class Scheduler {
       ...(feedback.killed !== undefined ? { killed: feedback.killed } : {}),
       ...(feedback.elapsedMs !== undefined ? { elapsedMs: feedback.elapsedMs } : {}),
     };
+    if (feedback.telemetryError !== undefined) {
+      this.#telemetryRejected += 1;
+      const details = (feedback.telemetryError as { details?: unknown }).details;
+      this.#logger?.warn({ seed: feedback.seed, err: feedback.telemetryError, details }, 'solver telemetry rejected; run treated as untargeted');
+    }
     for (const lane of this.#lanes) {
       if (lane instanceof FallbackReplayLane) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now);
       else if (feedback.telemetry !== null) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
@@ -198,6 +209,7 @@ export class Scheduler {
     return {
       seeds: this.#seeds.size,
       observations: this.#observations,
+      telemetryRejected: this.#telemetryRejected,
       laneSizes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.size()])),
       inflightTargets: this.#admission.inflightTargets().size,
       admission: this.#admission.stats(),
@@ -246,6 +258,7 @@ export class Scheduler {
 export interface SchedulerStats {
   readonly seeds: number;
   readonly observations: number;
+  readonly telemetryRejected: number;
   readonly laneSizes: Readonly<Record<string, number>>;
   readonly inflightTargets: number;
   readonly admission: Readonly<AdmissionStats>;

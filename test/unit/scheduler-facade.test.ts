@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import type { SymfenceError } from '../../src/errors.js';
+import { parseTelemetry } from '../../src/scheduler/telemetry.js';
 import { scheduler, sha, tel } from './scheduler-fixtures.js';
 
 function codeOf(fn: () => unknown): string | undefined {
@@ -40,6 +41,20 @@ describe('Scheduler facade', () => {
     const { s } = scheduler(['a']);
     s.observe({ seed: 'a', telemetry: null, reward: 0.5 }, 0);
     expect(s.stats().laneSizes).toEqual({ prefix: 0, cstg: 0, concurrency: 0, edge: 0, fallback: 1 });
+  });
+
+  it('counts runs whose telemetry was rejected and learns only their reward', () => {
+    const { s } = scheduler(['a']);
+    let rejection: unknown;
+    try {
+      parseTelemetry('{"schema":"symfence-telemetry/1"}');
+    } catch (e) {
+      rejection = e;
+    }
+    s.observe({ seed: 'a', telemetry: null, reward: 0.3, telemetryError: rejection }, 0);
+    expect(s.stats().telemetryRejected).toBe(1);
+    expect(s.stats().laneSizes.prefix).toBe(0);
+    expect(s.stats().laneSizes.fallback).toBe(1);
   });
 
   it('feeds every lane from a run with telemetry and reports the backlog depth', () => {
