@@ -39,6 +39,33 @@ describe('Prefix DAG lane', () => {
     expect(seeds).toEqual(['high', 'high', 'high', 'low']);
   });
 
+  it('reserves ceil(0.75·limit) slots for the high queue, at least one for the low queue, then back-fills', () => {
+    const lane = new PrefixDagLane({ cooldownMs: 0 });
+    const high = [1, 2, 3, 4, 5].map((i) => ({ id: i, site: i, reward: 0.5 + i / 100, seeds: [`h${i}`] }));
+    const low = [6, 7, 8].map((i) => ({ id: i, site: i, difficulty: 0.3, seeds: [`l${i}`] }));
+    lane.restore(prefixSnapshot([...high, ...low]), 0);
+    const seeds = lane.propose(4, 8, 0, NONE).map((p) => p.job.seed);
+    expect(seeds.slice(0, 4)).toEqual(['h5', 'h4', 'h3', 'l6']);
+    expect(seeds).toHaveLength(8);
+    expect(seeds.slice(4, 6)).toEqual(['h2', 'h1']);
+  });
+
+  it('prefers a node at a guided site', () => {
+    const lane = new PrefixDagLane({ cooldownMs: 0, distances: new Map([[44n, 0]]) });
+    lane.restore(prefixSnapshot([{ id: 33, site: 44, seeds: ['target'] }, { id: 55, site: 66, seeds: ['other'] }]), 0);
+    expect(lane.propose(1, 1, 0, NONE)[0]!.job).toMatchObject({ seed: 'target', targetBranch: 33n });
+  });
+
+  it.each([-1, Number.NaN, Number.POSITIVE_INFINITY])('rejects a cooldown of %s with ERR_INVALID_OPTION', (cooldownMs) => {
+    let error: SymfenceError | undefined;
+    try {
+      new PrefixDagLane({ cooldownMs });
+    } catch (e) {
+      error = e as SymfenceError;
+    }
+    expect(error?.code).toBe('ERR_INVALID_OPTION');
+  });
+
   it('builds one S2F actionseed per seed: high nodes as solve/sample, low nodes as skip', () => {
     const lane = new PrefixDagLane({ cooldownMs: 0 });
     lane.restore(
@@ -194,6 +221,12 @@ describe('CSTG lane', () => {
     const copy = new CstgLane();
     copy.restore(lane.toJSON(100 * S), 100 * S);
     expect(copy.transition(99n)!.divergences).toBe(1);
+  });
+
+  it('samples a hard transition that was attempted and rarely diverges', () => {
+    const lane = new CstgLane({ cooldownMs: 0 });
+    lane.restore(cstgSnapshot([{ id: 5, attempts: 3, difficulty: 0.8, seeds: ['a'] }]), 0);
+    expect(lane.propose(1, 1, 0, NONE)[0]!.job.actions).toEqual([{ branch: 5n, kind: 'sample' }]);
   });
 
   it('uses the explicit target outcome when the trace is truncated', () => {

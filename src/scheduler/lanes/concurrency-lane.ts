@@ -6,7 +6,7 @@
 import type { Telemetry } from '../telemetry.js';
 import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
 import { pickFromCursor } from './edge-dependence-lane.js';
-import { cooledDown, DEFAULT_COOLDOWN_MS, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
+import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 
 export interface ConcurrencyRecord {
@@ -43,7 +43,7 @@ export class ConcurrencyLane implements Lane {
   constructor(options: ConcurrencyOptions = {}) {
     this.#guidance = options.guidance ?? new Map();
     this.#maxRecords = Math.max(128, Math.floor(options.maxRecords ?? 65536));
-    this.#cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#scoring = options.scoring ?? DEFAULT_SCORING;
   }

@@ -10,10 +10,10 @@ import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
 import {
   ageTerm,
   cooledDown,
-  DEFAULT_COOLDOWN_MS,
   effectiveOutputLimit,
   newestLiveSeed,
   rememberSeed,
+  resolveCooldownMs,
   type Lane,
   type LaneCommonOptions,
   type ObserveContext,
@@ -70,7 +70,7 @@ export class CstgLane implements Lane {
   constructor(options: CstgOptions = {}) {
     this.#maxTransitions = Math.min(1_000_000, Math.max(128, Math.floor(options.maxTransitions ?? 8192)));
     this.#actionCap = Math.min(64, Math.max(1, Math.floor(options.actionCap ?? 16)));
-    this.#cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#scoring = options.scoring ?? DEFAULT_SCORING;
   }

@@ -10,9 +10,9 @@ import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
 import {
   ageTerm,
   cooledDown,
-  DEFAULT_COOLDOWN_MS,
   effectiveOutputLimit,
   rememberSeed,
+  resolveCooldownMs,
   type Lane,
   type LaneCommonOptions,
   type ObserveContext,
@@ -77,7 +77,7 @@ export class EdgeDependenceLane implements Lane {
   constructor(options: EdgeDependenceOptions = {}) {
     this.#maxRows = Math.max(128, Math.floor(options.maxRows ?? 4096));
     this.#traceCap = Math.max(16, Math.floor(options.traceCap ?? 128));
-    this.#cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#distances = options.distances ?? new Map();
     this.#scoring = options.scoring ?? DEFAULT_SCORING;

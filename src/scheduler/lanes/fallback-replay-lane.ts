@@ -8,7 +8,7 @@ import type { Telemetry } from '../telemetry.js';
 import { clamp01, difficultyOf } from '../telemetry-metrics.js';
 import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
 import { pickFromCursor } from './edge-dependence-lane.js';
-import { cooledDown, DEFAULT_COOLDOWN_MS, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
+import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
 
@@ -44,7 +44,7 @@ export class FallbackReplayLane implements Lane {
   constructor(options: FallbackReplayOptions = {}) {
     this.#maxRecords = Math.max(128, Math.floor(options.maxRecords ?? 262144));
     this.#minScore = options.minScore ?? 0.05;
-    this.#cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#scoring = options.scoring ?? DEFAULT_SCORING;
   }

@@ -3,6 +3,7 @@
  * `propose` never mutates, `commit` is given only jobs whose whole target group was admitted,
  * and `observe` is the only other writer. Time is always passed in (`now`, monotonic ms).
  */
+import { InvalidOptionError } from '../../errors.js';
 import type { ReplayJob } from '../replay-job.js';
 import type { Telemetry } from '../telemetry.js';
 
@@ -59,6 +60,15 @@ export interface LaneCommonOptions {
 }
 
 export const DEFAULT_COOLDOWN_MS = 30_000;
+
+/** Validated cooldown: a finite number of ms ≥ 0 (else `ERR_INVALID_OPTION`). */
+export function resolveCooldownMs(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_COOLDOWN_MS;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new InvalidOptionError(`option cooldownMs: expected a duration in ms ≥ 0, received ${String(value)}`, { option: 'cooldownMs', value });
+  }
+  return value;
+}
 
 /** Age term shared by several scorers: `min(1, (now − last)/max(1, cooldown))`, 1 when never scheduled. */
 export function ageTerm(now: number, lastScheduledMs: number | null, cooldownMs: number): number {

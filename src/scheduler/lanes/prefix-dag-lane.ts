@@ -14,10 +14,10 @@ import { ConstraintSummaryCache } from './constraint-summary-cache.js';
 import {
   ageTerm,
   cooledDown,
-  DEFAULT_COOLDOWN_MS,
   effectiveOutputLimit,
   newestLiveSeed,
   rememberSeed,
+  resolveCooldownMs,
   type Lane,
   type LaneCommonOptions,
   type ObserveContext,
@@ -99,7 +99,7 @@ export class PrefixDagLane implements Lane {
     this.#actionCap = Math.min(64, Math.max(1, Math.floor(options.actionCap ?? 16)));
     this.#highFraction = clamp01(options.highQueueFraction ?? 0.75);
     this.#samplingBudget = Math.max(0, Math.floor(options.samplingBudget ?? 2));
-    this.#cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
+    this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#distances = options.distances ?? new Map();
     this.#scoring = options.scoring ?? DEFAULT_SCORING;
