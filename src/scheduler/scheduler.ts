@@ -189,8 +189,11 @@ export class Scheduler {
     return this.#admission.admit(limit, proposalLimit, now);
   }
 
-  /** Drops the local reservation of a job returned by `admit`. Idempotent. */
-  release(job: AdmittedJob): void {
+  /**
+   * Drops the local reservation of a job returned by `admit`, or of a group obtained with
+   * `claimDispatchGroup` (pass `{ group, owner }` from its result). Idempotent.
+   */
+  release(job: Pick<AdmittedJob, 'group' | 'owner'>): void {
     this.#admission.release(job);
   }
 

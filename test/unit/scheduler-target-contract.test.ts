@@ -110,4 +110,22 @@ describe('Scheduler.planDispatch', () => {
     expect(out.plan.focus).toEqual({ kind: 'set', offsets: [2, 4] });
     expect(out.needsClaim).toBe(false);
   });
+
+  it('claims the target a hint gave an untargeted job at dispatch and releases it afterwards', async () => {
+    const hints = new HintFile([{ path: '/queue/seed', targetBranch: '700', actions: [['700', 'solve'], ['701', 'sample']] }]);
+    const shared = new ScriptedSharedClaims();
+    const local = new MapLocalReservations();
+    const { s } = scheduler(['seed'], { lanes: 'fallback', hints: [hints], shared, local });
+    s.observe({ seed: 'seed', telemetry: null, reward: 0.5 }, 0);
+    const [job] = await s.admit(1, 100_000);
+    expect(job!.group).toEqual([]);
+    const out = s.planDispatch(job!);
+    expect(out).toMatchObject({ needsClaim: true, group: [700n, 701n] });
+    expect(out.plan.strategy).toBe(6);
+    const claim = await claimDispatchGroup(out.group, job!.owner, { local, shared }, 100_000);
+    expect(claim).toMatchObject({ ok: true, token: 'tok-1' });
+    expect(local.ownerOf(701n)).toBe(job!.owner);
+    if (claim.ok) s.release(claim);
+    expect(local.reserved().size).toBe(0);
+  });
 });
