@@ -9,7 +9,7 @@
  * the rest release their local reservation and the next pass back-fills from the backlog, until
  * `limit` jobs are admitted or every proposal has been tried (work-conserving back-fill).
  */
-import { AdmissionProtocolError } from '../errors.js';
+import { AdmissionProtocolError, InvalidOptionError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { LocalReservations, SharedClaimOutcome, SharedTargetClaims } from './admission-ports.js';
 import type { Lane, LaneName, Proposal } from './lanes/lane.js';
@@ -83,6 +83,10 @@ export class Admission {
   };
 
   constructor(options: AdmissionOptions) {
+    const names = options.lanes.map((l) => l.name);
+    if (new Set(names).size !== names.length) {
+      throw new InvalidOptionError(`option lanes: expected distinct lanes, received ${names.join(',')}`, { option: 'lanes', value: names.join(',') });
+    }
     this.#lanes = options.lanes;
     this.#byName = new Map(options.lanes.map((l) => [l.name, l]));
     this.#local = options.local;
