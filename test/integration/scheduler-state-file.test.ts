@@ -78,7 +78,10 @@ describe('scheduler lane state on disk', () => {
     const file = path.join(dir, 'scheduler.json');
     await writeFile(file, 'old');
     const s = fresh({ maxStateBytes: 1024 * 1024 });
-    for (let i = 1; i <= 3000; i += 1) s.observe({ seed: 'seed', telemetry: tel({ open: [i + 100_000], trace: [[i, i + 50_000, i + 100_000, i, 1, 0]] }), reward: 0.1 }, i);
+    // Long seed ids make every lane entry big, so a few hundred observations exceed 1 MiB.
+    const seed = 'x'.repeat(4000);
+    s.addSeed(seed, { bytes: 4, sha256: sha(2), path: '/q/long' }, 0);
+    for (let i = 1; i <= 200; i += 1) s.observe({ seed, telemetry: tel({ open: [i + 100_000], trace: [[i, i + 50_000, i + 100_000, i, 1, 0]] }), reward: 0.1 }, i);
     await expect(s.saveState(file, 5000)).rejects.toMatchObject({ code: 'ERR_LANE_STATE' });
     expect(await readFile(file, 'utf8')).toBe('old');
     expect((await readdir(dir)).sort()).toEqual(['scheduler.json']);

@@ -104,7 +104,7 @@ describe('transactional admission (property)', () => {
         expect(local.reserved()).toEqual(expected);
         for (const h of held) s.release(h);
       }),
-      { numRuns: 300 },
+      { numRuns: 200 },
     );
   });
 });
