@@ -73,3 +73,9 @@ export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from './l
 export type { CoordinationMode, LockerKind } from './lease/record-lock.js';
 export { inspectLeaseDirectory, inspectLeaseTable, findLeaseTables } from './lease/lease-inspect.js';
 export type { TableInspection, OwnerCounts, CorruptRecordReport, InspectOptions } from './lease/lease-inspect.js';
+export { loadNative, nativeLoadError, requireNative } from './native/bindings.js';
+export type { NativeBindings } from './native/bindings.js';
+export { InflightTargetSet } from './inflight/inflight-target-set.js';
+export type { InflightStats } from './inflight/inflight-target-set.js';
+export { probeFilesystem, FS_PROBE_STEP_NAMES } from './lease/fs-probe.js';
+export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from './lease/fs-probe.js';

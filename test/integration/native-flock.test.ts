@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadNative, NATIVE_ADDON_PATH, nativeLoadError } from '../../src/native/bindings.js';
+import { builtFile } from '../../src/util/paths.js';
 
 const native = loadNative();
 const allowMissing = process.env.SYMFENCE_ALLOW_NO_NATIVE === '1';
@@ -59,6 +60,28 @@ describe('native flock addon', () => {
       throw new Error(`native addon missing at ${NATIVE_ADDON_PATH}: ${nativeLoadError()?.message ?? 'unknown'}`);
     }
     expect(native !== null || allowMissing).toBe(true);
+  });
+
+  it('reports null, and a NativeUnavailableError naming the load failure, from an install without the addon', async () => {
+    // A copy of the compiled modules in a package root that has no native-bindings/build.
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'symfence-no-native-'));
+    try {
+      fs.cpSync(builtFile('src'), path.join(root, 'dist', 'src'), { recursive: true });
+      fs.writeFileSync(path.join(root, 'package.json'), '{"type":"module"}');
+      const probe = `
+        const m = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'native', 'bindings.js'))});
+        let code;
+        try { m.requireNative('multi-coordinator mode'); } catch (e) { code = e.code; }
+        console.log(JSON.stringify({ loaded: m.loadNative() !== null, code, reason: m.nativeLoadError()?.code }));`;
+      const child = spawn(process.execPath, ['--input-type=module', '-e', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const [exitCode] = (await once(child, 'exit')) as [number];
+      expect(exitCode).toBe(0);
+      expect(JSON.parse(out)).toEqual({ loaded: false, code: 'ERR_NATIVE_UNAVAILABLE', reason: 'MODULE_NOT_FOUND' });
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
   });
 
   describe.skipIf(!native)('with the addon loaded', () => {
