@@ -18,6 +18,7 @@ import { createRecordLocker, type RecordLocker } from './record-lock.js';
 import { ensureDirectoryDurable } from './record-store.js';
 import { ensureTableMeta } from './table-meta.js';
 import { randomBytes } from 'node:crypto';
+import { probeFilesystem } from './fs-probe.js';
 
 /** Injected collaborators (tests, benches, the I/O thread). */
 export interface LeaseTableDeps {
@@ -27,7 +28,12 @@ export interface LeaseTableDeps {
   readonly monotonicNowMs?: () => number;
   /** Native addon override (tests); default `loadNative()`. `null` = behave as if not built. */
   readonly native?: NativeBindings | null;
+  /** Filesystem qualification (tests); default `probeFilesystem` from fs-probe.ts. */
+  readonly probe?: (dir: string) => Promise<unknown>;
 }
+
+/** Roots already qualified by this process (the probe costs a child process). */
+const probedRoots = new Set<string>();
 
 /** Options of the per-call time. */
 export interface AtTime {
@@ -61,6 +67,12 @@ export async function openCore(root: string, input: object | undefined, deps: Le
   });
   const layout = new LeaseLayout(root, options.shardCount);
   await ensureDirectoryDurable(fsLayer, layout.root);
+  if (options.coordination === 'multi' && options.verifyFilesystem && !probedRoots.has(layout.root)) {
+    // Refuses to open (FsProbeError naming the failed step) on a filesystem that cannot keep
+    // the lease protocol's promises, e.g. flock that does not exclude another process.
+    await (deps.probe ?? ((dir: string) => probeFilesystem(dir, { native: deps.native })))(layout.root);
+    if (!deps.probe) probedRoots.add(layout.root);
+  }
   await ensureTableMeta(fsLayer, layout, kind);
   const known = new Set<string>([layout.root]);
   const ctx: DurabilityContext = {

@@ -53,6 +53,18 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     env: 'SYMFENCE_COORDINATION',
     description: 'multi: coordinators share the lease directory (needs flock); single: this process only',
   },
+  /**
+   * In `multi` mode, qualify the filesystem at open (fsync, replace, durable unlink, flock across
+   * processes — see docs/fs-probe.md) and refuse to open on failure. Once per root per process.
+   * Ignored in `single` mode. Default true.
+   */
+  verifyFilesystem: {
+    kind: 'boolean',
+    default: true,
+    flag: 'verify-lease-fs',
+    env: 'SYMFENCE_VERIFY_LEASE_FS',
+    description: 'multi mode: run the filesystem qualification probe on the lease directory at start',
+  },
   /** How a batch makes temp files durable: parallel `fsync` per file, or one `syncfs`. Default `fsync`. */
   fileBarrier: {
     kind: 'enum',

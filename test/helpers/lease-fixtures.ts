@@ -22,11 +22,11 @@ afterEach(async () => {
 export const S = 1000;
 
 export function openWork(root: string, options: Record<string, unknown> = {}, deps: LeaseTableDeps = {}): Promise<FencedWorkLeaseTable> {
-  return FencedWorkLeaseTable.open(root, { shardCount: 4, leaseTtlMs: 10 * S, ...options }, deps);
+  return FencedWorkLeaseTable.open(root, { shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false, ...options }, deps);
 }
 
 export function openTarget(root: string, options: Record<string, unknown> = {}, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
-  return FencedTargetLeaseTable.open(root, { shardCount: 4, leaseTtlMs: 10 * S, ...options }, deps);
+  return FencedTargetLeaseTable.open(root, { shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false, ...options }, deps);
 }
 
 /** Bytes of a file, or null when it does not exist. */

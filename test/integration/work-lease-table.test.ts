@@ -374,6 +374,25 @@ describe('FencedWorkLeaseTable', () => {
     expect(await codeOf(FencedTargetLeaseTable.open(root, { shardCount: 4 }))).toBe('ERR_INVALID_OPTION');
   });
 
+  it('refuses to open in multi-coordinator mode when the filesystem probe fails, naming the step', async () => {
+    const root = await tempRoot();
+    const { FsProbeError } = await import('../../src/errors.js');
+    const probe = async (): Promise<void> => {
+      throw new FsProbeError('flock did not exclude another process', { step: 'flock-exclusion' });
+    };
+    const error = await openWork(root, { verifyFilesystem: true }, { probe }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_FS_PROBE', details: { step: 'flock-exclusion' } });
+    let probed = 0;
+    await openWork(root, { verifyFilesystem: true, coordination: 'single' }, { probe: async () => void (probed += 1) });
+    expect(probed).toBe(0);
+  });
+
+  it.skipIf(loadNative() === null)('qualifies a real lease directory at open in multi-coordinator mode', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { verifyFilesystem: true });
+    expect((await table.claim(ID_A0, { p: 1 }, { owner: 'm', nowMs: 1 })).ok).toBe(true);
+  });
+
   it.skipIf(loadNative() === null)('uses flock when the addon is built', async () => {
     const table = await openWork(await tempRoot());
     expect(table.lockerKind).toBe('flock');
