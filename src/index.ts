@@ -51,6 +51,7 @@ export { FencedTargetLeaseTable } from './lease/target-lease-table.js';
 export { LEASE_TABLE_OPTIONS } from './lease/lease-table-options.js';
 export type { LeaseTableOptions } from './lease/lease-table-options.js';
 export type { LeaseTableDeps, AtTime, ClaimIdentity } from './lease/lease-table-base.js';
+export type { WorkLeaseStore, TargetLeaseStore, LeaseStoreCommon } from './lease/lease-store.js';
 export type {
   ClaimResult,
   GroupClaimResult,

@@ -154,7 +154,7 @@ export class FaultInjectingFsLayer implements FsLayer {
     }
     const injected = (): Error => {
       const code = failure?.rule.code ?? 'EIO';
-      return Object.assign(new Error(`${code}: injected ${op} failure at ${path}`), { code, injected: true });
+      return Object.assign(new Error(`${code}: injected ${op} failure at ${path}`), { code, path, injected: true });
     };
     if (failure && (failure.rule.when ?? 'before') === 'before') throw injected();
     const result = await action();

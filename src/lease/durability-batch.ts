@@ -225,12 +225,10 @@ export class DurabilityBatch {
     const writes = list.filter((m) => m.next !== null);
     const fds: number[] = [];
     let step = 'stage';
-    let failedPath = '';
     try {
       const opened = await Promise.allSettled(
         writes.map(async (m) => {
           const temp = layout.tempPath(m.id);
-          failedPath = temp;
           const fd = await fsLayer.open(temp, TEMP_FLAGS, RECORD_MODE);
           m.temp = temp;
           fds.push(fd);
@@ -263,7 +261,7 @@ export class DurabilityBatch {
       this.state = 'failed';
         throw leaseIoError(`lease write failed during ${step}: ${(error as Error).message}; nothing was published`, {
         step,
-        path: failedPath,
+        path: (error as { path?: unknown } | null)?.path ?? null,
         errno: errnoCode(error),
         restored: true,
       }, error);

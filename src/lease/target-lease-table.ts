@@ -29,8 +29,9 @@ import {
   type LeaseTableDeps,
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
+import type { TargetLeaseStore } from './lease-store.js';
 
-export class FencedTargetLeaseTable extends LeaseTableBase {
+export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
   static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
     return new FencedTargetLeaseTable(await openCore(root, options, deps, 'target'));

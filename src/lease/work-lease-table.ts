@@ -36,6 +36,7 @@ import {
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import { canonicalJson } from './canonical-json.js';
+import type { WorkLeaseStore } from './lease-store.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = 256;
@@ -57,7 +58,7 @@ function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id
   return { id, detail: read.reason };
 }
 
-export class FencedWorkLeaseTable extends LeaseTableBase {
+export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseStore {
   /** Opens (creating durably if needed) a work table at `root`. See `LEASE_TABLE_OPTIONS`. */
   static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedWorkLeaseTable> {
     return new FencedWorkLeaseTable(await openCore(root, options, deps, 'work'));

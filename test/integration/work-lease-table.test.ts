@@ -5,7 +5,7 @@ import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
 import { workIdOf } from '../../src/lease/identity.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { loadNative } from '../../src/native/bindings.js';
-import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
+import { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from '../../src/lease/work-lease-table.js';
 import { ID_A0, ID_B0, ID_C1, S, bytesOf, exists, listFiles, openWork, recordJson, tempRoot } from '../helpers/lease-fixtures.js';
 
 function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {
@@ -130,6 +130,32 @@ describe('FencedWorkLeaseTable', () => {
     expect(await first.beginCommit(id, token, { nowMs: 23 * S })).toEqual({ ok: true });
     expect(await first.complete(id, token, { nowMs: 24 * S })).toBe(true);
     expect(await first.snapshotCounts({ nowMs: 100 * S })).toEqual({ leased: 0, committing: 0, expired: 0, done: 1, corrupt: 0 });
+  });
+
+  it('renews committing records but not done ones', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root);
+    const { token } = ok(await table.claim(ID_A0, { p: 1 }, { owner: 'm', nowMs: 1 * S }));
+    ok(await table.beginCommit(ID_A0, token, { nowMs: 2 * S }));
+    expect(await table.heartbeat(ID_A0, token, { nowMs: 3 * S })).toEqual({ ok: true });
+    expect((await recordJson(table.recordPath(ID_A0))).updatedMs).toBe(3 * S);
+    expect(await table.complete(ID_A0, token, { nowMs: 4 * S })).toBe(true);
+    expect(await table.heartbeat(ID_A0, token, { nowMs: 5 * S })).toMatchObject({ ok: false, reason: 'stale' });
+  });
+
+  it('splits a large heartbeat into batches of at most MAX_HEARTBEAT_BATCH locks', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openWork(root, { shardCount: 1 }, { fsLayer });
+    const ids = Array.from({ length: MAX_HEARTBEAT_BATCH + 4 }, (_, i) => workIdOf({ i }));
+    // Set up with one batch of claims: one barrier pass for all of them.
+    const { outcomes } = await table.executeBatch(ids.map((id) => table.planClaim(id, { p: id }, { owner: 'm', nowMs: 1 * S })));
+    const tokens = outcomes.map((o, i) => [ids[i]!, (o as { value: { token: string } }).value.token] as const);
+    fsLayer.resetCounts();
+    const result = await table.heartbeatMany(tokens, { nowMs: 2 * S });
+    expect(result.renewed).toHaveLength(ids.length);
+    expect(result.directoryBarriers).toBe(2);
+    expect(fsLayer.barriers().directory).toBe(2);
   });
 
   it('stores the commit manifest durably and classifies completion once (W8)', async () => {
