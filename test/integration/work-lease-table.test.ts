@@ -333,6 +333,25 @@ describe('FencedWorkLeaseTable', () => {
     expect(await contender.claim(id, { path: 'seed' }, { owner: 'master', nowMs: 20 * S })).toMatchObject({ ok: true });
   });
 
+  it('excludes two table instances in one process with the in-process locker too', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const holder = await openWork(root, { coordination: 'single' }, { fsLayer, native: null });
+    const contender = await openWork(root, { coordination: 'single', lockAcquireTimeoutMs: 10 }, { native: null });
+    expect(holder.lockerKind).toBe('in-process');
+    let reached!: () => void;
+    const atHook = new Promise<void>((resolve) => (reached = resolve));
+    let proceed!: () => void;
+    const released = new Promise<void>((resolve) => (proceed = resolve));
+    fsLayer.hook({ op: 'open', path: (p) => p === holder.recordPath(ID_A0), run: async () => { reached(); await released; } });
+    const held = holder.claim(ID_A0, { p: 1 }, { owner: 'holder', nowMs: 1 * S });
+    await atHook;
+    expect(await codeOf(contender.claim(ID_A0, { p: 1 }, { owner: 'other', nowMs: 1 * S }))).toBe('ERR_LOCK_TIMEOUT');
+    proceed();
+    ok(await held);
+    expect(await contender.claim(ID_A0, { p: 1 }, { owner: 'other', nowMs: 1 * S })).toMatchObject({ ok: false, reason: 'conflict' });
+  });
+
   it('releases the lock after an exception inside the critical section (W16)', async () => {
     const root = await tempRoot();
     const table = await openWork(root, { lockAcquireTimeoutMs: 100 });
