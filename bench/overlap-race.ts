@@ -43,7 +43,18 @@ if (!loadNative()) {
 const root = await mkdtemp(path.join(values.dir!, 'symfence-bench-overlap-race-'));
 try {
   console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${shardCount} shards, dir ${root}`);
-  const report = await runOverlapRace({ root, processes, rounds, shardCount });
+  const every = Math.max(1, Math.floor(rounds / 10));
+  const report = await runOverlapRace({
+    root,
+    processes,
+    rounds,
+    shardCount,
+    onRound: (round, r) => {
+      if ((round + 1) % every === 0 && round + 1 < rounds) {
+        console.log(`  round ${round + 1}/${rounds}: single-winner ${r.single_winner_rounds}  double-winner ${r.double_winner_rounds}  partial ${r.partial_publications}  residual ${r.residual_records}`);
+      }
+    },
+  });
   console.log(`  single-winner rounds ${report.single_winner_rounds}/${report.rounds}  double-winner rounds ${report.double_winner_rounds}`);
   console.log(`  partial publications ${report.partial_publications}  residual records ${report.residual_records}  hangs ${report.hangs}`);
   console.log(`  wins per process ${report.wins.join(' ')}  total ${report.total_ms} ms`);

@@ -255,6 +255,29 @@ describe('FencedTargetLeaseTable', () => {
     }
   });
 
+  it('releases the locks already taken when a later member lock times out, having written nothing', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const holder = await openTarget(root, {}, { fsLayer });
+    const contender = await openTarget(root, { lockAcquireTimeoutMs: 10 });
+    const members = [1n, 2n, 3n].map((t) => ({ t, id: targetRecordId(t) })).sort((a, b) => (a.id < b.id ? -1 : 1));
+    const [first, second, third] = members as [typeof members[0], typeof members[0], typeof members[0]];
+    let reached!: () => void;
+    const atHook = new Promise<void>((resolve) => (reached = resolve));
+    let proceed!: () => void;
+    const released = new Promise<void>((resolve) => (proceed = resolve));
+    // The holder sits inside its claim of the middle member, holding that member's lock.
+    fsLayer.hook({ op: 'open', path: (p) => p === holder.recordPath(second.id), run: async () => { reached(); await released; } });
+    const held = holder.claimGroup([second.t], { holder: true }, { owner: 'holder', nowMs: 10 * S });
+    await atHook;
+    expect(await codeOf(contender.claimGroup([first.t, second.t, third.t], { c: 1 }, { owner: 'contender', nowMs: 10 * S }))).toBe('ERR_LOCK_TIMEOUT');
+    // The first member's lock was released again: a claim of it alone gets it at once.
+    expect((await contender.claimGroup([first.t], { c: 2 }, { owner: 'contender', nowMs: 10 * S })).ok).toBe(true);
+    expect(await exists(contender.recordPath(third.id))).toBe(false);
+    proceed();
+    expect((await held).ok).toBe(true);
+  });
+
   it('makes a batch of temp files durable with one syncfs when configured', async () => {
     const { loadNative } = await import('../../src/native/bindings.js');
     if (!loadNative()) return;
