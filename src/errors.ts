@@ -136,5 +136,13 @@ export function isErrorData(data: unknown): data is ErrorData {
 export function registeredErrorCodes(): readonly string[] {
   return [...registry.keys()].sort();
 }
+/** A persisted scheduler lane-state snapshot is malformed or of another schema. */
+export const LaneStateError = defineError('ERR_LANE_STATE', 'LaneStateError');
+/** A hint file or hint entry is malformed. */
+export const HintInvalidError = defineError('ERR_HINT_INVALID', 'HintInvalidError');
+/** A guidance (site → distance) file is malformed. */
+export const GuidanceInvalidError = defineError('ERR_GUIDANCE_INVALID', 'GuidanceInvalidError');
+/** A reservation port broke its contract (e.g. `claimGroups` answered the wrong number of outcomes). */
+export const AdmissionProtocolError = defineError('ERR_ADMISSION_PROTOCOL', 'AdmissionProtocolError');
 /** A campaign's output directory or stats file is missing, unreadable or of another schema. */
 export const CampaignStateError = defineError('ERR_CAMPAIGN_STATE', 'CampaignStateError');

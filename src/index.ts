@@ -25,6 +25,10 @@ export {
   ClosedError,
   QueueClosedError,
   CampaignStateError,
+  LaneStateError,
+  HintInvalidError,
+  GuidanceInvalidError,
+  AdmissionProtocolError,
   toErrorData,
   fromErrorData,
   isErrorData,
@@ -98,3 +102,69 @@ export { readCampaignStatus } from './telemetry/campaign-status.js';
 export type { CampaignStatus } from './telemetry/campaign-status.js';
 export { readJobLog } from './telemetry/job-log.js';
 export type { JobLogEntry, JobLogStatus } from './telemetry/job-log.js';
+export { NodeFsLayer, nodeFsLayer, errnoCode } from './io/fs-layer.js';
+export type { FsLayer, FsOperation, FsStat } from './io/fs-layer.js';
+export { FaultInjectingFsLayer } from './io/fault-fs-layer.js';
+export type { FaultRule, HookRule, FsCall, BarrierCounts, PathMatcher } from './io/fault-fs-layer.js';
+export { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from './lease/work-lease-table.js';
+export type { WorkClaimOptions, BeginCommitOptions, CommitPublisher } from './lease/work-lease-table.js';
+export { FencedTargetLeaseTable } from './lease/target-lease-table.js';
+export { LEASE_TABLE_OPTIONS } from './lease/lease-table-options.js';
+export type { LeaseTableOptions } from './lease/lease-table-options.js';
+export type { LeaseTableDeps, AtTime, ClaimIdentity } from './lease/lease-table-base.js';
+export type { WorkLeaseStore, TargetLeaseStore, LeaseStoreCommon } from './lease/lease-store.js';
+export type {
+  ClaimResult,
+  GroupClaimResult,
+  FenceResult,
+  CompletionResult,
+  HeartbeatBatchResult,
+  LeaseHolder,
+  CorruptMember,
+  ExpiredLease,
+  CommittingRecord,
+  SnapshotEntry,
+  LeaseCounts,
+} from './lease/lease-results.js';
+export type { LeaseRecord, LeaseStatus, RecordKind, JsonObject } from './lease/lease-record.js';
+export { canonicalJson, canonicalJsonBytes } from './lease/canonical-json.js';
+export { workIdOf, targetRecordId, shardOf, shardDirName, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from './lease/identity.js';
+export type { GroupMember } from './lease/identity.js';
+export type { LeaseOperation, RecordView, OperationOutcome, ExecutionResult } from './lease/lease-operation.js';
+export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from './lease/durability-batch.js';
+export type { CoordinationMode, LockerKind } from './lease/record-lock.js';
+export { inspectLeaseDirectory, inspectLeaseTable, findLeaseTables } from './lease/lease-inspect.js';
+export type { TableInspection, OwnerCounts, CorruptRecordReport, InspectOptions } from './lease/lease-inspect.js';
+export { loadNative, nativeLoadError, requireNative } from './native/bindings.js';
+export type { NativeBindings } from './native/bindings.js';
+export { InflightTargetSet } from './inflight/inflight-target-set.js';
+export type { InflightStats, InflightSetOptions } from './inflight/inflight-target-set.js';
+export { probeFilesystem, FS_PROBE_STEP_NAMES } from './lease/fs-probe.js';
+export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from './lease/fs-probe.js';
+export { Scheduler } from './scheduler/scheduler.js';
+export type { SchedulerInit, SeedInfo, RunFeedback, SchedulerStats, LaneByName } from './scheduler/scheduler.js';
+export { SCHEDULER_OPTIONS } from './scheduler/scheduler-options.js';
+export type { SchedulerOptions } from './scheduler/scheduler-options.js';
+export { Admission } from './scheduler/admission.js';
+export type { AdmittedJob, AdmissionOptions, AdmissionStats } from './scheduler/admission.js';
+export type { LocalReservations, SharedTargetClaims, SharedClaimOutcome } from './scheduler/admission-ports.js';
+export { MapLocalReservations } from './scheduler/map-local-reservations.js';
+export { normalizeJob, normalizeActions, targetGroup, formatActionFile, MAX_ACTIONS, MAX_GROUP_SIZE } from './scheduler/replay-job.js';
+export type { ReplayJob, S2FAction, ActionKind } from './scheduler/replay-job.js';
+export { toBranchId, MAX_BRANCH_ID } from './scheduler/branch-id.js';
+export { parseTelemetry, telemetryToJson, TELEMETRY_SCHEMA, MAX_TRACE_ENTRIES, MAX_OPEN_BRANCHES } from './scheduler/telemetry.js';
+export type { Telemetry, BranchTraceEntry, SolverCounters, TargetStatus } from './scheduler/telemetry.js';
+export { PrefixDagLane } from './scheduler/lanes/prefix-dag-lane.js';
+export { CstgLane } from './scheduler/lanes/cstg-lane.js';
+export { EdgeDependenceLane, edgeId } from './scheduler/lanes/edge-dependence-lane.js';
+export { ConcurrencyLane } from './scheduler/lanes/concurrency-lane.js';
+export { FallbackReplayLane } from './scheduler/lanes/fallback-replay-lane.js';
+export { ConstraintSummaryCache } from './scheduler/lanes/constraint-summary-cache.js';
+export type { Lane, LaneName, Proposal, ObserveContext } from './scheduler/lanes/lane.js';
+export { DEFAULT_SCORING } from './scheduler/scoring.js';
+export type { ScoringPolicy, PrefixFeatures, CstgFeatures, EdgeFeatures, ConcurrencyFeatures, FallbackFeatures } from './scheduler/scoring.js';
+export { parseGuidance } from './scheduler/guidance-map.js';
+export { HintFile, parseHint } from './scheduler/hints.js';
+export type { Hint, HintSource, Focus, SeedIdentity } from './scheduler/hints.js';
+export { applyHints, claimDispatchGroup } from './scheduler/target-contract.js';
+export type { DispatchPlan, ContractOutcome, DispatchClaim } from './scheduler/target-contract.js';

@@ -8,6 +8,7 @@
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { NativeUnavailableError } from '../errors.js';
 import { PACKAGE_ROOT } from '../util/paths.js';
 
 export interface NativeBindings {
@@ -45,4 +46,20 @@ export function loadNative(): NativeBindings | null {
 export function nativeLoadError(): Error | undefined {
   loadNative();
   return loadError;
+}
+
+/**
+ * The addon, or a `NativeUnavailableError` naming what needs it (`purpose`, e.g.
+ * "multi-coordinator mode") and why loading failed. For code paths that cannot run without flock.
+ */
+export function requireNative(purpose: string): NativeBindings {
+  const native = loadNative();
+  if (native) return native;
+  const reason = nativeLoadError()?.message ?? 'unknown reason';
+  throw new NativeUnavailableError(
+    `${purpose} needs the native addon (flock across processes), which is not loadable from ` +
+      `${NATIVE_ADDON_PATH}: ${reason}. Rebuild it with \`npm run build:native\` (node-gyp, C compiler ` +
+      'and the local Node headers are required).',
+    { purpose, addonPath: NATIVE_ADDON_PATH, reason },
+  );
 }

@@ -4,8 +4,9 @@
  */
 import type { Command } from 'commander';
 import type { CliIo } from '../program.js';
+import { register as registerLeases } from './leases.js';
 import { register as registerStatus } from './status.js';
 
 export type RegisterCommand = (program: Command, io: CliIo) => void;
 
-export const COMMANDS: readonly RegisterCommand[] = [registerStatus];
+export const COMMANDS: readonly RegisterCommand[] = [registerLeases, registerStatus];

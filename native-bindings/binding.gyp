@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "symfence_native",
+      "sources": ["symfence_native.c"],
+      "cflags": ["-std=c11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"],
+      "defines": ["NAPI_DISABLE_CPP_EXCEPTIONS"]
+    }
+  ]
+}

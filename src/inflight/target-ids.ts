@@ -1,0 +1,103 @@
+/**
+ * Validation and splitting of target ids for the in-flight set. A target is a branch id in
+ * 1..2^64−1 carried as a `bigint`; the set stores it as two 32-bit halves (see `layout.ts`).
+ */
+import { InvalidJobError } from '../errors.js';
+import { invalidOption } from '../config/values.js';
+
+export const MAX_TARGET_ID = (1n << 64n) - 1n;
+const MAX_OWNER = 0xffff_ffff;
+/** Above this group size, duplicate detection uses a Set instead of pairwise comparison. */
+const PAIRWISE_DUPLICATE_LIMIT = 64;
+
+/** Reusable scratch for split halves: grows to the largest group seen, never shrinks. */
+export class SplitTargets {
+  lo = new Int32Array(64);
+  hi = new Int32Array(64);
+
+  /**
+   * Validates `targets` (an array of distinct bigints in 1..2^64−1) and writes their halves into
+   * `lo`/`hi`. Returns the count. Throws `InvalidJobError` naming the first bad entry.
+   */
+  split(targets: readonly bigint[]): number {
+    if (!Array.isArray(targets)) {
+      throw new InvalidJobError('a target group must be an array of bigint target ids', { targets: String(targets) });
+    }
+    const n = targets.length;
+    if (n > this.lo.length) {
+      let size = this.lo.length;
+      while (size < n) size *= 2;
+      this.lo = new Int32Array(size);
+      this.hi = new Int32Array(size);
+    }
+    for (let i = 0; i < n; i++) {
+      const target = targets[i];
+      if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET_ID) {
+        throw new InvalidJobError(`target id at index ${i} must be a bigint in 1..2^64-1, got ${describeTarget(target)}`, {
+          index: i,
+          target: describeTarget(target),
+        });
+      }
+      this.lo[i] = Number(BigInt.asUintN(32, target)) | 0;
+      this.hi[i] = Number(target >> 32n) | 0;
+    }
+    if (n <= PAIRWISE_DUPLICATE_LIMIT) {
+      for (let i = 1; i < n; i++) {
+        for (let j = 0; j < i; j++) {
+          if (this.lo[i] === this.lo[j] && this.hi[i] === this.hi[j]) throw duplicate(targets, i);
+        }
+      }
+    } else if (new Set(targets).size !== n) {
+      const seen = new Set<bigint>();
+      for (let i = 0; i < n; i++) {
+        if (seen.has(targets[i]!)) throw duplicate(targets, i);
+        seen.add(targets[i]!);
+      }
+    }
+    return n;
+  }
+}
+
+/** Throws unless `owner` is an integer in 1..2^32−1 (0 means "no owner" in `ownerOf`). */
+export function checkOwner(owner: number): void {
+  if (!Number.isInteger(owner) || owner < 1 || owner > MAX_OWNER) {
+    throw invalidOption('owner', 'an integer in 1..4294967295', owner);
+  }
+}
+
+/** Halves of one target id, validated; for single-target reads. */
+export function splitOne(target: bigint): [lo: number, hi: number] {
+  if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET_ID) {
+    throw new InvalidJobError(`target id must be a bigint in 1..2^64-1, got ${describeTarget(target)}`, {
+      target: describeTarget(target),
+    });
+  }
+  return [Number(BigInt.asUintN(32, target)) | 0, Number(target >> 32n) | 0];
+}
+
+/**
+ * Home slot of a target: a 32-bit avalanche (murmur3 finaliser) of both halves, so sequential
+ * branch ids and ids differing only in the high half spread over the table.
+ */
+export function homeSlotOf(lo: number, hi: number, mask: number): number {
+  let h = lo ^ Math.imul(hi, 0x9e3779b1);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h & mask;
+}
+
+function duplicate(targets: readonly bigint[], index: number): InstanceType<typeof InvalidJobError> {
+  return new InvalidJobError(`target group lists target ${targets[index]} twice; a group is a set`, {
+    index,
+    target: String(targets[index]),
+  });
+}
+
+function describeTarget(value: unknown): string {
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'string') return JSON.stringify(value);
+  return String(value);
+}
