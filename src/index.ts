@@ -58,7 +58,9 @@ export type {
 } from './coordinator/campaign.js';
 export { CAMPAIGN_OPTIONS } from './coordinator/campaign-options.js';
 export type { CampaignOptions } from './coordinator/campaign-options.js';
-export { Coordinator } from './coordinator/coordinator.js';
+export { Coordinator, RECOVERY_OWNER } from './coordinator/coordinator.js';
+export { WorkLeaseAdapter, TargetLeaseAdapter } from './coordinator/adapters/lease-adapters.js';
+export { SchedulerAdapter } from './coordinator/adapters/scheduler-adapter.js';
 export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
 export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
 export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';

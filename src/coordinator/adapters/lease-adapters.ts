@@ -1,0 +1,93 @@
+/**
+ * The coordinator's lease ports over the durable lease tables (src/lease/). The tables answer
+ * expected outcomes as values (`ok`/`reason`) and throw on I/O failure; the ports keep that split:
+ * a refusal becomes `false` / `{ granted: false }`, an I/O failure propagates for the coordinator
+ * to count and log. `nowMs` is the coordinator's clock (wall time: several processes compare it).
+ */
+import type { FencedTargetLeaseTable } from '../../lease/target-lease-table.js';
+import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
+import type { SharedClaimOutcome, SharedTargetClaims } from '../../scheduler/admission-ports.js';
+import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
+
+export class WorkLeaseAdapter implements WorkLeasePort {
+  constructor(
+    readonly table: FencedWorkLeaseTable,
+    private readonly owner: string,
+  ) {}
+
+  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+    const result = await this.table.claim(workId, payload, { nowMs: now, owner: this.owner });
+    if (result.ok) return { granted: true, token: result.token };
+    if (result.reason === 'corrupt') return { granted: false, reason: 'corrupt' };
+    return { granted: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
+  }
+
+  async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
+    const result = await this.table.heartbeatMany(fences.entries(), { nowMs: now });
+    return new Set(result.lost);
+  }
+
+  async abandon(workId: string, token: string): Promise<boolean> {
+    return (await this.table.abandon(workId, token)).ok;
+  }
+
+  async beginCommit(workId: string, token: string, now: number): Promise<boolean> {
+    return (await this.table.beginCommit(workId, token, { nowMs: now })).ok;
+  }
+
+  async complete(workId: string, token: string, now: number): Promise<boolean> {
+    return this.table.complete(workId, token, { nowMs: now });
+  }
+
+  async recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]> {
+    const expired = await this.table.recoverExpired({ nowMs: now, limit });
+    return expired.map((e) => ({ workId: e.id, payload: e.payload }));
+  }
+}
+
+export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
+  constructor(
+    readonly table: FencedTargetLeaseTable,
+    private readonly owner: string,
+  ) {}
+
+  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+    const result = await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner });
+    return result.ok ? { granted: true, token: result.token } : { granted: false, reason: result.reason };
+  }
+
+  async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
+    return (await this.table.heartbeatGroup(group, token, { nowMs: now })).ok;
+  }
+
+  async releaseGroup(group: readonly bigint[], token: string): Promise<boolean> {
+    return (await this.table.releaseGroup(group, token)).ok;
+  }
+
+  /**
+   * The scheduler's batched claim of one admission round. Each group is its own all-or-nothing
+   * claim; an I/O failure on one group answers `error` for that group only.
+   */
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly SharedClaimOutcome[]> {
+    const outcomes: SharedClaimOutcome[] = [];
+    for (const group of groups) {
+      try {
+        const result = await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner });
+        outcomes.push(result.ok ? { granted: true, token: result.token } : { granted: false, reason: result.reason });
+      } catch (error) {
+        outcomes.push({ granted: false, reason: 'error', detail: error instanceof Error ? error.message : String(error) });
+      }
+    }
+    return outcomes;
+  }
+
+  async releaseGroups(claims: readonly { targets: readonly bigint[]; token: string }[]): Promise<void> {
+    for (const claim of claims) {
+      try {
+        await this.table.releaseGroup(claim.targets, claim.token);
+      } catch {
+        // Left to TTL expiry; the scheduler counts release failures on its side.
+      }
+    }
+  }
+}

@@ -1,0 +1,167 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TargetLeaseAdapter, WorkLeaseAdapter } from '../../src/coordinator/adapters/lease-adapters.js';
+import { SchedulerAdapter } from '../../src/coordinator/adapters/scheduler-adapter.js';
+import { Coordinator, RECOVERY_OWNER } from '../../src/coordinator/coordinator.js';
+import { untargetedJob } from '../../src/coordinator/seed-work-source.js';
+import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js';
+import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
+import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
+import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { createCounters } from '../../src/telemetry/counters.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import { FakeSink, FakeSolver, FakeSource, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
+
+const TTL_MS = 10_000;
+const dirs: string[] = [];
+function tmp(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'symfence-adapt-'));
+  dirs.push(dir);
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function tables(root = tmp()) {
+  const opts = { leaseTtlMs: TTL_MS, coordination: 'single', shardCount: 4 } as const;
+  const work = await FencedWorkLeaseTable.open(path.join(root, 'work'), opts);
+  const targets = await FencedTargetLeaseTable.open(path.join(root, 'targets'), opts);
+  return { work, targets, mine: new WorkLeaseAdapter(work, 'me'), theirs: new WorkLeaseAdapter(work, 'them'), myTargets: new TargetLeaseAdapter(targets, 'me'), theirTargets: new TargetLeaseAdapter(targets, 'them') };
+}
+
+describe('WorkLeaseAdapter over FencedWorkLeaseTable', () => {
+  it('maps claim, conflict, heartbeat loss, beginCommit, complete and done', async () => {
+    const { mine, theirs } = await tables();
+    const job = makeJob('a');
+    const id = jobWorkId(job);
+    const claim = await mine.claim(id, workPayloadOf(job), 1_000);
+    expect(claim.granted).toBe(true);
+    expect(await theirs.claim(id, workPayloadOf(job), 2_000)).toEqual({ granted: false, reason: 'conflict' });
+    const token = claim.granted ? claim.token : '';
+    expect([...(await mine.heartbeatMany(new Map([[id, token], [sha('nope'), 'x:1']]), 3_000))]).toEqual([sha('nope')]);
+    expect(await mine.beginCommit(id, 'stale-token', 3_000)).toBe(false);
+    expect(await mine.beginCommit(id, token, 3_000)).toBe(true);
+    expect(await mine.abandon(id, token)).toBe(false); // committing cannot be abandoned
+    expect(await mine.complete(id, token, 3_500)).toBe(true);
+    expect(await theirs.claim(id, workPayloadOf(job), 1_000_000)).toEqual({ granted: false, reason: 'done' });
+  });
+
+  it('hands out expired work with its payload, which another owner can then claim', async () => {
+    const { mine, theirs } = await tables();
+    const job = makeJob('orphan', 7n);
+    const id = jobWorkId(job);
+    expect((await mine.claim(id, workPayloadOf(job), 1_000)).granted).toBe(true);
+    expect(await theirs.recoverExpired(10, 1_000 + TTL_MS - 1)).toEqual([]);
+    const expired = await theirs.recoverExpired(10, 1_000 + TTL_MS);
+    expect(expired).toEqual([{ workId: id, payload: expect.objectContaining({ path: job.inputPath, target: '7' }) }]);
+    expect((await theirs.claim(id, workPayloadOf(job), 1_000 + TTL_MS)).granted).toBe(true);
+  });
+});
+
+describe('TargetLeaseAdapter over FencedTargetLeaseTable', () => {
+  it('claims groups all-or-nothing, fences heartbeat and release by token', async () => {
+    const { myTargets, theirTargets } = await tables();
+    const claim = await myTargets.claimGroup([11n, 22n], {}, 1_000);
+    expect(claim.granted).toBe(true);
+    const token = claim.granted ? claim.token : '';
+    expect(await theirTargets.claimGroup([22n, 33n], {}, 1_500)).toEqual({ granted: false, reason: 'conflict' });
+    expect((await theirTargets.claimGroup([33n], {}, 1_500)).granted).toBe(true); // 33 was not half-taken
+    expect(await myTargets.heartbeatGroup([11n, 22n], 'other', 2_000)).toBe(false);
+    expect(await myTargets.heartbeatGroup([11n, 22n], token, 2_000)).toBe(true);
+    expect(await theirTargets.releaseGroup([11n, 22n], 'other')).toBe(false);
+    expect(await myTargets.releaseGroup([11n, 22n], token)).toBe(true);
+  });
+
+  it('answers one outcome per group for the scheduler’s batched claim', async () => {
+    const { myTargets, theirTargets } = await tables();
+    await theirTargets.claimGroup([5n], {}, 1_000);
+    const outcomes = await myTargets.claimGroups([[4n], [5n, 6n], [6n]], 1_000);
+    expect(outcomes.map((o) => o.granted)).toEqual([true, false, true]);
+    await myTargets.releaseGroups(outcomes.flatMap((o, i) => (o.granted ? [{ targets: [[4n], [5n, 6n], [6n]][i]!, token: o.token }] : [])));
+    expect((await theirTargets.claimGroup([4n, 6n], {}, 1_000)).granted).toBe(true);
+  });
+});
+
+function telemetry(open: bigint[], trace: Array<[bigint, bigint, bigint, number, 0 | 1]>): string {
+  return JSON.stringify({
+    schema: 'symfence-telemetry/1',
+    targetBranch: '0',
+    targetReached: false,
+    targetStatus: 'none',
+    branchTrace: trace.map(([p, a, o, s, t]) => [String(p), String(a), String(o), String(s), t, 0]),
+    openBranches: open.map(String),
+    counters: { queries: 0, sat: 0, unsat: 0, unknown: 0, solverTimeUs: 0, generated: 0 },
+  });
+}
+
+describe('SchedulerAdapter', () => {
+  function setup() {
+    const dir = tmp();
+    const seedPath = path.join(dir, 'seed');
+    writeFileSync(seedPath, 'AAAA');
+    const inflight = InflightTargetSet.create(256);
+    const scheduler = new Scheduler({ local: inflight });
+    const adapter = new SchedulerAdapter(scheduler, inflight);
+    const seed = { path: seedPath, sha256: sha('AAAA'), depth: 2, origin: 'seed' as const };
+    return { scheduler, inflight, adapter, seed };
+  }
+
+  it('turns telemetry into admitted targeted jobs on the seed’s file, and releases them through the scheduler', async () => {
+    const { scheduler, inflight, adapter, seed } = setup();
+    adapter.addSeed(seed, 0);
+    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: telemetry([3n], [[1n, 2n, 3n, 4, 1]]), findings: [] }, 0);
+    const admitted = await adapter.admit(4, 0);
+    expect(admitted.length).toBeGreaterThan(0);
+    const first = admitted[0]!;
+    expect(first.job).toMatchObject({ inputPath: seed.path, inputSha256: seed.sha256, depth: 2 });
+    expect(first.job.group.length).toBeGreaterThan(0);
+    expect(first.job.origin).toMatch(/^scheduler:/);
+    expect(inflight.has(first.job.group[0]!)).toBe(true);
+    for (const a of admitted) adapter.releaseGroup(a.job.group, a.owner);
+    expect(inflight.size()).toBe(0);
+    expect(scheduler.stats().inflightTargets).toBe(0);
+  });
+
+  it('passes invalid telemetry on as a rejection instead of throwing', () => {
+    const { scheduler, adapter, seed } = setup();
+    adapter.addSeed(seed, 0);
+    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: '{"schema":"nope"}', findings: [] }, 0);
+    expect(scheduler.stats().telemetryRejected).toBe(1);
+  });
+
+  it('routes reservations it did not admit straight to the in-flight set', () => {
+    const { inflight, adapter } = setup();
+    expect(adapter.tryReserveGroup([9n], RECOVERY_OWNER)).toBe(true);
+    expect(inflight.ownerOf(9n)).toBe(RECOVERY_OWNER);
+    expect(adapter.releaseGroup([9n], RECOVERY_OWNER)).toBe(1);
+    expect(inflight.has(9n)).toBe(false);
+  });
+});
+
+describe('Coordinator over the real lease tables', () => {
+  it('runs a targeted job to done and leaves no target record behind', async () => {
+    const { mine, myTargets, targets, work } = await tables();
+    const clock = new ManualClock(5_000);
+    const inflight = InflightTargetSet.create(64);
+    const solver = new FakeSolver();
+    const job = makeJob('a', 77n, [88n]);
+    expect(inflight.tryReserveGroup(job.group, 1)).toBe(true);
+    const claim = await myTargets.claimGroup(job.group, {}, clock.now());
+    const source = new FakeSource([{ job, owner: 1, ...(claim.granted ? { targetToken: claim.token } : {}) }]);
+    const coordinator = new Coordinator(
+      { coordinatorId: 'me', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: true },
+      { clock, logger: silentLogger(), counters: createCounters(), workLeases: mine, targetLeases: myTargets, reservations: inflight, solver, source, findings: new FakeSink() },
+    );
+    await coordinator.tick();
+    expect(solver.runs).toHaveLength(1);
+    solver.runs[0]!.resolve({ status: 'ok', generated: [], elapsedMs: 1 });
+    await coordinator.settled();
+    expect(await work.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, committing: 0, done: 1, corrupt: 0 });
+    expect(await targets.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, corrupt: 0 });
+    expect(inflight.size()).toBe(0);
+  });
+});
