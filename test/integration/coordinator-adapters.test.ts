@@ -126,6 +126,21 @@ describe('SchedulerAdapter', () => {
     expect(scheduler.stats().inflightTargets).toBe(0);
   });
 
+  it('counts a back-fill when admission refused a candidate and admitted another', async () => {
+    const { inflight, scheduler, seed } = setup();
+    const counters = createCounters();
+    const adapter = new SchedulerAdapter(scheduler, inflight, counters);
+    adapter.addSeed(seed, 0);
+    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: telemetry([3n, 6n], [[1n, 2n, 3n, 4, 1], [2n, 5n, 6n, 7, 1]]), findings: [] }, 0);
+    expect(inflight.tryReserveGroup([3n], 999)).toBe(true); // busy elsewhere in this process
+    const admitted = await adapter.admit(8, 0);
+    expect(admitted.length).toBeGreaterThan(0);
+    expect(admitted.every((a) => !a.job.group.includes(3n))).toBe(true);
+    expect(scheduler.stats().admission.localConflicts).toBeGreaterThan(0);
+    expect(counters.backFills).toBe(Math.min(scheduler.stats().admission.localConflicts, admitted.length));
+    expect(counters.backFills).toBeGreaterThan(0);
+  });
+
   it('passes invalid telemetry on as a rejection instead of throwing', () => {
     const { scheduler, adapter, seed } = setup();
     adapter.addSeed(seed, 0);

@@ -16,6 +16,7 @@ import type { LocalReservations } from '../../scheduler/admission-ports.js';
 import type { ReplayJob } from '../../scheduler/replay-job.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { parseTelemetry } from '../../scheduler/telemetry.js';
+import type { CampaignCounters } from '../../telemetry/counters.js';
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler } from '../ports.js';
 
 
@@ -25,9 +26,13 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   readonly #seeds = new Map<string, SeedInput>();
   readonly #admitted = new Map<number, AdmittedJob>();
 
-  constructor(scheduler: Scheduler, inflight: LocalReservations) {
+  readonly #counters: CampaignCounters | undefined;
+
+  /** `counters`, when given, receives the admission's conflicts and back-fills. */
+  constructor(scheduler: Scheduler, inflight: LocalReservations, counters?: CampaignCounters) {
     this.#scheduler = scheduler;
     this.#inflight = inflight;
+    this.#counters = counters;
   }
 
   addSeed(seed: SeedInput, now: number): void {
@@ -43,7 +48,17 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   }
 
   async admit(limit: number, now: number): Promise<readonly AdmittedWork[]> {
+    const before = this.#scheduler.stats().admission;
     const admitted = await this.#scheduler.admit(limit, now);
+    if (this.#counters) {
+      const after = this.#scheduler.stats().admission;
+      const refused = after.localConflicts + after.sharedConflicts + after.sharedCorrupt + after.sharedErrors
+        - (before.localConflicts + before.sharedConflicts + before.sharedCorrupt + before.sharedErrors);
+      this.#counters.conflicts += after.sharedConflicts - before.sharedConflicts;
+      // Jobs admitted in a round that refused candidates filled slots the refused ones would have
+      // left idle without back-fill (an upper bound when both happen in one pass).
+      if (refused > 0) this.#counters.backFills += Math.min(refused, admitted.length);
+    }
     const out: AdmittedWork[] = [];
     for (const a of admitted) {
       const seed = this.#seeds.get(a.job.seed);
