@@ -99,7 +99,7 @@ export interface LocalReservations {
 }
 
 /** A generated input as the solver pool reports it after coverage triage. */
-export interface GeneratedInput {
+export interface TriagedInput {
   readonly bytes: Uint8Array;
   readonly sha256: string;
   /** The input added coverage to the shared bitmap (novelty). */
@@ -108,11 +108,11 @@ export interface GeneratedInput {
   readonly terminal?: 'crash' | 'timeout';
 }
 
-export type SolverStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted';
+export type SolverPortStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted';
 
 export interface SolverOutcome {
-  readonly status: SolverStatus;
-  readonly generated: readonly GeneratedInput[];
+  readonly status: SolverPortStatus;
+  readonly generated: readonly TriagedInput[];
   /** Raw `symfence-telemetry/1` text, when the solver wrote one. */
   readonly telemetry?: string;
   /** Solver CPU time reported by the backend, in microseconds. */
@@ -122,14 +122,14 @@ export interface SolverOutcome {
   readonly error?: string;
 }
 
-export interface SolverTask {
+export interface SolverPortTask {
   readonly workId: string;
   readonly job: CoordinatorJob;
 }
 
 /** The solver pool. Aborting `signal` kills the run's process group and resolves `aborted`. */
 export interface SolverPort {
-  run(task: SolverTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome>;
+  run(task: SolverPortTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome>;
 }
 
 /**
@@ -145,7 +145,7 @@ export interface WorkSource {
 export interface JobFeedback {
   readonly job: CoordinatorJob;
   readonly workId: string;
-  readonly status: SolverStatus;
+  readonly status: SolverPortStatus;
   readonly telemetry?: string;
   /** Paths of our own interesting findings, as published. */
   readonly findings: readonly PublishedEntry[];

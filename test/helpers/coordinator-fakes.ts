@@ -18,7 +18,7 @@ import type {
   RecoveredWork,
   SolverOutcome,
   SolverPort,
-  SolverTask,
+  SolverPortTask,
   TargetLeasePort,
   WorkLeasePort,
   WorkSource,
@@ -198,7 +198,7 @@ export class FakeReservations implements LocalReservations {
 }
 
 interface Deferred {
-  readonly task: SolverTask;
+  readonly task: SolverPortTask;
   readonly signal: AbortSignal;
   resolve(outcome: SolverOutcome): void;
 }
@@ -208,7 +208,7 @@ export class FakeSolver implements SolverPort {
   readonly runs: Deferred[] = [];
   #waiters: Array<() => void> = [];
 
-  run(task: SolverTask, options: { signal: AbortSignal }): Promise<SolverOutcome> {
+  run(task: SolverPortTask, options: { signal: AbortSignal }): Promise<SolverOutcome> {
     return new Promise((resolve) => {
       const entry: Deferred = { task, signal: options.signal, resolve };
       options.signal.addEventListener('abort', () => resolve({ status: 'aborted', generated: [], elapsedMs: 0 }), { once: true });
