@@ -41,6 +41,39 @@ export { parseDurationMs, parseSizeBytes } from './config/values.js';
 export { createLogger, silentLogger, componentLogger, LOGGER_OPTIONS } from './telemetry/logger.js';
 export type { Logger, LoggerOptions } from './telemetry/logger.js';
 export { PACKAGE_VERSION } from './version.js';
+export { NodeFsLayer, nodeFsLayer, errnoCode } from './io/fs-layer.js';
+export type { FsLayer, FsOperation, FsStat } from './io/fs-layer.js';
+export { FaultInjectingFsLayer } from './io/fault-fs-layer.js';
+export type { FaultRule, HookRule, FsCall, BarrierCounts, PathMatcher } from './io/fault-fs-layer.js';
+export { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from './lease/work-lease-table.js';
+export type { WorkClaimOptions, BeginCommitOptions, CommitPublisher } from './lease/work-lease-table.js';
+export { FencedTargetLeaseTable } from './lease/target-lease-table.js';
+export { LEASE_TABLE_OPTIONS } from './lease/lease-table-options.js';
+export type { LeaseTableOptions } from './lease/lease-table-options.js';
+export type { LeaseTableDeps, AtTime, ClaimIdentity } from './lease/lease-table-base.js';
+export type { WorkLeaseStore, TargetLeaseStore, LeaseStoreCommon } from './lease/lease-store.js';
+export type {
+  ClaimResult,
+  GroupClaimResult,
+  FenceResult,
+  CompletionResult,
+  HeartbeatBatchResult,
+  LeaseHolder,
+  CorruptMember,
+  ExpiredLease,
+  CommittingRecord,
+  SnapshotEntry,
+  LeaseCounts,
+} from './lease/lease-results.js';
+export type { LeaseRecord, LeaseStatus, RecordKind, JsonObject } from './lease/lease-record.js';
+export { canonicalJson, canonicalJsonBytes } from './lease/canonical-json.js';
+export { workIdOf, targetRecordId, shardOf, shardDirName, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from './lease/identity.js';
+export type { GroupMember } from './lease/identity.js';
+export type { LeaseOperation, RecordView, OperationOutcome, ExecutionResult } from './lease/lease-operation.js';
+export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from './lease/durability-batch.js';
+export type { CoordinationMode, LockerKind } from './lease/record-lock.js';
+export { inspectLeaseDirectory, inspectLeaseTable, findLeaseTables } from './lease/lease-inspect.js';
+export type { TableInspection, OwnerCounts, CorruptRecordReport, InspectOptions } from './lease/lease-inspect.js';
 export { loadNative, nativeLoadError, requireNative } from './native/bindings.js';
 export type { NativeBindings } from './native/bindings.js';
 export { InflightTargetSet } from './inflight/inflight-target-set.js';

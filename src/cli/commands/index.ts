@@ -4,7 +4,8 @@
  */
 import type { Command } from 'commander';
 import type { CliIo } from '../program.js';
+import { register as registerLeases } from './leases.js';
 
 export type RegisterCommand = (program: Command, io: CliIo) => void;
 
-export const COMMANDS: readonly RegisterCommand[] = [];
+export const COMMANDS: readonly RegisterCommand[] = [registerLeases];

@@ -1,0 +1,127 @@
+/**
+ * lease-cycle: one 64-target claimGroup + releaseGroup per cycle on the local disk.
+ *
+ * A/B in the same run: `scalar` (a directory barrier after every rename/unlink — the protocol
+ * before per-shard batching) against `batched` (one directory barrier per touched shard), for 1
+ * and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
+ * medians. Barrier counts come from the counting fs layer (same wrapper in every mode).
+ *
+ * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--dir <tmp>]
+ * Last line: one JSON object. Top-level fields are the 8-shard (last configured) results;
+ * `by_shards` has every configuration. A later `groupcommit` mode (I/O thread) slots into MODES.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { FaultInjectingFsLayer } from '../src/io/fault-fs-layer.js';
+import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
+import { loadNative } from '../src/native/bindings.js';
+
+type Mode = 'scalar' | 'batched';
+const MODES: readonly Mode[] = ['scalar', 'batched'];
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '7' },
+    targets: { type: 'string', default: '64' },
+    shards: { type: 'string', default: '1,8' },
+    modes: { type: 'string', default: MODES.join(',') },
+    dir: { type: 'string', default: os.tmpdir() },
+  },
+});
+
+function positiveInt(name: string, text: string, max: number): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 1 || n > max) {
+    console.error(`lease-cycle: --${name} must be an integer in 1..${max}, got ${JSON.stringify(text)}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const rounds = positiveInt('rounds', values.rounds!, 1000);
+const targetCount = positiveInt('targets', values.targets!, 64);
+const shardConfigs = values.shards!.split(',').map((s) => positiveInt('shards', s, 4096));
+const modes = values.modes!.split(',') as Mode[];
+for (const mode of modes) {
+  if (!MODES.includes(mode)) {
+    console.error(`lease-cycle: unknown mode ${JSON.stringify(mode)}; known: ${MODES.join(', ')}`);
+    process.exit(2);
+  }
+}
+const coordination = loadNative() ? 'multi' : 'single';
+const targets = Array.from({ length: targetCount }, (_, i) => BigInt(i + 1));
+
+function median(samples: number[]): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+const round2 = (n: number): number => Math.round(n * 100) / 100;
+
+interface Runner {
+  readonly fsLayer: FaultInjectingFsLayer;
+  cycle(): Promise<number>;
+}
+
+async function runner(root: string, shards: number, mode: Mode): Promise<Runner> {
+  const fsLayer = new FaultInjectingFsLayer();
+  const table = await FencedTargetLeaseTable.open(root, { shardCount: shards, directoryBarrier: mode, coordination, leaseTtlMs: 3_600_000 }, { fsLayer });
+  let now = 1_000_000;
+  return {
+    fsLayer,
+    async cycle(): Promise<number> {
+      now += 1;
+      const started = performance.now();
+      const claim = await table.claimGroup(targets, { bench: 'lease-cycle' }, { owner: 'bench', nowMs: now });
+      if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
+      const release = await table.releaseGroup(targets, claim.token);
+      if (!release.ok) throw new Error(`release failed: ${release.reason}`);
+      return performance.now() - started;
+    },
+  };
+}
+
+const base = await mkdtemp(path.join(values.dir!, 'symfence-bench-lease-cycle-'));
+const results: Record<string, number | string>[] = [];
+try {
+  console.log(`lease-cycle: ${targetCount}-target claimGroup + releaseGroup per cycle, ${rounds} rounds, locker ${coordination === 'multi' ? 'flock' : 'in-process'}, dir ${base}`);
+  for (const shards of shardConfigs) {
+    const runners = new Map<Mode, Runner>();
+    for (const mode of modes) runners.set(mode, await runner(path.join(base, `${mode}-${shards}`), shards, mode));
+    const barriers = new Map<Mode, { directory: number; file: number }>();
+    for (const [mode, r] of runners) {
+      await r.cycle(); // warm-up: creates shard directories and lock files
+      r.fsLayer.resetCounts();
+      await r.cycle(); // counted cycle
+      barriers.set(mode, r.fsLayer.barriers());
+    }
+    const samples = new Map<Mode, number[]>(modes.map((m) => [m, []]));
+    for (let round = 0; round < rounds; round += 1) {
+      const order = round % 2 === 0 ? modes : [...modes].reverse();
+      for (const mode of order) samples.get(mode)!.push(await runners.get(mode)!.cycle());
+    }
+    const row: Record<string, number | string> = { shards };
+    for (const mode of modes) {
+      row[`${mode}_ms`] = round2(median(samples.get(mode)!));
+      row[`barriers_${mode}`] = barriers.get(mode)!.directory;
+      row[`file_barriers_${mode}`] = barriers.get(mode)!.file;
+    }
+    if (typeof row.scalar_ms === 'number' && typeof row.batched_ms === 'number') row.ratio = round2(row.scalar_ms / row.batched_ms);
+    results.push(row);
+    for (const mode of modes) {
+      console.log(
+        `  shards ${String(shards).padStart(2)}  ${mode.padEnd(8)} median ${String(row[`${mode}_ms`]).padStart(9)} ms/cycle  ` +
+          `dir barriers ${String(row[`barriers_${mode}`]).padStart(4)}  file barriers ${row[`file_barriers_${mode}`]}  samples ${samples.get(mode)!.map(round2).join(' ')}`,
+      );
+    }
+    if (row.ratio !== undefined) console.log(`  shards ${String(shards).padStart(2)}  ratio scalar/batched ${row.ratio}`);
+  }
+} finally {
+  await rm(base, { recursive: true, force: true });
+}
+const last = results.at(-1) ?? {};
+console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, by_shards: results }));

@@ -1,0 +1,80 @@
+/**
+ * `symfence leases <dir>` — counts of a lease directory by status and by owner;
+ * `symfence leases check <dir>` — lists every corrupt record and exits 1 if there is one.
+ * Read-only: safe to run next to live coordinators (the counts are a lock-free snapshot).
+ */
+import { Command, Option } from 'commander';
+import { LeaseCorruptError } from '../../errors.js';
+import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
+import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
+import { parseDurationMs } from '../../config/values.js';
+import { formatDuration } from '../../config/schema.js';
+import type { CliIo } from '../program.js';
+
+interface LeasesFlags {
+  readonly json?: boolean;
+  readonly leaseTtl?: string;
+}
+
+function ttlOf(flags: LeasesFlags): number {
+  return flags.leaseTtl === undefined ? LEASE_TABLE_OPTIONS.defaults.leaseTtlMs : parseDurationMs('--lease-ttl', flags.leaseTtl);
+}
+
+function renderTable(t: TableInspection): string {
+  const c = t.counts;
+  const lines = [
+    `${t.root} (${t.kind} table, ${t.shardCount} shards)`,
+    `  leased ${c.leased} (expired ${c.expired})  committing ${c.committing}  done ${c.done}  corrupt ${c.corrupt}`,
+  ];
+  const owners = Object.entries(t.owners).sort(([a], [b]) => a.localeCompare(b));
+  for (const [owner, o] of owners) lines.push(`  owner ${owner}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);
+  for (const bad of t.corrupt) lines.push(`  corrupt ${bad.path}: ${bad.reason}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number): string {
+  return `${JSON.stringify({ nowMs, leaseTtlMs, tables }, null, 2)}\n`;
+}
+
+const ttlOption = (): Option =>
+  new Option('--lease-ttl <duration>', `TTL after which a leased record counts as expired (default: ${formatDuration(LEASE_TABLE_OPTIONS.defaults.leaseTtlMs)})`);
+
+export function register(program: Command, io: CliIo): void {
+  const leases = program
+    .command('leases')
+    .description('inspect a lease directory: counts by status (leased, expired, committing, done, corrupt) and by owner')
+    .argument('<dir>', 'a lease table root, or a directory holding table roots')
+    .option('--json', 'print JSON instead of text')
+    .addOption(ttlOption())
+    .action(async (dir: string, flags: LeasesFlags) => {
+      const nowMs = Date.now();
+      const leaseTtlMs = ttlOf(flags);
+      const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
+      io.stdout(flags.json ? toJson(tables, nowMs, leaseTtlMs) : tables.map(renderTable).join(''));
+    });
+  leases
+    .command('check')
+    .description('list every corrupt lease record; exit 1 if there is any')
+    .argument('<dir>', 'a lease table root, or a directory holding table roots')
+    .option('--json', 'print JSON instead of text')
+    .addOption(ttlOption())
+    .action(async (dir: string, flags: LeasesFlags) => {
+      const nowMs = Date.now();
+      const leaseTtlMs = ttlOf(flags);
+      const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
+      const corrupt = tables.flatMap((t) => t.corrupt);
+      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs));
+      else {
+        for (const bad of corrupt) io.stdout(`corrupt ${bad.path}: ${bad.reason}\n`);
+        if (corrupt.length === 0) {
+          const records = tables.reduce((n, t) => n + t.counts.leased + t.counts.committing + t.counts.done, 0);
+          io.stdout(`ok: ${tables.length} table(s), ${records} record(s), no corrupt record\n`);
+        }
+      }
+      if (corrupt.length > 0) {
+        throw new LeaseCorruptError(`${corrupt.length} corrupt lease record(s) in ${dir}`, { count: corrupt.length });
+      }
+    })
+    // Nested commands do not get the program's exit override (set after registration).
+    .exitOverride();
+}

@@ -1,0 +1,175 @@
+/**
+ * The injectable filesystem layer: every open, read, write, barrier, rename, unlink, mkdir and
+ * readdir the lease tables (and later the AFL queue writer) perform goes through an `FsLayer`.
+ *
+ * Why an interface and not `node:fs` directly: durability is a protocol (content barrier, then
+ * publication, then directory barrier), and the only way to prove a protocol is to fail each step
+ * on purpose and look at the bytes left on disk. `FaultInjectingFsLayer` (fault-fs-layer.ts) wraps
+ * this real layer for that, and counts the barriers exactly.
+ *
+ * File descriptors are plain numbers so they can be handed to the native addon (`flock`,
+ * `syncfs`). Every method rejects with Node's errno-carrying `Error` (`code` = `ENOENT`, `EIO` …).
+ */
+import fs from 'node:fs';
+import { promisify } from 'node:util';
+import { loadNative } from '../native/bindings.js';
+
+/** The subset of `fs.Stats` the lease code needs. */
+export interface FsStat {
+  readonly isFile: boolean;
+  readonly isDirectory: boolean;
+  readonly isSymbolicLink: boolean;
+  readonly size: number;
+}
+
+/** Names of the operations, used by fault injection and counters. */
+export type FsOperation =
+  | 'open'
+  | 'close'
+  | 'read'
+  | 'write'
+  | 'fsync'
+  | 'syncfs'
+  | 'fstat'
+  | 'lstat'
+  | 'rename'
+  | 'unlink'
+  | 'mkdir'
+  | 'readdir'
+  | 'syncDirectory';
+
+export interface FsLayer {
+  /** `open(2)`; `flags` are `fs.constants` bits. Resolves to a file descriptor. */
+  open(path: string, flags: number, mode?: number): Promise<number>;
+  close(fd: number): Promise<void>;
+  /** Reads the whole file behind `fd` from offset 0. */
+  readAll(fd: number): Promise<Buffer>;
+  /** Writes all of `data` at the current offset (loops over short writes). */
+  writeAll(fd: number, data: Uint8Array): Promise<void>;
+  /** File barrier: `fsync(fd)`. */
+  fsync(fd: number): Promise<void>;
+  /**
+   * Filesystem barrier: `syncfs(fd)` (native addon). Rejects with `ENOSYS` when the addon is not
+   * built; callers choose this strategy explicitly.
+   */
+  syncfs(fd: number): Promise<void>;
+  fstat(fd: number): Promise<FsStat>;
+  /** `lstat(2)`: never follows a final symlink. */
+  lstat(path: string): Promise<FsStat>;
+  /** Atomic `rename(2)`; replaces an existing destination. */
+  rename(from: string, to: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+  /** Creates one directory (not recursive). */
+  mkdir(path: string, mode?: number): Promise<void>;
+  readdir(path: string): Promise<string[]>;
+  /**
+   * Directory barrier: open the directory `O_RDONLY|O_DIRECTORY`, `fsync` it, close it. Makes the
+   * names created, renamed or removed in it durable.
+   */
+  syncDirectory(path: string): Promise<void>;
+}
+
+const openAsync = promisify(fs.open);
+const closeAsync = promisify(fs.close);
+const readAsync = promisify(fs.read);
+const writeAsync = promisify(fs.write);
+const fsyncAsync = promisify(fs.fsync);
+const fstatAsync = promisify(fs.fstat);
+const lstatAsync = promisify(fs.lstat);
+const renameAsync = promisify(fs.rename);
+const unlinkAsync = promisify(fs.unlink);
+const mkdirAsync = promisify(fs.mkdir);
+const readdirAsync = promisify(fs.readdir);
+
+function toStat(stats: fs.Stats): FsStat {
+  return { isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size };
+}
+
+function errnoError(code: string, message: string): Error {
+  return Object.assign(new Error(`${code}: ${message}`), { code });
+}
+
+/** The real filesystem, through Node's libuv thread pool. */
+export class NodeFsLayer implements FsLayer {
+  open(path: string, flags: number, mode = 0o644): Promise<number> {
+    // libuv opens every fd with O_CLOEXEC already.
+    return openAsync(path, flags, mode);
+  }
+
+  close(fd: number): Promise<void> {
+    return closeAsync(fd);
+  }
+
+  async readAll(fd: number): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    let position = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(64 * 1024);
+      const { bytesRead } = await readAsync(fd, chunk, 0, chunk.length, position);
+      if (bytesRead === 0) break;
+      chunks.push(chunk.subarray(0, bytesRead));
+      position += bytesRead;
+    }
+    return Buffer.concat(chunks);
+  }
+
+  async writeAll(fd: number, data: Uint8Array): Promise<void> {
+    let offset = 0;
+    while (offset < data.length) {
+      const { bytesWritten } = await writeAsync(fd, data, offset, data.length - offset);
+      offset += bytesWritten;
+    }
+  }
+
+  fsync(fd: number): Promise<void> {
+    return fsyncAsync(fd);
+  }
+
+  async syncfs(fd: number): Promise<void> {
+    const native = loadNative();
+    if (!native) throw errnoError('ENOSYS', 'syncfs needs the native addon, which is not built');
+    native.syncfs(fd);
+  }
+
+  async fstat(fd: number): Promise<FsStat> {
+    return toStat(await fstatAsync(fd));
+  }
+
+  async lstat(path: string): Promise<FsStat> {
+    return toStat(await lstatAsync(path));
+  }
+
+  rename(from: string, to: string): Promise<void> {
+    return renameAsync(from, to);
+  }
+
+  unlink(path: string): Promise<void> {
+    return unlinkAsync(path);
+  }
+
+  async mkdir(path: string, mode = 0o755): Promise<void> {
+    await mkdirAsync(path, { mode });
+  }
+
+  readdir(path: string): Promise<string[]> {
+    return readdirAsync(path);
+  }
+
+  async syncDirectory(path: string): Promise<void> {
+    const fd = await openAsync(path, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+    try {
+      await fsyncAsync(fd);
+    } finally {
+      await closeAsync(fd);
+    }
+  }
+}
+
+/** One shared real layer; it holds no state. */
+export const nodeFsLayer: FsLayer = new NodeFsLayer();
+
+/** The errno name of a filesystem error, or undefined. */
+export function errnoCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}

@@ -1,0 +1,335 @@
+/**
+ * A durability batch: the unit of "lock, decide, make durable, publish, release" that every
+ * mutating lease operation runs through — one call's worth today, many requests' worth once the
+ * I/O thread groups commits (issue 4). Phases, in this order and no other:
+ *
+ *   1. lock      every record lock of the batch, ascending record id (no deadlock between
+ *                coordinators: everyone takes overlapping locks in the same order)
+ *   2. read      every record, validated (the caller decides on these, before any mutation)
+ *   3. stage     write each new record's bytes to a fresh temp file next to it
+ *   4. file barrier  make every temp file's content durable: one fsync per file, issued in
+ *                parallel, or one syncfs for the whole filesystem
+ *   5. publish   rename each temp over its record / unlink deleted records (ascending id)
+ *   6. directory barrier  one per touched shard directory (or one after every publication in
+ *                `scalar` mode, the pre-batching protocol kept for comparison)
+ *   7. release   locks in reverse order — only now, so no one reads a published name whose
+ *                durability is still unknown and builds on it
+ *
+ * Content is durable before its name is published (4 before 5), and every name is durable before
+ * success is reported (6 before returning). On a failure in 3–4 nothing was published: temp
+ * files are removed. On a failure in 5–6 the exact previous bytes of every mutated record are
+ * restored (or the record removed again if it did not exist), under the same locks, followed by a
+ * fresh barrier pass, and the batch rejects with `LeaseIoError` (`details.restored` says whether
+ * the restore itself went through; if not, leftover records carry a token nobody received and
+ * expire after their TTL).
+ */
+import fs from 'node:fs';
+import { leaseIoError } from './lease-io-error.js';
+import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import type { LeaseLayout } from './lease-layout.js';
+import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
+import type { LockHandle, RecordLocker } from './record-lock.js';
+import { readRecord } from './record-store.js';
+
+/** How temp-file content is made durable before publication. */
+export type FileBarrierStrategy = 'fsync' | 'syncfs';
+/** `batched`: one directory barrier per touched shard. `scalar`: one per rename/unlink. */
+export type DirectoryBarrierMode = 'batched' | 'scalar';
+
+export interface DurabilityContext {
+  readonly fsLayer: FsLayer;
+  readonly locker: RecordLocker;
+  readonly layout: LeaseLayout;
+  readonly kind: RecordKind;
+  readonly fileBarrier: FileBarrierStrategy;
+  readonly directoryBarrier: DirectoryBarrierMode;
+  /** Makes a shard directory exist durably (cached by the table). */
+  ensureDirectory(dir: string): Promise<void>;
+}
+
+/** What a committed batch did. */
+export interface BatchReport {
+  /** Records renamed or unlinked. */
+  readonly published: number;
+  /** File barriers issued (fsync calls, or 1 for syncfs). */
+  readonly fileBarriers: number;
+  /** Directory barriers issued. */
+  readonly directoryBarriers: number;
+  /** Shard directories touched, sorted. */
+  readonly directories: readonly string[];
+}
+
+/** A staged change: the record's next bytes, or null to delete it. */
+export interface StagedRecord {
+  readonly record: LeaseRecord;
+  readonly bytes: Buffer;
+}
+
+interface Mutation {
+  readonly id: string;
+  readonly dir: string;
+  readonly recordPath: string;
+  /** Bytes before the batch (null: no record). Restored verbatim on failure. */
+  readonly previous: Buffer | null;
+  next: StagedRecord | null;
+  temp?: string;
+}
+
+const TEMP_FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
+const RECORD_MODE = 0o644;
+
+type BatchState = 'open' | 'committed' | 'failed' | 'released';
+
+export class DurabilityBatch {
+  private readonly locks: LockHandle[] = [];
+  private readonly locked = new Set<string>();
+  private highestLocked = '';
+  private readonly reads = new Map<string, RecordRead>();
+  private readonly mutations = new Map<string, Mutation>();
+  private state: BatchState = 'open';
+
+  constructor(private readonly ctx: DurabilityContext) {}
+
+  /**
+   * Phase 1: takes the locks of `ids` in ascending order. Ids already held are skipped; a new id
+   * below the highest held one is a programming error (it would break the global lock order).
+   * On failure (timeout, bad lock path, I/O) every lock taken so far is released and the error
+   * propagates; nothing has been written.
+   */
+  async lock(ids: Iterable<string>): Promise<void> {
+    this.assertState('open');
+    const wanted = [...new Set(ids)].filter((id) => !this.locked.has(id)).sort();
+    if (wanted.length > 0 && wanted[0]! < this.highestLocked) {
+      throw new Error(`lock order violation: ${wanted[0]} after ${this.highestLocked}`);
+    }
+    try {
+      for (const id of wanted) {
+        await this.ctx.ensureDirectory(this.ctx.layout.dirOf(id));
+        const handle = await this.ctx.locker.acquire(this.ctx.layout.lockPath(id), `fenced lease lock: ${id}`);
+        this.locks.push(handle);
+        this.locked.add(id);
+        this.highestLocked = id;
+      }
+    } catch (error) {
+      await this.release();
+      throw error;
+    }
+  }
+
+  /** Phase 2: reads (and caches) the records of locked ids, in parallel. */
+  async read(ids: Iterable<string>): Promise<void> {
+    this.assertState('open');
+    const pending = [...new Set(ids)].filter((id) => !this.reads.has(id));
+    for (const id of pending) if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
+    const results = await Promise.all(
+      pending.map((id) => readRecord(this.ctx.fsLayer, this.ctx.layout.recordPath(id), id, this.ctx.kind)),
+    );
+    pending.forEach((id, i) => this.reads.set(id, results[i]!));
+  }
+
+  /** The current view of a record: what was read, overlaid with what this batch staged. */
+  view(id: string): RecordRead {
+    const mutation = this.mutations.get(id);
+    if (mutation) return mutation.next ? { state: 'valid', record: mutation.next.record, bytes: mutation.next.bytes } : { state: 'absent' };
+    const read = this.reads.get(id);
+    if (!read) throw new Error(`record ${id} was not read in this batch`);
+    return read;
+  }
+
+  /** Stages a write (`next`) or a delete (`null`) of a locked, read, non-corrupt record. */
+  stage(id: string, next: StagedRecord | null): void {
+    this.assertState('open');
+    const existing = this.mutations.get(id);
+    if (existing) {
+      existing.next = next;
+      return;
+    }
+    const read = this.reads.get(id);
+    if (!read || !this.locked.has(id)) throw new Error(`stage of ${id} without lock and read`);
+    if (read.state === 'corrupt') throw new Error(`stage over corrupt record ${id}: corrupt records are never overwritten`);
+    if (read.state === 'absent' && next === null) return;
+    this.mutations.set(id, {
+      id,
+      dir: this.ctx.layout.dirOf(id),
+      recordPath: this.ctx.layout.recordPath(id),
+      previous: read.state === 'valid' ? read.bytes : null,
+      next,
+    });
+  }
+
+  /** Number of staged mutations. */
+  get size(): number {
+    return this.mutations.size;
+  }
+
+  /**
+   * Phases 3–6. Resolves once every staged mutation is published and durable; rejects with
+   * `LeaseIoError` after restoring the pre-batch bytes (see the file comment).
+   */
+  async commit(): Promise<BatchReport> {
+    this.assertState('open');
+    const list = [...this.mutations.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const directories = [...new Set(list.map((m) => m.dir))].sort();
+    if (list.length === 0) {
+      this.state = 'committed';
+      return { published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] };
+    }
+    const fileBarriers = await this.stageTemps(list);
+    let directoryBarriers = 0;
+    const published: Mutation[] = [];
+    for (const mutation of list) {
+      try {
+        if (mutation.next) await this.ctx.fsLayer.rename(mutation.temp!, mutation.recordPath);
+        else await this.ctx.fsLayer.unlink(mutation.recordPath);
+        mutation.temp = undefined;
+        published.push(mutation);
+        if (this.ctx.directoryBarrier === 'scalar') {
+          directoryBarriers += 1;
+          await this.ctx.fsLayer.syncDirectory(mutation.dir);
+        }
+      } catch (error) {
+        // The failed mutation may or may not have taken effect: restore it too (idempotent).
+        if (!published.includes(mutation)) published.push(mutation);
+        await this.removeTemps(list);
+        throw await this.failAfterPublish(published, 'publish', mutation.recordPath, error, [mutation.dir]);
+      }
+    }
+    if (this.ctx.directoryBarrier === 'batched') {
+      const results = await Promise.allSettled(directories.map((dir) => this.ctx.fsLayer.syncDirectory(dir)));
+      directoryBarriers += directories.length;
+      const failedIndex = results.findIndex((r) => r.status === 'rejected');
+      if (failedIndex >= 0) {
+        const failedDirs = directories.filter((_, i) => results[i]!.status === 'rejected');
+        throw await this.failAfterPublish(list, 'directory-barrier', directories[failedIndex]!, (results[failedIndex] as PromiseRejectedResult).reason, failedDirs);
+      }
+    }
+    this.state = 'committed';
+    return { published: list.length, fileBarriers, directoryBarriers, directories };
+  }
+
+  /** Phase 7: releases every lock in reverse order. Idempotent; never throws. */
+  async release(): Promise<void> {
+    if (this.state === 'released') return;
+    this.state = 'released';
+    for (const handle of [...this.locks].reverse()) await handle.release();
+    this.locks.length = 0;
+  }
+
+  private assertState(expected: BatchState): void {
+    if (this.state !== expected) throw new Error(`durability batch is ${this.state}, expected ${expected}`);
+  }
+
+  /** Phases 3–4. Returns the number of file barriers; on failure removes every temp and rejects. */
+  private async stageTemps(list: Mutation[]): Promise<number> {
+    const { fsLayer, layout } = this.ctx;
+    const writes = list.filter((m) => m.next !== null);
+    const fds: number[] = [];
+    let step = 'stage';
+    try {
+      const opened = await Promise.allSettled(
+        writes.map(async (m) => {
+          const temp = layout.tempPath(m.id);
+          const fd = await fsLayer.open(temp, TEMP_FLAGS, RECORD_MODE);
+          m.temp = temp;
+          fds.push(fd);
+          await fsLayer.writeAll(fd, m.next!.bytes);
+        }),
+      );
+      const failed = opened.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+      if (failed) throw failed.reason;
+      step = 'file-barrier';
+      let barriers = 0;
+      if (fds.length > 0) {
+        if (this.ctx.fileBarrier === 'syncfs') {
+          barriers = 1;
+          await fsLayer.syncfs(fds[0]!);
+        } else {
+          barriers = fds.length;
+          const synced = await Promise.allSettled(fds.map((fd) => fsLayer.fsync(fd)));
+          const syncFailed = synced.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+          if (syncFailed) throw syncFailed.reason;
+        }
+      }
+      step = 'close';
+      const closes = await Promise.allSettled(fds.splice(0).map((fd) => fsLayer.close(fd)));
+      const closeFailed = closes.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+      if (closeFailed) throw closeFailed.reason;
+      return barriers;
+    } catch (error) {
+      await Promise.allSettled(fds.map((fd) => fsLayer.close(fd)));
+      await this.removeTemps(list);
+      this.state = 'failed';
+        throw leaseIoError(`lease write failed during ${step}: ${(error as Error).message}; nothing was published`, {
+        step,
+        path: (error as { path?: unknown } | null)?.path ?? null,
+        errno: errnoCode(error),
+        restored: true,
+      }, error);
+    }
+  }
+
+  private async removeTemps(list: Mutation[]): Promise<void> {
+    await Promise.allSettled(
+      list.filter((m) => m.temp !== undefined).map(async (m) => {
+        const temp = m.temp!;
+        m.temp = undefined;
+        await this.ctx.fsLayer.unlink(temp);
+      }),
+    );
+  }
+
+  /**
+   * Restores the previous bytes of `touched` under the held locks, then barriers every directory
+   * involved (the failed ones first), and returns the error to throw.
+   */
+  private async failAfterPublish(touched: Mutation[], step: string, failedPath: string, error: unknown, failedDirs: string[]): Promise<Error> {
+    this.state = 'failed';
+    const restored = await this.restore(touched, failedDirs);
+    const outcome = restored ? 'pre-call records restored' : 'restore incomplete; leftover records expire after their TTL';
+    return leaseIoError(`lease write failed during ${step} at ${failedPath}: ${(error as Error)?.message ?? String(error)}; ${outcome}`, {
+      step,
+      path: failedPath,
+      errno: errnoCode(error),
+      restored,
+    }, error);
+  }
+
+  private async restore(touched: Mutation[], failedDirs: string[]): Promise<boolean> {
+    const { fsLayer, layout } = this.ctx;
+    let ok = true;
+    const dirs = new Set<string>(failedDirs);
+    for (const mutation of touched) {
+      dirs.add(mutation.dir);
+      if (mutation.previous === null) {
+        try {
+          await fsLayer.unlink(mutation.recordPath);
+        } catch (error) {
+          if (errnoCode(error) !== 'ENOENT') ok = false;
+        }
+        continue;
+      }
+      const temp = layout.tempPath(mutation.id);
+      let fd: number | undefined;
+      try {
+        fd = await fsLayer.open(temp, TEMP_FLAGS, RECORD_MODE);
+        await fsLayer.writeAll(fd, mutation.previous);
+        await fsLayer.fsync(fd);
+        await fsLayer.close(fd);
+        fd = undefined;
+        await fsLayer.rename(temp, mutation.recordPath);
+      } catch {
+        ok = false;
+        if (fd !== undefined) await fsLayer.close(fd).catch(() => undefined);
+        await fsLayer.unlink(temp).catch(() => undefined);
+      }
+    }
+    for (const dir of dirs) {
+      try {
+        await fsLayer.syncDirectory(dir);
+      } catch {
+        ok = false;
+      }
+    }
+    return ok;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Identities of lease records (DESIGN §3): work ids, target record ids, shards, target groups.
+ *
+ * A target record id depends only on the target, so two seeds that share target 88 meet on the
+ * same record and the same lock, whichever coordinator asks. Shard placement uses the first 32 bits
+ * of the id, so records spread evenly and every coordinator computes the same path.
+ */
+import { createHash } from 'node:crypto';
+import { InvalidJobError } from '../errors.js';
+import { canonicalJson } from './canonical-json.js';
+
+/** At most this many targets in one group (and one group operation). */
+export const MAX_GROUP_TARGETS = 64;
+/** Largest target id (unsigned 64-bit). */
+export const MAX_TARGET = (1n << 64n) - 1n;
+
+const RECORD_ID_RE = /^[0-9a-f]{64}$/;
+
+/** True for a 64-character lowercase hex string. */
+export function isRecordId(value: unknown): value is string {
+  return typeof value === 'string' && RECORD_ID_RE.test(value);
+}
+
+/** Throws `InvalidJobError` unless `value` is a record id. */
+export function assertRecordId(value: unknown, what = 'record id'): asserts value is string {
+  if (!isRecordId(value)) {
+    throw new InvalidJobError(`invalid ${what}: expected 64 lowercase hex characters, got ${JSON.stringify(String(value))}`, {
+      value: String(value),
+    });
+  }
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** Exact work id: SHA-256 of the canonical JSON of the full work payload. */
+export function workIdOf(payload: unknown): string {
+  return sha256Hex(canonicalJson(payload));
+}
+
+/** Throws `InvalidJobError` unless `target` is a bigint in 1..2^64−1. */
+export function assertTarget(target: unknown): asserts target is bigint {
+  if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET) {
+    throw new InvalidJobError(`invalid target: expected a bigint in 1..2^64-1, got ${typeof target === 'bigint' ? `${target}n` : String(target)}`, {
+      value: String(target),
+    });
+  }
+}
+
+/** Target record id: SHA-256 of `target:<decimal>`. */
+export function targetRecordId(target: bigint): string {
+  assertTarget(target);
+  return sha256Hex(`target:${target.toString(10)}`);
+}
+
+/** Shard of a record id: its first 32 bits, modulo the shard count. */
+export function shardOf(id: string, shardCount: number): number {
+  assertRecordId(id);
+  return Number.parseInt(id.slice(0, 8), 16) % shardCount;
+}
+
+/** Shard directory name: decimal, zero-padded to at least 3 digits. */
+export function shardDirName(shard: number): string {
+  return String(shard).padStart(3, '0');
+}
+
+/** A group member: the target and its record id. */
+export interface GroupMember {
+  readonly target: bigint;
+  readonly id: string;
+}
+
+/**
+ * Validates a target group and returns its members sorted by record id — the order of locks,
+ * writes, restores and of the `targets` field stored in every member. Duplicates, out-of-range
+ * values, non-bigints, an empty group and more than 64 targets are rejected with
+ * `InvalidJobError` (job normalisation happens upstream; a lease call gets an exact group).
+ */
+export function groupMembers(targets: Iterable<bigint>): GroupMember[] {
+  const seen = new Set<bigint>();
+  const members: GroupMember[] = [];
+  for (const target of targets) {
+    assertTarget(target);
+    if (seen.has(target)) throw new InvalidJobError(`duplicate target ${target} in group`, { target: target.toString() });
+    seen.add(target);
+    members.push({ target, id: targetRecordId(target) });
+  }
+  if (members.length === 0) throw new InvalidJobError('empty target group', {});
+  if (members.length > MAX_GROUP_TARGETS) {
+    throw new InvalidJobError(`target group has ${members.length} targets; at most ${MAX_GROUP_TARGETS} allowed`, { size: members.length });
+  }
+  return members.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}

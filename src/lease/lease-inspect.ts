@@ -1,0 +1,109 @@
+/**
+ * Read-only inspection of lease directories, for `symfence leases` and embedding tools: counts by
+ * status and by owner, and every corrupt record. Takes no locks and writes nothing.
+ *
+ * `dir` is a table root (it holds `lease-table.json`) or a directory whose immediate
+ * subdirectories are table roots (a campaign's lease directory with a work and a target table).
+ */
+import path from 'node:path';
+import { UsageError } from '../errors.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
+import { LeaseLayout, META_FILE } from './lease-layout.js';
+import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
+import type { LeaseCounts } from './lease-results.js';
+import { scanRecords } from './lease-scan.js';
+import { readTableMeta } from './table-meta.js';
+
+export interface OwnerCounts {
+  readonly leased: number;
+  readonly expired: number;
+  readonly committing: number;
+  readonly done: number;
+}
+
+export interface CorruptRecordReport {
+  readonly id: string | null;
+  readonly path: string;
+  readonly reason: string;
+}
+
+export interface TableInspection {
+  readonly root: string;
+  readonly kind: RecordKind;
+  readonly shardCount: number;
+  readonly counts: LeaseCounts;
+  readonly owners: Readonly<Record<string, OwnerCounts>>;
+  readonly corrupt: readonly CorruptRecordReport[];
+}
+
+export interface InspectOptions {
+  /** Current time, ms since the epoch. */
+  readonly nowMs: number;
+  /** TTL used to call a leased record expired. */
+  readonly leaseTtlMs: number;
+  readonly fsLayer?: FsLayer;
+}
+
+async function hasMeta(fsLayer: FsLayer, dir: string): Promise<boolean> {
+  try {
+    await fsLayer.lstat(path.join(dir, META_FILE));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The table roots at or directly under `dir`; throws `UsageError` when there are none. */
+export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLayer): Promise<string[]> {
+  const root = path.resolve(dir);
+  if (await hasMeta(fsLayer, root)) return [root];
+  let names: string[];
+  try {
+    names = await fsLayer.readdir(root);
+  } catch (error) {
+    throw new UsageError(`cannot read lease directory ${root}: ${errnoCode(error) ?? (error as Error).message}`, { path: root });
+  }
+  const tables: string[] = [];
+  for (const name of names.sort()) {
+    const child = path.join(root, name);
+    if (await hasMeta(fsLayer, child)) tables.push(child);
+  }
+  if (tables.length === 0) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE} in it or its subdirectories)`, { path: root });
+  return tables;
+}
+
+/** Inspects one table root. */
+export async function inspectLeaseTable(root: string, options: InspectOptions): Promise<TableInspection> {
+  const fsLayer = options.fsLayer ?? nodeFsLayer;
+  const meta = await readTableMeta(fsLayer, path.join(root, META_FILE));
+  if (!meta) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE})`, { path: root });
+  const layout = new LeaseLayout(root, meta.shardCount);
+  const entries = await scanRecords(fsLayer, layout, meta.kind);
+  const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
+  const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
+  const corrupt: CorruptRecordReport[] = [];
+  for (const entry of entries) {
+    if (entry.state === 'corrupt') {
+      counts.corrupt += 1;
+      corrupt.push({ id: entry.id ?? null, path: entry.path, reason: entry.reason });
+      continue;
+    }
+    const status: LeaseStatus = entry.record.status;
+    const owner = (owners[entry.record.owner] ??= { leased: 0, expired: 0, committing: 0, done: 0 });
+    counts[status] += 1;
+    owner[status] += 1;
+    if (isExpiredLease(entry.record, options.nowMs, options.leaseTtlMs)) {
+      counts.expired += 1;
+      owner.expired += 1;
+    }
+  }
+  return { root: layout.root, kind: meta.kind, shardCount: meta.shardCount, counts, owners, corrupt };
+}
+
+/** Inspects every table at or under `dir`. */
+export async function inspectLeaseDirectory(dir: string, options: InspectOptions): Promise<TableInspection[]> {
+  const tables = await findLeaseTables(dir, options.fsLayer);
+  const out: TableInspection[] = [];
+  for (const table of tables) out.push(await inspectLeaseTable(table, options));
+  return out;
+}

@@ -1,0 +1,64 @@
+/**
+ * Where a lease table keeps things on disk (docs/lease-format.md):
+ *
+ *   <root>/lease-table.json                table metadata: schema, kind, shard count
+ *   <root>/<SSS>/<id>.json                 the record (SSS = shard, decimal, ≥ 3 digits)
+ *   <root>/<SSS>/<id>.json.lock            its lock file: regular, mode 0600, never deleted
+ *   <root>/<SSS>/<id>.json.<pid>.<n>.tmp   short-lived temp file while a record is written
+ *
+ * The shard count is fixed per root and recorded in the metadata file: two coordinators that
+ * disagreed on it would look for the same id at different paths and lock different files.
+ */
+import path from 'node:path';
+import { assertRecordId, shardDirName, shardOf } from './identity.js';
+
+export const META_FILE = 'lease-table.json';
+export const RECORD_SUFFIX = '.json';
+export const LOCK_SUFFIX = '.json.lock';
+export const TEMP_SUFFIX = '.tmp';
+
+let tempCounter = 0;
+
+export class LeaseLayout {
+  readonly root: string;
+  readonly shardCount: number;
+
+  constructor(root: string, shardCount: number) {
+    this.root = path.resolve(root);
+    this.shardCount = shardCount;
+  }
+
+  get metaPath(): string {
+    return path.join(this.root, META_FILE);
+  }
+
+  shardOf(id: string): number {
+    return shardOf(id, this.shardCount);
+  }
+
+  shardDir(shard: number): string {
+    return path.join(this.root, shardDirName(shard));
+  }
+
+  dirOf(id: string): string {
+    return this.shardDir(this.shardOf(id));
+  }
+
+  recordPath(id: string): string {
+    assertRecordId(id);
+    return path.join(this.dirOf(id), `${id}${RECORD_SUFFIX}`);
+  }
+
+  lockPath(id: string): string {
+    return `${this.recordPath(id)}.lock`;
+  }
+
+  /**
+   * A fresh temp name next to the record. Unique within the process (counter) and across
+   * processes (pid); the record's lock is held while it exists, so no other writer uses the id.
+   */
+  tempPath(id: string): string {
+    tempCounter += 1;
+    return `${this.recordPath(id)}.${process.pid}.${process.hrtime.bigint()}${tempCounter}${TEMP_SUFFIX}`;
+  }
+}

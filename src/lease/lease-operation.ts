@@ -1,0 +1,114 @@
+/**
+ * Lease operations as data, and the executor that runs one or many of them through a single
+ * durability batch.
+ *
+ * A table method is split in two: `plan…()` validates the arguments and builds a `LeaseOperation`
+ * without touching the filesystem (so bad input — a bad time, an unserialisable payload — throws
+ * before any lock file or shard directory exists), and `executeOperations()` runs the batch
+ * phases. `apply()` sees every record it named in `lockIds`, already locked and read, and stages
+ * its writes; staged writes only reach the disk in the batch's commit, so an operation that
+ * returns a negative result (conflict, stale, corrupt) has mutated nothing.
+ *
+ * Several operations in one batch (the I/O thread's cross-request group commit) share the lock
+ * phase (the union of their ids, ascending), the barrier pass, and the outcome of the commit: if
+ * the commit fails, every operation that staged a write fails with that `LeaseIoError` and its
+ * records are restored; operations that staged nothing keep their (read-only) results.
+ */
+import { invalidOption } from '../config/values.js';
+import { DurabilityBatch, type BatchReport, type DurabilityContext } from './durability-batch.js';
+import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
+
+/** What an operation sees under its locks. */
+export interface RecordView {
+  /** The record as read under the lock (overlaid with earlier operations of the same batch). */
+  get(id: string): RecordRead;
+  /** Stages a new record; serialised now, so a bad value throws before any mutation. */
+  put(record: LeaseRecord): void;
+  /** Stages the deletion of a record. */
+  remove(id: string): void;
+}
+
+export interface LeaseOperation<R> {
+  /** For logs and errors. */
+  readonly name: string;
+  /** Every record the operation reads or writes. */
+  readonly lockIds: readonly string[];
+  /** Decides under the locks. Must stage nothing before it has validated everything it needs. */
+  apply(view: RecordView): R | Promise<R>;
+}
+
+export type OperationOutcome<R> = { readonly ok: true; readonly value: R } | { readonly ok: false; readonly error: unknown };
+
+export interface ExecutionResult {
+  readonly outcomes: readonly OperationOutcome<unknown>[];
+  readonly report: BatchReport;
+}
+
+/**
+ * Runs `operations` in one durability batch. Lock-phase failures (timeout, bad lock path) reject
+ * the whole call (nothing was written). Per-operation failures in `apply` fail that operation only.
+ */
+export async function executeOperations(ctx: DurabilityContext, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  const batch = new DurabilityBatch(ctx);
+  try {
+    const ids = operations.flatMap((op) => op.lockIds);
+    await batch.lock(ids);
+    await batch.read(ids);
+    const outcomes: OperationOutcome<unknown>[] = [];
+    const writers: number[] = [];
+    for (const [index, op] of operations.entries()) {
+      const staged = new Map<string, { record: LeaseRecord; bytes: Buffer } | null>();
+      const allowed = new Set(op.lockIds);
+      const view: RecordView = {
+        get: (id) => {
+          if (staged.has(id)) {
+            const next = staged.get(id);
+            return next ? { state: 'valid', record: next.record, bytes: next.bytes } : { state: 'absent' };
+          }
+          return batch.view(id);
+        },
+        put: (record) => {
+          if (!allowed.has(record.id)) throw new Error(`${op.name} staged ${record.id} outside its lock set`);
+          staged.set(record.id, { record, bytes: serializeRecord(record) });
+        },
+        remove: (id) => {
+          if (!allowed.has(id)) throw new Error(`${op.name} staged ${id} outside its lock set`);
+          staged.set(id, null);
+        },
+      };
+      try {
+        const value = await op.apply(view);
+        for (const [id, next] of staged) batch.stage(id, next);
+        if (staged.size > 0) writers.push(index);
+        outcomes.push({ ok: true, value });
+      } catch (error) {
+        outcomes.push({ ok: false, error });
+      }
+    }
+    try {
+      const report = await batch.commit();
+      return { outcomes, report };
+    } catch (error) {
+      for (const index of writers) outcomes[index] = { ok: false, error };
+      return { outcomes, report: { published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] } };
+    }
+  } finally {
+    await batch.release();
+  }
+}
+
+/** Runs one operation; returns its value or throws its error. */
+export async function executeOne<R>(ctx: DurabilityContext, op: LeaseOperation<R>): Promise<{ value: R; report: BatchReport }> {
+  const { outcomes, report } = await executeOperations(ctx, [op as LeaseOperation<unknown>]);
+  const outcome = outcomes[0]!;
+  if (!outcome.ok) throw outcome.error;
+  return { value: outcome.value as R, report };
+}
+
+/** Validates an injected time: finite, non-negative milliseconds. */
+export function checkNowMs(nowMs: unknown, name = 'nowMs'): number {
+  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs) || nowMs < 0) {
+    throw invalidOption(name, 'a finite non-negative number of milliseconds', nowMs);
+  }
+  return nowMs;
+}

@@ -1,0 +1,52 @@
+/**
+ * Lock-free scans of a lease root: every shard directory, every `*.json` name in it. A scan is a
+ * snapshot, not a transaction — records may change while it runs; a record that disappears between
+ * listing and reading is skipped. Lock files and temp files are ignored.
+ *
+ * Corrupt entries are reported, never repaired: an unparseable or invalid record, a `.json` name
+ * that is not a record id, or a record sitting in a shard that is not its own.
+ */
+import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { leaseIoError } from './lease-io-error.js';
+import { isRecordId } from './identity.js';
+import { RECORD_SUFFIX, type LeaseLayout } from './lease-layout.js';
+import type { LeaseRecord, RecordKind } from './lease-record.js';
+import { readRecord } from './record-store.js';
+import path from 'node:path';
+
+export type ScanEntry =
+  | { readonly state: 'valid'; readonly id: string; readonly path: string; readonly record: LeaseRecord }
+  | { readonly state: 'corrupt'; readonly id: string | undefined; readonly path: string; readonly reason: string };
+
+/** Scans shards `0..shardCount-1` of `layout`. */
+export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<ScanEntry[]> {
+  const entries: ScanEntry[] = [];
+  for (let shard = 0; shard < layout.shardCount; shard += 1) {
+    const dir = layout.shardDir(shard);
+    let names: string[];
+    try {
+      names = await fsLayer.readdir(dir);
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT') continue;
+      throw leaseIoError(`cannot list ${dir}: ${(error as Error).message}`, { path: dir, errno: errnoCode(error), step: 'scan' }, error);
+    }
+    for (const name of names.sort()) {
+      if (!name.endsWith(RECORD_SUFFIX)) continue;
+      const filePath = path.join(dir, name);
+      const id = name.slice(0, -RECORD_SUFFIX.length);
+      if (!isRecordId(id)) {
+        entries.push({ state: 'corrupt', id: undefined, path: filePath, reason: 'file name is not a record id' });
+        continue;
+      }
+      if (layout.shardOf(id) !== shard) {
+        entries.push({ state: 'corrupt', id, path: filePath, reason: `record belongs in shard ${layout.shardOf(id)}, found in ${shard}` });
+        continue;
+      }
+      const read = await readRecord(fsLayer, filePath, id, kind);
+      if (read.state === 'absent') continue;
+      if (read.state === 'corrupt') entries.push({ state: 'corrupt', id, path: filePath, reason: read.reason });
+      else entries.push({ state: 'valid', id, path: filePath, record: read.record });
+    }
+  }
+  return entries;
+}

@@ -1,0 +1,60 @@
+/**
+ * The lease store as the coordinator and the I/O thread see it: no paths, no files, no locks.
+ * `FencedWorkLeaseTable` and `FencedTargetLeaseTable` implement these over a shared directory;
+ * a coordination service (etcd: leases with keep-alive, multi-key transactions) can implement
+ * them later (DESIGN §11). Code above `src/lease/` should depend on these interfaces.
+ *
+ * Contract shared by every implementation: expected outcomes are values (nothing changed when
+ * `ok` is false), failures are thrown `SymfenceError`s; a success is reported only once the change
+ * is durable; a group operation is all-or-nothing; `committing` work is never taken over.
+ */
+import type { ExecutionResult, LeaseOperation } from './lease-operation.js';
+import type {
+  ClaimResult,
+  CommittingRecord,
+  CompletionResult,
+  ExpiredLease,
+  FenceResult,
+  GroupClaimResult,
+  HeartbeatBatchResult,
+  LeaseCounts,
+  SnapshotEntry,
+} from './lease-results.js';
+import type { AtTime, ClaimIdentity } from './lease-table-base.js';
+import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './work-lease-table.js';
+
+/** What both stores offer: scans, counts, and batched execution of planned operations. */
+export interface LeaseStoreCommon {
+  /** Runs planned operations in one durability unit (the I/O thread's group commit). */
+  executeBatch(operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult>;
+  snapshotRecords(options?: { readonly limit?: number }): Promise<SnapshotEntry[]>;
+  recoverExpired(options: AtTime & { readonly leaseTtlMs?: number; readonly limit?: number }): Promise<ExpiredLease[]>;
+  snapshotCounts(options: AtTime): Promise<LeaseCounts>;
+}
+
+export interface WorkLeaseStore extends LeaseStoreCommon {
+  planClaim(workId: string, payload: object, options: WorkClaimOptions): LeaseOperation<ClaimResult>;
+  claim(workId: string, payload: object, options: WorkClaimOptions): Promise<ClaimResult>;
+  planHeartbeatMany(leases: Iterable<readonly [string, string]>, options: AtTime): LeaseOperation<Omit<HeartbeatBatchResult, 'directoryBarriers'>>;
+  heartbeatMany(leases: Iterable<readonly [string, string]>, options: AtTime): Promise<HeartbeatBatchResult>;
+  heartbeat(workId: string, token: string, options: AtTime): Promise<FenceResult>;
+  planAbandon(workId: string, token: string): LeaseOperation<FenceResult>;
+  abandon(workId: string, token: string): Promise<FenceResult>;
+  planBeginCommit(workId: string, token: string, options: BeginCommitOptions): LeaseOperation<FenceResult>;
+  beginCommit(workId: string, token: string, options: BeginCommitOptions): Promise<FenceResult>;
+  planCompleteOnce(workId: string, token: string, options: AtTime): LeaseOperation<CompletionResult>;
+  completeOnce(workId: string, token: string, options: AtTime): Promise<CompletionResult>;
+  complete(workId: string, token: string, options: AtTime): Promise<boolean>;
+  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): LeaseOperation<CompletionResult>;
+  replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): Promise<CompletionResult>;
+  recoverCommittingRecords(options?: { readonly limit?: number }): Promise<CommittingRecord[]>;
+}
+
+export interface TargetLeaseStore extends LeaseStoreCommon {
+  planClaimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): LeaseOperation<GroupClaimResult>;
+  claimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): Promise<GroupClaimResult>;
+  planHeartbeatGroup(targets: Iterable<bigint>, token: string, options: AtTime): LeaseOperation<FenceResult>;
+  heartbeatGroup(targets: Iterable<bigint>, token: string, options: AtTime): Promise<FenceResult>;
+  planReleaseGroup(targets: Iterable<bigint>, token: string): LeaseOperation<FenceResult>;
+  releaseGroup(targets: Iterable<bigint>, token: string): Promise<FenceResult>;
+}

@@ -1,0 +1,86 @@
+/**
+ * Options of a fenced lease table (work or target). One schema: library input, `--lease-*` flags
+ * and `SYMFENCE_LEASE_*` variables resolve through it.
+ */
+import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
+
+export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
+  /** Shard directories per table; fixed per root (recorded in lease-table.json). Default 256. */
+  shardCount: {
+    kind: 'integer',
+    default: 256,
+    min: 1,
+    max: 65_536,
+    flag: 'lease-shards',
+    env: 'SYMFENCE_LEASE_SHARDS',
+    description: 'shard directories per lease table (fixed per lease directory)',
+  },
+  /** Lease lifetime without a heartbeat, ms. Default 5 min, at least 1 s. */
+  leaseTtlMs: {
+    kind: 'duration',
+    default: 300_000,
+    min: 1000,
+    flag: 'lease-ttl',
+    env: 'SYMFENCE_LEASE_TTL',
+    description: 'lease lifetime without a heartbeat',
+  },
+  /** How long to wait for a contended record lock before ERR_LOCK_TIMEOUT, ms. Default 60 s. */
+  lockAcquireTimeoutMs: {
+    kind: 'duration',
+    default: 60_000,
+    min: 1,
+    max: 3_600_000,
+    flag: 'lock-timeout',
+    env: 'SYMFENCE_LOCK_TIMEOUT',
+    description: 'wait for a contended record lock before failing',
+  },
+  /** Reported in lock-timeout messages only; locks are never stolen by age. Default 30 s. */
+  lockAgeHintMs: {
+    kind: 'duration',
+    default: 30_000,
+    min: 0,
+    description: 'age hint shown in lock-timeout messages (locks are never stolen by age)',
+  },
+  /**
+   * `multi`: several coordinators share the directory; needs the native flock addon and refuses
+   * to start without it. `single`: this process is the only writer. Default `multi`.
+   */
+  coordination: {
+    kind: 'enum',
+    values: ['multi', 'single'],
+    default: 'multi',
+    flag: 'coordination',
+    env: 'SYMFENCE_COORDINATION',
+    description: 'multi: coordinators share the lease directory (needs flock); single: this process only',
+  },
+  /**
+   * In `multi` mode, qualify the filesystem at open (fsync, replace, durable unlink, flock across
+   * processes — see docs/fs-probe.md) and refuse to open on failure. Once per root per process.
+   * Ignored in `single` mode. Default true.
+   */
+  verifyFilesystem: {
+    kind: 'boolean',
+    default: true,
+    flag: 'verify-lease-fs',
+    env: 'SYMFENCE_VERIFY_LEASE_FS',
+    description: 'multi mode: run the filesystem qualification probe on the lease directory at start',
+  },
+  /** How a batch makes temp files durable: parallel `fsync` per file, or one `syncfs`. Default `fsync`. */
+  fileBarrier: {
+    kind: 'enum',
+    values: ['fsync', 'syncfs'],
+    default: 'fsync',
+    flag: 'lease-file-barrier',
+    env: 'SYMFENCE_LEASE_FILE_BARRIER',
+    description: 'file barrier of a lease batch: fsync each temp file, or one syncfs',
+  },
+  /** `batched`: one directory barrier per touched shard; `scalar`: one per rename/unlink. Default `batched`. */
+  directoryBarrier: {
+    kind: 'enum',
+    values: ['batched', 'scalar'],
+    default: 'batched',
+    description: 'directory barriers: one per touched shard (batched) or per mutation (scalar)',
+  },
+});
+
+export type LeaseTableOptions = ResolvedOptions<typeof LEASE_TABLE_OPTIONS.specs>;

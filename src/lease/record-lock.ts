@@ -1,0 +1,197 @@
+/**
+ * Per-record update locks: they protect one read → validate → write critical section, nothing more.
+ * Ownership over time is the lease record's job (TTL + token); a lock is never taken over because
+ * it is old, and its file is never deleted.
+ *
+ * Why never delete: if a releaser unlinked the lock file, a newcomer could create and lock a fresh
+ * inode while a slow holder still held the old, unlinked one — two holders. A stable regular file
+ * per record, opened `O_NOFOLLOW` (a symlink planted at the path cannot redirect the lock) and
+ * locked with `flock(LOCK_EX|LOCK_NB)`, gives one holder per inode; the kernel frees it when the
+ * holder closes the fd or dies, SIGKILL included.
+ *
+ * Two lockers share the same path checks and retry loop:
+ * - `flock` (native addon): excludes other processes and other open file descriptions in this
+ *   process (two table instances in one process exclude each other, as two coordinators would).
+ * - `in-process`: a per-process set of held paths. Correct only while this process is the single
+ *   writer of the lease directory (single-coordinator mode without the addon).
+ */
+import fs from 'node:fs';
+import { leaseIoError } from './lease-io-error.js';
+import { performance } from 'node:perf_hooks';
+import { LockPathError, LockTimeoutError, NativeUnavailableError } from '../errors.js';
+import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { loadNative, nativeLoadError, type NativeBindings } from '../native/bindings.js';
+
+/** How records are locked: across processes (`flock`) or only within this process. */
+export type LockerKind = 'flock' | 'in-process';
+
+/** `multi`: several coordinators share the directory (needs flock). `single`: this process only. */
+export type CoordinationMode = 'single' | 'multi';
+
+export interface LockHandle {
+  readonly path: string;
+  /** Releases the lock and closes its fd. Never throws; idempotent. */
+  release(): Promise<void>;
+}
+
+export interface RecordLocker {
+  readonly kind: LockerKind;
+  /**
+   * Takes the exclusive lock on `lockPath` (created if missing, never deleted), retrying until the
+   * monotonic deadline. Rejects with `LockTimeoutError` on contention past the deadline,
+   * `LockPathError` when the path is a directory, symlink or other non-regular file, `LeaseIoError`
+   * for any other failure (including flock itself failing: there is no lock-less fallback).
+   */
+  acquire(lockPath: string, description: string): Promise<LockHandle>;
+}
+
+export interface RecordLockerOptions {
+  readonly fsLayer: FsLayer;
+  /** Give up after this long under contention. */
+  readonly lockAcquireTimeoutMs: number;
+  /** Shown in the timeout message only: a lock is never stolen by age. */
+  readonly lockAgeHintMs: number;
+  /** Monotonic clock in ms (default `performance.now`). */
+  readonly monotonicNowMs?: () => number;
+  /** Injected addon (tests); default `loadNative()`. */
+  readonly native?: NativeBindings | null;
+}
+
+/** Longest sleep between two attempts under contention. */
+const RETRY_DELAY_MS = 2;
+
+const LOCK_FLAGS = fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW;
+const LOCK_FILE_MODE = 0o600;
+
+/** Paths held through the in-process locker, shared by every table in this process. */
+const inProcessHeld = new Set<string>();
+
+interface LockPrimitive {
+  readonly kind: LockerKind;
+  tryLock(fd: number, path: string): boolean;
+  unlock(fd: number, path: string): void;
+}
+
+function sleepMs(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+class BoundedRecordLocker implements RecordLocker {
+  readonly kind: LockerKind;
+  private readonly monotonicNowMs: () => number;
+
+  constructor(
+    private readonly options: RecordLockerOptions,
+    private readonly primitive: LockPrimitive,
+  ) {
+    this.kind = primitive.kind;
+    this.monotonicNowMs = options.monotonicNowMs ?? (() => performance.now());
+  }
+
+  async acquire(lockPath: string, description: string): Promise<LockHandle> {
+    const { fsLayer } = this.options;
+    const deadlineMs = this.monotonicNowMs() + this.options.lockAcquireTimeoutMs;
+    let fd: number;
+    try {
+      fd = await fsLayer.open(lockPath, LOCK_FLAGS, LOCK_FILE_MODE);
+    } catch (error) {
+      const code = errnoCode(error);
+      if (code === 'ELOOP' || code === 'EISDIR' || code === 'ENOTDIR') {
+        throw new LockPathError(`lock path ${lockPath} is not a regular file (${code}); refusing to lock through it`, { path: lockPath, errno: code });
+      }
+      throw leaseIoError(`cannot open lock file ${lockPath}: ${(error as Error).message}`, { path: lockPath, errno: code, step: 'lock-open' }, error);
+    }
+    try {
+      const stat = await fsLayer.fstat(fd);
+      if (!stat.isFile) {
+        throw new LockPathError(`lock path ${lockPath} is not a regular file; refusing to lock through it`, { path: lockPath });
+      }
+      for (;;) {
+        let acquired: boolean;
+        try {
+          acquired = this.primitive.tryLock(fd, lockPath);
+        } catch (error) {
+          throw leaseIoError(`locking ${lockPath} failed: ${(error as Error).message}`, { path: lockPath, errno: errnoCode(error), step: 'lock' }, error);
+        }
+        if (acquired) return this.handle(fd, lockPath);
+        const remainingMs = deadlineMs - this.monotonicNowMs();
+        if (remainingMs <= 0) {
+          throw new LockTimeoutError(
+            `timed out after ${this.options.lockAcquireTimeoutMs}ms acquiring ${description}; configured age hint=${this.options.lockAgeHintMs}ms; kernel advisory locks are never time-stolen`,
+            { path: lockPath, lockAcquireTimeoutMs: this.options.lockAcquireTimeoutMs, lockAgeHintMs: this.options.lockAgeHintMs },
+          );
+        }
+        await sleepMs(Math.min(RETRY_DELAY_MS, remainingMs));
+      }
+    } catch (error) {
+      await fsLayer.close(fd).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private handle(fd: number, path: string): LockHandle {
+    let released = false;
+    return {
+      path,
+      release: async () => {
+        if (released) return;
+        released = true;
+        try {
+          this.primitive.unlock(fd, path);
+        } catch {
+          // Closing the fd below releases the flock anyway.
+        }
+        await this.options.fsLayer.close(fd).catch(() => undefined);
+      },
+    };
+  }
+}
+
+function flockPrimitive(native: NativeBindings): LockPrimitive {
+  return {
+    kind: 'flock',
+    tryLock: (fd) => native.tryLockExclusive(fd),
+    unlock: (fd) => native.unlock(fd),
+  };
+}
+
+const inProcessPrimitive: LockPrimitive = {
+  kind: 'in-process',
+  tryLock: (_fd, path) => {
+    if (inProcessHeld.has(path)) return false;
+    inProcessHeld.add(path);
+    return true;
+  },
+  unlock: (_fd, path) => {
+    inProcessHeld.delete(path);
+  },
+};
+
+/** A flock-based locker; throws `NativeUnavailableError` when the addon is not built. */
+export function createFlockLocker(options: RecordLockerOptions): RecordLocker {
+  const native = options.native === undefined ? loadNative() : options.native;
+  if (!native) {
+    const why = nativeLoadError()?.message ?? 'not built';
+    throw new NativeUnavailableError(
+      `multi-coordinator lease tables need the native flock addon (native-bindings/), which is unavailable: ${why}. Rebuild with \`npm ci\`, or use coordination 'single' when this process is the only writer.`,
+      { reason: why },
+    );
+  }
+  return new BoundedRecordLocker(options, flockPrimitive(native));
+}
+
+/** A locker valid only while this process is the single writer of the lease directory. */
+export function createInProcessLocker(options: RecordLockerOptions): RecordLocker {
+  return new BoundedRecordLocker(options, inProcessPrimitive);
+}
+
+/**
+ * The locker for a coordination mode: `multi` requires flock (else `NativeUnavailableError`);
+ * `single` uses flock when the addon is present (cheap, and still safe if a second process shows
+ * up by mistake) and the in-process locker otherwise.
+ */
+export function createRecordLocker(mode: CoordinationMode, options: RecordLockerOptions): RecordLocker {
+  if (mode === 'multi') return createFlockLocker(options);
+  const native = options.native === undefined ? loadNative() : options.native;
+  return native ? new BoundedRecordLocker(options, flockPrimitive(native)) : createInProcessLocker(options);
+}

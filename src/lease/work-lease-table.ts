@@ -1,0 +1,309 @@
+/**
+ * `FencedWorkLeaseTable`: exact-work leases (DESIGN §5–§6). One record per work id; the lifecycle
+ *
+ *   (absent) --claim--> leased --beginCommit--> committing --complete--> done
+ *                        | ^ heartbeat            | heartbeat
+ *                        | +-- claim by anyone once expired (new token; the old one is fenced)
+ *                        +--abandon--> (absent)
+ *
+ * `beginCommit` is the point of no return: a committing record is never claimed again, not even
+ * with TTL 0; only its token holder can complete it, or a recovering coordinator can replay it
+ * from its durable manifest. `done` is permanent.
+ *
+ * Every mutating method has a `plan…` twin that builds the operation without I/O, for the I/O
+ * thread's cross-request batches (`executeBatch`).
+ */
+import { LeaseCorruptError } from '../errors.js';
+import { invalidOption } from '../config/values.js';
+import { assertRecordId } from './identity.js';
+import { checkNowMs, type LeaseOperation } from './lease-operation.js';
+import { isActiveLease, type JsonObject, type LeaseRecord } from './lease-record.js';
+import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult } from './lease-results.js';
+import {
+  LeaseTableBase,
+  checkLimit,
+  checkOwner,
+  checkTtlMs,
+  checkWorker,
+  claimCounters,
+  isToken,
+  makeToken,
+  normalizePayload,
+  openCore,
+  type AtTime,
+  type ClaimIdentity,
+  type LeaseTableDeps,
+} from './lease-table-base.js';
+import type { LeaseTableOptions } from './lease-table-options.js';
+import { canonicalJson } from './canonical-json.js';
+import type { WorkLeaseStore } from './lease-store.js';
+
+/** Most records one heartbeat batch locks at once (bounds open lock fds). */
+export const MAX_HEARTBEAT_BATCH = 256;
+
+export interface WorkClaimOptions extends ClaimIdentity {
+  /** Per-call TTL (≥ 0; 0 = forced takeover of any leased record). Default: the table TTL. */
+  readonly leaseTtlMs?: number;
+}
+
+export interface BeginCommitOptions extends AtTime {
+  /** Durable result manifest, replayable after a crash. Omitted: an existing manifest is kept. */
+  readonly commit?: JsonObject;
+}
+
+/** Publishes a committed result; called under the record's lock by `replayCommitOnce`. */
+export type CommitPublisher = (commit: JsonObject) => void | Promise<void>;
+
+function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {
+  return { id, detail: read.reason };
+}
+
+export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseStore {
+  /** Opens (creating durably if needed) a work table at `root`. See `LEASE_TABLE_OPTIONS`. */
+  static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedWorkLeaseTable> {
+    return new FencedWorkLeaseTable(await openCore(root, options, deps, 'work'));
+  }
+
+  /**
+   * Claim contract. Pre: valid id, payload, owner, worker, `nowMs`, optional TTL (else throws,
+   * before any I/O). Under the lock: corrupt → `corrupt`; done, committing, or leased and younger
+   * than the TTL (a future `updatedMs` counts as young unless TTL is 0) → `conflict`; otherwise a
+   * brand-new leased record is written (attempts+1, steals+1 if the owner changed) and its token
+   * returned. Failure: zero mutation before publication; `LeaseIoError` after restore otherwise.
+   */
+  planClaim(workId: string, payload: object, options: WorkClaimOptions): LeaseOperation<ClaimResult> {
+    assertRecordId(workId, 'work id');
+    const stored = normalizePayload(payload);
+    const owner = checkOwner(options.owner);
+    const worker = checkWorker(options.worker);
+    const nowMs = checkNowMs(options.nowMs);
+    const ttlMs = options.leaseTtlMs === undefined ? this.options.leaseTtlMs : checkTtlMs(options.leaseTtlMs);
+    const token = makeToken(owner, worker, nowMs);
+    return {
+      name: 'claim',
+      lockIds: [workId],
+      apply: (view): ClaimResult => {
+        const read = view.get(workId);
+        if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: corruptOf(workId, read) };
+        const previous = read.state === 'valid' ? read.record : undefined;
+        if (previous && (previous.status !== 'leased' || isActiveLease(previous, nowMs, ttlMs))) {
+          return { ok: false, reason: 'conflict', holder: { id: workId, status: previous.status, owner: previous.owner, updatedMs: previous.updatedMs } };
+        }
+        const counters = claimCounters(previous, owner);
+        view.put({ schema: 1, kind: 'work', id: workId, status: 'leased', payload: stored, owner, worker, token, updatedMs: nowMs, ...counters });
+        return { ok: true, token, ...counters };
+      },
+    };
+  }
+
+  async claim(workId: string, payload: object, options: WorkClaimOptions): Promise<ClaimResult> {
+    return (await this.runOne(this.planClaim(workId, payload, options))).value;
+  }
+
+  /**
+   * Heartbeat contract: renews (`updatedMs = nowMs`) every entry whose record is leased or
+   * committing and holds the same token; everything else is `lost` and untouched. Expiry is not
+   * checked: an expired lease nobody stole can still be renewed. All entries of one batch (up to
+   * `MAX_HEARTBEAT_BATCH`, ascending id) are published together with one directory barrier per
+   * touched shard. Failure: `LeaseIoError`, every record of the failed batch restored (earlier
+   * batches of a larger call stay renewed — same tokens, only the expiry differs).
+   */
+  planHeartbeatMany(leases: Iterable<readonly [string, string]>, options: AtTime): LeaseOperation<Omit<HeartbeatBatchResult, 'directoryBarriers'>> {
+    const entries = new Map<string, string>();
+    for (const [id, token] of leases) {
+      assertRecordId(id, 'work id');
+      entries.set(id, typeof token === 'string' ? token : '');
+    }
+    const nowMs = checkNowMs(options.nowMs);
+    const ids = [...entries.keys()].sort();
+    return {
+      name: 'heartbeatMany',
+      lockIds: ids,
+      apply: (view) => {
+        const renewed: string[] = [];
+        const lost: string[] = [];
+        const corrupt: string[] = [];
+        for (const id of ids) {
+          const read = view.get(id);
+          const token = entries.get(id)!;
+          if (read.state === 'corrupt') {
+            corrupt.push(id);
+            lost.push(id);
+            continue;
+          }
+          if (read.state !== 'valid' || read.record.status === 'done' || !isToken(token) || read.record.token !== token) {
+            lost.push(id);
+            continue;
+          }
+          view.put({ ...read.record, updatedMs: nowMs });
+          renewed.push(id);
+        }
+        return { renewed, lost, corrupt };
+      },
+    };
+  }
+
+  async heartbeatMany(leases: Iterable<readonly [string, string]>, options: AtTime): Promise<HeartbeatBatchResult> {
+    const all = [...leases];
+    checkNowMs(options.nowMs);
+    const sorted = [...new Map(all).entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const result = { renewed: [] as string[], lost: [] as string[], corrupt: [] as string[], directoryBarriers: 0 };
+    for (let start = 0; start < sorted.length; start += MAX_HEARTBEAT_BATCH) {
+      const { value, report } = await this.runOne(this.planHeartbeatMany(sorted.slice(start, start + MAX_HEARTBEAT_BATCH), options));
+      result.renewed.push(...value.renewed);
+      result.lost.push(...value.lost);
+      result.corrupt.push(...value.corrupt);
+      result.directoryBarriers += report.directoryBarriers;
+    }
+    return result;
+  }
+
+  /** One lease: `ok` when renewed, else `stale` or `corrupt`. */
+  async heartbeat(workId: string, token: string, options: AtTime): Promise<FenceResult> {
+    const result = await this.heartbeatMany([[workId, token]], options);
+    if (result.renewed.includes(workId)) return { ok: true };
+    return await this.negative(workId, result.corrupt.includes(workId));
+  }
+
+  /**
+   * Abandon contract: deletes a *leased* (pre-commit) record whose token matches — work that was
+   * never dispatched. Committing/done records, other tokens and corrupt records → negative, no
+   * mutation. The lock file stays; a later claim starts fresh (attempts 1).
+   */
+  planAbandon(workId: string, token: string): LeaseOperation<FenceResult> {
+    assertRecordId(workId, 'work id');
+    return {
+      name: 'abandon',
+      lockIds: [workId],
+      apply: (view): FenceResult => {
+        const read = view.get(workId);
+        if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: corruptOf(workId, read) };
+        if (read.state !== 'valid' || read.record.status !== 'leased' || !isToken(token) || read.record.token !== token) {
+          return { ok: false, reason: 'stale', id: workId };
+        }
+        view.remove(workId);
+        return { ok: true };
+      },
+    };
+  }
+
+  async abandon(workId: string, token: string): Promise<FenceResult> {
+    return (await this.runOne(this.planAbandon(workId, token))).value;
+  }
+
+  /**
+   * beginCommit contract (irreversible): the record must be leased or committing with this token
+   * (expiry is not checked: a lease nobody stole is still ours). Sets committing, `updatedMs`, and
+   * the manifest if given. Idempotent for the same token and manifest; a different manifest on a
+   * committing record → `manifest-mismatch`, no mutation. Resolves `ok` only once durable.
+   */
+  planBeginCommit(workId: string, token: string, options: BeginCommitOptions): LeaseOperation<FenceResult> {
+    assertRecordId(workId, 'work id');
+    const manifest = options.commit === undefined ? undefined : normalizePayload(options.commit, 'commit');
+    const nowMs = checkNowMs(options.nowMs);
+    return {
+      name: 'beginCommit',
+      lockIds: [workId],
+      apply: (view): FenceResult => {
+        const read = view.get(workId);
+        if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: corruptOf(workId, read) };
+        if (read.state !== 'valid' || read.record.status === 'done' || !isToken(token) || read.record.token !== token) {
+          return { ok: false, reason: 'stale', id: workId };
+        }
+        const record = read.record;
+        if (record.status === 'committing' && manifest !== undefined && (record.commit === undefined || canonicalJson(record.commit) !== canonicalJson(manifest))) {
+          return { ok: false, reason: 'manifest-mismatch', id: workId };
+        }
+        const next: LeaseRecord = { ...record, status: 'committing', updatedMs: nowMs, ...(manifest !== undefined ? { commit: manifest } : {}) };
+        view.put(next);
+        return { ok: true };
+      },
+    };
+  }
+
+  async beginCommit(workId: string, token: string, options: BeginCommitOptions): Promise<FenceResult> {
+    return (await this.runOne(this.planBeginCommit(workId, token, options))).value;
+  }
+
+  /**
+   * completeOnce contract: done with the same token → `already`; leased or committing with this
+   * token → `done` (`completedMs = nowMs`, `updatedMs` untouched) and `completed`; otherwise
+   * `stale` (or `corrupt`), no mutation.
+   */
+  planCompleteOnce(workId: string, token: string, options: AtTime): LeaseOperation<CompletionResult> {
+    assertRecordId(workId, 'work id');
+    const nowMs = checkNowMs(options.nowMs);
+    return {
+      name: 'completeOnce',
+      lockIds: [workId],
+      apply: (view): CompletionResult => {
+        const read = view.get(workId);
+        if (read.state === 'corrupt') return 'corrupt';
+        if (read.state !== 'valid' || !isToken(token) || read.record.token !== token) return 'stale';
+        if (read.record.status === 'done') return 'already';
+        view.put({ ...read.record, status: 'done', completedMs: nowMs });
+        return 'completed';
+      },
+    };
+  }
+
+  async completeOnce(workId: string, token: string, options: AtTime): Promise<CompletionResult> {
+    return (await this.runOne(this.planCompleteOnce(workId, token, options))).value;
+  }
+
+  /** True when `completeOnce` says `completed` or `already`. */
+  async complete(workId: string, token: string, options: AtTime): Promise<boolean> {
+    const result = await this.completeOnce(workId, token, options);
+    return result === 'completed' || result === 'already';
+  }
+
+  /**
+   * replayCommitOnce contract: on a committing record with this token and a manifest, calls
+   * `publish(manifest)` while holding the record's lock (no other coordinator can race the
+   * publication), then marks it done → `completed`. If `publish` throws, the error propagates and
+   * the record stays committing (retry later). done with this token → `already`; else `stale`.
+   */
+  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): LeaseOperation<CompletionResult> {
+    assertRecordId(workId, 'work id');
+    if (typeof publish !== 'function') throw invalidOption('publish', 'a function', publish);
+    const nowMs = checkNowMs(options.nowMs);
+    return {
+      name: 'replayCommitOnce',
+      lockIds: [workId],
+      apply: async (view): Promise<CompletionResult> => {
+        const read = view.get(workId);
+        if (read.state === 'corrupt') return 'corrupt';
+        if (read.state !== 'valid' || !isToken(token) || read.record.token !== token) return 'stale';
+        if (read.record.status === 'done') return 'already';
+        if (read.record.status !== 'committing' || read.record.commit === undefined) return 'stale';
+        await publish(structuredClone(read.record.commit) as JsonObject);
+        view.put({ ...read.record, status: 'done', completedMs: nowMs });
+        return 'completed';
+      },
+    };
+  }
+
+  async replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): Promise<CompletionResult> {
+    return (await this.runOne(this.planReplayCommitOnce(workId, token, publish, options))).value;
+  }
+
+  /**
+   * Committing records to replay after a crash, sorted by (updatedMs, id). Fails closed with
+   * `LeaseCorruptError` on any corrupt record or a committing record without a manifest.
+   */
+  async recoverCommittingRecords(options: { readonly limit?: number } = {}): Promise<CommittingRecord[]> {
+    const limit = checkLimit(options.limit);
+    const committing = (await this.snapshotRecords()).filter((e) => e.record.status === 'committing');
+    const out = committing.map(({ id, record }) => {
+      if (record.commit === undefined) {
+        throw new LeaseCorruptError(`committing record lacks durable manifest: ${id}`, { id });
+      }
+      return { id, payload: record.payload, token: record.token, commit: record.commit };
+    });
+    return limit > 0 ? out.slice(0, limit) : out;
+  }
+
+  private async negative(id: string, corrupt: boolean): Promise<FenceResult> {
+    return corrupt ? { ok: false, reason: 'corrupt', corrupt: { id, detail: 'record is corrupt' } } : { ok: false, reason: 'stale', id };
+  }
+}

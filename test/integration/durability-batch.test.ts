@@ -1,0 +1,74 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { targetRecordId } from '../../src/lease/identity.js';
+import { ensureDirectoryDurable } from '../../src/lease/record-store.js';
+import { S, exists, openTarget, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+
+function range(from: number, to: number): bigint[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
+}
+
+describe('durability batches', () => {
+  it('creates nested directories durably, syncing each new component and its parent (D19)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const nested = path.join(root, 'first', 'nested');
+    await ensureDirectoryDurable(fsLayer, nested);
+    expect(fsLayer.directoryBarrierPaths).toEqual([path.join(root, 'first'), root, nested, path.join(root, 'first')]);
+    fsLayer.resetCounts();
+    await ensureDirectoryDurable(fsLayer, nested);
+    expect(fsLayer.barriers().directory).toBe(0);
+  });
+
+  it('commits several requests with one barrier pass for their union', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, { shardCount: 8 }, { fsLayer });
+    await table.claimGroup(range(900, 931), { warm: true }, { owner: 'warm', nowMs: 1 }); // creates every shard dir
+    fsLayer.resetCounts();
+    const ops = [
+      table.planClaimGroup(range(1, 8), { job: 1 }, { owner: 'a', nowMs: 10 * S }),
+      table.planClaimGroup(range(9, 16), { job: 2 }, { owner: 'b', nowMs: 10 * S }),
+      table.planClaimGroup(range(17, 24), { job: 3 }, { owner: 'c', nowMs: 10 * S }),
+    ];
+    const { outcomes, report } = await table.executeBatch(ops);
+    expect(outcomes.every((o) => o.ok && (o.value as { ok: boolean }).ok)).toBe(true);
+    const dirs = new Set(range(1, 24).map((t) => table.shardDirOf(targetRecordId(t))));
+    expect(report).toMatchObject({ published: 24, fileBarriers: 24, directoryBarriers: dirs.size });
+    expect(fsLayer.barriers()).toEqual({ file: 24, filesystem: 0, directory: dirs.size });
+  });
+
+  it('fails every writing request of a batch whose barrier failed, restores them, and keeps read-only answers', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, { shardCount: 2 }, { fsLayer });
+    await mkdir(path.join(root, '000'), { recursive: true });
+    await mkdir(path.join(root, '001'), { recursive: true });
+    const held = await table.claimGroup([50n], { held: true }, { owner: 'holder', nowMs: 10 * S });
+    expect(held.ok).toBe(true);
+    const before = await snapshotTree(root);
+    fsLayer.fail({ op: 'syncDirectory' });
+    const { outcomes } = await table.executeBatch([
+      table.planClaimGroup([1n, 2n], { job: 1 }, { owner: 'a', nowMs: 11 * S }),
+      table.planClaimGroup([50n, 51n], { job: 2 }, { owner: 'b', nowMs: 11 * S }),
+    ]);
+    expect(outcomes[0]).toMatchObject({ ok: false, error: { code: 'ERR_LEASE_IO' } });
+    expect(outcomes[1]).toMatchObject({ ok: true, value: { ok: false, reason: 'conflict' } });
+    const after = new Map([...(await snapshotTree(root))].filter(([f]) => !f.endsWith('.lock')));
+    expect(after).toEqual(new Map([...before].filter(([f]) => !f.endsWith('.lock'))));
+  });
+
+  it('lets a later request in the batch see an earlier one (claim then release in one pass)', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { shardCount: 2 });
+    const claim = table.planClaimGroup([7n], { job: 1 }, { owner: 'a', nowMs: 10 * S });
+    const { outcomes } = await table.executeBatch([claim]);
+    const token = (outcomes[0] as { value: { token: string } }).value.token;
+    const result = await table.executeBatch([table.planHeartbeatGroup([7n], token, { nowMs: 12 * S }), table.planReleaseGroup([7n], token)]);
+    expect(result.outcomes.map((o) => (o as { value: { ok: boolean } }).value.ok)).toEqual([true, true]);
+    expect(await exists(table.recordPath(targetRecordId(7n)))).toBe(false);
+    expect(await recordFiles(root)).toEqual([]);
+  });
+});

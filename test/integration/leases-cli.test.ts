@@ -1,0 +1,95 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/program.js';
+import { openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
+  return { code, out, err };
+}
+
+async function campaignDir(): Promise<{ dir: string; workRoot: string; corruptPath: string }> {
+  const dir = await tempRoot();
+  const workRoot = path.join(dir, 'work');
+  const work = await openWork(workRoot, { coordination: 'single' });
+  const now = Date.now();
+  const a = await work.claim('a'.repeat(64), { p: 1 }, { owner: 'alpha', nowMs: now });
+  await work.claim('b'.repeat(64), { p: 2 }, { owner: 'alpha', nowMs: now - 3_600_000 });
+  const c = await work.claim('c'.repeat(64), { p: 3 }, { owner: 'beta', nowMs: now });
+  if (!a.ok || !c.ok) throw new Error('setup');
+  await work.beginCommit('c'.repeat(64), c.token, { nowMs: now });
+  const d = await work.claim('d'.repeat(64), { p: 4 }, { owner: 'beta', nowMs: now });
+  if (!d.ok) throw new Error('setup');
+  await work.complete('d'.repeat(64), d.token, { nowMs: now });
+  const targets = await openTarget(path.join(dir, 'targets'), { coordination: 'single' });
+  await targets.claimGroup([1n, 2n, 3n], { job: 1 }, { owner: 'alpha', nowMs: now });
+  const corruptPath = work.recordPath('e'.repeat(64));
+  await mkdir(path.dirname(corruptPath), { recursive: true });
+  await writeFile(corruptPath, '{"schema":1');
+  return { dir, workRoot, corruptPath };
+}
+
+describe('symfence leases', () => {
+  it('prints counts by status and owner for every table under a directory', async () => {
+    const { dir } = await campaignDir();
+    const { code, out } = await run('leases', dir);
+    expect(code).toBe(0);
+    expect(out).toContain('leased 2 (expired 1)  committing 1  done 1  corrupt 1');
+    expect(out).toContain('owner alpha: leased 2 (expired 1)');
+    expect(out).toContain('(target table, 4 shards)');
+    expect(out).toContain('leased 3 (expired 0)');
+  });
+
+  it('prints machine-readable JSON with --json', async () => {
+    const { dir, workRoot } = await campaignDir();
+    const { code, out } = await run('leases', dir, '--json');
+    expect(code).toBe(0);
+    const parsed = JSON.parse(out) as { tables: { root: string; kind: string; counts: Record<string, number>; owners: Record<string, Record<string, number>> }[] };
+    const work = parsed.tables.find((t) => t.kind === 'work')!;
+    expect(work.root).toBe(workRoot);
+    expect(work.counts).toEqual({ leased: 2, expired: 1, committing: 1, done: 1, corrupt: 1 });
+    expect(work.owners.beta).toEqual({ leased: 0, expired: 0, committing: 1, done: 1 });
+  });
+
+  it('check lists every corrupt record and exits 1', async () => {
+    const { dir, corruptPath } = await campaignDir();
+    const { code, out, err } = await run('leases', 'check', dir);
+    expect(code).toBe(1);
+    expect(out).toContain(`corrupt ${corruptPath}: not valid JSON`);
+    expect(err).toContain('ERR_LEASE_CORRUPT');
+  });
+
+  it('check exits 0 on a clean table', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { coordination: 'single' });
+    await table.claim('a'.repeat(64), { p: 1 }, { owner: 'alpha', nowMs: Date.now() });
+    const { code, out } = await run('leases', 'check', root);
+    expect(code).toBe(0);
+    expect(out).toContain('no corrupt record');
+  });
+
+  it('refuses a directory that holds no lease table with exit 2', async () => {
+    const root = await tempRoot();
+    const { code, err } = await run('leases', root);
+    expect(code).toBe(2);
+    expect(err).toContain('ERR_USAGE');
+    expect(err.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('rejects a bad --lease-ttl naming the flag', async () => {
+    const root = await tempRoot();
+    await openWork(root, { coordination: 'single' });
+    const { code, err } = await run('leases', root, '--lease-ttl', 'soon');
+    expect(code).toBe(2);
+    expect(err).toContain('--lease-ttl');
+  });
+
+  it('documents both commands in --help', async () => {
+    const { out } = await run('leases', '--help');
+    expect(out).toContain('check');
+    expect(out).toContain('--json');
+  });
+});

@@ -1,0 +1,313 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
+import { targetRecordId } from '../../src/lease/identity.js';
+import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
+import { S, bytesOf, exists, listFiles, openTarget, recordJson, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+
+function range(from: number, to: number): bigint[] {
+  const out: bigint[] = [];
+  for (let t = from; t <= to; t += 1) out.push(BigInt(t));
+  return out;
+}
+
+function shardDirs(table: FencedTargetLeaseTable, targets: readonly bigint[]): string[] {
+  return [...new Set(targets.map((t) => table.shardDirOf(targetRecordId(t))))].sort();
+}
+
+async function claimed(table: FencedTargetLeaseTable, targets: readonly bigint[], nowMs: number, owner = 'master'): Promise<string> {
+  const result = await table.claimGroup(targets, { path: 'seed' }, { owner, nowMs });
+  if (!result.ok) throw new Error(`claim failed: ${result.reason}`);
+  return result.token;
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await promise;
+  } catch (error) {
+    return (error as { code?: string }).code;
+  }
+  return undefined;
+}
+
+describe('FencedTargetLeaseTable', () => {
+  it('refuses an overlapping group without publishing any member (T1)', async () => {
+    const root = await tempRoot();
+    const first = await openTarget(root);
+    const second = await openTarget(root);
+    const tokenA = await claimed(first, [11n, 22n], 100 * S, 'master-a');
+    const refused = await second.claimGroup([22n, 33n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 105 * S });
+    expect(refused).toMatchObject({ ok: false, reason: 'conflict', holders: [{ target: 22n, owner: 'master-a' }] });
+    expect(await exists(second.recordPath(targetRecordId(33n)))).toBe(false);
+    expect((await first.snapshotCounts({ nowMs: 105 * S })).leased).toBe(2);
+    expect(await first.releaseGroup([11n, 22n], tokenA)).toEqual({ ok: true });
+    expect((await second.claimGroup([22n, 33n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 106 * S })).ok).toBe(true);
+  });
+
+  it('fences heartbeats, expiry and a stale release (T2)', async () => {
+    const root = await tempRoot();
+    const first = await openTarget(root);
+    const second = await openTarget(root);
+    const group = [77n, 88n];
+    const tokenA = await claimed(first, group, 10 * S, 'master-a');
+    expect(await first.heartbeatGroup(group, tokenA, { nowMs: 19 * S })).toEqual({ ok: true });
+    expect((await second.claimGroup([88n, 77n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 25 * S })).ok).toBe(false);
+    const stolen = await second.claimGroup([88n, 77n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 30 * S });
+    if (!stolen.ok) throw new Error('expected the steal to succeed');
+    expect(await first.releaseGroup(group, tokenA)).toMatchObject({ ok: false, reason: 'stale' });
+    for (const t of group) {
+      expect(await recordJson(first.recordPath(targetRecordId(t)))).toMatchObject({ token: stolen.token, steals: 1, attempts: 2, previousOwner: 'master-a' });
+    }
+    expect(await second.releaseGroup([77n, 88n], stolen.token)).toEqual({ ok: true });
+    expect((await first.claimGroup(group, { path: 'seed-c' }, { owner: 'master-a', nowMs: 31 * S })).ok).toBe(true);
+  });
+
+  it('renews a group with one directory barrier per touched shard (T3)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = range(101, 108);
+    const token = await claimed(table, group, 10 * S);
+    fsLayer.resetCounts();
+    expect(await table.heartbeatGroup(group, token, { nowMs: 19 * S })).toEqual({ ok: true });
+    expect([...fsLayer.directoryBarrierPaths].sort()).toEqual(shardDirs(table, group));
+    expect(fsLayer.barriers()).toEqual({ file: 8, filesystem: 0, directory: shardDirs(table, group).length });
+  });
+
+  it('rejects a non-finite time and never overwrites a corrupt member (T4)', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    expect(await codeOf(table.claimGroup([101n], { path: 'seed' }, { owner: 'master', nowMs: Number.NaN }))).toBe('ERR_INVALID_OPTION');
+    const id = targetRecordId(101n);
+    await mkdir(table.shardDirOf(id), { recursive: true });
+    const corrupt = canonicalJsonBytes({ schema: 0, kind: 'target', id, status: 'leased', payload: {}, token: 'corrupt', updatedMs: 10 * S });
+    await writeFile(table.recordPath(id), corrupt);
+    expect(await table.claimGroup([101n, 102n], { path: 'replacement' }, { owner: 'other', nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ target: 101n }] });
+    expect(await table.heartbeatGroup([101n], 'corrupt', { nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.releaseGroup([101n], 'corrupt')).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await bytesOf(table.recordPath(id))).toEqual(corrupt);
+    expect(await exists(table.recordPath(targetRecordId(102n)))).toBe(false);
+  });
+
+  it('rolls back written members when a later member fails to publish (T5)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    fsLayer.fail({ op: 'rename', nth: 2 });
+    const error = await table.claimGroup([101n, 202n], { path: 'seed' }, { owner: 'master', nowMs: 10 * S }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_LEASE_IO', details: { step: 'publish', restored: true } });
+    expect(await recordFiles(root)).toEqual([]);
+    expect((await listFiles(root)).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+  });
+
+  it('rejects an unserialisable payload before creating any lock file or shard directory (T6)', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    class Opaque {}
+    const before = await listFiles(root);
+    for (const payload of [{ unsupported: new Opaque() }, { nan: Number.NaN }, { f: () => 1 }, { u: undefined }]) {
+      expect(await codeOf(table.claimGroup([111n, 222n, 333n], payload, { owner: 'master', nowMs: 10 * S }))).toBe('ERR_INVALID_JOB');
+    }
+    expect(await listFiles(root)).toEqual(before);
+  });
+
+  it('rejects malformed groups with ERR_INVALID_JOB', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    for (const group of [[], [0n], [-1n], [1n, 1n], [1n << 64n], range(1, 65), [5 as unknown as bigint]]) {
+      expect(await codeOf(table.claimGroup(group, { path: 'x' }, { owner: 'm', nowMs: 1 }))).toBe('ERR_INVALID_JOB');
+    }
+    expect((await table.claimGroup(range(1, 64), { path: 'x' }, { owner: 'm', nowMs: 1 })).ok).toBe(true);
+  });
+
+  it('claims a group with one directory barrier per touched shard (T7)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = range(101, 108);
+    for (const dir of shardDirs(table, group)) await mkdir(dir, { recursive: true });
+    fsLayer.resetCounts();
+    await claimed(table, group, 10 * S);
+    expect([...fsLayer.directoryBarrierPaths].sort()).toEqual(shardDirs(table, group));
+    expect(fsLayer.barriers()).toEqual({ file: 8, filesystem: 0, directory: shardDirs(table, group).length });
+  });
+
+  it('makes new shard directories durable once, before the first lock file in them', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, { shardCount: 1 }, { fsLayer });
+    fsLayer.resetCounts();
+    await claimed(table, [1n, 2n], 10 * S);
+    // mkdir 000: barrier on 000 and on root; then one barrier for the claim.
+    expect(fsLayer.directoryBarrierPaths).toEqual([path.join(root, '000'), root, path.join(root, '000')]);
+  });
+
+  it('rolls back every member when the directory barrier fails (T8)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = range(101, 108);
+    for (const dir of shardDirs(table, group)) await mkdir(dir, { recursive: true });
+    fsLayer.resetCounts();
+    fsLayer.fail({ op: 'syncDirectory' });
+    const error = await table.claimGroup(group, { path: 'seed' }, { owner: 'master', nowMs: 10 * S }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_LEASE_IO', details: { step: 'directory-barrier', restored: true } });
+    const dirs = shardDirs(table, group).length;
+    // The batch's barriers (one failed), then the restore's barrier pass over the same shards.
+    expect(fsLayer.count('syncDirectory')).toBe(2 * dirs);
+    expect(await recordFiles(root)).toEqual([]);
+  });
+
+  it('rejects a stale release with zero mutation (T9)', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    const group = [401n, 402n, 403n];
+    const token = await claimed(table, group, 10 * S);
+    const lastId = group.map(targetRecordId).sort().at(-1)!;
+    const last = await recordJson(table.recordPath(lastId));
+    await writeFile(table.recordPath(lastId), canonicalJsonBytes({ ...last, token: 'replacement-token' }));
+    const before = await snapshotTree(root);
+    expect(await table.releaseGroup(group, token)).toEqual({ ok: false, reason: 'stale', id: lastId });
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+
+  it('releases a group with one directory barrier per touched shard and deletes the records (T10)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = range(101, 108);
+    const token = await claimed(table, group, 10 * S);
+    fsLayer.resetCounts();
+    expect(await table.releaseGroup(group, token)).toEqual({ ok: true });
+    expect([...fsLayer.directoryBarrierPaths].sort()).toEqual(shardDirs(table, group));
+    expect(fsLayer.barriers().file).toBe(0);
+    expect(await recordFiles(root)).toEqual([]);
+    for (const t of group) expect(await exists(table.lockPath(targetRecordId(t)))).toBe(true);
+  });
+
+  it('restores removed members byte for byte when an unlink fails (T11)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = [501n, 502n, 503n];
+    const token = await claimed(table, group, 10 * S);
+    const before = await snapshotTree(root);
+    fsLayer.fail({ op: 'unlink', nth: 2 });
+    expect(await codeOf(table.releaseGroup(group, token))).toBe('ERR_LEASE_IO');
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+
+  it('restores every member byte for byte when the release barrier fails (T12)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = range(601, 608);
+    const token = await claimed(table, group, 10 * S);
+    const before = await snapshotTree(root);
+    fsLayer.resetCounts();
+    fsLayer.fail({ op: 'syncDirectory' });
+    expect(await codeOf(table.releaseGroup(group, token))).toBe('ERR_LEASE_IO');
+    expect(fsLayer.count('syncDirectory')).toBe(2 * shardDirs(table, group).length);
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+
+  it('keeps one expiry point for the group when a heartbeat write fails (T13)', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, {}, { fsLayer });
+    const group = [303n, 404n];
+    const token = await claimed(table, group, 10 * S);
+    const before = await snapshotTree(root);
+    fsLayer.fail({ op: 'rename', nth: 2 });
+    expect(await codeOf(table.heartbeatGroup(group, token, { nowMs: 19 * S }))).toBe('ERR_LEASE_IO');
+    expect(await snapshotTree(root)).toEqual(before);
+    for (const t of group) expect((await recordJson(table.recordPath(targetRecordId(t)))).updatedMs).toBe(10 * S);
+    expect((await table.claimGroup(group, { path: 'retry' }, { owner: 'other', nowMs: 20 * S })).ok).toBe(true);
+  });
+
+  it('rolls back exactly, at every step of a claim over a stolen group, and leaves no temp files', async () => {
+    const steps = [
+      { op: 'open' as const, path: '.tmp' },
+      { op: 'write' as const },
+      { op: 'fsync' as const },
+      { op: 'close' as const, path: '.tmp' },
+      { op: 'rename' as const },
+      { op: 'rename' as const, when: 'after' as const },
+      { op: 'rename' as const, nth: 3 },
+      { op: 'syncDirectory' as const },
+    ];
+    for (const step of steps) {
+      const root = await tempRoot();
+      const fsLayer = new FaultInjectingFsLayer();
+      const table = await openTarget(root, {}, { fsLayer });
+      const group = range(1, 6);
+      for (const dir of shardDirs(table, group)) await mkdir(dir, { recursive: true });
+      await claimed(table, group.slice(0, 3), 10 * S, 'old-owner');
+      // Lock files of the new members are expected (they are never deleted); everything else must match.
+      const withoutLocks = async (): Promise<Map<string, string>> => new Map([...(await snapshotTree(root))].filter(([f]) => !f.endsWith('.lock')));
+      const before = await withoutLocks();
+      fsLayer.fail(step);
+      const error = await table.claimGroup(group, { path: 'steal' }, { owner: 'new-owner', nowMs: 30 * S }).catch((e: unknown) => e);
+      expect(error, JSON.stringify(step)).toMatchObject({ code: 'ERR_LEASE_IO', details: { restored: true } });
+      expect(await withoutLocks(), JSON.stringify(step)).toEqual(before);
+    }
+  });
+
+  it('releases the locks already taken when a later member lock times out, having written nothing', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const holder = await openTarget(root, {}, { fsLayer });
+    const contender = await openTarget(root, { lockAcquireTimeoutMs: 10 });
+    const members = [1n, 2n, 3n].map((t) => ({ t, id: targetRecordId(t) })).sort((a, b) => (a.id < b.id ? -1 : 1));
+    const [first, second, third] = members as [typeof members[0], typeof members[0], typeof members[0]];
+    let reached!: () => void;
+    const atHook = new Promise<void>((resolve) => (reached = resolve));
+    let proceed!: () => void;
+    const released = new Promise<void>((resolve) => (proceed = resolve));
+    // The holder sits inside its claim of the middle member, holding that member's lock.
+    fsLayer.hook({ op: 'open', path: (p) => p === holder.recordPath(second.id), run: async () => { reached(); await released; } });
+    const held = holder.claimGroup([second.t], { holder: true }, { owner: 'holder', nowMs: 10 * S });
+    await atHook;
+    expect(await codeOf(contender.claimGroup([first.t, second.t, third.t], { c: 1 }, { owner: 'contender', nowMs: 10 * S }))).toBe('ERR_LOCK_TIMEOUT');
+    // The first member's lock was released again: a claim of it alone gets it at once.
+    expect((await contender.claimGroup([first.t], { c: 2 }, { owner: 'contender', nowMs: 10 * S })).ok).toBe(true);
+    expect(await exists(contender.recordPath(third.id))).toBe(false);
+    proceed();
+    expect((await held).ok).toBe(true);
+  });
+
+  it('makes a batch of temp files durable with one syncfs when configured', async () => {
+    const { loadNative } = await import('../../src/native/bindings.js');
+    if (!loadNative()) return;
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, { fileBarrier: 'syncfs' }, { fsLayer });
+    await claimed(table, range(1, 3), 10 * S);
+    fsLayer.resetCounts();
+    await claimed(table, range(11, 18), 10 * S);
+    expect(fsLayer.barriers()).toMatchObject({ file: 0, filesystem: 1 });
+  });
+
+  it('issues a directory barrier per mutation in scalar mode', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(root, { directoryBarrier: 'scalar', shardCount: 1 }, { fsLayer });
+    const token = await claimed(table, range(1, 5), 10 * S);
+    fsLayer.resetCounts();
+    expect(await table.releaseGroup(range(1, 5), token)).toEqual({ ok: true });
+    expect(fsLayer.barriers().directory).toBe(5);
+  });
+
+  it('stores the group in record-id order with u64 targets as decimal strings', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    const big = (1n << 64n) - 1n;
+    const group = [big, 7n];
+    await claimed(table, group, 10 * S);
+    const expected = group.map((t) => ({ t, id: targetRecordId(t) })).sort((a, b) => (a.id < b.id ? -1 : 1)).map((m) => m.t.toString());
+    const record = await recordJson(table.recordPath(targetRecordId(big)));
+    expect(record).toMatchObject({ target: big.toString(), targets: expected, kind: 'target', schema: 1 });
+  });
+});
