@@ -80,3 +80,25 @@ export { InflightTargetSet } from './inflight/inflight-target-set.js';
 export type { InflightStats, InflightSetOptions } from './inflight/inflight-target-set.js';
 export { probeFilesystem, FS_PROBE_STEP_NAMES } from './lease/fs-probe.js';
 export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from './lease/fs-probe.js';
+export { PublishError } from './errors.js';
+export { IoThread, IoClient } from './io/io-thread.js';
+export type { IoThreadOptions } from './io/io-thread.js';
+export { IoService } from './io/io-service.js';
+export type { IoServiceDeps } from './io/io-service.js';
+export { IO_OPTIONS } from './io/io-options.js';
+export type { IoOptions } from './io/io-options.js';
+export { IoSharedTargetClaims, IoDurableWriter } from './io/io-adapters.js';
+export type { SharedTargetClaimsOptions, TargetClaimsClient, FilePublicationClient } from './io/io-adapters.js';
+export type {
+  IoRequest,
+  IoRequestKind,
+  IoAnswer,
+  IoStats,
+  GroupClaimRequest,
+  GroupFence,
+  LocalConflict,
+  ClaimFailure,
+  TargetClaimResult,
+  BatchClaimResult,
+  PublishedFile,
+} from './io/io-requests.js';
