@@ -164,6 +164,9 @@ export class IoService {
       } catch {
         return; // closed and drained
       }
+      // Linger one event-loop turn: requests that arrive as one burst of port messages (each
+      // message is its own task) then share this commit instead of the first one going alone.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       const batch = this.#queue.take(this.#admitter());
       if (batch.length === 0) continue;
       try {
