@@ -139,3 +139,11 @@ export function isErrorData(data: unknown): data is ErrorData {
 export function registeredErrorCodes(): readonly string[] {
   return [...registry.keys()].sort();
 }
+/** A persisted scheduler lane-state snapshot is malformed or of another schema. */
+export const LaneStateError = defineError('ERR_LANE_STATE', 'LaneStateError');
+/** A hint file or hint entry is malformed. */
+export const HintInvalidError = defineError('ERR_HINT_INVALID', 'HintInvalidError');
+/** A guidance (site → distance) file is malformed. */
+export const GuidanceInvalidError = defineError('ERR_GUIDANCE_INVALID', 'GuidanceInvalidError');
+/** A reservation port broke its contract (e.g. `claimGroups` answered the wrong number of outcomes). */
+export const AdmissionProtocolError = defineError('ERR_ADMISSION_PROTOCOL', 'AdmissionProtocolError');

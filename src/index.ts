@@ -24,6 +24,10 @@ export {
   AbortedError,
   ClosedError,
   QueueClosedError,
+  LaneStateError,
+  HintInvalidError,
+  GuidanceInvalidError,
+  AdmissionProtocolError,
   toErrorData,
   fromErrorData,
   isErrorData,
@@ -80,6 +84,33 @@ export { InflightTargetSet } from './inflight/inflight-target-set.js';
 export type { InflightStats, InflightSetOptions } from './inflight/inflight-target-set.js';
 export { probeFilesystem, FS_PROBE_STEP_NAMES } from './lease/fs-probe.js';
 export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from './lease/fs-probe.js';
+export { Scheduler } from './scheduler/scheduler.js';
+export type { SchedulerInit, SeedInfo, RunFeedback, SchedulerStats, LaneByName } from './scheduler/scheduler.js';
+export { SCHEDULER_OPTIONS } from './scheduler/scheduler-options.js';
+export type { SchedulerOptions } from './scheduler/scheduler-options.js';
+export { Admission } from './scheduler/admission.js';
+export type { AdmittedJob, AdmissionOptions, AdmissionStats } from './scheduler/admission.js';
+export type { LocalReservations, SharedTargetClaims, SharedClaimOutcome } from './scheduler/admission-ports.js';
+export { MapLocalReservations } from './scheduler/map-local-reservations.js';
+export { normalizeJob, normalizeActions, targetGroup, formatActionFile, MAX_ACTIONS, MAX_GROUP_SIZE } from './scheduler/replay-job.js';
+export type { ReplayJob, S2FAction, ActionKind } from './scheduler/replay-job.js';
+export { toBranchId, MAX_BRANCH_ID } from './scheduler/branch-id.js';
+export { parseTelemetry, telemetryToJson, TELEMETRY_SCHEMA, MAX_TRACE_ENTRIES, MAX_OPEN_BRANCHES } from './scheduler/telemetry.js';
+export type { Telemetry, BranchTraceEntry, SolverCounters, TargetStatus } from './scheduler/telemetry.js';
+export { PrefixDagLane } from './scheduler/lanes/prefix-dag-lane.js';
+export { CstgLane } from './scheduler/lanes/cstg-lane.js';
+export { EdgeDependenceLane, edgeId } from './scheduler/lanes/edge-dependence-lane.js';
+export { ConcurrencyLane } from './scheduler/lanes/concurrency-lane.js';
+export { FallbackReplayLane } from './scheduler/lanes/fallback-replay-lane.js';
+export { ConstraintSummaryCache } from './scheduler/lanes/constraint-summary-cache.js';
+export type { Lane, LaneName, Proposal, ObserveContext } from './scheduler/lanes/lane.js';
+export { DEFAULT_SCORING } from './scheduler/scoring.js';
+export type { ScoringPolicy, PrefixFeatures, CstgFeatures, EdgeFeatures, ConcurrencyFeatures, FallbackFeatures } from './scheduler/scoring.js';
+export { parseGuidance } from './scheduler/guidance-map.js';
+export { HintFile, parseHint } from './scheduler/hints.js';
+export type { Hint, HintSource, Focus, SeedIdentity } from './scheduler/hints.js';
+export { applyHints, claimDispatchGroup } from './scheduler/target-contract.js';
+export type { DispatchPlan, ContractOutcome, DispatchClaim } from './scheduler/target-contract.js';
 export { PublishError } from './errors.js';
 export { IoThread, IoClient } from './io/io-thread.js';
 export type { IoThreadOptions } from './io/io-thread.js';

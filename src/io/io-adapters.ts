@@ -1,20 +1,18 @@
 /**
  * Adapters from the I/O client to the ports other components defined, so they can plug into the
- * I/O thread without knowing it. The port types are restated here structurally (TypeScript
- * matches by shape), so this file does not depend on the scheduler's or the campaign's modules:
+ * I/O thread without knowing it:
  *
- * - `IoSharedTargetClaims` → the scheduler's `SharedTargetClaims` (src/scheduler/admission-ports.ts):
- *   one admission round = one `claimGroups` request = one group commit.
- * - `IoDurableWriter` → the campaign's `DurableWriter` (src/triage/durable-writer.ts): AFL queue
- *   publication through the I/O thread, so only that thread mutates the queue directory.
+ * - `IoSharedTargetClaims` implements the scheduler's `SharedTargetClaims`
+ *   (src/scheduler/admission-ports.ts): one admission round = one `claimGroups` request = one
+ *   group commit.
+ * - `IoDurableWriter` matches the campaign's `DurableWriter` (src/triage/durable-writer.ts, not on
+ *   main yet, so matched by shape — TypeScript types structurally): AFL queue publication through
+ *   the I/O thread, so only that thread mutates the queue directory.
  */
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
+import type { SharedClaimOutcome, SharedTargetClaims } from '../scheduler/admission-ports.js';
 import type { BatchClaimResult, GroupClaimRequest, GroupFence, PublishedFile } from './io-requests.js';
 
-/** Shape of the scheduler's `SharedClaimOutcome`. */
-export type SharedClaimOutcome =
-  | { readonly granted: true; readonly token: string }
-  | { readonly granted: false; readonly reason: 'conflict' | 'corrupt' | 'error'; readonly detail?: string };
 
 /** The part of `IoClient` the claims adapter uses (a fake in unit tests). */
 export interface TargetClaimsClient {
@@ -35,7 +33,7 @@ export interface SharedTargetClaimsOptions {
   readonly payloadOf?: (group: readonly bigint[]) => object;
 }
 
-export class IoSharedTargetClaims {
+export class IoSharedTargetClaims implements SharedTargetClaims {
   readonly #client: TargetClaimsClient;
   readonly #inflight: InflightTargetSet | null;
   readonly #defaultOwner: number;

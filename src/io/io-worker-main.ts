@@ -11,8 +11,7 @@ import { toErrorData } from '../errors.js';
 import { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import { FencedTargetLeaseTable } from '../lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../lease/work-lease-table.js';
-import { createLogger, componentLogger } from '../telemetry/logger.js';
-import { LOGGER_OPTIONS } from '../telemetry/logger.js';
+import { createLogger, componentLogger, LOGGER_OPTIONS, silentLogger } from '../telemetry/logger.js';
 import { effectiveFileBarrier, IO_OPTIONS } from './io-options.js';
 import type { IoRequest, IoStats } from './io-requests.js';
 import { IoService } from './io-service.js';
@@ -53,7 +52,8 @@ export async function runIoWorker(data: IoWorkerData, parent: MessagePort): Prom
       data.targetRoot ? FencedTargetLeaseTable.open(data.targetRoot, leaseOptions) : null,
       data.workRoot ? FencedWorkLeaseTable.open(data.workRoot, leaseOptions) : null,
     ]);
-    const logger = componentLogger(await createLogger(LOGGER_OPTIONS.resolve({ level: data.logLevel ?? 'silent', pretty: 'never' }), false), 'io');
+    const level = data.logLevel ?? 'silent';
+    const logger = componentLogger(level === 'silent' ? silentLogger() : await createLogger(LOGGER_OPTIONS.resolve({ level, pretty: 'never' }), false), 'io');
     const service = await IoService.start(
       {
         coordinatorId: data.coordinatorId,

@@ -1,0 +1,277 @@
+/**
+ * Transactional admission (DESIGN §4): lanes propose without side effects; a proposal becomes a
+ * job only when its whole target group is reserved locally (in-flight set) and claimed in the
+ * shared target table; only then is it committed to its lane.
+ *
+ * One `admit()` call runs one or more passes. A pass walks the ranked backlog and locally reserves
+ * up to the number of still-missing jobs, then asks the shared table for all of them in ONE
+ * batched `claimGroups` request (the I/O thread's group-commit unit). Granted jobs are admitted;
+ * the rest release their local reservation and the next pass back-fills from the backlog, until
+ * `limit` jobs are admitted or every proposal has been tried (work-conserving back-fill).
+ */
+import { AdmissionProtocolError, InvalidOptionError } from '../errors.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { LocalReservations, SharedClaimOutcome, SharedTargetClaims } from './admission-ports.js';
+import type { Lane, LaneName, Proposal } from './lanes/lane.js';
+import { seedTargetKey, targetGroup, type ReplayJob } from './replay-job.js';
+
+/** The result of admission: a job whose group is held locally (and, multi-coordinator, shared). */
+export interface AdmittedJob {
+  readonly job: ReplayJob;
+  /** `targetGroup(job)`; empty for untargeted jobs. */
+  readonly group: readonly bigint[];
+  readonly lane: LaneName;
+  /** Shared-table token for `group`; absent for untargeted jobs and in single-coordinator mode. */
+  readonly targetToken?: string;
+  /** Owner id under which `group` is reserved in the local in-flight set. */
+  readonly owner: number;
+  /** The lane entry that proposed the job (opaque; used for commit). */
+  readonly origin: string;
+}
+
+export interface AdmissionStats {
+  admitted: number;
+  proposals: number;
+  passes: number;
+  sharedClaimCalls: number;
+  localConflicts: number;
+  sharedConflicts: number;
+  sharedCorrupt: number;
+  sharedErrors: number;
+  /** Shared claims given back after a failed round whose release itself failed (left to TTL). */
+  releaseFailures: number;
+}
+
+export interface AdmissionOptions {
+  /** Lanes in priority order. `prefix` and `cstg` are interleaved first, the rest follow in order. */
+  readonly lanes: readonly Lane[];
+  readonly local: LocalReservations;
+  /** Absent in single-coordinator mode: step 3 (shared claim) is skipped. */
+  readonly shared?: SharedTargetClaims;
+  readonly logger?: Logger;
+  /** First owner id handed to the local set; ids increase per reservation attempt, wrapping below 2^31. */
+  readonly firstOwner?: number;
+}
+
+interface Pending {
+  readonly proposal: Proposal;
+  readonly group: readonly bigint[];
+  readonly owner: number;
+}
+
+const OWNER_LIMIT = 0x7fff_ffff;
+
+export class Admission {
+  readonly #lanes: readonly Lane[];
+  readonly #byName: ReadonlyMap<LaneName, Lane>;
+  readonly #local: LocalReservations;
+  readonly #shared: SharedTargetClaims | undefined;
+  readonly #logger: Logger | undefined;
+  /** Targets of admitted jobs not yet released: excluded from proposals. */
+  readonly #inflight = new Map<bigint, number>();
+  #nextOwner: number;
+  readonly #stats: AdmissionStats = {
+    admitted: 0,
+    proposals: 0,
+    passes: 0,
+    sharedClaimCalls: 0,
+    localConflicts: 0,
+    sharedConflicts: 0,
+    sharedCorrupt: 0,
+    sharedErrors: 0,
+    releaseFailures: 0,
+  };
+
+  constructor(options: AdmissionOptions) {
+    const names = options.lanes.map((l) => l.name);
+    if (new Set(names).size !== names.length) {
+      throw new InvalidOptionError(`option lanes: expected distinct lanes, received ${names.join(',')}`, { option: 'lanes', value: names.join(',') });
+    }
+    this.#lanes = options.lanes;
+    this.#byName = new Map(options.lanes.map((l) => [l.name, l]));
+    this.#local = options.local;
+    this.#shared = options.shared;
+    this.#logger = options.logger;
+    this.#nextOwner = Math.max(1, Math.floor(options.firstOwner ?? 1));
+  }
+
+  stats(): Readonly<AdmissionStats> {
+    return { ...this.#stats };
+  }
+
+  /** Targets this admission has handed out and not yet seen released. */
+  inflightTargets(): ReadonlySet<bigint> {
+    return new Set(this.#inflight.keys());
+  }
+
+  /**
+   * Ranked backlog for one round: Prefix and CSTG interleaved (P0, C0, P1, C1 …) for fairness,
+   * then every other lane's proposals in lane order. Pure.
+   */
+  proposals(limit: number, proposalLimit: number, now: number): Proposal[] {
+    const excluded = this.inflightTargets();
+    const lists = this.#lanes.map((lane) => ({ lane, list: lane.propose(limit, proposalLimit, now, excluded) }));
+    const prefix = lists.find((l) => l.lane.name === 'prefix')?.list ?? [];
+    const cstg = lists.find((l) => l.lane.name === 'cstg')?.list ?? [];
+    const ordered: Proposal[] = [];
+    for (let i = 0; i < Math.max(prefix.length, cstg.length); i += 1) {
+      if (i < prefix.length) ordered.push(prefix[i]!);
+      if (i < cstg.length) ordered.push(cstg[i]!);
+    }
+    for (const { lane, list } of lists) if (lane.name !== 'prefix' && lane.name !== 'cstg') ordered.push(...list);
+    return ordered;
+  }
+
+  /**
+   * Admits up to `limit` jobs.
+   *
+   * Contract:
+   * - Returns the admitted jobs in admission order; each one's group is reserved locally under its
+   *   `owner` and (with a shared table) claimed under `targetToken`. Only these jobs are committed
+   *   to their lanes, once, at the end of the call; `(seed, target)` counts as seen only for them.
+   * - A rejected proposal (local conflict, shared conflict/corrupt/error) changes no lane state and
+   *   holds no reservation.
+   * - If `claimGroups` throws (or answers with the wrong number of outcomes), every local
+   *   reservation of this call is released, shared claims already granted in earlier passes are
+   *   given back through `releaseGroups` (a failing give-back is left to TTL and counted), nothing
+   *   is committed, and the error propagates: zero mutation of lane state.
+   */
+  async admit(limit: number, proposalLimit: number, now: number): Promise<AdmittedJob[]> {
+    if (!(limit > 0)) return [];
+    const backlog = this.proposals(limit, Math.max(limit, proposalLimit), now);
+    this.#stats.proposals += backlog.length;
+    const admitted: AdmittedJob[] = [];
+    const seen = new Set<string>();
+    let cursor = 0;
+    let deferred: Proposal[] = [];
+
+    let pending: Pending[] = [];
+    try {
+      while (admitted.length < limit) {
+        const need = limit - admitted.length;
+        pending = [];
+        const pendingTargets = new Set<bigint>();
+        const pendingKeys = new Set<string>();
+        const nextDeferred: Proposal[] = [];
+        const take = (proposal: Proposal): void => {
+          const key = seedTargetKey(proposal.job);
+          if (seen.has(key)) return;
+          const group = targetGroup(proposal.job);
+          // A clash with a job still pending in this pass is not a verdict yet: that job may be
+          // rejected by the shared table, so retry this one next pass (sequential equivalence).
+          if (pendingKeys.has(key) || group.some((t) => pendingTargets.has(t))) {
+            nextDeferred.push(proposal);
+            return;
+          }
+          const owner = this.#takeOwner();
+          if (group.length > 0 && !this.#local.tryReserveGroup(group, owner)) {
+            this.#stats.localConflicts += 1;
+            return;
+          }
+          pending.push({ proposal, group, owner });
+          pendingKeys.add(key);
+          for (const t of group) pendingTargets.add(t);
+        };
+        for (const proposal of deferred) {
+          if (pending.length >= need) nextDeferred.push(proposal);
+          else take(proposal);
+        }
+        while (pending.length < need && cursor < backlog.length) take(backlog[cursor++]!);
+        if (pending.length === 0) break;
+        deferred = nextDeferred;
+        this.#stats.passes += 1;
+
+        const outcomes = await this.#claim(pending, now);
+        pending.forEach((p, i) => {
+          const outcome = outcomes[i];
+          if (outcome === undefined || outcome.granted) {
+            seen.add(seedTargetKey(p.proposal.job));
+            admitted.push({
+              job: p.proposal.job,
+              group: p.group,
+              lane: p.proposal.lane,
+              owner: p.owner,
+              origin: p.proposal.origin,
+              ...(outcome?.granted ? { targetToken: outcome.token } : {}),
+            });
+            return;
+          }
+          if (outcome.reason === 'conflict') this.#stats.sharedConflicts += 1;
+          else if (outcome.reason === 'corrupt') this.#stats.sharedCorrupt += 1;
+          else this.#stats.sharedErrors += 1;
+          this.#local.releaseGroup(p.group, p.owner);
+        });
+      }
+    } catch (error) {
+      await this.#rollBack(pending, admitted, now, error);
+      throw error;
+    }
+
+    this.#commit(admitted, now);
+    for (const job of admitted) for (const t of job.group) this.#inflight.set(t, job.owner);
+    this.#stats.admitted += admitted.length;
+    return admitted;
+  }
+
+  /**
+   * Gives back the local reservation of a finished (or abandoned) job. Shared tokens are the
+   * coordinator's to release (it may hold them through dispatch and triage).
+   */
+  release(job: Pick<AdmittedJob, 'group' | 'owner'>): void {
+    if (job.group.length === 0) return;
+    this.#local.releaseGroup(job.group, job.owner);
+    for (const t of job.group) if (this.#inflight.get(t) === job.owner) this.#inflight.delete(t);
+  }
+
+  /** Shared-claim step for one pass: outcome per pending job (`undefined` = no claim needed). */
+  async #claim(pending: readonly Pending[], now: number): Promise<(SharedClaimOutcome | undefined)[]> {
+    const targeted = pending.map((p, i) => ({ p, i })).filter(({ p }) => p.group.length > 0);
+    const outcomes: (SharedClaimOutcome | undefined)[] = pending.map(() => undefined);
+    if (this.#shared === undefined || targeted.length === 0) return outcomes;
+    this.#stats.sharedClaimCalls += 1;
+    const answer = await this.#shared.claimGroups(
+      targeted.map(({ p }) => p.group),
+      now,
+    );
+    if (!Array.isArray(answer) || answer.length !== targeted.length) {
+      throw new AdmissionProtocolError(`claimGroups answered ${Array.isArray(answer) ? answer.length : typeof answer} outcomes for ${targeted.length} groups`, {
+        expected: targeted.length,
+      });
+    }
+    targeted.forEach(({ i }, k) => {
+      outcomes[i] = answer[k];
+    });
+    return outcomes;
+  }
+
+  /** Failure path of a round: drop every local reservation of the call and give back shared claims. */
+  async #rollBack(pending: readonly Pending[], admittedSoFar: readonly AdmittedJob[], now: number, cause: unknown): Promise<void> {
+    for (const p of pending) if (p.group.length > 0) this.#local.releaseGroup(p.group, p.owner);
+    for (const job of admittedSoFar) if (job.group.length > 0) this.#local.releaseGroup(job.group, job.owner);
+    const claims = admittedSoFar.filter((j) => j.targetToken !== undefined).map((j) => ({ targets: j.group, token: j.targetToken! }));
+    this.#logger?.warn({ err: cause, released: pending.length + admittedSoFar.length }, 'shared target claim failed; admission round rolled back');
+    if (claims.length === 0 || this.#shared === undefined) return;
+    try {
+      await this.#shared.releaseGroups(claims, now);
+    } catch (error) {
+      this.#stats.releaseFailures += claims.length;
+      this.#logger?.error({ err: error, claims: claims.length }, 'giving back shared target claims failed; left to TTL expiry');
+    }
+  }
+
+  #commit(admitted: readonly AdmittedJob[], now: number): void {
+    const byLane = new Map<LaneName, Proposal[]>();
+    for (const a of admitted) {
+      const list = byLane.get(a.lane) ?? [];
+      list.push({ lane: a.lane, job: a.job, origin: a.origin });
+      byLane.set(a.lane, list);
+    }
+    for (const [name, accepted] of byLane) this.#byName.get(name)?.commit(accepted, now);
+  }
+
+  #takeOwner(): number {
+    const owner = this.#nextOwner;
+    this.#nextOwner = owner >= OWNER_LIMIT ? 1 : owner + 1;
+    return owner;
+  }
+}

@@ -1,0 +1,276 @@
+/**
+ * The scheduler facade the coordinator uses: it owns the lanes and the admission, learns from
+ * seeds and solver results, and hands out admitted jobs. Small surface on purpose:
+ *
+ *   addSeed / removeSeed      which inputs exist (only live seeds are proposed)
+ *   observe                   feedback from a finished run
+ *   admit                     up to `limit` admitted jobs (async: one shared claim per pass)
+ *   planDispatch              hints applied under the target contract
+ *   release                   the job finished or was abandoned: drop its local reservation
+ *   saveState / loadState     lane state as JSON (never leases)
+ */
+import { InvalidJobError, InvalidOptionError, LaneStateError } from '../errors.js';
+import type { Logger } from '../telemetry/logger.js';
+import { Admission, type AdmissionStats, type AdmittedJob } from './admission.js';
+import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
+import type { HintSource } from './hints.js';
+import { readStateFile, SCHEDULER_STATE_SCHEMA, writeStateFile } from './lane-state-file.js';
+import { ConcurrencyLane } from './lanes/concurrency-lane.js';
+import { CstgLane } from './lanes/cstg-lane.js';
+import { EdgeDependenceLane } from './lanes/edge-dependence-lane.js';
+import { FallbackReplayLane } from './lanes/fallback-replay-lane.js';
+import type { Lane, LaneName } from './lanes/lane.js';
+import { PrefixDagLane } from './lanes/prefix-dag-lane.js';
+import type { ReplayJob } from './replay-job.js';
+import { SCHEDULER_OPTIONS, type SchedulerOptions } from './scheduler-options.js';
+import type { ScoringPolicy } from './scoring.js';
+import { applyHints, type ContractOutcome, type DispatchPlan } from './target-contract.js';
+import type { Telemetry } from './telemetry.js';
+
+export interface SeedInfo {
+  /** Input length in bytes. */
+  readonly bytes: number;
+  /** Lowercase hex SHA-256 of the input (hint lookup key). */
+  readonly sha256: string;
+  readonly path: string;
+}
+
+/** Feedback from one finished run. */
+export interface RunFeedback {
+  readonly seed: string;
+  /** Parsed `symfence-telemetry/1`, or null when the run left none (only the fallback lane learns). */
+  readonly telemetry: Telemetry | null;
+  /** Coverage-derived reward in [0, 1] (computed by triage). */
+  readonly reward: number;
+  /** The job that ran, when it was a scheduled job. */
+  readonly job?: ReplayJob;
+  readonly killed?: boolean;
+  readonly elapsedMs?: number;
+  /**
+   * Set when the run wrote telemetry that `parseTelemetry` rejected (pass `telemetry: null`):
+   * counted in `stats().telemetryRejected` and logged with the offending field's path.
+   */
+  readonly telemetryError?: unknown;
+}
+
+export interface SchedulerInit {
+  readonly local: LocalReservations;
+  /** Omit for single-coordinator mode. */
+  readonly shared?: SharedTargetClaims;
+  /** Options input (defaults < this); resolved through `SCHEDULER_OPTIONS`. */
+  readonly options?: object;
+  /** Site → distance guidance: enables the concurrency lane and the directed terms. */
+  readonly guidance?: ReadonlyMap<bigint, number>;
+  /** Consulted in order by `planDispatch`. */
+  readonly hints?: readonly HintSource[];
+  readonly scoring?: ScoringPolicy;
+  readonly logger?: Logger;
+}
+
+const LANE_NAMES: readonly LaneName[] = ['prefix', 'cstg', 'edge', 'concurrency', 'fallback'];
+
+export class Scheduler {
+  readonly options: SchedulerOptions;
+  readonly #seeds = new Map<string, SeedInfo>();
+  readonly #lanes: Lane[];
+  readonly #admission: Admission;
+  readonly #hints: readonly HintSource[];
+  readonly #logger: Logger | undefined;
+  #observations = 0;
+  #telemetryRejected = 0;
+
+  constructor(init: SchedulerInit) {
+    this.options = SCHEDULER_OPTIONS.resolve(init.options ?? {});
+    const enabled = this.options.lanes.split(',').map((s) => s.trim()).filter((s) => s !== '');
+    for (const name of enabled) {
+      if (!(LANE_NAMES as readonly string[]).includes(name) || enabled.indexOf(name) !== enabled.lastIndexOf(name)) {
+        throw new InvalidOptionError(`option lanes: expected a comma-separated list of distinct ${LANE_NAMES.join('|')}, received ${JSON.stringify(this.options.lanes)}`, {
+          option: 'lanes',
+          value: this.options.lanes,
+        });
+      }
+    }
+    const common = { cooldownMs: this.options.cooldownMs, seedLive: (seed: string) => this.#seeds.has(seed), ...(init.scoring ? { scoring: init.scoring } : {}) };
+    const distances = init.guidance ?? new Map<bigint, number>();
+    const build = (name: string): Lane => {
+      switch (name) {
+        case 'prefix':
+          return new PrefixDagLane({
+            ...common,
+            maxNodes: this.options.prefixNodes,
+            actionCap: this.options.actionsPerSeed,
+            highQueueFraction: this.options.highQueueFraction,
+            samplingBudget: this.options.samplingBudget,
+            distances,
+          });
+        case 'cstg':
+          return new CstgLane({ ...common, maxTransitions: this.options.cstgTransitions, actionCap: this.options.actionsPerSeed });
+        case 'edge':
+          return new EdgeDependenceLane({ ...common, maxRows: this.options.edgeRows, distances });
+        case 'concurrency':
+          return new ConcurrencyLane({ ...common, guidance: distances, maxRecords: this.options.replayRecords });
+        default:
+          return new FallbackReplayLane({ ...common, maxRecords: this.options.replayRecords });
+      }
+    };
+    this.#lanes = enabled.map(build);
+    this.#hints = init.hints ?? [];
+    this.#logger = init.logger;
+    this.#admission = new Admission({
+      lanes: this.#lanes,
+      local: init.local,
+      ...(init.shared ? { shared: init.shared } : {}),
+      ...(init.logger ? { logger: init.logger } : {}),
+    });
+  }
+
+  /** Registers (or updates) an input that jobs may run on. `now` is reserved for seed-age features. */
+  addSeed(seedId: string, info: SeedInfo, _now: number): void {
+    if (typeof seedId !== 'string' || seedId.length === 0) throw new InvalidJobError('seed id must be a non-empty string', { seedId: String(seedId) });
+    if (!Number.isSafeInteger(info.bytes) || info.bytes < 0) throw new InvalidJobError(`seed ${seedId}: bytes must be a non-negative integer`, { seedId, bytes: info.bytes });
+    if (!/^[0-9a-f]{64}$/.test(info.sha256)) throw new InvalidJobError(`seed ${seedId}: sha256 must be 64 lowercase hex digits`, { seedId, sha256: info.sha256 });
+    this.#seeds.set(seedId, Object.freeze({ bytes: info.bytes, sha256: info.sha256, path: info.path }));
+  }
+
+  /** The seed is gone (deleted, quarantined): no lane proposes it again. Its learned state stays. */
+  removeSeed(seedId: string): boolean {
+    return this.#seeds.delete(seedId);
+  }
+
+  seed(seedId: string): SeedInfo | undefined {
+    return this.#seeds.get(seedId);
+  }
+
+  /** Enabled lanes in priority order. */
+  lanes(): readonly Lane[] {
+    return this.#lanes;
+  }
+
+  lane<N extends LaneName>(name: N): LaneByName[N] | undefined {
+    return this.#lanes.find((l) => l.name === name) as LaneByName[N] | undefined;
+  }
+
+  /**
+   * Feeds a finished run to every lane. Without telemetry only the fallback lane learns (reward).
+   * The seed must be registered (`ERR_INVALID_JOB` otherwise). Does not release reservations:
+   * call `release` for the admitted job.
+   */
+  observe(feedback: RunFeedback, now: number): void {
+    if (!this.#seeds.has(feedback.seed)) throw new InvalidJobError(`observe: unknown seed ${JSON.stringify(feedback.seed)}`, { seed: feedback.seed });
+    if (!Number.isFinite(feedback.reward)) throw new InvalidJobError(`observe: reward must be a finite number, received ${feedback.reward}`, { reward: feedback.reward });
+    const context = {
+      ...(feedback.job ? { job: feedback.job } : {}),
+      ...(feedback.killed !== undefined ? { killed: feedback.killed } : {}),
+      ...(feedback.elapsedMs !== undefined ? { elapsedMs: feedback.elapsedMs } : {}),
+    };
+    if (feedback.telemetryError !== undefined) {
+      this.#telemetryRejected += 1;
+      const details = (feedback.telemetryError as { details?: unknown }).details;
+      this.#logger?.warn({ seed: feedback.seed, err: feedback.telemetryError, details }, 'solver telemetry rejected; run treated as untargeted');
+    }
+    for (const lane of this.#lanes) {
+      if (lane instanceof FallbackReplayLane) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now);
+      else if (feedback.telemetry !== null) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
+    }
+    this.#observations += 1;
+  }
+
+  /** Default backlog depth: the largest lane (every candidate may be needed for back-fill). */
+  backlogDepth(): number {
+    return Math.max(1, ...this.#lanes.map((l) => l.size()));
+  }
+
+  /**
+   * Admits up to `limit` jobs (see `Admission.admit` for the transaction contract). The caller
+   * owns the returned jobs: dispatch them, then `release` each (and release its shared token).
+   */
+  admit(limit: number, now: number, proposalLimit: number = this.backlogDepth()): Promise<AdmittedJob[]> {
+    if (!Number.isSafeInteger(limit) || limit < 0) throw new InvalidOptionError(`admit limit: expected an integer ≥ 0, received ${limit}`, { option: 'limit', value: limit });
+    return this.#admission.admit(limit, proposalLimit, now);
+  }
+
+  /**
+   * Drops the local reservation of a job returned by `admit`, or of a group obtained with
+   * `claimDispatchGroup` (pass `{ group, owner }` from its result). Idempotent.
+   */
+  release(job: Pick<AdmittedJob, 'group' | 'owner'>): void {
+    this.#admission.release(job);
+  }
+
+  /**
+   * The dispatch plan for an admitted job: registered hint sources applied in order under the
+   * target contract. When `needsClaim` is true, claim `group` with `claimDispatchGroup` first.
+   */
+  planDispatch(job: AdmittedJob | ReplayJob, base: Omit<DispatchPlan, 'job'> = {}): ContractOutcome {
+    const replay = 'job' in job ? job.job : job;
+    const info = this.#seeds.get(replay.seed);
+    const hints = info === undefined ? [] : this.#hints.map((h) => h.hintFor({ seed: replay.seed, sha256: info.sha256, path: info.path }));
+    return applyHints({ ...base, job: replay }, hints);
+  }
+
+  stats(): SchedulerStats {
+    return {
+      seeds: this.#seeds.size,
+      observations: this.#observations,
+      telemetryRejected: this.#telemetryRejected,
+      laneSizes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.size()])),
+      inflightTargets: this.#admission.inflightTargets().size,
+      admission: this.#admission.stats(),
+    };
+  }
+
+  /** Lane state as one JSON-safe document (times as ages before `now`). */
+  toJSON(now: number): unknown {
+    return { schema: SCHEDULER_STATE_SCHEMA, lanes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.toJSON(now)])) };
+  }
+
+  /**
+   * Restores lanes from a `toJSON` document. Lanes absent from the document keep their state;
+   * lanes in it that are disabled here are ignored. Every present lane is validated before any is
+   * replaced, so a bad document changes nothing (`ERR_LANE_STATE`).
+   */
+  restore(document: unknown, now: number): void {
+    if (typeof document !== 'object' || document === null || (document as { schema?: unknown }).schema !== SCHEDULER_STATE_SCHEMA) {
+      throw new LaneStateError(`scheduler state: expected schema ${SCHEDULER_STATE_SCHEMA}`, { path: 'schema' });
+    }
+    const lanes = (document as { lanes?: unknown }).lanes;
+    if (typeof lanes !== 'object' || lanes === null) throw new LaneStateError('scheduler state: expected a lanes object', { path: 'lanes' });
+    const present = this.#lanes.filter((l) => (lanes as Record<string, unknown>)[l.name] !== undefined);
+    // Dry run on scratch lanes first: restore must be all-or-nothing across lanes.
+    for (const lane of present) {
+      const scratch = new (lane.constructor as new () => Lane)();
+      scratch.restore((lanes as Record<string, unknown>)[lane.name], now);
+    }
+    for (const lane of present) lane.restore((lanes as Record<string, unknown>)[lane.name], now);
+  }
+
+  async saveState(file: string, now: number): Promise<void> {
+    await writeStateFile(file, this.toJSON(now), this.options.maxStateBytes);
+  }
+
+  /** Loads a state file if it exists; returns false when there is none. */
+  async loadState(file: string, now: number): Promise<boolean> {
+    const document = await readStateFile(file, this.options.maxStateBytes);
+    if (document === undefined) return false;
+    this.restore(document, now);
+    this.#logger?.info({ file, lanes: this.stats().laneSizes }, 'scheduler lane state loaded');
+    return true;
+  }
+}
+
+export interface SchedulerStats {
+  readonly seeds: number;
+  readonly observations: number;
+  readonly telemetryRejected: number;
+  readonly laneSizes: Readonly<Record<string, number>>;
+  readonly inflightTargets: number;
+  readonly admission: Readonly<AdmissionStats>;
+}
+
+export interface LaneByName {
+  prefix: PrefixDagLane;
+  cstg: CstgLane;
+  edge: EdgeDependenceLane;
+  concurrency: ConcurrencyLane;
+  fallback: FallbackReplayLane;
+}

@@ -1,0 +1,159 @@
+/**
+ * `symfence-telemetry/1`: the feedback a directed solver run leaves in `SYMCC_TELEMETRY_OUT`.
+ *
+ * The parser is strict on purpose: a field of the wrong type is an error naming the path to that
+ * field (`branchTrace[3][2]`), never a guess, because a silently zeroed branch id would steer the
+ * lanes toward a target that does not exist. Unknown top-level keys are ignored so runtimes may add
+ * fields without a schema bump. u64 ids travel as decimal strings (JSON numbers lose precision).
+ */
+import { TelemetryInvalidError } from '../errors.js';
+import { parseDecimalU64 } from './branch-id.js';
+
+export const TELEMETRY_SCHEMA = 'symfence-telemetry/1';
+export const MAX_TRACE_ENTRIES = 512;
+export const MAX_OPEN_BRANCHES = 256;
+/** Raw JSON text larger than this is rejected before parsing. */
+export const MAX_TELEMETRY_BYTES = 64 * 1024 * 1024;
+
+export type TargetStatus = 'sat' | 'unsat' | 'unknown' | 'none';
+
+export interface BranchTraceEntry {
+  readonly parent: bigint;
+  readonly actual: bigint;
+  readonly opposite: bigint;
+  readonly site: bigint;
+  readonly taken: 0 | 1;
+  readonly interesting: 0 | 1;
+}
+
+export interface SolverCounters {
+  readonly queries: number;
+  readonly sat: number;
+  readonly unsat: number;
+  readonly unknown: number;
+  readonly solverTimeUs: number;
+  readonly generated: number;
+}
+
+export interface Telemetry {
+  readonly schema: typeof TELEMETRY_SCHEMA;
+  /** 0n = the run had no primary target. */
+  readonly targetBranch: bigint;
+  readonly targetReached: boolean;
+  readonly targetStatus: TargetStatus;
+  readonly branchTrace: readonly BranchTraceEntry[];
+  /** De-duplicated, in first-seen order. */
+  readonly openBranches: readonly bigint[];
+  readonly counters: SolverCounters;
+}
+
+const STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown', 'none']);
+const COUNTER_KEYS = ['queries', 'sat', 'unsat', 'unknown', 'solverTimeUs', 'generated'] as const;
+
+function fail(path: string, expected: string, value: unknown): never {
+  let received: string;
+  if (value === undefined) received = 'missing';
+  else {
+    try {
+      received = JSON.stringify(value)?.slice(0, 80) ?? String(value);
+    } catch {
+      received = String(value);
+    }
+  }
+  throw new TelemetryInvalidError(`telemetry ${path}: expected ${expected}, received ${received}`, { path, expected, received });
+}
+
+function u64(value: unknown, path: string, minimum: bigint): bigint {
+  if (typeof value !== 'string') fail(path, 'a decimal u64 string', value);
+  const parsed = parseDecimalU64(value);
+  if (parsed === undefined || parsed < minimum) {
+    fail(path, minimum > 0n ? 'a decimal id in 1..2^64-1' : 'a decimal u64 string', value);
+  }
+  return parsed;
+}
+
+function bit(value: unknown, path: string): 0 | 1 {
+  if (value !== 0 && value !== 1) fail(path, '0 or 1', value);
+  return value;
+}
+
+function counter(value: unknown, path: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) fail(path, 'a non-negative integer', value);
+  return value;
+}
+
+/**
+ * Parses and validates telemetry from JSON text or an already-parsed value.
+ * Throws `TelemetryInvalidError` (`ERR_TELEMETRY_INVALID`) with `details.path` naming the bad field.
+ */
+export function parseTelemetry(input: string | unknown): Telemetry {
+  let raw: unknown = input;
+  if (typeof input === 'string') {
+    if (input.length > MAX_TELEMETRY_BYTES) fail('$', `at most ${MAX_TELEMETRY_BYTES} bytes of JSON`, `${input.length} bytes`);
+    try {
+      raw = JSON.parse(input);
+    } catch (error) {
+      throw new TelemetryInvalidError(`telemetry is not valid JSON: ${(error as Error).message}`, { path: '$', expected: 'JSON' });
+    }
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail('$', 'a JSON object', raw);
+  const obj = raw as Record<string, unknown>;
+  if (obj.schema !== TELEMETRY_SCHEMA) fail('schema', `"${TELEMETRY_SCHEMA}"`, obj.schema);
+
+  const targetBranch = u64(obj.targetBranch, 'targetBranch', 0n);
+  if (typeof obj.targetReached !== 'boolean') fail('targetReached', 'a boolean', obj.targetReached);
+  if (typeof obj.targetStatus !== 'string' || !STATUSES.has(obj.targetStatus)) {
+    fail('targetStatus', 'one of sat|unsat|unknown|none', obj.targetStatus);
+  }
+
+  const traceRaw = obj.branchTrace;
+  if (!Array.isArray(traceRaw)) fail('branchTrace', 'an array', traceRaw);
+  if (traceRaw.length > MAX_TRACE_ENTRIES) fail('branchTrace', `at most ${MAX_TRACE_ENTRIES} entries`, `${traceRaw.length} entries`);
+  const branchTrace = traceRaw.map((entry, i): BranchTraceEntry => {
+    const at = `branchTrace[${i}]`;
+    if (!Array.isArray(entry) || entry.length !== 6) fail(at, '[parent, actual, opposite, site, taken, interesting]', entry);
+    return Object.freeze({
+      parent: u64(entry[0], `${at}[0]`, 0n),
+      actual: u64(entry[1], `${at}[1]`, 1n),
+      opposite: u64(entry[2], `${at}[2]`, 1n),
+      site: u64(entry[3], `${at}[3]`, 0n),
+      taken: bit(entry[4], `${at}[4]`),
+      interesting: bit(entry[5], `${at}[5]`),
+    });
+  });
+
+  const openRaw = obj.openBranches;
+  if (!Array.isArray(openRaw)) fail('openBranches', 'an array', openRaw);
+  if (openRaw.length > MAX_OPEN_BRANCHES) fail('openBranches', `at most ${MAX_OPEN_BRANCHES} entries`, `${openRaw.length} entries`);
+  const openSeen = new Set<bigint>();
+  openRaw.forEach((id, i) => openSeen.add(u64(id, `openBranches[${i}]`, 1n)));
+
+  const countersRaw = obj.counters;
+  if (typeof countersRaw !== 'object' || countersRaw === null || Array.isArray(countersRaw)) fail('counters', 'an object', countersRaw);
+  const c = countersRaw as Record<string, unknown>;
+  const counters = {} as Record<(typeof COUNTER_KEYS)[number], number>;
+  for (const key of COUNTER_KEYS) counters[key] = counter(c[key], `counters.${key}`);
+
+  return Object.freeze({
+    schema: TELEMETRY_SCHEMA,
+    targetBranch,
+    targetReached: obj.targetReached,
+    targetStatus: obj.targetStatus as TargetStatus,
+    branchTrace: Object.freeze(branchTrace),
+    openBranches: Object.freeze([...openSeen]),
+    counters: Object.freeze(counters),
+  });
+}
+
+/** Serialises telemetry back to the wire form (ids as decimal strings). */
+export function telemetryToJson(t: Telemetry): Record<string, unknown> {
+  return {
+    schema: t.schema,
+    targetBranch: t.targetBranch.toString(),
+    targetReached: t.targetReached,
+    targetStatus: t.targetStatus,
+    branchTrace: t.branchTrace.map((e) => [e.parent.toString(), e.actual.toString(), e.opposite.toString(), e.site.toString(), e.taken, e.interesting]),
+    openBranches: t.openBranches.map((b) => b.toString()),
+    counters: { ...t.counters },
+  };
+}

@@ -1,0 +1,251 @@
+import { describe, expect, it } from 'vitest';
+import { Admission } from '../../src/scheduler/admission.js';
+import type { Lane, LaneName, Proposal } from '../../src/scheduler/lanes/lane.js';
+import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
+import { normalizeJob } from '../../src/scheduler/replay-job.js';
+import { parseGuidance } from '../../src/scheduler/guidance-map.js';
+import type { SymfenceError } from '../../src/errors.js';
+import { cstgSnapshot, prefixSnapshot, REJECT, ScriptedSharedClaims, scheduler, tel } from './scheduler-fixtures.js';
+
+const NOW = 100_000;
+
+/** A lane that proposes a fixed list and records what it was asked to commit. */
+class ScriptedLane implements Lane {
+  readonly committed: Proposal[][] = [];
+  constructor(
+    readonly name: LaneName,
+    private readonly jobs: { seed: string; target: number; actions?: [number, string][] }[],
+  ) {}
+  size(): number {
+    return this.jobs.length;
+  }
+  propose(_limit: number, _proposalLimit: number, _now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
+    return this.jobs
+      .map((j, i) => ({ lane: this.name, origin: String(i), job: normalizeJob({ seed: j.seed, targetBranch: j.target, actions: j.actions ?? [[j.target, 'solve']] }) }))
+      .filter((p) => !excluded.has(p.job.targetBranch));
+  }
+  commit(accepted: readonly Proposal[]): void {
+    this.committed.push([...accepted]);
+  }
+  observe(): void {}
+  toJSON(): unknown {
+    return { committed: this.committed.map((c) => c.map((p) => p.origin)) };
+  }
+  restore(): void {}
+}
+
+function targets(jobs: readonly { job: { targetBranch: bigint } }[]): bigint[] {
+  return jobs.map((j) => j.job.targetBranch);
+}
+
+describe('admission across Prefix and CSTG (F310)', () => {
+  it('admits one job when Prefix and CSTG propose the same target, and CSTG commits nothing', async () => {
+    const { s, local } = scheduler(['prefix-seed', 'cstg-seed'], { lanes: 'prefix,cstg' });
+    s.lane('prefix')!.restore(prefixSnapshot([{ id: 77, seeds: ['prefix-seed'] }]), NOW);
+    s.lane('cstg')!.restore(cstgSnapshot([{ id: 77, seeds: ['cstg-seed'] }]), NOW);
+    const jobs = await s.admit(2, NOW);
+    expect(jobs.map((j) => [j.lane, j.job.seed, j.job.targetBranch])).toEqual([['prefix', 'prefix-seed', 77n]]);
+    expect([...local.reserved().keys()]).toEqual([77n]);
+    expect(s.lane('cstg')!.scheduled).toBe(0);
+    expect(s.lane('cstg')!.transition(77n)!.lastScheduledMs).toBeNull();
+    expect(s.lane('prefix')!.node(77n)!.attempts).toBe(1);
+  });
+
+  it('back-fills past a conflicting first pair and returns [77, 88] for two workers', async () => {
+    const { s } = scheduler(['prefix-seed', 'duplicate-seed', 'alternate-seed'], { lanes: 'prefix,cstg' });
+    s.lane('prefix')!.restore(prefixSnapshot([{ id: 77, seeds: ['prefix-seed'] }]), NOW);
+    s.lane('cstg')!.restore(cstgSnapshot([{ id: 77, seeds: ['duplicate-seed'] }, { id: 88, seeds: ['alternate-seed'] }]), NOW);
+    const jobs = await s.admit(2, NOW);
+    expect(targets(jobs)).toEqual([77n, 88n]);
+    expect(s.lane('prefix')!.node(77n)!.attempts).toBe(1);
+    expect(s.lane('cstg')!.scheduled).toBe(1);
+    expect(s.lane('cstg')!.transition(77n)!.lastScheduledMs).toBeNull();
+    expect(s.lane('cstg')!.transition(88n)!.lastScheduledMs).toBe(NOW);
+  });
+
+  it('back-fills to 88 when the shared table rejects 77 twice, leaving no attempt or cooldown on 77', async () => {
+    const shared = new ScriptedSharedClaims((g) => (g.includes(77n) ? REJECT : 'grant'));
+    const { s, local } = scheduler(['prefix-77', 'cstg-77', 'cstg-88'], { lanes: 'prefix,cstg', shared });
+    s.lane('prefix')!.restore(prefixSnapshot([{ id: 77, seeds: ['prefix-77'] }]), NOW);
+    s.lane('cstg')!.restore(cstgSnapshot([{ id: 77, seeds: ['cstg-77'] }, { id: 88, seeds: ['cstg-88'] }]), NOW);
+    const jobs = await s.admit(1, NOW);
+    expect(targets(jobs)).toEqual([88n]);
+    expect(jobs[0]!.targetToken).toBe('tok-1');
+    expect(shared.primaries()).toEqual([77n, 77n, 88n]);
+    expect(shared.calls.every((call) => call.length === 1)).toBe(true);
+    expect(s.lane('prefix')!.node(77n)).toMatchObject({ attempts: 0, lastScheduledMs: null });
+    expect(s.lane('prefix')!.queueEpoch).toBe(0);
+    expect(s.lane('cstg')!.transition(77n)).toMatchObject({ attempts: 0, lastScheduledMs: null });
+    expect(s.lane('cstg')!.scheduled).toBe(1);
+    expect(s.lane('cstg')!.transition(88n)!.lastScheduledMs).toBe(NOW);
+    expect([...local.reserved().keys()]).toEqual([88n]);
+    expect(s.stats().admission.sharedConflicts).toBe(2);
+  });
+
+  it('lets a smaller same-primary group through after a larger one conflicted (seen only on admission)', async () => {
+    const prefix = new ScriptedLane('prefix', [
+      { seed: 'first', target: 77, actions: [[77, 'solve'], [99, 'solve']] },
+      { seed: 'shared', target: 88, actions: [[88, 'solve'], [99, 'solve']] },
+    ]);
+    const cstg = new ScriptedLane('cstg', [
+      { seed: 'duplicate', target: 77 },
+      { seed: 'shared', target: 88 },
+    ]);
+    const admission = new Admission({ lanes: [prefix, cstg], local: new MapLocalReservations() });
+    const jobs = await admission.admit(2, 2, NOW);
+    expect(jobs.map((j) => [j.job.seed, j.job.targetBranch, j.lane])).toEqual([
+      ['first', 77n, 'prefix'],
+      ['shared', 88n, 'cstg'],
+    ]);
+    expect(prefix.committed.map((c) => c.map((p) => p.job.seed))).toEqual([['first']]);
+    expect(cstg.committed.map((c) => c.map((p) => p.job.seed))).toEqual([['shared']]);
+  });
+
+  it('retries a proposal that only clashed with a pending job once that job is rejected', async () => {
+    const shared = new ScriptedSharedClaims((g) => (g[0] === 77n && g.length === 2 ? REJECT : 'grant'));
+    const prefix = new ScriptedLane('prefix', [{ seed: 'big', target: 77, actions: [[77, 'solve'], [99, 'solve']] }]);
+    const cstg = new ScriptedLane('cstg', [{ seed: 'small', target: 77 }]);
+    const admission = new Admission({ lanes: [prefix, cstg], local: new MapLocalReservations(), shared });
+    const jobs = await admission.admit(2, 2, NOW);
+    expect(jobs.map((j) => j.job.seed)).toEqual(['small']);
+    expect(shared.calls).toEqual([[[77n, 99n]], [[77n]]]);
+  });
+
+  it('claims every group of a pass in one batched request', async () => {
+    const shared = new ScriptedSharedClaims();
+    const fallback = new ScriptedLane('fallback', [1, 2, 3, 4].map((t) => ({ seed: `s${t}`, target: t })));
+    const admission = new Admission({ lanes: [fallback], local: new MapLocalReservations(), shared });
+    const jobs = await admission.admit(3, 4, NOW);
+    expect(targets(jobs)).toEqual([1n, 2n, 3n]);
+    expect(shared.calls).toEqual([[[1n], [2n], [3n]]]);
+    expect(admission.stats()).toMatchObject({ passes: 1, sharedClaimCalls: 1, admitted: 3 });
+  });
+
+  it('never sends an untargeted job to the shared table', async () => {
+    const shared = new ScriptedSharedClaims();
+    const edge = new ScriptedLane('edge', [{ seed: 'plain', target: 0, actions: [] }]);
+    const admission = new Admission({ lanes: [edge], local: new MapLocalReservations(), shared });
+    const jobs = await admission.admit(1, 1, NOW);
+    expect(jobs).toEqual([expect.objectContaining({ group: [], lane: 'edge' })]);
+    expect(jobs[0]!.targetToken).toBeUndefined();
+    expect(shared.calls).toEqual([]);
+  });
+
+  it.each(['corrupt', 'error'] as const)('treats a shared %s verdict as a rejection and back-fills', async (reason) => {
+    const shared = new ScriptedSharedClaims((g) => (g[0] === 1n ? { granted: false, reason } : 'grant'));
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }, { seed: 'b', target: 2 }]);
+    const local = new MapLocalReservations();
+    const admission = new Admission({ lanes: [lane], local, shared });
+    expect(targets(await admission.admit(1, 2, NOW))).toEqual([2n]);
+    expect([...local.reserved().keys()]).toEqual([2n]);
+    expect(admission.stats()[reason === 'corrupt' ? 'sharedCorrupt' : 'sharedErrors']).toBe(1);
+  });
+
+  it('releases every local reservation, gives back earlier shared claims and commits nothing when the shared claim throws', async () => {
+    const shared = new ScriptedSharedClaims((g, call) => (call === 0 ? (g[0] === 1n ? REJECT : 'grant') : 'throw'));
+    const lane = new ScriptedLane('fallback', [1, 2, 3, 4].map((t) => ({ seed: `s${t}`, target: t })));
+    const local = new MapLocalReservations();
+    const admission = new Admission({ lanes: [lane], local, shared });
+    let error: SymfenceError | undefined;
+    try {
+      await admission.admit(2, 4, NOW);
+    } catch (e) {
+      error = e as SymfenceError;
+    }
+    expect(error?.code).toBe('EIO');
+    expect(shared.calls).toEqual([[[1n], [2n]], [[3n]]]);
+    expect(local.reserved().size).toBe(0);
+    expect(shared.released).toEqual([[{ targets: [2n], token: 'tok-1' }]]);
+    expect(lane.committed).toEqual([]);
+    expect(admission.inflightTargets().size).toBe(0);
+  });
+
+  it('fails closed with ERR_ADMISSION_PROTOCOL when the shared table answers the wrong number of outcomes', async () => {
+    const local = new MapLocalReservations();
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }, { seed: 'b', target: 2 }]);
+    const admission = new Admission({
+      lanes: [lane],
+      local,
+      shared: { claimGroups: async () => [{ granted: true, token: 't' }], releaseGroups: async () => {} },
+    });
+    await expect(admission.admit(2, 2, NOW)).rejects.toMatchObject({ code: 'ERR_ADMISSION_PROTOCOL' });
+    expect(local.reserved().size).toBe(0);
+    expect(lane.committed).toEqual([]);
+  });
+
+  it('excludes in-flight targets from later rounds until the job is released', async () => {
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }]);
+    const local = new MapLocalReservations();
+    const admission = new Admission({ lanes: [lane], local });
+    const [job] = await admission.admit(1, 1, NOW);
+    expect(await admission.admit(1, 1, NOW)).toEqual([]);
+    admission.release(job!);
+    expect(local.reserved().size).toBe(0);
+    expect(targets(await admission.admit(1, 1, NOW))).toEqual([1n]);
+  });
+
+  it('rejects a job whose group is held by another owner of the in-flight set and commits nothing for it', async () => {
+    const local = new MapLocalReservations();
+    local.tryReserveGroup([1n], 424242);
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }, { seed: 'b', target: 2 }]);
+    const admission = new Admission({ lanes: [lane], local });
+    expect(targets(await admission.admit(2, 2, NOW))).toEqual([2n]);
+    expect(local.ownerOf(1n)).toBe(424242);
+    expect(admission.stats().localConflicts).toBe(1);
+  });
+
+  it('returns nothing for a limit of zero', async () => {
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }]);
+    expect(await new Admission({ lanes: [lane], local: new MapLocalReservations() }).admit(0, 5, NOW)).toEqual([]);
+  });
+});
+
+describe('admission of the replay lanes (F310/F311)', () => {
+  it('admits one job when two edge rows point at one target, and the rows were scheduled exactly once in total', async () => {
+    const { s } = scheduler(['a', 'b'], { lanes: 'edge' });
+    const edge = s.lane('edge')!;
+    s.observe({ seed: 'a', telemetry: tel({ trace: [[1, 2, 900, 11, 1, 0]] }), reward: 0 }, 10_000);
+    s.observe({ seed: 'b', telemetry: tel({ trace: [[1, 3, 900, 22, 1, 0]] }), reward: 0 }, 20_000);
+    const jobs = await s.admit(2, NOW);
+    expect(targets(jobs)).toEqual([900n]);
+    expect(edge.rows().reduce((sum, r) => sum + r.scheduled, 0)).toBe(1);
+    expect(await s.admit(2, NOW + 1)).toEqual([]);
+    s.release(jobs[0]!);
+    expect(targets(await s.admit(2, NOW + 2))).toEqual([900n]);
+  });
+
+  it('leaves the fallback cursor and replay time unmoved after an external rejection', async () => {
+    const shared = new ScriptedSharedClaims(() => REJECT);
+    const { s, local } = scheduler(['seed'], { lanes: 'fallback', shared });
+    s.observe({ seed: 'seed', telemetry: tel({ open: [91, 92] }), reward: 0.5 }, 0);
+    expect(await s.admit(1, NOW)).toEqual([]);
+    expect(s.lane('fallback')!.record('seed')).toMatchObject({ cursor: 0, lastReplayMs: null });
+    expect(local.reserved().size).toBe(0);
+  });
+
+  it('starts the cooldown only of the concurrency record whose job was admitted', async () => {
+    const { s } = scheduler(['first', 'second'], { lanes: 'concurrency', guidance: parseGuidance('11 0') });
+    for (const seed of ['first', 'second']) s.observe({ seed, telemetry: tel({ trace: [[1, 2, 900, 11, 1, 0]] }), reward: 0.2 }, 10_000);
+    const jobs = await s.admit(2, NOW);
+    expect(targets(jobs)).toEqual([900n]);
+    const stamps = ['first', 'second'].map((seed) => s.lane('concurrency')!.record(seed)!.lastScheduledMs);
+    expect(stamps.filter((t) => t === NOW)).toHaveLength(1);
+    expect(stamps.filter((t) => t === null)).toHaveLength(1);
+  });
+
+  it('does not propose seeds that were removed', async () => {
+    const { s } = scheduler(['gone'], { lanes: 'fallback' });
+    s.observe({ seed: 'gone', telemetry: tel({ open: [5] }), reward: 0.5 }, 0);
+    s.removeSeed('gone');
+    expect(await s.admit(1, NOW)).toEqual([]);
+  });
+
+  it('fills every worker from a deep backlog when one proposal per worker would leave them idle', async () => {
+    const shared = new ScriptedSharedClaims((g) => (g[0]! % 2n === 0n ? REJECT : 'grant'));
+    const lane = new ScriptedLane('fallback', Array.from({ length: 40 }, (_, i) => ({ seed: `s${i}`, target: i + 1 })));
+    const admission = new Admission({ lanes: [lane], local: new MapLocalReservations(), shared });
+    const jobs = await admission.admit(16, 40, NOW);
+    expect(jobs).toHaveLength(16);
+    expect(jobs.every((j) => j.job.targetBranch % 2n === 1n)).toBe(true);
+  });
+});
