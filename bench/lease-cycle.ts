@@ -6,7 +6,9 @@
  * and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
  * medians. Barrier counts come from the counting fs layer (same wrapper in every mode).
  *
- * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--dir <tmp>]
+ * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--k 1,4,16] [--no-groupcommit] [--dir <tmp>]
+ * The groupcommit mode (K concurrent callers through the I/O thread, and the floor) lives in
+ * bench/_groupcommit.ts and runs on the last shard configuration.
  * Last line: one JSON object. Top-level fields are the 8-shard (last configured) results;
  * `by_shards` has every configuration. A later `groupcommit` mode (I/O thread) slots into MODES.
  */
@@ -18,6 +20,7 @@ import { parseArgs } from 'node:util';
 import { FaultInjectingFsLayer } from '../src/io/fault-fs-layer.js';
 import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
 import { loadNative } from '../src/native/bindings.js';
+import { runGroupCommitSection } from './_groupcommit.js';
 
 type Mode = 'scalar' | 'batched';
 const MODES: readonly Mode[] = ['scalar', 'batched'];
@@ -29,6 +32,9 @@ const { values } = parseArgs({
     shards: { type: 'string', default: '1,8' },
     modes: { type: 'string', default: MODES.join(',') },
     dir: { type: 'string', default: os.tmpdir() },
+    // groupcommit mode (bench/_groupcommit.ts): K concurrent callers through the I/O thread.
+    k: { type: 'string', default: '1,4,16' },
+    'no-groupcommit': { type: 'boolean', default: false },
   },
 });
 
@@ -87,6 +93,7 @@ async function runner(root: string, shards: number, mode: Mode): Promise<Runner>
 
 const base = await mkdtemp(path.join(values.dir!, 'symfence-bench-lease-cycle-'));
 const results: Record<string, number | string>[] = [];
+let groupCommitFields: Record<string, unknown> = {};
 try {
   console.log(`lease-cycle: ${targetCount}-target claimGroup + releaseGroup per cycle, ${rounds} rounds, locker ${coordination === 'multi' ? 'flock' : 'in-process'}, dir ${base}`);
   for (const shards of shardConfigs) {
@@ -120,8 +127,14 @@ try {
     }
     if (row.ratio !== undefined) console.log(`  shards ${String(shards).padStart(2)}  ratio scalar/batched ${row.ratio}`);
   }
+  if (!values['no-groupcommit']) {
+    const ks = values.k!.split(',').map((s) => positiveInt('k', s, 64));
+    const shards = shardConfigs.at(-1)!;
+    const scalarMs = results.at(-1)?.scalar_ms;
+    groupCommitFields = await runGroupCommitSection(base, { shards, rounds, targetsPerGroup: targetCount, coordination, ks, scalarMs: typeof scalarMs === 'number' ? scalarMs : undefined });
+  }
 } finally {
   await rm(base, { recursive: true, force: true });
 }
 const last = results.at(-1) ?? {};
-console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, by_shards: results }));
+console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, ...groupCommitFields, by_shards: results }));

@@ -90,6 +90,9 @@ export const ClosedError = defineError('ERR_CLOSED', 'ClosedError');
 /** The bounded request queue refused a request (closing, or the caller gave up waiting). */
 export const QueueClosedError = defineError('ERR_QUEUE_CLOSED', 'QueueClosedError');
 
+/** Durable file publication (the AFL queue through the I/O thread) failed; nothing half-written carries a final name. */
+export const PublishError = defineError('ERR_PUBLISH', 'PublishError');
+
 /** Flattens any thrown value into data that survives structured clone. */
 export function toErrorData(error: unknown): ErrorData {
   if (error instanceof SymfenceError) {

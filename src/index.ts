@@ -170,3 +170,25 @@ export { HintFile, parseHint } from './scheduler/hints.js';
 export type { Hint, HintSource, Focus, SeedIdentity } from './scheduler/hints.js';
 export { applyHints, claimDispatchGroup } from './scheduler/target-contract.js';
 export type { DispatchPlan, ContractOutcome, DispatchClaim } from './scheduler/target-contract.js';
+export { PublishError } from './errors.js';
+export { IoThread, IoClient } from './io/io-thread.js';
+export type { IoThreadOptions } from './io/io-thread.js';
+export { IoService } from './io/io-service.js';
+export type { IoServiceDeps } from './io/io-service.js';
+export { IO_OPTIONS } from './io/io-options.js';
+export type { IoOptions } from './io/io-options.js';
+export { IoSharedTargetClaims, IoDurableWriter } from './io/io-adapters.js';
+export type { SharedTargetClaimsOptions, TargetClaimsClient, FilePublicationClient } from './io/io-adapters.js';
+export type {
+  IoRequest,
+  IoRequestKind,
+  IoAnswer,
+  IoStats,
+  GroupClaimRequest,
+  GroupFence,
+  LocalConflict,
+  ClaimFailure,
+  TargetClaimResult,
+  BatchClaimResult,
+  PublishedFile,
+} from './io/io-requests.js';

@@ -9,10 +9,11 @@
  *   3. stage     write each new record's bytes to a fresh temp file next to it
  *   4. file barrier  make every temp file's content durable: one fsync per file, issued in
  *                parallel, or one syncfs for the whole filesystem
- *   5. publish   rename each temp over its record / unlink deleted records (ascending id)
+ *   5. publish   rename each temp over its record / unlink deleted records (all at once in
+ *                `batched` mode; one by one in ascending id order in `scalar` mode)
  *   6. directory barrier  one per touched shard directory (or one after every publication in
  *                `scalar` mode, the pre-batching protocol kept for comparison)
- *   7. release   locks in reverse order — only now, so no one reads a published name whose
+ *   7. release   every lock — only now, so no one reads a published name whose
  *                durability is still unknown and builds on it
  *
  * Content is durable before its name is published (4 before 5), and every name is durable before
@@ -103,12 +104,15 @@ export class DurabilityBatch {
       throw new Error(`lock order violation: ${wanted[0]} after ${this.highestLocked}`);
     }
     try {
-      for (const id of wanted) {
-        await this.ctx.ensureDirectory(this.ctx.layout.dirOf(id));
-        const handle = await this.ctx.locker.acquire(this.ctx.layout.lockPath(id), `fenced lease lock: ${id}`);
+      for (const dir of [...new Set(wanted.map((id) => this.ctx.layout.dirOf(id)))]) await this.ctx.ensureDirectory(dir);
+      // Ascending order is kept by acquireAll; only the lock-file opens run in parallel.
+      const lockPaths = wanted.map((id) => this.ctx.layout.lockPath(id));
+      const idOf = new Map(wanted.map((id, i) => [lockPaths[i]!, id]));
+      const handles = await this.ctx.locker.acquireAll(lockPaths, (lockPath) => `fenced lease lock: ${idOf.get(lockPath)}`);
+      for (const [i, handle] of handles.entries()) {
         this.locks.push(handle);
-        this.locked.add(id);
-        this.highestLocked = id;
+        this.locked.add(wanted[i]!);
+        this.highestLocked = wanted[i]!;
       }
     } catch (error) {
       await this.release();
@@ -177,7 +181,21 @@ export class DurabilityBatch {
     const fileBarriers = await this.stageTemps(list);
     let directoryBarriers = 0;
     const published: Mutation[] = [];
-    for (const mutation of list) {
+    if (this.ctx.directoryBarrier === 'batched') {
+      // Every name of the batch becomes durable at the directory barriers below and nobody can
+      // read them before the locks go, so the publication order inside the batch does not
+      // matter: publish all at once. On any failure every mutation is restored (restoring one
+      // that did not take effect rewrites the same bytes, or unlinks a name that is absent).
+      const results = await Promise.allSettled(list.map((m) => this.publishOne(m)));
+      const failedIndex = results.findIndex((r) => r.status === 'rejected');
+      if (failedIndex >= 0) {
+        await this.removeTemps(list);
+        const failed = list[failedIndex]!;
+        throw await this.failAfterPublish(list, 'publish', failed.recordPath, (results[failedIndex] as PromiseRejectedResult).reason, [failed.dir]);
+      }
+      published.push(...list);
+    }
+    for (const mutation of this.ctx.directoryBarrier === 'scalar' ? list : []) {
       try {
         if (mutation.next) await this.ctx.fsLayer.rename(mutation.temp!, mutation.recordPath);
         else await this.ctx.fsLayer.unlink(mutation.recordPath);
@@ -207,11 +225,18 @@ export class DurabilityBatch {
     return { published: list.length, fileBarriers, directoryBarriers, directories };
   }
 
-  /** Phase 7: releases every lock in reverse order. Idempotent; never throws. */
+  private async publishOne(mutation: Mutation): Promise<void> {
+    if (mutation.next) await this.ctx.fsLayer.rename(mutation.temp!, mutation.recordPath);
+    else await this.ctx.fsLayer.unlink(mutation.recordPath);
+    mutation.temp = undefined;
+  }
+
+  /** Phase 7: releases every lock. Idempotent; never throws. */
   async release(): Promise<void> {
     if (this.state === 'released') return;
     this.state = 'released';
-    for (const handle of [...this.locks].reverse()) await handle.release();
+    // Releasing takes no lock, so order does not matter for deadlock freedom: release all at once.
+    await Promise.all(this.locks.map((handle) => handle.release()));
     this.locks.length = 0;
   }
 

@@ -1,0 +1,216 @@
+/**
+ * Durable file publication for the AFL-visible queue, run by the I/O thread as part of a group
+ * commit. AFL++ imports a peer's `id:…` entries as soon as it sees the name, so the protocol is:
+ *
+ *   1. stage     write each file to a hidden temp (`.symfence-io-<pid>-<seq>.tmp`) in its directory
+ *   2. file barrier  one pass for every temp of the batch (one syncfs, or parallel fsyncs)
+ *   3. publish   rename each temp to its final name, in the caller's order
+ *   4. directory barrier  one per touched directory
+ *
+ * Content is durable before its name exists (2 before 3), and every name is durable before the
+ * request is answered (4). A final name that already exists is refused before anything is written
+ * (AFL names are unique; overwriting one would change an entry AFL may already have imported).
+ *
+ * Failure contract, per request: a failure in 1 fails that request only (its temps are removed);
+ * a failure of the shared file barrier fails every request of the batch (their content is not
+ * known to be durable); a failure in 3 or 4 fails the requests of that directory, and the names
+ * they published are unlinked again (they did not exist before), so no final name survives from a
+ * failed request and the directory holds exactly what it held before it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { PublishError } from '../errors.js';
+import type { FileBarrierStrategy } from '../lease/durability-batch.js';
+import { errnoCode, type FsLayer } from './fs-layer.js';
+import type { PublishedFile } from './io-requests.js';
+
+export interface PublicationJob {
+  readonly dir: string;
+  readonly files: readonly PublishedFile[];
+}
+
+export interface PublicationReport {
+  /** One entry per job, in order: null = published and durable, else the error to answer. */
+  readonly errors: readonly (Error | null)[];
+  readonly fileBarriers: number;
+  readonly directoryBarriers: number;
+}
+
+const TEMP_FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
+let tempSeq = 0;
+
+interface Staged {
+  readonly temp: string;
+  readonly final: string;
+  fd?: number;
+}
+
+interface JobState {
+  readonly dir: string;
+  readonly staged: Staged[];
+  /** Final names already renamed into place (removed again on failure). */
+  readonly published: string[];
+  error: Error | null;
+}
+
+/** Rejects a name that is not a plain, visible file name. */
+export function checkPublishedName(name: unknown): string {
+  if (typeof name !== 'string' || name === '' || name.startsWith('.') || name.includes('/') || name.includes('\0')) {
+    throw new PublishError(`invalid published file name ${JSON.stringify(name)}: a visible name without '/'`, { name: String(name) });
+  }
+  return name;
+}
+
+function publishError(step: string, file: string, error: unknown): Error {
+  return new PublishError(`publication failed during ${step} at ${file}: ${(error as Error)?.message ?? String(error)}; no final name was left behind`, {
+    step,
+    path: file,
+    errno: errnoCode(error) ?? null,
+  });
+}
+
+/**
+ * Publishes every job in one barrier pass (see the file comment). Never rejects: per-job errors
+ * are returned.
+ */
+export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStrategy, jobs: readonly PublicationJob[]): Promise<PublicationReport> {
+  const states: JobState[] = jobs.map((job) => ({ dir: path.resolve(job.dir), staged: [], published: [], error: null }));
+  let fileBarriers = 0;
+  let directoryBarriers = 0;
+
+  // 1. stage: per job, refusing existing names first, then writing hidden temps.
+  await Promise.all(
+    states.map(async (state, index) => {
+      const job = jobs[index]!;
+      try {
+        const names = job.files.map((f) => checkPublishedName(f.name));
+        if (new Set(names).size !== names.length) throw new PublishError(`duplicate file names in one publication to ${state.dir}`, { dir: state.dir });
+        for (const name of names) {
+          const final = path.join(state.dir, name);
+          if (await pathExists(fsLayer, final)) throw new PublishError(`refusing to publish over existing ${final}`, { path: final });
+        }
+        for (const [i, file] of job.files.entries()) {
+          const staged: Staged = { temp: path.join(state.dir, `.symfence-io-${process.pid}-${++tempSeq}.tmp`), final: path.join(state.dir, names[i]!) };
+          staged.fd = await fsLayer.open(staged.temp, TEMP_FLAGS, 0o644);
+          state.staged.push(staged);
+          await fsLayer.writeAll(staged.fd, file.bytes);
+        }
+      } catch (error) {
+        state.error = error instanceof PublishError ? error : publishError('stage', state.staged.at(-1)?.temp ?? state.dir, error);
+      }
+    }),
+  );
+
+  // 2. file barrier: one pass for every temp still alive.
+  const live = states.filter((s) => s.error === null && s.staged.length > 0);
+  const fds = live.flatMap((s) => s.staged.map((st) => st.fd!));
+  if (fds.length > 0) {
+    try {
+      if (fileBarrier === 'syncfs') {
+        fileBarriers += 1;
+        await fsLayer.syncfs(fds[0]!);
+      } else {
+        fileBarriers += fds.length;
+        const results = await Promise.allSettled(fds.map((fd) => fsLayer.fsync(fd)));
+        const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+        if (failed) throw failed.reason;
+      }
+    } catch (error) {
+      for (const state of live) state.error = publishError('file-barrier', state.dir, error);
+    }
+  }
+  await closeAll(fsLayer, states);
+
+  // 3. publish, in order per job; 4. one directory barrier per touched directory.
+  for (const state of states) {
+    if (state.error !== null) continue;
+    for (const staged of state.staged) {
+      try {
+        await fsLayer.rename(staged.temp, staged.final);
+        state.published.push(staged.final);
+      } catch (error) {
+        // A rename that failed after taking effect must be undone too (unlink is idempotent here).
+        state.published.push(staged.final);
+        state.error = publishError('rename', staged.final, error);
+        break;
+      }
+    }
+  }
+  const dirs = [...new Set(states.filter((s) => s.error === null && s.published.length > 0).map((s) => s.dir))].sort();
+  const dirResults = await Promise.allSettled(dirs.map((dir) => fsLayer.syncDirectory(dir)));
+  directoryBarriers += dirs.length;
+  dirs.forEach((dir, i) => {
+    const result = dirResults[i]!;
+    if (result.status === 'fulfilled') return;
+    for (const state of states) if (state.error === null && state.dir === dir) state.error = publishError('directory-barrier', dir, result.reason);
+  });
+
+  // Undo failed jobs: unlink their published names and every temp left, then barrier the directory.
+  const failedDirs = new Set<string>();
+  for (const state of states) {
+    if (state.error === null) continue;
+    await Promise.allSettled(state.published.map((final) => fsLayer.unlink(final)));
+    await Promise.allSettled(state.staged.map((st) => fsLayer.unlink(st.temp)));
+    if (state.published.length > 0) failedDirs.add(state.dir);
+  }
+  for (const dir of failedDirs) {
+    directoryBarriers += 1;
+    await fsLayer.syncDirectory(dir).catch(() => undefined);
+  }
+  return { errors: states.map((s) => s.error), fileBarriers, directoryBarriers };
+}
+
+async function closeAll(fsLayer: FsLayer, states: JobState[]): Promise<void> {
+  const closes: Promise<void>[] = [];
+  for (const state of states) {
+    for (const staged of state.staged) {
+      if (staged.fd === undefined) continue;
+      const fd = staged.fd;
+      staged.fd = undefined;
+      closes.push(
+        fsLayer.close(fd).catch((error: unknown) => {
+          if (state.error === null) state.error = publishError('close', staged.temp, error);
+        }),
+      );
+    }
+  }
+  await Promise.all(closes);
+}
+
+async function pathExists(fsLayer: FsLayer, file: string): Promise<boolean> {
+  try {
+    await fsLayer.lstat(file);
+    return true;
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+/** Creates `dir` and any missing parents, each made durable in its parent directory. */
+export async function ensureDirectoryTree(fsLayer: FsLayer, dir: string): Promise<void> {
+  const target = path.resolve(dir);
+  const missing: string[] = [];
+  let current = target;
+  for (;;) {
+    try {
+      const stat = await fsLayer.lstat(current);
+      if (!stat.isDirectory) throw new PublishError(`not a directory: ${current}`, { path: current });
+      break;
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+      missing.push(current);
+      const parent = path.dirname(current);
+      if (parent === current) break;
+      current = parent;
+    }
+  }
+  for (const created of missing.reverse()) {
+    try {
+      await fsLayer.mkdir(created);
+    } catch (error) {
+      if (errnoCode(error) !== 'EEXIST') throw error;
+    }
+    await fsLayer.syncDirectory(path.dirname(created));
+  }
+}

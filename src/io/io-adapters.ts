@@ -1,0 +1,129 @@
+/**
+ * Adapters from the I/O client to the ports other components defined, so they can plug into the
+ * I/O thread without knowing it:
+ *
+ * - `IoSharedTargetClaims` implements the scheduler's `SharedTargetClaims`
+ *   (src/scheduler/admission-ports.ts): one admission round = one `claimGroups` request = one
+ *   group commit.
+ * - `IoDurableWriter` matches the campaign's `DurableWriter` (src/triage/durable-writer.ts, not on
+ *   main yet, so matched by shape — TypeScript types structurally): AFL queue publication through
+ *   the I/O thread, so only that thread mutates the queue directory.
+ */
+import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
+import type { SharedClaimOutcome, SharedTargetClaims } from '../scheduler/admission-ports.js';
+import type { BatchClaimResult, GroupClaimRequest, GroupFence, PublishedFile } from './io-requests.js';
+
+
+/** The part of `IoClient` the claims adapter uses (a fake in unit tests). */
+export interface TargetClaimsClient {
+  claimGroups(groups: readonly GroupClaimRequest[], nowMs: number): Promise<BatchClaimResult[]>;
+  releaseGroups(claims: readonly GroupFence[], nowMs: number): Promise<unknown>;
+}
+
+export interface SharedTargetClaimsOptions {
+  /**
+   * The process's in-flight set. The scheduler reserves each group locally before the shared
+   * claim; the adapter passes that reservation's owner (the owner of the group's first member) as
+   * the claim's `mirrorOwner`, so the I/O thread recognises it. Omitted: `defaultMirrorOwner`.
+   */
+  readonly inflight?: InflightTargetSet | null;
+  /** Mirror owner when the group is not reserved locally. Default 1. */
+  readonly defaultMirrorOwner?: number;
+  /** The payload stored in each member record. Default `{ targets: [decimal…] }`. */
+  readonly payloadOf?: (group: readonly bigint[]) => object;
+}
+
+export class IoSharedTargetClaims implements SharedTargetClaims {
+  readonly #client: TargetClaimsClient;
+  readonly #inflight: InflightTargetSet | null;
+  readonly #defaultOwner: number;
+  readonly #payloadOf: (group: readonly bigint[]) => object;
+
+  constructor(client: TargetClaimsClient, options: SharedTargetClaimsOptions = {}) {
+    this.#client = client;
+    this.#inflight = options.inflight ?? null;
+    this.#defaultOwner = options.defaultMirrorOwner ?? 1;
+    this.#payloadOf = options.payloadOf ?? ((group) => ({ targets: group.map((t) => t.toString(10)) }));
+  }
+
+  /**
+   * Claims every group in one request. Never rejects: an I/O failure of the whole request makes
+   * every outcome `error` (nothing is held: failed claims are restored by the lease table).
+   */
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly SharedClaimOutcome[]> {
+    const outcomes: (SharedClaimOutcome | undefined)[] = groups.map((g) => (g.length === 0 ? { granted: false, reason: 'error', detail: 'empty target group' } : undefined));
+    const sent = groups.flatMap((group, index) => (group.length === 0 ? [] : [{ index, group }]));
+    if (sent.length === 0) return outcomes as SharedClaimOutcome[];
+    let results: BatchClaimResult[];
+    try {
+      results = await this.#client.claimGroups(
+        sent.map(({ group }) => ({ targets: group, payload: this.#payloadOf(group), mirrorOwner: this.#ownerOf(group) })),
+        now,
+      );
+    } catch (error) {
+      const detail = `${(error as { code?: string }).code ?? 'ERR'}: ${(error as Error)?.message ?? String(error)}`;
+      for (const { index } of sent) outcomes[index] = { granted: false, reason: 'error', detail };
+      return outcomes as SharedClaimOutcome[];
+    }
+    sent.forEach(({ index }, i) => {
+      outcomes[index] = toOutcome(results[i]);
+    });
+    return outcomes as SharedClaimOutcome[];
+  }
+
+  /** Releases in one request; rejects on an I/O failure (the leases then expire after their TTL). */
+  async releaseGroups(claims: readonly { targets: readonly bigint[]; token: string }[], now: number): Promise<void> {
+    if (claims.length === 0) return;
+    await this.#client.releaseGroups(claims, now);
+  }
+
+  #ownerOf(group: readonly bigint[]): number {
+    const owner = this.#inflight?.ownerOf(group[0]!) ?? 0;
+    return owner > 0 ? owner : this.#defaultOwner;
+  }
+}
+
+function toOutcome(result: BatchClaimResult | undefined): SharedClaimOutcome {
+  if (!result) return { granted: false, reason: 'error', detail: 'no answer for this group' };
+  if (result.ok) return { granted: true, token: result.token };
+  switch (result.reason) {
+    case 'conflict':
+      return { granted: false, reason: 'conflict', detail: result.holders.map((h) => `${h.target}@${h.owner}`).join(',') };
+    case 'local-conflict':
+      return { granted: false, reason: 'conflict', detail: `held locally: ${result.targets.join(',')}` };
+    case 'corrupt':
+      return { granted: false, reason: 'corrupt', detail: result.corrupt.map((c) => `${c.target}: ${c.detail}`).join('; ') };
+    case 'failed':
+      return { granted: false, reason: 'error', detail: `${result.code}: ${result.message}` };
+  }
+}
+
+/** The part of `IoClient` the writer uses. */
+export interface FilePublicationClient {
+  ensureDir(dir: string): Promise<void>;
+  listDir(dir: string): Promise<string[]>;
+  publishFiles(dir: string, files: readonly PublishedFile[]): Promise<void>;
+}
+
+/** The campaign's `DurableWriter` port, implemented through the I/O thread. */
+export class IoDurableWriter {
+  readonly #client: FilePublicationClient;
+
+  constructor(client: FilePublicationClient) {
+    this.#client = client;
+  }
+
+  ensureDir(dir: string): Promise<void> {
+    return this.#client.ensureDir(dir);
+  }
+
+  list(dir: string): Promise<string[]> {
+    return this.#client.listDir(dir);
+  }
+
+  /** Content durable before names; names in array order; all names durable before resolving. */
+  publish(dir: string, files: readonly { readonly name: string; readonly bytes: Uint8Array }[]): Promise<void> {
+    if (files.length === 0) return Promise.resolve();
+    return this.#client.publishFiles(dir, files);
+  }
+}
