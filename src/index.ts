@@ -61,6 +61,7 @@ export type { CampaignOptions } from './coordinator/campaign-options.js';
 export { Coordinator, RECOVERY_OWNER } from './coordinator/coordinator.js';
 export { WorkLeaseAdapter, TargetLeaseAdapter } from './coordinator/adapters/lease-adapters.js';
 export { SchedulerAdapter } from './coordinator/adapters/scheduler-adapter.js';
+export { IoWorkLeases, IoTargetLeases } from './coordinator/adapters/io-lease-adapters.js';
 export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
 export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
 export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';

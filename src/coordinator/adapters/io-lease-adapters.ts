@@ -1,0 +1,69 @@
+/**
+ * The coordinator's lease ports over the I/O thread (src/io/): every durable lease mutation of
+ * the process then goes through that one thread and shares its group commits with the scheduler's
+ * claims and the queue publication. Outcomes map as in `lease-adapters.ts` (refusals are values,
+ * I/O failures are thrown, with class and code kept across the thread hop).
+ *
+ * A target claim names the local reservation's owner (`mirrorOwner`), so the I/O thread, which keeps
+ * the in-flight mirror coherent with the durable grants, recognises the reservation the scheduler
+ * already holds instead of refusing it as a local conflict.
+ */
+import type { IoClient } from '../../io/io-thread.js';
+import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
+
+/** Mirror owner for a re-claim whose group has no local reservation (recovered work uses its own). */
+const DEFAULT_MIRROR_OWNER = 1;
+
+export class IoWorkLeases implements WorkLeasePort {
+  constructor(readonly client: IoClient) {}
+
+  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+    const result = await this.client.claimWork(workId, payload, now);
+    if (result.ok) return { granted: true, token: result.token };
+    if (result.reason === 'corrupt') return { granted: false, reason: 'corrupt' };
+    return { granted: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
+  }
+
+  async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
+    return new Set((await this.client.heartbeatWork([...fences.entries()], now)).lost);
+  }
+
+  async abandon(workId: string, token: string): Promise<boolean> {
+    return (await this.client.abandonWork(workId, token)).ok;
+  }
+
+  async beginCommit(workId: string, token: string, now: number): Promise<boolean> {
+    return (await this.client.beginCommit(workId, token, now)).ok;
+  }
+
+  complete(workId: string, token: string, now: number): Promise<boolean> {
+    return this.client.completeWork(workId, token, now);
+  }
+
+  async recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]> {
+    return (await this.client.recoverExpired('work', now, { limit })).map((e) => ({ workId: e.id, payload: e.payload }));
+  }
+}
+
+export class IoTargetLeases implements TargetLeasePort {
+  /** `ownerOf(group)`: the in-flight owner reserving the group locally (0 = none). */
+  constructor(
+    readonly client: IoClient,
+    private readonly ownerOf: (group: readonly bigint[]) => number = () => 0,
+  ) {}
+
+  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+    const owner = this.ownerOf(group);
+    const result = await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now);
+    if (result.ok) return { granted: true, token: result.token };
+    return { granted: false, reason: result.reason === 'corrupt' ? 'corrupt' : 'conflict' };
+  }
+
+  async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
+    return (await this.client.heartbeatGroup(group, token, now)).ok;
+  }
+
+  async releaseGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
+    return (await this.client.releaseGroup(group, token, now)).ok;
+  }
+}
