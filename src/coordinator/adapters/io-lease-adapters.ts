@@ -15,10 +15,17 @@ import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from
 const DEFAULT_MIRROR_OWNER = 1;
 
 export class IoWorkLeases implements WorkLeasePort {
-  constructor(readonly client: IoClient) {}
+  /**
+   * `leaseTtlMs`: the work TTL when it differs from the tables' TTL (one I/O thread opens both
+   * tables with one set of options; claims and expiry scans of work then pass their own TTL).
+   */
+  constructor(
+    readonly client: IoClient,
+    private readonly leaseTtlMs?: number,
+  ) {}
 
   async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    const result = await this.client.claimWork(workId, payload, now);
+    const result = await this.client.claimWork(workId, payload, now, this.leaseTtlMs !== undefined ? { leaseTtlMs: this.leaseTtlMs } : {});
     if (result.ok) return { granted: true, token: result.token };
     if (result.reason === 'corrupt') return { granted: false, reason: 'corrupt' };
     return { granted: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
@@ -41,7 +48,8 @@ export class IoWorkLeases implements WorkLeasePort {
   }
 
   async recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]> {
-    return (await this.client.recoverExpired('work', now, { limit })).map((e) => ({ workId: e.id, payload: e.payload }));
+    const options = this.leaseTtlMs !== undefined ? { limit, leaseTtlMs: this.leaseTtlMs } : { limit };
+    return (await this.client.recoverExpired('work', now, options)).map((e) => ({ workId: e.id, payload: e.payload }));
   }
 }
 
