@@ -135,6 +135,7 @@ export class Coordinator {
   readonly #dispatching = new Set<Promise<unknown>>();
   readonly #heartbeatIntervalMs: number;
   #lastHeartbeatMs: number;
+  #lastRecoveryMs = Number.NEGATIVE_INFINITY;
   #stopping = false;
   #stopped: Promise<ShutdownReport> | undefined;
   #wake: (() => void) | undefined;
@@ -277,13 +278,20 @@ export class Coordinator {
     job.controller.abort();
   }
 
+  /**
+   * Takes over expired work when slots are free. An expiry scan reads the whole work table, so it
+   * runs at most once per heartbeat period (a lease cannot expire much faster than that anyway).
+   */
   async #recoverExpired(): Promise<void> {
     if (!this.#options.recoverExpiredWork) return;
     const free = this.#options.workers - this.#active.size - this.#pending.length;
     if (free <= 0) return;
+    const now = this.#deps.clock.now();
+    if (now - this.#lastRecoveryMs < this.#heartbeatIntervalMs) return;
+    this.#lastRecoveryMs = now;
     let recovered: readonly RecoveredWork[];
     try {
-      recovered = await this.#deps.workLeases.recoverExpired(free, this.#deps.clock.now());
+      recovered = await this.#deps.workLeases.recoverExpired(free, now);
     } catch (error) {
       this.#log.error({ err: error }, 'recovering expired work failed');
       return;

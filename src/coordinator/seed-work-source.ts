@@ -27,6 +27,8 @@ export interface SeedWorkSourceOptions {
   readonly owner?: number;
   /** Fraction of slots given to scheduler jobs while fresh inputs wait, 0..1. Default 0.25. */
   readonly schedulerShare?: number;
+  /** Least time between two scans of AFL's queue directory, ms. Default 500. */
+  readonly aflPollMs?: number;
 }
 
 export function untargetedJob(seed: SeedInput): CoordinatorJob {
@@ -43,6 +45,8 @@ export class SeedWorkSource implements WorkSource {
   readonly #known = new Set<string>();
   readonly #schedulerShare: number;
   #schedulerCredit = 0;
+  readonly #aflPollMs: number;
+  #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: SeedWorkSourceOptions) {
     this.#afl = options.afl;
@@ -53,6 +57,7 @@ export class SeedWorkSource implements WorkSource {
     const share = options.schedulerShare ?? 0.25;
     if (!(share >= 0 && share <= 1)) throw new RangeError(`schedulerShare must be in 0..1, got ${share}`);
     this.#schedulerShare = share;
+    this.#aflPollMs = options.aflPollMs ?? 500;
   }
 
   /** Inputs waiting to be run untargeted. */
@@ -77,7 +82,9 @@ export class SeedWorkSource implements WorkSource {
     }
     while (out.length < limit && this.#feedback.length > 0) out.push(this.#untargeted(this.#feedback.shift()!, now));
     while (out.length < limit && this.#seeds.length > 0) out.push(this.#untargeted(this.#seeds.shift()!, now));
-    if (out.length < limit && this.#afl) {
+    // A queue scan lists and stats every entry: rate-limited, like AFL++'s own sync.
+    if (out.length < limit && this.#afl && now - this.#lastAflScanMs >= this.#aflPollMs) {
+      this.#lastAflScanMs = now;
       for (const picked of await this.#afl.next(limit - out.length)) {
         out.push(this.#untargeted({ path: picked.entry.path, sha256: picked.sha256, depth: 0, origin: 'afl' }, now));
       }

@@ -60,7 +60,7 @@ describe('SeedWorkSource', () => {
     expect(taken.map((w) => w.job.depth)).toEqual([3, 1, 0, 0, 0, 0]);
     expect(scheduler.seeds.map((s) => s.origin)).toEqual(['feedback', 'feedback', 'seed', 'afl', 'afl']);
     expect(scheduler.observed).toHaveLength(2);
-    expect(await source.take(10, 0)).toEqual([]);
+    expect(await source.take(10, 1_000)).toEqual([]);
   });
 
   it('gives the scheduler a quarter of the slots while fresh inputs wait, even one slot at a time', async () => {
@@ -80,8 +80,17 @@ describe('SeedWorkSource', () => {
   it('never takes more than the limit', async () => {
     const source = new SeedWorkSource({ afl: new AflQueueReader(queueWith({ 'id:000000,orig:a': 'A', 'id:000001,orig:b': 'B' })) });
     expect(await source.take(1, 0)).toHaveLength(1);
-    expect(await source.take(0, 0)).toHaveLength(0);
+    expect(await source.take(0, 1_000)).toHaveLength(0);
+    expect(await source.take(5, 2_000)).toHaveLength(1);
+  });
+
+  it('scans AFL’s queue at most once per poll interval', async () => {
+    const queue = queueWith({ 'id:000000,orig:a': 'A' });
+    const source = new SeedWorkSource({ afl: new AflQueueReader(queue), aflPollMs: 500 });
     expect(await source.take(5, 0)).toHaveLength(1);
+    writeFileSync(path.join(queue, 'id:000001,src:000000,+cov'), 'B');
+    expect(await source.take(5, 499)).toEqual([]);
+    expect(await source.take(5, 500)).toHaveLength(1);
   });
 
   it('does not run AFL’s re-import of our own finding', async () => {
@@ -90,7 +99,7 @@ describe('SeedWorkSource', () => {
     source.observe({ job: untargetedJob({ path: '/p', sha256: sha('p'), depth: 0, origin: 'afl' }), workId: 'w', status: 'ok', findings: [finding('f', 'FOUND')] }, 0);
     expect((await source.take(5, 0)).map((w) => w.job.origin)).toEqual(['feedback']);
     writeFileSync(path.join(queue, 'id:000007,sync:symfence,src:000000'), 'FOUND');
-    expect(await source.take(5, 0)).toEqual([]);
+    expect(await source.take(5, 1_000)).toEqual([]);
   });
 
   it('drops findings beyond the maximum depth', async () => {
