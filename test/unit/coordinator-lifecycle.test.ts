@@ -378,6 +378,19 @@ describe('shutdown', () => {
 });
 
 describe('takeover of expired work', () => {
+  it('scans for expired work at most once per heartbeat period', async () => {
+    const t = setup({ recoverExpiredWork: true });
+    let scans = 0;
+    const scan = t.workLeases.recoverExpired.bind(t.workLeases);
+    t.workLeases.recoverExpired = async (limit, now) => (scans++, scan(limit, now));
+    await t.coordinator.tick();
+    await t.coordinator.tick();
+    expect(scans).toBe(1);
+    t.clock.advance(t.coordinator.heartbeatIntervalMs);
+    await t.coordinator.tick();
+    expect(scans).toBe(2);
+  });
+
   it('runs another coordinator’s expired work with a new fence and counts a steal', async () => {
     const t = setup({ recoverExpiredWork: true });
     const job = makeJob('orphan', 9n);
