@@ -1,0 +1,158 @@
+/**
+ * Acceptance checks of the lease protocol's promises that the ported W/T scenarios touch only at
+ * one step each: exact restore after a fault at *every* step of every mutating group and work
+ * operation, locks held until the last directory barrier, and corrupt records left byte-identical
+ * by every operation (TTL 0 included).
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
+import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
+import { targetRecordId } from '../../src/lease/identity.js';
+import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
+import { S, bytesOf, openTarget, openWork, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+
+/** Every step a batch that rewrites or deletes existing records goes through. */
+const WRITE_STEPS: readonly FaultRule[] = [
+  { op: 'open', path: '.tmp' },
+  { op: 'write' },
+  { op: 'fsync' },
+  { op: 'close', path: '.tmp' },
+  { op: 'rename' },
+  { op: 'rename', when: 'after' },
+  { op: 'rename', nth: 2 },
+  { op: 'syncDirectory' },
+  { op: 'syncDirectory', nth: 2 },
+];
+const DELETE_STEPS: readonly FaultRule[] = [
+  { op: 'unlink' },
+  { op: 'unlink', when: 'after' },
+  { op: 'unlink', nth: 3 },
+  { op: 'syncDirectory' },
+  { op: 'syncDirectory', nth: 2 },
+];
+
+const GROUP = [11n, 12n, 13n, 14n, 15n, 16n];
+
+async function claimedGroup(table: FencedTargetLeaseTable, nowMs: number): Promise<string> {
+  const result = await table.claimGroup(GROUP, { path: 'seed' }, { owner: 'holder', nowMs });
+  if (!result.ok) throw new Error(`setup claim failed: ${result.reason}`);
+  return result.token;
+}
+
+describe('lease protocol guarantees', () => {
+  it('restores every member byte for byte after a fault at any step of a group heartbeat or release, and the token still works afterwards', async () => {
+    const cases = [
+      ...WRITE_STEPS.map((step) => ({ step, op: 'heartbeat' as const })),
+      ...DELETE_STEPS.map((step) => ({ step, op: 'release' as const })),
+    ];
+    for (const { step, op } of cases) {
+      const label = `${op} ${JSON.stringify(step)}`;
+      const root = await tempRoot();
+      const fsLayer = new FaultInjectingFsLayer();
+      const table = await openTarget(root, {}, { fsLayer });
+      const token = await claimedGroup(table, 10 * S);
+      const before = await snapshotTree(root);
+      fsLayer.fail(step);
+      const call = op === 'heartbeat' ? table.heartbeatGroup(GROUP, token, { nowMs: 19 * S }) : table.releaseGroup(GROUP, token);
+      const error = await call.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, label).toMatchObject({ code: 'ERR_LEASE_IO', details: { restored: true } });
+      expect(await snapshotTree(root), label).toEqual(before);
+      // The restored group is still ours, whole: the fence did not move.
+      expect(await table.releaseGroup(GROUP, token), label).toEqual({ ok: true });
+    }
+  });
+
+  it('restores the previous record exactly after a fault at any step of beginCommit, so a failed commit stays stealable only by expiry', async () => {
+    const id = 'e'.repeat(64);
+    for (const step of WRITE_STEPS.filter((s) => (s.nth ?? 1) === 1)) {
+      const label = JSON.stringify(step);
+      const root = await tempRoot();
+      const fsLayer = new FaultInjectingFsLayer();
+      const table = await openWork(root, {}, { fsLayer });
+      const claim = await table.claim(id, { path: 'seed' }, { owner: 'a', nowMs: 10 * S });
+      if (!claim.ok) throw new Error('setup');
+      const before = await bytesOf(table.recordPath(id));
+      fsLayer.fail(step);
+      const error = await table.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { children: ['x'] } }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, label).toMatchObject({ code: 'ERR_LEASE_IO', details: { restored: true } });
+      expect(await bytesOf(table.recordPath(id)), label).toEqual(before);
+      // Still leased (not committing): the holder may retry, and it is claimable after the TTL.
+      expect(await table.claim(id, { path: 'seed' }, { owner: 'b', nowMs: 15 * S }), label).toMatchObject({ ok: false, reason: 'conflict' });
+      expect(await table.beginCommit(id, claim.token, { nowMs: 16 * S, commit: { children: ['x'] } }), label).toEqual({ ok: true });
+    }
+  });
+
+  it('holds every member lock until the last directory barrier of a group claim has completed', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const holder = await openTarget(root, {}, { fsLayer });
+    const contender = await openTarget(root, { lockAcquireTimeoutMs: 20 });
+    // Pre-create the shard directories so that the only directory barriers are the publication ones.
+    const dirs = [...new Set(GROUP.map((t) => holder.shardDirOf(targetRecordId(t))))].sort();
+    for (const dir of dirs) await mkdir(dir, { recursive: true });
+    let reached!: () => void;
+    const atLastBarrier = new Promise<void>((resolve) => (reached = resolve));
+    let proceed!: () => void;
+    const resume = new Promise<void>((resolve) => (proceed = resolve));
+    // Pause inside the directory barrier of the last touched shard: every name is published, but
+    // the claim has not reported success yet.
+    fsLayer.hook({ op: 'syncDirectory', path: (p) => p === dirs[dirs.length - 1], run: async () => { reached(); await resume; } });
+    const claim = holder.claimGroup(GROUP, { path: 'seed' }, { owner: 'holder', nowMs: 10 * S });
+    await atLastBarrier;
+    // Every member is still locked: a contender on any one of them times out (it cannot get in).
+    for (const t of GROUP) {
+      const attempt = await contender.releaseGroup([t], 'whatever').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(attempt, `target ${t}`).toMatchObject({ code: 'ERR_LOCK_TIMEOUT' });
+    }
+    proceed();
+    const result = await claim;
+    expect(result.ok).toBe(true);
+    // Released after success: the contender gets in at once and sees the holder's fence.
+    expect(await contender.claimGroup([GROUP[0]!], { path: 'other' }, { owner: 'contender', nowMs: 11 * S })).toMatchObject({ ok: false, reason: 'conflict' });
+  });
+
+  it('leaves a corrupt work record byte-identical through every operation, including a TTL-0 claim', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root);
+    const id = 'c'.repeat(64);
+    await mkdir(table.shardDirOf(id), { recursive: true });
+    const corrupt = canonicalJsonBytes({ schema: 1, kind: 'work', id, status: 'leased', payload: {}, owner: 'm', previousOwner: '', worker: 0, token: 't', updatedMs: -1, attempts: 1, steals: 0 });
+    await writeFile(table.recordPath(id), corrupt);
+    const at = { nowMs: 100 * S };
+    expect(await table.claim(id, { p: 1 }, { owner: 'x', nowMs: 100 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.heartbeat(id, 't', at)).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.beginCommit(id, 't', at)).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.abandon(id, 't')).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.completeOnce(id, 't', at)).toBe('corrupt');
+    expect(await table.replayCommitOnce(id, 't', () => undefined, at)).toBe('corrupt');
+    expect(await table.recoverExpired({ nowMs: 100 * S, leaseTtlMs: 0 })).toEqual([]);
+    expect(await bytesOf(table.recordPath(id))).toEqual(corrupt);
+    expect(await table.snapshotCounts(at)).toMatchObject({ corrupt: 1, leased: 0 });
+  });
+
+  it('leaves a corrupt target member and its healthy siblings byte-identical through claim, heartbeat and release', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    const token = await claimedGroup(table, 10 * S);
+    const victim = targetRecordId(GROUP[2]!);
+    // A record of the right shape whose target does not hash to its id: a redirected member.
+    const bytes = await bytesOf(table.recordPath(victim));
+    const redirected = Buffer.from(bytes!.toString('ascii').replace(`"target":"${GROUP[2]}"`, `"target":"${GROUP[3]}"`), 'ascii');
+    await writeFile(table.recordPath(victim), redirected);
+    const before = await snapshotTree(root);
+    expect(await table.claimGroup(GROUP, { p: 2 }, { owner: 'other', nowMs: 100 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.heartbeatGroup(GROUP, token, { nowMs: 19 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.releaseGroup(GROUP, token)).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+});
