@@ -25,13 +25,15 @@ export interface TableMeta {
 export async function readTableMeta(fsLayer: FsLayer, metaPath: string): Promise<TableMeta | undefined> {
   let fd: number;
   try {
-    fd = await fsLayer.open(metaPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    // O_NONBLOCK: a FIFO at the path must not block open(2) forever (see record-store.ts).
+    fd = await fsLayer.open(metaPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (error) {
     if (errnoCode(error) === 'ENOENT') return undefined;
     throw new LeaseCorruptError(`cannot read lease table metadata ${metaPath}: ${(error as Error).message}`, { path: metaPath });
   }
   let bytes: Buffer;
   try {
+    if (!(await fsLayer.fstat(fd)).isFile) throw new LeaseCorruptError(`lease table metadata ${metaPath} is not a regular file`, { path: metaPath });
     bytes = await fsLayer.readAll(fd);
   } finally {
     await fsLayer.close(fd).catch(() => undefined);

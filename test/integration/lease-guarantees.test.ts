@@ -4,7 +4,8 @@
  * operation, locks held until the last directory barrier, and corrupt records left byte-identical
  * by every operation (TTL 0 included).
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { lstat, mkdir, writeFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
@@ -154,5 +155,25 @@ describe('lease protocol guarantees', () => {
     expect(await table.heartbeatGroup(GROUP, token, { nowMs: 19 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
     expect(await table.releaseGroup(GROUP, token)).toMatchObject({ ok: false, reason: 'corrupt' });
     expect(await snapshotTree(root)).toEqual(before);
+  });
+
+  it('calls a FIFO at a record path corrupt at once instead of blocking in open, and refuses one at a lock path', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root);
+    const id = 'f'.repeat(64);
+    const lockOnly = 'd'.repeat(64);
+    await mkdir(table.shardDirOf(id), { recursive: true });
+    await mkdir(table.shardDirOf(lockOnly), { recursive: true });
+    execFileSync('mkfifo', [table.recordPath(id), table.lockPath(lockOnly)]);
+    // Before the fix this claim never settled: open(O_RDONLY) of a FIFO waits for a writer.
+    expect(await table.claim(id, { p: 1 }, { owner: 'x', nowMs: 1 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.snapshotCounts({ nowMs: 1 * S })).toMatchObject({ corrupt: 1 });
+    const error = await table.claim(lockOnly, { p: 1 }, { owner: 'x', nowMs: 1 * S }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: 'ERR_LOCK_PATH' });
+    expect((await lstat(table.recordPath(id))).isFIFO()).toBe(true);
+    expect((await lstat(table.lockPath(lockOnly))).isFIFO()).toBe(true);
   });
 });
