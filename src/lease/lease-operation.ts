@@ -78,7 +78,7 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
       };
       try {
         const value = await op.apply(view);
-        for (const [id, next] of staged) batch.stage(id, next);
+        batch.stageAll(staged);
         if (staged.size > 0) writers.push(index);
         outcomes.push({ ok: true, value });
       } catch (error) {
