@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Admission } from '../../src/scheduler/admission.js';
+import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
 import type { Lane, LaneName, Proposal } from '../../src/scheduler/lanes/lane.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import { normalizeJob } from '../../src/scheduler/replay-job.js';
@@ -156,6 +157,25 @@ describe('admission across Prefix and CSTG (F310)', () => {
     expect(shared.calls).toEqual([[[1n], [2n]], [[3n]]]);
     expect(local.reserved().size).toBe(0);
     expect(shared.released).toEqual([[{ targets: [2n], token: 'tok-1' }]]);
+    expect(lane.committed).toEqual([]);
+    expect(admission.inflightTargets().size).toBe(0);
+  });
+
+  it('rolls the whole call back, giving back earlier shared claims, when the real in-flight set runs full in a back-fill pass', async () => {
+    // Capacity 3: pass 1 reserves 1, 2, 3 and the shared table rejects 1; the back-fill pass then
+    // needs 2 more slots for the group [4, 5] while 2 and 3 are held, and the set refuses.
+    const set = InflightTargetSet.create(3);
+    const shared = new ScriptedSharedClaims((g) => (g[0] === 1n ? REJECT : 'grant'));
+    const lane = new ScriptedLane('fallback', [
+      { seed: 'a', target: 1 },
+      { seed: 'b', target: 2 },
+      { seed: 'c', target: 3 },
+      { seed: 'd', target: 4, actions: [[4, 'solve'], [5, 'solve']] },
+    ]);
+    const admission = new Admission({ lanes: [lane], local: set, shared });
+    await expect(admission.admit(3, 4, NOW)).rejects.toMatchObject({ code: 'ERR_INFLIGHT_FULL' });
+    expect(set.size()).toBe(0);
+    expect(shared.released.flat().map((c) => c.targets)).toEqual([[2n], [3n]]);
     expect(lane.committed).toEqual([]);
     expect(admission.inflightTargets().size).toBe(0);
   });
