@@ -54,7 +54,7 @@ export function register(program: Command, io: CliIo): void {
       'after',
       '\nRead-only and lock-free: safe next to running coordinators. A leased record counts as expired\n' +
         'once it is --lease-ttl old. Corrupt records are counted here and listed by `leases check`.\n' +
-        'Exit codes: 0 printed, 1 the directory could not be read, 2 not a lease directory or bad flag.',
+        'Exit codes: 0 printed, 1 a shard or record could not be read, 2 not a lease directory or bad flag.',
     )
     .action(async (dir: string, flags: LeasesFlags) => {
       const nowMs = Date.now();
