@@ -5,7 +5,7 @@ import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { ensureDirectoryDurable } from '../../src/lease/record-store.js';
 import type { LeaseOperation } from '../../src/lease/lease-operation.js';
-import { S, bytesOf, exists, openTarget, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+import { S, bytesOf, exists, openTarget, openWork, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 
 function range(from: number, to: number): bigint[] {
   return Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
@@ -98,5 +98,25 @@ describe('durability batches', () => {
     expect(await exists(table.recordPath(healthy))).toBe(false);
     expect(await bytesOf(table.recordPath(corrupt))).toEqual(Buffer.from('not json'));
     expect(await exists(table.recordPath(targetRecordId(3n)))).toBe(true);
+  });
+
+  it('fails a read-only answer that rested on a write of the same batch when that batch fails, instead of reporting an undone completion', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openWork(root, { shardCount: 2 }, { fsLayer });
+    const id = 'a'.repeat(64);
+    const claim = await table.claim(id, { p: 1 }, { owner: 'm', nowMs: 10 * S });
+    if (!claim.ok) throw new Error('setup');
+    expect(await table.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { c: 1 } })).toEqual({ ok: true });
+    const before = await bytesOf(table.recordPath(id));
+    fsLayer.fail({ op: 'syncDirectory' });
+    const { outcomes } = await table.executeBatch([
+      table.planCompleteOnce(id, claim.token, { nowMs: 12 * S }),
+      table.planCompleteOnce(id, claim.token, { nowMs: 12 * S }),
+    ]);
+    // The second saw the first's staged `done` and would have said `already`.
+    expect(outcomes.map((o) => (o.ok ? o.value : (o.error as { code?: string }).code))).toEqual(['ERR_LEASE_IO', 'ERR_LEASE_IO']);
+    expect(await bytesOf(table.recordPath(id))).toEqual(before);
+    expect(await table.completeOnce(id, claim.token, { nowMs: 13 * S })).toBe('completed');
   });
 });
