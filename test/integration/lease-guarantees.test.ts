@@ -6,6 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { lstat, mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
@@ -175,5 +176,43 @@ describe('lease protocol guarantees', () => {
     expect(error).toMatchObject({ code: 'ERR_LOCK_PATH' });
     expect((await lstat(table.recordPath(id))).isFIFO()).toBe(true);
     expect((await lstat(table.lockPath(lockOnly))).isFIFO()).toBe(true);
+  });
+
+  it('lets a second coordinator open a new root while the first is still writing its metadata, instead of calling it corrupt', async () => {
+    const root = await tempRoot();
+    const firstFs = new FaultInjectingFsLayer();
+    const secondFs = new FaultInjectingFsLayer();
+    let firstWriting!: () => void;
+    const atWrite = new Promise<void>((resolve) => (firstWriting = resolve));
+    let resumeFirst!: () => void;
+    const resume = new Promise<void>((resolve) => (resumeFirst = resolve));
+    // The first opener stops after creating lease-table.json, before writing a byte into it.
+    firstFs.hook({ op: 'write', path: 'lease-table.json', run: async () => { firstWriting(); await resume; } });
+    let secondAtLock!: () => void;
+    const atLock = new Promise<'at-lock'>((resolve) => (secondAtLock = () => resolve('at-lock')));
+    secondFs.hook({ op: 'open', path: 'lease-table.json.lock', run: () => secondAtLock() });
+    const first = openTarget(root, {}, { fsLayer: firstFs });
+    await atWrite;
+    const second = openTarget(root, {}, { fsLayer: secondFs });
+    // Before the fix the second read the empty file, retried for ~100 ms and failed ERR_LEASE_CORRUPT.
+    const settledEarly = second.then(
+      () => 'opened' as const,
+      (e: { code?: string }) => `failed ${e.code}`,
+    );
+    expect(await Promise.race([atLock, settledEarly])).toBe('at-lock');
+    resumeFirst();
+    await first;
+    expect(await settledEarly).toBe('opened');
+  });
+
+  it('names an empty metadata file left by a crashed creator as corrupt, and never rewrites it', async () => {
+    const root = await tempRoot();
+    await writeFile(path.join(root, 'lease-table.json'), '');
+    const error = await openTarget(root).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: 'ERR_LEASE_CORRUPT' });
+    expect(await bytesOf(path.join(root, 'lease-table.json'))).toEqual(Buffer.alloc(0));
   });
 });
