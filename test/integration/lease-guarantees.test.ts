@@ -12,7 +12,7 @@ import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-lay
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
-import { S, bytesOf, openTarget, openWork, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+import { S, bytesOf, listFiles, openTarget, openWork, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 
 /** Every step a batch that rewrites or deletes existing records goes through. */
 const WRITE_STEPS: readonly FaultRule[] = [
@@ -214,5 +214,35 @@ describe('lease protocol guarantees', () => {
     );
     expect(error).toMatchObject({ code: 'ERR_LEASE_CORRUPT' });
     expect(await bytesOf(path.join(root, 'lease-table.json'))).toEqual(Buffer.alloc(0));
+  });
+
+  it('creates no lock file or shard directory for any argument it refuses, in either table', async () => {
+    const root = await tempRoot();
+    const targets = await openTarget(root);
+    const workRoot = await tempRoot();
+    const work = await openWork(workRoot);
+    const before = [await listFiles(root), await listFiles(workRoot)];
+    const refusals: Promise<unknown>[] = [
+      targets.claimGroup([1n, 1n], { p: 1 }, { owner: 'm', nowMs: 1 }),
+      targets.claimGroup(Array.from({ length: 65 }, (_, i) => BigInt(i + 1)), { p: 1 }, { owner: 'm', nowMs: 1 }),
+      targets.claimGroup([1n, 2n], { p: Number.NaN }, { owner: 'm', nowMs: 1 }),
+      targets.claimGroup([1n, 2n], { p: 1 }, { owner: '', nowMs: 1 }),
+      targets.claimGroup([1n, 2n], { p: 1 }, { owner: 'm', nowMs: Number.POSITIVE_INFINITY }),
+      targets.heartbeatGroup([1n, 2n], 'tok', { nowMs: -1 }),
+      targets.releaseGroup([0n], 'tok'),
+      work.claim('A'.repeat(64), { p: 1 }, { owner: 'm', nowMs: 1 }),
+      work.claim('a'.repeat(64), { p: 1n << 70n, f: () => 1 } as object, { owner: 'm', nowMs: 1 }),
+      work.claim('a'.repeat(64), { p: 1 }, { owner: 'm', nowMs: 1, leaseTtlMs: Number.NaN }),
+      work.beginCommit('a'.repeat(64), 'tok', { nowMs: 1, commit: [] as unknown as object }),
+      work.heartbeatMany([['a'.repeat(64), 'tok']], { nowMs: Number.NaN }),
+    ];
+    for (const [i, refusal] of refusals.entries()) {
+      const error = await refusal.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((error as { code?: string } | undefined)?.code, `refusal ${i}`).toMatch(/^ERR_(INVALID_JOB|INVALID_OPTION)$/);
+    }
+    expect([await listFiles(root), await listFiles(workRoot)]).toEqual(before);
   });
 });
