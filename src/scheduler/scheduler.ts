@@ -10,9 +10,8 @@
  *   saveState / loadState     lane state as JSON (never leases)
  */
 import { InvalidJobError, InvalidOptionError, LaneStateError } from '../errors.js';
-import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
-import { Admission, type AdmissionStats, type AdmittedJob } from './admission.js';
+import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type AdmittedJob } from './admission.js';
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { HintSource } from './hints.js';
 import { readStateFile, SCHEDULER_STATE_SCHEMA, writeStateFile } from './lane-state-file.js';
@@ -188,9 +187,7 @@ export class Scheduler {
    * owns the returned jobs: dispatch them, then `release` each (and release its shared token).
    */
   admit(limit: number, now: number, proposalLimit: number = this.backlogDepth()): Promise<AdmittedJob[]> {
-    if (!Number.isSafeInteger(limit) || limit < 0) throw new InvalidOptionError(`admit limit: expected an integer ≥ 0, received ${limit}`, { option: 'limit', value: limit });
-    if (!Number.isSafeInteger(proposalLimit) || proposalLimit < 0) throw invalidOption('proposalLimit', 'an integer ≥ 0', proposalLimit);
-    checkNow(now);
+    checkAdmitArguments(limit, proposalLimit, now);
     return this.#admission.admit(limit, proposalLimit, now);
   }
 
@@ -263,15 +260,6 @@ export class Scheduler {
     this.#logger?.info({ file, lanes: this.stats().laneSizes }, 'scheduler lane state loaded');
     return true;
   }
-}
-
-/**
- * Every scheduler time is the caller's clock reading in ms. A NaN or infinite `now` would be
- * stored as a lane's lastScheduled/lastSeen time, poisoning cooldowns and the saved state (ages
- * serialise as null), so it is refused up front.
- */
-function checkNow(now: unknown): asserts now is number {
-  if (typeof now !== 'number' || !Number.isFinite(now)) throw invalidOption('now', 'a finite number of milliseconds', now);
 }
 
 export interface SchedulerStats {

@@ -214,6 +214,18 @@ describe('admission across Prefix and CSTG (F310)', () => {
     expect(admission.stats().localConflicts).toBe(1);
   });
 
+  it('rejects non-integer limits and a non-finite now without proposing or committing', async () => {
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }]);
+    const local = new MapLocalReservations();
+    const admission = new Admission({ lanes: [lane], local });
+    for (const [limit, proposalLimit, now] of [[1.5, 1, NOW], [-1, 1, NOW], [1, Number.NaN, NOW], [1, 1, Number.NaN], [1, 1, Number.NEGATIVE_INFINITY]] as const) {
+      await expect(admission.admit(limit, proposalLimit, now)).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+    }
+    expect(lane.committed).toEqual([]);
+    expect(local.reserved().size).toBe(0);
+    expect(admission.stats().proposals).toBe(0);
+  });
+
   it('returns nothing for a limit of zero', async () => {
     const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }]);
     expect(await new Admission({ lanes: [lane], local: new MapLocalReservations() }).admit(0, 5, NOW)).toEqual([]);
