@@ -136,3 +136,5 @@ export function isErrorData(data: unknown): data is ErrorData {
 export function registeredErrorCodes(): readonly string[] {
   return [...registry.keys()].sort();
 }
+/** The solver runtime refused to run (exit 255 before `main`: e.g. `SYMCC_OUTPUT_DIR` missing). */
+export const SolverExitError = defineError('ERR_SOLVER_EXIT', 'SolverExitError');
