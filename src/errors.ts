@@ -138,3 +138,5 @@ export function registeredErrorCodes(): readonly string[] {
 }
 /** The solver runtime refused to run (exit 255 before `main`: e.g. `SYMCC_OUTPUT_DIR` missing). */
 export const SolverExitError = defineError('ERR_SOLVER_EXIT', 'SolverExitError');
+/** A reference-solver maze (test and demo fixture) is malformed. */
+export const MazeInvalidError = defineError('ERR_MAZE_INVALID', 'MazeInvalidError');
