@@ -11,9 +11,10 @@
  *   symlink between listing and opening is refused;
  * - duplicates within one run are dropped by SHA-256;
  * - names are processed in sorted order so results are deterministic.
+ * Synchronous on purpose: it runs on a solver worker thread between two runs (see solver-run.ts).
  */
 import { createHash } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import { SolverOutputBudgetError } from '../errors.js';
 import type { OutputCaps } from './solver-types.js';
@@ -46,10 +47,10 @@ function budgetError(resource: string, observed: number, limit: number, totalGen
  * `{ resource: 'files'|'fileBytes'|'totalBytes', observed, limit, totalGenerated }`) when a cap is
  * exceeded; a missing directory yields no files.
  */
-export async function collectOutputs(outputDir: string, caps: OutputCaps): Promise<CollectedOutputs> {
-  let entries: import('node:fs').Dirent[];
+export function collectOutputs(outputDir: string, caps: OutputCaps): CollectedOutputs {
+  let entries: Dirent[];
   try {
-    entries = await fs.readdir(outputDir, { withFileTypes: true });
+    entries = readdirSync(outputDir, { withFileTypes: true });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0 };
     throw error;
@@ -74,7 +75,7 @@ export async function collectOutputs(outputDir: string, caps: OutputCaps): Promi
   let duplicatesDropped = 0;
   let totalBytes = 0;
   for (const name of names) {
-    const bytes = await readBounded(path.join(outputDir, name), name, caps.maxOutputFileBytes, totalGenerated);
+    const bytes = readBounded(path.join(outputDir, name), name, caps.maxOutputFileBytes, totalGenerated);
     if (bytes === null) {
       ignoredEntries += 1;
       continue;
@@ -93,24 +94,24 @@ export async function collectOutputs(outputDir: string, caps: OutputCaps): Promi
 }
 
 /** Reads at most `limit + 1` bytes; null when the entry is not a regular file after all. */
-async function readBounded(file: string, name: string, limit: number, totalGenerated: number): Promise<Uint8Array | null> {
-  let handle: import('node:fs/promises').FileHandle;
+function readBounded(file: string, name: string, limit: number, totalGenerated: number): Uint8Array | null {
+  let fd: number;
   try {
-    handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ELOOP' || code === 'ENOENT' || code === 'ENXIO') return null;
     throw error;
   }
   try {
-    const stat = await handle.stat();
+    const stat = fstatSync(fd);
     if (!stat.isFile()) return null;
     if (stat.size > limit) throw budgetError('fileBytes', stat.size, limit, totalGenerated, name);
     // One byte of slack detects a file that grew after fstat (a surviving grandchild writing).
     let buffer = Buffer.allocUnsafe(Math.min(stat.size, limit) + 1);
     let filled = 0;
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, filled);
+      const bytesRead = readSync(fd, buffer, filled, buffer.length - filled, filled);
       if (bytesRead === 0) break;
       filled += bytesRead;
       if (filled > limit) throw budgetError('fileBytes', filled, limit, totalGenerated, name);
@@ -122,6 +123,6 @@ async function readBounded(file: string, name: string, limit: number, totalGener
     }
     return new Uint8Array(buffer.buffer, buffer.byteOffset, filled).slice();
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }

@@ -120,7 +120,10 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     });
     child.on('exit', (code, signal) => {
       exit = { code, signal };
-      // Reap whatever the leader left behind in its group (forked helpers, grandchildren).
+      // Reap whatever the leader left behind in its group (forked helpers, grandchildren). While a
+      // member lives the pgid stays allocated; an empty group gives ESRCH. (Hitting a stranger would
+      // need the just-reaped pid recycled as a new group leader within this tick: Linux allocates
+      // pids sequentially, so that needs a full pid wrap-around first.)
       if (pid !== undefined) killGroup(pid, 'SIGKILL');
     });
     // 'close' fires once the leader exited and every holder of its stderr pipe closed it.

@@ -10,8 +10,14 @@
  *   classify exit → collect outputs under caps → read telemetry → triage each output
  *        ▼
  *   run dir removed (always, also on every failure path)
+ *
+ * Run-directory bookkeeping uses synchronous fs calls on purpose. This code runs on a solver
+ * worker thread that serves one task at a time, so blocking it for a microsecond syscall costs
+ * nothing, whereas each async call is a round trip through libuv's small shared threadpool — on a
+ * loaded machine that round trip, not the syscall, dominated the per-run overhead
+ * (`bench/dispatch`). Waiting for the solver itself stays asynchronous.
  */
-import { promises as fs } from 'node:fs';
+import { closeSync, copyFileSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
 import { TaskAbortCell } from './abort-cell.js';
@@ -42,12 +48,12 @@ export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Prom
   const runDir = path.join(ctx.workerDir, `run-${ctx.nextRunId()}`);
   try {
     if (cell.abortRequested) return abortedBeforeStart();
-    await fs.mkdir(runDir);
-    await fs.mkdir(path.join(runDir, 'output'));
+    mkdirSync(runDir);
+    mkdirSync(path.join(runDir, 'output'));
     return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'));
   } finally {
     cell.finish();
-    await removeRunDir(runDir);
+    removeRunDir(runDir);
   }
 }
 
@@ -56,29 +62,29 @@ export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Prom
  * lstat/readdir walk of a recursive `rm`, measured in `bench/dispatch`); anything left inside
  * (outputs, input copy, telemetry) falls back to the recursive removal.
  */
-async function removeRunDir(runDir: string): Promise<void> {
+function removeRunDir(runDir: string): void {
   try {
-    await fs.rmdir(path.join(runDir, 'output'));
-    await fs.rmdir(runDir);
+    rmdirSync(path.join(runDir, 'output'));
+    rmdirSync(runDir);
     return;
   } catch {
     // ENOTEMPTY / ENOENT: something was left behind, or the directory was never created.
   }
-  await fs.rm(runDir, { recursive: true, force: true, maxRetries: 2 });
+  rmSync(runDir, { recursive: true, force: true, maxRetries: 2 });
 }
 
 async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string): Promise<WireResult> {
   let stdin: Uint8Array | number | null = null;
-  let stdinHandle: import('node:fs/promises').FileHandle | null = null;
+  let stdinFd: number | null = null;
   let inputFile: string | null = null;
   if (task.inputMode === 'file') {
     // A private copy: the solver must not be able to modify the queue entry it was given.
     inputFile = path.join(runDir, 'input');
-    if ('path' in task.input) await fs.copyFile(task.input.path, inputFile);
-    else await fs.writeFile(inputFile, task.input.bytes);
+    if ('path' in task.input) copyFileSync(task.input.path, inputFile);
+    else writeFileSync(inputFile, task.input.bytes);
   } else if ('path' in task.input) {
-    stdinHandle = await fs.open(task.input.path, 'r');
-    stdin = stdinHandle.fd;
+    stdinFd = openSync(task.input.path, 'r');
+    stdin = stdinFd;
   } else {
     stdin = task.input.bytes;
   }
@@ -86,7 +92,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   let actionsFile: string | null = null;
   if (task.job !== null && task.job.actions.length > 0) {
     actionsFile = path.join(runDir, 's2f_actions');
-    await fs.writeFile(actionsFile, task.job.actions.map((a) => `${a.branch.toString(10)} ${a.kind}\n`).join(''));
+    writeFileSync(actionsFile, task.job.actions.map((a) => `${a.branch.toString(10)} ${a.kind}\n`).join(''));
   }
   const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
 
@@ -114,7 +120,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
       cancelled: cell.whenSettled(),
     });
   } finally {
-    await stdinHandle?.close();
+    if (stdinFd !== null) closeSync(stdinFd);
   }
 
   const common = {
@@ -163,14 +169,14 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   // Outputs are collected on every path: a killed or crashing run may still have solved branches.
   let collected: CollectedOutputs;
   try {
-    collected = await collectOutputs(outputDir, task.caps);
+    collected = collectOutputs(outputDir, task.caps);
   } catch (budget) {
     const data = toErrorData(budget);
     if (data.code !== 'ERR_SOLVER_OUTPUT_BUDGET') throw budget;
     return { ...common, ...emptyOutputs(), totalGenerated: Number(data.details?.totalGenerated ?? 0), status: 'error', error: data };
   }
 
-  const telemetry = telemetryOut === null ? {} : await readTelemetry(telemetryOut);
+  const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
   const generated = await triageAll(task, ctx, runDir, collected);
   return {
     ...common,
@@ -219,16 +225,16 @@ async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, 
   return generated;
 }
 
-async function readTelemetry(file: string): Promise<Pick<WireResult, 'telemetryText' | 'telemetryReadError'>> {
-  let handle: import('node:fs/promises').FileHandle;
+function readTelemetry(file: string): Pick<WireResult, 'telemetryText' | 'telemetryReadError'> {
+  let fd: number;
   try {
-    handle = await fs.open(file, 'r');
+    fd = openSync(file, 'r');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
     return { telemetryReadError: toErrorData(error) };
   }
   try {
-    const stat = await handle.stat();
+    const stat = fstatSync(fd);
     if (!stat.isFile() || stat.size > TELEMETRY_MAX_BYTES) {
       return {
         telemetryReadError: toErrorData(
@@ -236,9 +242,9 @@ async function readTelemetry(file: string): Promise<Pick<WireResult, 'telemetryT
         ),
       };
     }
-    return { telemetryText: await handle.readFile('utf8') };
+    return { telemetryText: readFileSync(fd, 'utf8') };
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 

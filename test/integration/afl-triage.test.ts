@@ -88,9 +88,10 @@ describe.skipIf(missing)('triage with real AFL++ on the maze compiled by afl-cc'
 
   it('runs afl-showmap triage inside the solver pool despite a stray AFL_* variable in the coordinator environment', async () => {
     const scratch = mkdtempSync(path.join(dir, 'pool-'));
-    const pool = new SolverPool({ solver: { workers: 1 }, scratchParent: scratch });
+    // Set before the pool starts: worker threads copy process.env when they start.
     const previous = process.env.AFL_TYPO_THAT_WOULD_SLEEP;
     process.env.AFL_TYPO_THAT_WOULD_SLEEP = '1';
+    const pool = new SolverPool({ solver: { workers: 1 }, scratchParent: scratch });
     try {
       const result = await pool.run({
         input: { bytes: new Uint8Array(16) },
