@@ -163,6 +163,10 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       c.telemetryErrors += 1;
       this.#logger.warn({ code: telemetry.telemetryError.code }, 'solver telemetry rejected');
     }
+    for (const candidate of wire.generated) {
+      if (candidate.showmap === 'hang') this.#logger.info({ sha256: candidate.sha256 }, 'triage: generated input hangs the target (afl-showmap exit 1); not merged');
+      else if (candidate.showmap === 'error') this.#logger.warn({ sha256: candidate.sha256 }, 'triage: afl-showmap failed on a generated input');
+    }
     if (wire.status === 'error' && wire.error) {
       this.#logger.warn({ code: wire.error.code, exitCode: wire.exitCode }, fromErrorData(wire.error).message);
     }
