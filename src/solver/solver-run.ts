@@ -47,10 +47,14 @@ export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Prom
   const cell = new TaskAbortCell(task.abortBuffer);
   const runDir = path.join(ctx.workerDir, `run-${ctx.nextRunId()}`);
   try {
-    if (cell.abortRequested) return abortedBeforeStart();
+    if (cell.abortRequested) return failedBeforeStart(null, true);
     mkdirSync(runDir);
     mkdirSync(path.join(runDir, 'output'));
     return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'));
+  } catch (error) {
+    // Setup failures (unreadable input path, full disk …) come back as typed results: a thrown
+    // error would cross the thread boundary without its code.
+    return failedBeforeStart(toErrorData(error), cell.abortRequested);
   } finally {
     cell.finish();
     removeRunDir(runDir);
@@ -177,9 +181,11 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   }
 
   const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
-  const generated = await triageAll(task, ctx, runDir, collected);
+  const generated = await triageAll(task, ctx, runDir, collected, cell);
   return {
     ...common,
+    // An abort that arrives after the solver exited still stops triage and drops the result.
+    aborted: outcome.cancelled || cell.abortRequested,
     ...telemetry,
     status,
     ...(error ? { error } : {}),
@@ -190,9 +196,11 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   };
 }
 
-async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, collected: CollectedOutputs): Promise<GeneratedInput[]> {
+async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, collected: CollectedOutputs, cell: TaskAbortCell): Promise<GeneratedInput[]> {
   const generated: GeneratedInput[] = [];
   for (const file of collected.files) {
+    // Stop claiming shared coverage for a run whose result will be dropped.
+    if (cell.abortRequested) break;
     const base = {
       name: file.name,
       sha256: file.sha256,
@@ -258,7 +266,7 @@ function emptyOutputs(): Pick<WireResult, 'generated' | 'totalGenerated' | 'dupl
   return { generated: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0 };
 }
 
-function abortedBeforeStart(): WireResult {
+function failedBeforeStart(error: ErrorData | null, aborted: boolean): WireResult {
   return {
     status: 'error',
     exitCode: null,
@@ -267,7 +275,8 @@ function abortedBeforeStart(): WireResult {
     solverTimeUs: null,
     newTestcaseLines: 0,
     ...emptyOutputs(),
-    aborted: true,
+    ...(error ? { error } : {}),
+    aborted,
     stderrTail: '',
     stderrTruncated: false,
   };

@@ -27,7 +27,9 @@ export function createSolverTaskHandler(data: SolverWorkerData): (task: WireTask
     const pruningMapPath = path.join(workerDir, 'pruning-map');
     await fs.writeFile(pruningMapPath, new Uint8Array(data.pruningMapBytes));
     let runs = 0;
-    return { workerDir, pruningMapPath, bitmap, baseEnv: process.env, nextRunId: () => ++runs };
+    // A plain snapshot: iterating \`process.env\` goes through an accessor per variable, per run.
+    const baseEnv = Object.freeze({ ...process.env });
+    return { workerDir, pruningMapPath, bitmap, baseEnv, nextRunId: () => ++runs };
   };
   return async (task: WireTask) => {
     context ??= init();

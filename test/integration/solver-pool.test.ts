@@ -105,6 +105,12 @@ describe('SolverPool: the SymCC contract', () => {
     expect(result.error?.code).toBe('ERR_SOLVER_SPAWN');
   });
 
+  it('reports an unreadable input path as an error status carrying the errno code', async () => {
+    const result = await pool.run({ input: { path: path.join(tmp, 'missing-input') }, command: sh('echo-solver.sh', '@@') });
+    expect(result.status).toBe('error');
+    expect(result.error?.code).toBe('ENOENT');
+  });
+
   it('reports exit 255 of a runtime whose SYMCC_OUTPUT_DIR is missing as an error status', async () => {
     const result = await pool.run({
       input: { bytes: Buffer.from('x') },
