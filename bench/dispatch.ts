@@ -9,7 +9,9 @@
  * The machine this runs on is shared and noisy (load drifts by 3x within a minute), so the runs
  * are split into paired chunks — `chunk` raw spawns, then `chunk` pool runs, alternating which
  * goes first — and the reported ratio is the median of the per-chunk ratios; the rates are the
- * medians of the per-chunk rates. Never pass/fail.
+ * medians of the per-chunk rates. Because wall-clock rates swing with other tenants' load, it also
+ * reports this process's CPU time per run (user + system, all threads; the children's own exec is
+ * not included) for both sides — a steadier view of the overhead the pool adds. Never pass/fail.
  *
  *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4]
  */
@@ -29,8 +31,12 @@ const chunk = Math.min(Number(flag('chunk', '200')), runs);
 const rounds = Math.max(1, Math.floor(runs / chunk));
 const concurrencies = flag('concurrency', '2,4').split(',').map(Number);
 
+/** CPU (user + system, all threads of this process) spent by the last `withConcurrency` call. */
+let lastCpuUs = 0;
+
 async function withConcurrency(total: number, concurrency: number, one: () => Promise<void>): Promise<number> {
   let next = 0;
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -40,6 +46,8 @@ async function withConcurrency(total: number, concurrency: number, one: () => Pr
       }
     }),
   );
+  const cpu = process.cpuUsage(cpuBefore);
+  lastCpuUs = cpu.user + cpu.system;
   return (total / (performance.now() - started)) * 1000;
 }
 
@@ -58,7 +66,14 @@ function median(values: number[]): number {
 }
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-dispatch-'));
-const rows: { concurrency: number; pool_runs_per_sec: number; raw_spawn_per_sec: number; ratio: number }[] = [];
+const rows: {
+  concurrency: number;
+  pool_runs_per_sec: number;
+  raw_spawn_per_sec: number;
+  ratio: number;
+  pool_cpu_us_per_run: number;
+  raw_cpu_us_per_run: number;
+}[] = [];
 const input = { bytes: new Uint8Array(16) };
 const command = { binary: '/bin/true', argv: [] as string[] };
 
@@ -75,15 +90,21 @@ try {
     const poolRates: number[] = [];
     const rawRates: number[] = [];
     const ratios: number[] = [];
+    const poolCpu: number[] = [];
+    const rawCpu: number[] = [];
     for (let round = 0; round < rounds; round++) {
       let raw: number;
       let pooled: number;
       if (round % 2 === 0) {
         raw = await withConcurrency(chunk, concurrency, rawSpawn);
+        rawCpu.push(lastCpuUs / chunk);
         pooled = await withConcurrency(chunk, concurrency, runPool);
+        poolCpu.push(lastCpuUs / chunk);
       } else {
         pooled = await withConcurrency(chunk, concurrency, runPool);
+        poolCpu.push(lastCpuUs / chunk);
         raw = await withConcurrency(chunk, concurrency, rawSpawn);
+        rawCpu.push(lastCpuUs / chunk);
       }
       rawRates.push(raw);
       poolRates.push(pooled);
@@ -95,10 +116,13 @@ try {
       pool_runs_per_sec: Math.round(median(poolRates)),
       raw_spawn_per_sec: Math.round(median(rawRates)),
       ratio: Number(median(ratios).toFixed(3)),
+      pool_cpu_us_per_run: Math.round(median(poolCpu)),
+      raw_cpu_us_per_run: Math.round(median(rawCpu)),
     };
     rows.push(row);
     console.log(
       `concurrency ${concurrency}: pool ${row.pool_runs_per_sec} runs/s  raw spawn ${row.raw_spawn_per_sec} runs/s  ratio ${row.ratio}  ` +
+        `cpu/run pool ${row.pool_cpu_us_per_run} µs raw ${row.raw_cpu_us_per_run} µs  ` +
         `(${rounds} chunks of ${chunk}; per-chunk ratios ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
     );
   }

@@ -17,7 +17,7 @@
  * loaded machine that round trip, not the syscall, dominated the per-run overhead
  * (`bench/dispatch`). Waiting for the solver itself stays asynchronous.
  */
-import { closeSync, copyFileSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
 import { TaskAbortCell } from './abort-cell.js';
@@ -90,7 +90,14 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     stdinFd = openSync(task.input.path, 'r');
     stdin = stdinFd;
   } else {
-    stdin = task.input.bytes;
+    // The bytes go to an unlinked file passed as stdin rather than through a pipe: the solver
+    // sees all input at once and then EOF, exactly as with a pipe that was written and closed,
+    // and the run skips a pipe + stream per run (measured in bench/dispatch).
+    const stdinPath = path.join(runDir, 'stdin');
+    writeFileSync(stdinPath, task.input.bytes);
+    stdinFd = openSync(stdinPath, 'r');
+    unlinkSync(stdinPath);
+    stdin = stdinFd;
   }
 
   let actionsFile: string | null = null;
@@ -234,6 +241,8 @@ async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, 
 }
 
 function readTelemetry(file: string): Pick<WireResult, 'telemetryText' | 'telemetryReadError'> {
+  // Most runs write no telemetry: check first instead of paying for a thrown ENOENT per run.
+  if (!existsSync(file)) return {};
   let fd: number;
   try {
     fd = openSync(file, 'r');
