@@ -11,7 +11,13 @@
  * goes first — and the reported ratio is the median of the per-chunk ratios; the rates are the
  * medians of the per-chunk rates. Because wall-clock rates swing with other tenants' load, it also
  * reports this process's CPU time per run (user + system, all threads; the children's own exec is
- * not included) for both sides — a steadier view of the overhead the pool adds. Never pass/fail.
+ * not included) for both sides — a steadier view of the overhead the pool adds.
+ *
+ * A third column spawns `/bin/true` raw from `concurrency` plain worker threads. fork() of a
+ * process whose other threads are busy costs more kernel time than from one thread (measured here:
+ * about twice the system time per spawn), and the pool must spawn from its worker threads; the
+ * `ratio_vs_thread_spawn` column isolates what the pool's own code adds on top of that. Never
+ * pass/fail.
  *
  *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4]
  */
@@ -19,6 +25,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { SolverPool } from '../src/solver/solver-pool.js';
 
 function flag(name: string, fallback: string): string {
@@ -59,6 +66,29 @@ function rawSpawn(): Promise<void> {
   });
 }
 
+const threadSpawnerSource = `
+const { spawn } = require('node:child_process');
+const { parentPort } = require('node:worker_threads');
+parentPort.on('message', async (n) => {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => spawn('/bin/true', [], { stdio: 'ignore' }).once('exit', resolve));
+  parentPort.postMessage(n);
+});
+`;
+
+/** Runs `total` raw spawns split across `workers` plain worker threads; returns runs per second. */
+async function threadSpawns(workers: Worker[], total: number): Promise<number> {
+  const cpuBefore = process.cpuUsage();
+  const started = performance.now();
+  const share = Math.ceil(total / workers.length);
+  await Promise.all(workers.map((w) => new Promise((resolve) => {
+    w.once('message', resolve);
+    w.postMessage(share);
+  })));
+  const cpu = process.cpuUsage(cpuBefore);
+  lastCpuUs = cpu.user + cpu.system;
+  return ((share * workers.length) / (performance.now() - started)) * 1000;
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -71,6 +101,8 @@ const rows: {
   pool_runs_per_sec: number;
   raw_spawn_per_sec: number;
   ratio: number;
+  thread_spawn_per_sec: number;
+  ratio_vs_thread_spawn: number;
   pool_cpu_us_per_run: number;
   raw_cpu_us_per_run: number;
 }[] = [];
@@ -90,6 +122,10 @@ try {
     const poolRates: number[] = [];
     const rawRates: number[] = [];
     const ratios: number[] = [];
+    const spawners = Array.from({ length: concurrency }, () => new Worker(threadSpawnerSource, { eval: true }));
+    await threadSpawns(spawners, concurrency * 10);
+    const threadRates: number[] = [];
+    const threadRatios: number[] = [];
     const poolCpu: number[] = [];
     const rawCpu: number[] = [];
     for (let round = 0; round < rounds; round++) {
@@ -106,16 +142,22 @@ try {
         raw = await withConcurrency(chunk, concurrency, rawSpawn);
         rawCpu.push(lastCpuUs / chunk);
       }
+      const threaded = await threadSpawns(spawners, chunk);
       rawRates.push(raw);
       poolRates.push(pooled);
+      threadRates.push(threaded);
       ratios.push(pooled / raw);
+      threadRatios.push(pooled / threaded);
     }
     await pool.close();
+    await Promise.all(spawners.map((w) => w.terminate()));
     const row = {
       concurrency,
       pool_runs_per_sec: Math.round(median(poolRates)),
       raw_spawn_per_sec: Math.round(median(rawRates)),
       ratio: Number(median(ratios).toFixed(3)),
+      thread_spawn_per_sec: Math.round(median(threadRates)),
+      ratio_vs_thread_spawn: Number(median(threadRatios).toFixed(3)),
       pool_cpu_us_per_run: Math.round(median(poolCpu)),
       raw_cpu_us_per_run: Math.round(median(rawCpu)),
     };
@@ -123,6 +165,7 @@ try {
     console.log(
       `concurrency ${concurrency}: pool ${row.pool_runs_per_sec} runs/s  raw spawn ${row.raw_spawn_per_sec} runs/s  ratio ${row.ratio}  ` +
         `cpu/run pool ${row.pool_cpu_us_per_run} µs raw ${row.raw_cpu_us_per_run} µs  ` +
+        `thread spawn ${row.thread_spawn_per_sec} runs/s (pool/thread ${row.ratio_vs_thread_spawn})  ` +
         `(${rounds} chunks of ${chunk}; per-chunk ratios ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
     );
   }
@@ -139,6 +182,7 @@ console.log(
     pool_runs_per_sec: last.pool_runs_per_sec,
     raw_spawn_per_sec: last.raw_spawn_per_sec,
     ratio: last.ratio,
+    ratio_vs_thread_spawn: last.ratio_vs_thread_spawn,
     concurrency: last.concurrency,
     by_concurrency: rows,
   }),
