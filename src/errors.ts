@@ -147,5 +147,9 @@ export const HintInvalidError = defineError('ERR_HINT_INVALID', 'HintInvalidErro
 export const GuidanceInvalidError = defineError('ERR_GUIDANCE_INVALID', 'GuidanceInvalidError');
 /** A reservation port broke its contract (e.g. `claimGroups` answered the wrong number of outcomes). */
 export const AdmissionProtocolError = defineError('ERR_ADMISSION_PROTOCOL', 'AdmissionProtocolError');
+/** The solver runtime refused to run (exit 255 before `main`: e.g. `SYMCC_OUTPUT_DIR` missing). */
+export const SolverExitError = defineError('ERR_SOLVER_EXIT', 'SolverExitError');
+/** A reference-solver maze (test and demo fixture) is malformed. */
+export const MazeInvalidError = defineError('ERR_MAZE_INVALID', 'MazeInvalidError');
 /** A campaign's output directory or stats file is missing, unreadable or of another schema. */
 export const CampaignStateError = defineError('ERR_CAMPAIGN_STATE', 'CampaignStateError');

@@ -193,3 +193,38 @@ export type {
   BatchClaimResult,
   PublishedFile,
 } from './io/io-requests.js';
+export { SolverPool } from './solver/solver-pool.js';
+export type { SolverPoolOptions, SolverPoolCounters, RunOptions } from './solver/solver-pool.js';
+export { SOLVER_OPTIONS, resolveSolverOptions } from './solver/solver-options.js';
+export type { SolverOptions } from './solver/solver-options.js';
+export type {
+  SolverTask,
+  SolverResult,
+  SolverStatus,
+  SolverInput,
+  CommandTemplate,
+  InputMode,
+  DirectedJob,
+  OutputCaps,
+  TriageSettings,
+  GeneratedInput,
+  CoverageNovelty,
+  ShowmapOutcome,
+} from './solver/solver-types.js';
+export { classifyExit, FATAL_SIGNALS } from './solver/exit-classification.js';
+export type { ExitClass } from './solver/exit-classification.js';
+export { parseTelemetryEnvelope } from './solver/telemetry-envelope.js';
+export type { TelemetryParser } from './solver/telemetry-envelope.js';
+export { aflToolEnv } from './solver/solver-env.js';
+export { CoverageBitmap, classifyCounts, DEFAULT_MAP_SIZE_BYTES } from './triage/coverage-bitmap.js';
+export { runShowmap } from './triage/showmap.js';
+export type { ShowmapRequest, ShowmapResult } from './triage/showmap.js';
+export { SolverExitError, MazeInvalidError } from './errors.js';
+// Reference solver: a TEST AND DEMO FIXTURE (see docs/reference-solver.md).
+export { DEMO_MAZE } from './reference/demo-maze.js';
+export { parseMaze, walkMaze, mazeBranchCount, reachedBranches, mazeCoverageMap, branchId, MAZE_SCHEMA } from './reference/maze.js';
+export type { Maze, MazeNode, MazeTest, MazeStep, MazeWalk } from './reference/maze.js';
+export { mazeToC } from './reference/maze-c.js';
+export { runReference } from './reference/reference-run.js';
+export type { ReferenceRun, ReferenceTelemetry } from './reference/reference-run.js';
+export { referenceSolverScript, referenceSolverCommand, referenceTriage } from './reference/reference-commands.js';

@@ -10,7 +10,10 @@ import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import { parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 
-const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW;
+// O_NONBLOCK: a FIFO planted at a record path would otherwise block open(2) forever — holding the
+// record's lock and a libuv pool thread. With it the open returns at once and fstat calls the path
+// corrupt. For regular files O_NONBLOCK changes nothing.
+const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 /**
  * Reads one record. Absent → `absent`. A symlink, directory or other non-regular file at the

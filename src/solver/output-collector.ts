@@ -1,0 +1,128 @@
+/**
+ * Collecting the files a solver run left in its output directory, under hard caps.
+ *
+ * The output directory is written by an untrusted, possibly buggy program. Rules:
+ * - only regular files count; dot files (staging, `.hints` companions), symlinks (which could
+ *   point anywhere, e.g. `/dev/zero`), directories, FIFOs and sockets are ignored and counted;
+ * - caps on count, per-file size and total bytes are checked *before* reading and enforced again
+ *   while reading (a file may grow after `lstat`): any cap exceeded refuses the whole result with
+ *   `ERR_SOLVER_OUTPUT_BUDGET` (no truncation: a partial set would be silently biased);
+ * - files are opened with `O_NOFOLLOW` and re-checked with `fstat`, so a name swapped for a
+ *   symlink between listing and opening is refused;
+ * - duplicates within one run are dropped by SHA-256;
+ * - names are processed in sorted order so results are deterministic.
+ * Synchronous on purpose: it runs on a solver worker thread between two runs (see solver-run.ts).
+ */
+import { createHash } from 'node:crypto';
+import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, type Dirent } from 'node:fs';
+import path from 'node:path';
+import { SolverOutputBudgetError } from '../errors.js';
+import type { OutputCaps } from './solver-types.js';
+
+export interface CollectedFile {
+  readonly name: string;
+  readonly sha256: string;
+  readonly bytes: Uint8Array;
+}
+
+export interface CollectedOutputs {
+  readonly files: readonly CollectedFile[];
+  readonly totalGenerated: number;
+  readonly duplicatesDropped: number;
+  readonly ignoredEntries: number;
+}
+
+function budgetError(resource: string, observed: number, limit: number, totalGenerated: number, name?: string): InstanceType<typeof SolverOutputBudgetError> {
+  return new SolverOutputBudgetError(`solver output over budget: ${resource} ${observed} > ${limit}${name ? ` (${name})` : ''}`, {
+    resource,
+    observed,
+    limit,
+    totalGenerated,
+    ...(name ? { name } : {}),
+  });
+}
+
+/**
+ * Reads every acceptable file in `outputDir`. Throws `SolverOutputBudgetError` (with `details`
+ * `{ resource: 'files'|'fileBytes'|'totalBytes', observed, limit, totalGenerated }`) when a cap is
+ * exceeded; a missing directory yields no files.
+ */
+export function collectOutputs(outputDir: string, caps: OutputCaps): CollectedOutputs {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(outputDir, { withFileTypes: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0 };
+    throw error;
+  }
+  let ignoredEntries = 0;
+  const names: string[] = [];
+  for (const entry of entries) {
+    if (entry.name.startsWith('.') || !entry.isFile()) {
+      ignoredEntries += 1;
+      continue;
+    }
+    names.push(entry.name);
+  }
+  names.sort();
+  const totalGenerated = names.length;
+  if (totalGenerated > caps.maxOutputFiles) {
+    throw budgetError('files', totalGenerated, caps.maxOutputFiles, totalGenerated);
+  }
+
+  const files: CollectedFile[] = [];
+  const seen = new Set<string>();
+  let duplicatesDropped = 0;
+  let totalBytes = 0;
+  for (const name of names) {
+    const bytes = readBounded(path.join(outputDir, name), name, caps.maxOutputFileBytes, totalGenerated);
+    if (bytes === null) {
+      ignoredEntries += 1;
+      continue;
+    }
+    totalBytes += bytes.length;
+    if (totalBytes > caps.maxOutputTotalBytes) throw budgetError('totalBytes', totalBytes, caps.maxOutputTotalBytes, totalGenerated);
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    if (seen.has(sha256)) {
+      duplicatesDropped += 1;
+      continue;
+    }
+    seen.add(sha256);
+    files.push({ name, sha256, bytes });
+  }
+  return { files, totalGenerated, duplicatesDropped, ignoredEntries };
+}
+
+/** Reads at most `limit + 1` bytes; null when the entry is not a regular file after all. */
+function readBounded(file: string, name: string, limit: number, totalGenerated: number): Uint8Array | null {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP' || code === 'ENOENT' || code === 'ENXIO') return null;
+    throw error;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return null;
+    if (stat.size > limit) throw budgetError('fileBytes', stat.size, limit, totalGenerated, name);
+    // One byte of slack detects a file that grew after fstat (a surviving grandchild writing).
+    let buffer = Buffer.allocUnsafe(Math.min(stat.size, limit) + 1);
+    let filled = 0;
+    for (;;) {
+      const bytesRead = readSync(fd, buffer, filled, buffer.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+      if (filled > limit) throw budgetError('fileBytes', filled, limit, totalGenerated, name);
+      if (filled === buffer.length) {
+        const grown = Buffer.allocUnsafe(Math.min(buffer.length * 2, limit + 1));
+        buffer.copy(grown, 0, 0, filled);
+        buffer = grown;
+      }
+    }
+    return new Uint8Array(buffer.buffer, buffer.byteOffset, filled).slice();
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Environments of the processes symfence starts: the SymCC solver (contract variables) and AFL++
+ * tools (stray `AFL_*` variables removed).
+ */
+import { InvalidOptionError } from '../errors.js';
+
+/**
+ * Variables the runner owns. A task may not set them: a wrong `SYMCC_OUTPUT_DIR` would make the
+ * runner collect nothing (or someone else's files), a shared `SYMCC_AFL_COVERAGE_MAP` races.
+ */
+export const CONTRACT_VARIABLES: readonly string[] = [
+  'SYMCC_OUTPUT_DIR',
+  'SYMCC_INPUT_FILE',
+  'SYMCC_ENABLE_LINEARIZATION',
+  'SYMCC_AFL_COVERAGE_MAP',
+  'SYMCC_TARGET_BRANCH',
+  'SYMCC_S2F_ACTIONS',
+  'SYMCC_TELEMETRY_OUT',
+];
+
+export interface SolverContractEnv {
+  readonly outputDir: string;
+  /** Set in file mode only. */
+  readonly inputFile: string | null;
+  readonly pruningMapPath: string;
+  readonly targetBranch: bigint | null;
+  readonly actionsFile: string | null;
+  readonly telemetryOut: string | null;
+}
+
+/** Refuses task environments that try to set a contract variable or carry a non-string value. */
+export function validateTaskEnv(env: Readonly<Record<string, unknown>> | undefined): Readonly<Record<string, string>> {
+  if (env === undefined) return {};
+  if (typeof env !== 'object' || env === null || Array.isArray(env)) {
+    throw new InvalidOptionError('option env: expected an object of string variables', { option: 'env' });
+  }
+  for (const [name, value] of Object.entries(env)) {
+    if (CONTRACT_VARIABLES.includes(name)) {
+      throw new InvalidOptionError(`option env.${name}: set by the solver runner, a task may not override it`, {
+        option: `env.${name}`,
+        value: String(value),
+      });
+    }
+    if (typeof value !== 'string' || name.length === 0 || name.includes('=') || name.includes('\0') || value.includes('\0')) {
+      throw new InvalidOptionError(`option env.${name}: expected a string value without NUL bytes`, { option: `env.${name}`, value: String(value) });
+    }
+  }
+  return env as Readonly<Record<string, string>>;
+}
+
+/**
+ * The solver's environment: the parent's, minus inherited `SYMCC_*` (a stray `SYMCC_INPUT_FILE`
+ * in the coordinator's environment would silently switch the input mode), plus the task's extras,
+ * plus the contract variables, which always win.
+ */
+export function buildSolverEnv(
+  base: NodeJS.ProcessEnv,
+  taskEnv: Readonly<Record<string, string>>,
+  contract: SolverContractEnv,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(base)) {
+    if (value !== undefined && !name.startsWith('SYMCC_')) env[name] = value;
+  }
+  Object.assign(env, taskEnv);
+  env.SYMCC_OUTPUT_DIR = contract.outputDir;
+  env.SYMCC_ENABLE_LINEARIZATION = '1';
+  env.SYMCC_AFL_COVERAGE_MAP = contract.pruningMapPath;
+  if (contract.inputFile !== null) env.SYMCC_INPUT_FILE = contract.inputFile;
+  if (contract.targetBranch !== null && contract.targetBranch > 0n) env.SYMCC_TARGET_BRANCH = contract.targetBranch.toString(10);
+  if (contract.actionsFile !== null) env.SYMCC_S2F_ACTIONS = contract.actionsFile;
+  if (contract.telemetryOut !== null) env.SYMCC_TELEMETRY_OUT = contract.telemetryOut;
+  return env;
+}
+
+/**
+ * `AFL_*` names symfence deliberately lets through to AFL++ tools. AFL++ treats any `AFL_*`
+ * variable it does not know as a typo and sleeps 2 s at every start, so everything else is
+ * removed rather than guessed at.
+ */
+export const ALLOWED_AFL_VARIABLES: readonly string[] = ['AFL_MAP_SIZE', 'AFL_QUIET', 'AFL_SKIP_BIN_CHECK', 'AFL_DEBUG'];
+
+export function aflToolEnv(base: NodeJS.ProcessEnv, extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries({ ...base, ...extra })) {
+    if (value === undefined) continue;
+    if (name.startsWith('AFL_') && !ALLOWED_AFL_VARIABLES.includes(name)) continue;
+    env[name] = value;
+  }
+  return env;
+}
+
+/** Replaces every `@@` argument by `inputPath` (SymCC's helper replaces each occurrence). */
+export function substituteInputPath(argv: readonly string[], inputPath: string): string[] {
+  return argv.map((arg) => (arg === '@@' ? inputPath : arg.includes('@@') ? arg.split('@@').join(inputPath) : arg));
+}
+
+export function argvWantsFile(argv: readonly string[]): boolean {
+  return argv.some((arg) => arg.includes('@@'));
+}

@@ -1,0 +1,128 @@
+/**
+ * The solver component's options: how long a SymCC run may take, how it is killed, and how much
+ * output a run may leave behind before the whole result is refused. One schema, shared by the
+ * library (`SolverPool`), the CLI flags and the `SYMFENCE_SOLVER_*` environment variables.
+ */
+import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
+import { invalidOption } from '../config/values.js';
+
+export const SOLVER_OPTIONS = defineOptionSchema('solver', {
+  /** Number of solver worker threads (one SymCC subprocess each at a time). Default 2. */
+  workers: {
+    kind: 'integer',
+    default: 2,
+    min: 1,
+    max: 256,
+    flag: 'solver-workers',
+    env: 'SYMFENCE_SOLVER_WORKERS',
+    description: 'solver worker threads, each running one SymCC process at a time',
+  },
+  /** Wall-clock limit of one solver run, in ms. Default 30 s (the origin's SYMCC_TIMEOUT). */
+  timeoutMs: {
+    kind: 'duration',
+    default: 30_000,
+    min: 1,
+    max: 86_400_000,
+    flag: 'solver-timeout',
+    env: 'SYMFENCE_SOLVER_TIMEOUT',
+    description: 'wall-clock limit of one solver run',
+  },
+  /** Time between SIGTERM and SIGKILL of the solver's process group, in ms. Default 5 s. */
+  killGraceMs: {
+    kind: 'duration',
+    default: 5_000,
+    min: 0,
+    max: 600_000,
+    flag: 'solver-kill-grace',
+    env: 'SYMFENCE_SOLVER_KILL_GRACE',
+    description: 'grace between SIGTERM and SIGKILL of the solver process group',
+  },
+  /** Most generated files one run may leave; more refuses the result. Default 4096. */
+  maxOutputFiles: {
+    kind: 'integer',
+    default: 4096,
+    min: 1,
+    max: 1_000_000,
+    flag: 'solver-max-outputs',
+    env: 'SYMFENCE_SOLVER_MAX_OUTPUTS',
+    description: 'most generated inputs one run may leave (more refuses the result)',
+  },
+  /** Largest single generated file, in bytes. Default 1 MiB. */
+  maxOutputFileBytes: {
+    kind: 'size',
+    default: 1024 * 1024,
+    min: 1,
+    flag: 'solver-max-output-size',
+    env: 'SYMFENCE_SOLVER_MAX_OUTPUT_SIZE',
+    description: 'largest single generated input (larger refuses the result)',
+  },
+  /** Total bytes of generated files of one run. Default 64 MiB. */
+  maxOutputTotalBytes: {
+    kind: 'size',
+    default: 64 * 1024 * 1024,
+    min: 1,
+    flag: 'solver-max-output-total',
+    env: 'SYMFENCE_SOLVER_MAX_OUTPUT_TOTAL',
+    description: 'total bytes of generated inputs of one run (more refuses the result)',
+  },
+  /** Bytes of solver stderr kept per run (the tail is parsed for `[STAT] SMT:`). Default 64 KiB. */
+  stderrCapBytes: {
+    kind: 'size',
+    default: 64 * 1024,
+    min: 1024,
+    max: 64 * 1024 * 1024,
+    flag: 'solver-stderr-cap',
+    env: 'SYMFENCE_SOLVER_STDERR_CAP',
+    description: 'bytes of solver stderr kept per run',
+  },
+  /** Size of the shared AFL coverage map, in bytes. Default 64 KiB (AFL's MAP_SIZE). */
+  mapSizeBytes: {
+    kind: 'size',
+    default: 65_536,
+    min: 8,
+    max: 64 * 1024 * 1024,
+    flag: 'map-size',
+    env: 'SYMFENCE_MAP_SIZE',
+    description: 'size of the AFL coverage map shared by the solver threads',
+  },
+  /** How the target reads its input: `stdin`, `file` (`@@`), or `auto` (file when argv has `@@`). */
+  inputMode: {
+    kind: 'enum',
+    values: ['auto', 'stdin', 'file'] as const,
+    default: 'auto',
+    flag: 'input-mode',
+    env: 'SYMFENCE_INPUT_MODE',
+    description: 'how the target reads its input (auto = file when argv contains @@)',
+  },
+  /** afl-showmap's per-input timeout (`-t`), in ms. Default 5 s. */
+  showmapTimeoutMs: {
+    kind: 'duration',
+    default: 5_000,
+    min: 1,
+    max: 600_000,
+    flag: 'showmap-timeout',
+    env: 'SYMFENCE_SHOWMAP_TIMEOUT',
+    description: 'afl-showmap timeout per generated input',
+  },
+});
+
+export type SolverOptions = ResolvedOptions<typeof SOLVER_OPTIONS.specs>;
+
+/**
+ * Resolves solver options and checks the cross-field rules the per-option ranges cannot express.
+ * Throws `InvalidOptionError` naming the option and the value.
+ */
+export function resolveSolverOptions(input: object = {}): SolverOptions {
+  const options = SOLVER_OPTIONS.resolve(input);
+  if (options.maxOutputFileBytes > options.maxOutputTotalBytes) {
+    throw invalidOption(
+      'maxOutputFileBytes',
+      `at most maxOutputTotalBytes (${options.maxOutputTotalBytes} bytes)`,
+      options.maxOutputFileBytes,
+    );
+  }
+  if (options.mapSizeBytes % 8 !== 0) {
+    throw invalidOption('mapSizeBytes', 'a multiple of 8 bytes', options.mapSizeBytes);
+  }
+  return options;
+}

@@ -1,0 +1,292 @@
+/**
+ * One SymCC run, on the worker thread: the solver contract (DESIGN §8) end to end.
+ *
+ *   fresh run dir ── input (file mode: copy / stdin mode: pipe or fd)
+ *        │            output/ (exists before start: QSYM exits 255 otherwise)
+ *        │            s2f_actions, telemetry.json (directed extension)
+ *        ▼
+ *   spawn in own process group ── timeout / abort → SIGTERM group → grace → SIGKILL group
+ *        ▼
+ *   classify exit → collect outputs under caps → read telemetry → triage each output
+ *        ▼
+ *   run dir removed (always, also on every failure path)
+ *
+ * Run-directory bookkeeping uses synchronous fs calls on purpose. This code runs on a solver
+ * worker thread that serves one task at a time, so blocking it for a microsecond syscall costs
+ * nothing, whereas each async call is a round trip through libuv's small shared threadpool — on a
+ * loaded machine that round trip, not the syscall, dominated the per-run overhead
+ * (`bench/dispatch`). Waiting for the solver itself stays asynchronous.
+ */
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
+import { TaskAbortCell } from './abort-cell.js';
+import { classifyExit } from './exit-classification.js';
+import { collectOutputs, type CollectedOutputs } from './output-collector.js';
+import { runInProcessGroup } from './process-group.js';
+import { buildSolverEnv, substituteInputPath } from './solver-env.js';
+import type { GeneratedInput, SolverStatus, WireResult, WireTask } from './solver-types.js';
+import type { CoverageBitmap } from '../triage/coverage-bitmap.js';
+import { runShowmap } from '../triage/showmap.js';
+
+/** Telemetry larger than this is refused as unreadable rather than parsed. */
+export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
+
+export interface SolverRunContext {
+  /** Directory private to this worker thread; run dirs are created inside it. */
+  readonly workerDir: string;
+  /** This worker's private QSYM pruning map (`SYMCC_AFL_COVERAGE_MAP`), never AFL's map. */
+  readonly pruningMapPath: string;
+  readonly bitmap: CoverageBitmap | null;
+  readonly baseEnv: NodeJS.ProcessEnv;
+  /** Unique per worker; names the run directory. */
+  nextRunId(): number;
+}
+
+export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Promise<WireResult> {
+  const cell = new TaskAbortCell(task.abortBuffer);
+  const runDir = path.join(ctx.workerDir, `run-${ctx.nextRunId()}`);
+  try {
+    if (cell.abortRequested) return failedBeforeStart(null, true);
+    mkdirSync(runDir);
+    mkdirSync(path.join(runDir, 'output'));
+    return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'));
+  } catch (error) {
+    // Setup failures (unreadable input path, full disk …) come back as typed results: a thrown
+    // error would cross the thread boundary without its code.
+    return failedBeforeStart(toErrorData(error), cell.abortRequested);
+  } finally {
+    cell.finish();
+    removeRunDir(runDir);
+  }
+}
+
+/**
+ * Removes a run directory. Fast path for the common empty case (two `rmdir`s instead of the
+ * lstat/readdir walk of a recursive `rm`, measured in `bench/dispatch`); anything left inside
+ * (outputs, input copy, telemetry) falls back to the recursive removal.
+ */
+function removeRunDir(runDir: string): void {
+  try {
+    rmdirSync(path.join(runDir, 'output'));
+    rmdirSync(runDir);
+    return;
+  } catch {
+    // ENOTEMPTY / ENOENT: something was left behind, or the directory was never created.
+  }
+  rmSync(runDir, { recursive: true, force: true, maxRetries: 2 });
+}
+
+async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string): Promise<WireResult> {
+  let stdin: Uint8Array | number | null = null;
+  let stdinFd: number | null = null;
+  let inputFile: string | null = null;
+  if (task.inputMode === 'file') {
+    // A private copy: the solver must not be able to modify the queue entry it was given.
+    inputFile = path.join(runDir, 'input');
+    if ('path' in task.input) copyFileSync(task.input.path, inputFile);
+    else writeFileSync(inputFile, task.input.bytes);
+  } else if ('path' in task.input) {
+    stdinFd = openSync(task.input.path, 'r');
+    stdin = stdinFd;
+  } else {
+    // The bytes go to an unlinked file passed as stdin rather than through a pipe: the solver
+    // sees all input at once and then EOF, exactly as with a pipe that was written and closed,
+    // and the run skips a pipe + stream per run (measured in bench/dispatch).
+    const stdinPath = path.join(runDir, 'stdin');
+    writeFileSync(stdinPath, task.input.bytes);
+    stdinFd = openSync(stdinPath, 'r');
+    unlinkSync(stdinPath);
+    stdin = stdinFd;
+  }
+
+  let actionsFile: string | null = null;
+  if (task.job !== null && task.job.actions.length > 0) {
+    actionsFile = path.join(runDir, 's2f_actions');
+    writeFileSync(actionsFile, task.job.actions.map((a) => `${a.branch.toString(10)} ${a.kind}\n`).join(''));
+  }
+  const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
+
+  const env = buildSolverEnv(ctx.baseEnv, task.env, {
+    outputDir,
+    inputFile,
+    pruningMapPath: ctx.pruningMapPath,
+    targetBranch: task.job?.targetBranch ?? null,
+    actionsFile,
+    telemetryOut,
+  });
+  const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : [...task.command.argv];
+
+  let outcome;
+  try {
+    outcome = await runInProcessGroup({
+      binary: task.command.binary,
+      argv,
+      env,
+      cwd: runDir,
+      stdin,
+      timeoutMs: task.timeoutMs,
+      killGraceMs: task.killGraceMs,
+      stderrCapBytes: task.stderrCapBytes,
+      cancelled: cell.whenSettled(),
+    });
+  } finally {
+    if (stdinFd !== null) closeSync(stdinFd);
+  }
+
+  const common = {
+    exitCode: outcome.code,
+    signal: outcome.signal,
+    elapsedMs: outcome.elapsedMs,
+    solverTimeUs: clampSolverTime(outcome.stderr.solvingTimeUs, outcome.elapsedMs),
+    newTestcaseLines: outcome.stderr.newTestcaseLines,
+    aborted: outcome.cancelled,
+    stderrTail: outcome.stderr.tail,
+    stderrTruncated: outcome.stderr.truncated,
+  };
+
+  if (outcome.spawnError) {
+    const error = new SolverSpawnError(`cannot start solver ${task.command.binary}: ${outcome.spawnError.code ?? outcome.spawnError.message}`, {
+      binary: task.command.binary,
+      errno: outcome.spawnError.code ?? null,
+    });
+    return { ...common, ...emptyOutputs(), status: 'error', error: toErrorData(error) };
+  }
+
+  const exitClass = classifyExit(outcome.code, outcome.signal, outcome.timedOut);
+  let status: SolverStatus;
+  let error: ErrorData | undefined;
+  switch (exitClass.kind) {
+    case 'timeout':
+      status = 'timeout';
+      error = toErrorData(new SolverTimeoutError(`solver exceeded ${task.timeoutMs} ms and was killed`, { timeoutMs: task.timeoutMs, signal: outcome.signal }));
+      break;
+    case 'crash':
+      status = 'crash';
+      break;
+    case 'runtime-refused':
+      status = 'error';
+      error = toErrorData(
+        new SolverExitError('solver runtime exited 255 before running (for SymCC: SYMCC_OUTPUT_DIR missing or runtime misconfigured)', {
+          exitCode: outcome.code,
+        }),
+      );
+      break;
+    case 'normal':
+      status = 'ok';
+      break;
+  }
+
+  // Outputs are collected on every path: a killed or crashing run may still have solved branches.
+  let collected: CollectedOutputs;
+  try {
+    collected = collectOutputs(outputDir, task.caps);
+  } catch (budget) {
+    const data = toErrorData(budget);
+    if (data.code !== 'ERR_SOLVER_OUTPUT_BUDGET') throw budget;
+    return { ...common, ...emptyOutputs(), totalGenerated: Number(data.details?.totalGenerated ?? 0), status: 'error', error: data };
+  }
+
+  const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
+  const generated = await triageAll(task, ctx, runDir, collected, cell);
+  return {
+    ...common,
+    // An abort that arrives after the solver exited still stops triage and drops the result.
+    aborted: outcome.cancelled || cell.abortRequested,
+    ...telemetry,
+    status,
+    ...(error ? { error } : {}),
+    generated,
+    totalGenerated: collected.totalGenerated,
+    duplicatesDropped: collected.duplicatesDropped,
+    ignoredEntries: collected.ignoredEntries,
+  };
+}
+
+async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, collected: CollectedOutputs, cell: TaskAbortCell): Promise<GeneratedInput[]> {
+  const generated: GeneratedInput[] = [];
+  for (const file of collected.files) {
+    // Stop claiming shared coverage for a run whose result will be dropped.
+    if (cell.abortRequested) break;
+    const base = {
+      name: file.name,
+      sha256: file.sha256,
+      sizeBytes: file.bytes.length,
+      ...(task.includeBytes ? { bytes: file.bytes } : {}),
+    };
+    if (task.triage === null || ctx.bitmap === null) {
+      generated.push(base);
+      continue;
+    }
+    const shown = await runShowmap({
+      showmap: task.triage.showmap,
+      target: task.triage.target,
+      inputMode: task.triage.inputMode,
+      timeoutMs: task.triage.timeoutMs,
+      workDir: runDir,
+      candidate: file.bytes,
+      baseEnv: ctx.baseEnv,
+    });
+    if (shown.outcome === 'ok' && shown.map) {
+      if (shown.map.length > ctx.bitmap.sizeBytes) {
+        generated.push({ ...base, showmap: 'error' });
+        continue;
+      }
+      generated.push({ ...base, showmap: 'ok', novelty: ctx.bitmap.claim(shown.map) });
+    } else {
+      generated.push({ ...base, showmap: shown.outcome });
+    }
+  }
+  return generated;
+}
+
+function readTelemetry(file: string): Pick<WireResult, 'telemetryText' | 'telemetryReadError'> {
+  // Most runs write no telemetry: check first instead of paying for a thrown ENOENT per run.
+  if (!existsSync(file)) return {};
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    return { telemetryReadError: toErrorData(error) };
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.size > TELEMETRY_MAX_BYTES) {
+      return {
+        telemetryReadError: toErrorData(
+          new TelemetryInvalidError(`telemetry file is not a regular file of at most ${TELEMETRY_MAX_BYTES} bytes`, { sizeBytes: stat.size }),
+        ),
+      };
+    }
+    return { telemetryText: readFileSync(fd, 'utf8') };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Upstream's rule: the backend's solver time can never exceed the wall time of the run. */
+function clampSolverTime(solvingTimeUs: number | null, elapsedMs: number): number | null {
+  if (solvingTimeUs === null) return null;
+  return Math.min(solvingTimeUs, Math.round(elapsedMs * 1000));
+}
+
+function emptyOutputs(): Pick<WireResult, 'generated' | 'totalGenerated' | 'duplicatesDropped' | 'ignoredEntries'> {
+  return { generated: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0 };
+}
+
+function failedBeforeStart(error: ErrorData | null, aborted: boolean): WireResult {
+  return {
+    status: 'error',
+    exitCode: null,
+    signal: null,
+    elapsedMs: 0,
+    solverTimeUs: null,
+    newTestcaseLines: 0,
+    ...emptyOutputs(),
+    ...(error ? { error } : {}),
+    aborted,
+    stderrTail: '',
+    stderrTruncated: false,
+  };
+}
