@@ -1,0 +1,34 @@
+/**
+ * What `symfence run` and `symfence demo` share: logger from the `--log-*` flags, the live progress
+ * line on a TTY (stderr), SIGINT/SIGTERM handling (first: clean stop, second: exit now), and the
+ * closing summary — human lines, or with `--json` one JSON object as the last stdout line.
+ */
+import { LOGGER_OPTIONS, createLogger, type Logger } from '../telemetry/logger.js';
+import { resolveLayered } from '../config/schema.js';
+import type { CliIo } from './program.js';
+import { installShutdownSignals } from './shutdown-signals.js';
+
+export interface StartedCampaign<S> {
+  stop(): Promise<unknown>;
+  readonly done: Promise<S>;
+}
+
+export interface CampaignCliSettings<S> {
+  readonly json: boolean;
+  readonly flags: Readonly<Record<string, unknown>>;
+  readonly start: (runtime: { logger: Logger; progressStream: NodeJS.WriteStream }) => Promise<StartedCampaign<S>>;
+  readonly formatSummary: (summary: S) => string;
+}
+
+export async function runCampaignCli<S>(io: CliIo, settings: CampaignCliSettings<S>): Promise<S> {
+  const logger = await createLogger(resolveLayered(LOGGER_OPTIONS, { env: process.env, flags: settings.flags }));
+  const started = await settings.start({ logger, progressStream: process.stderr });
+  const uninstall = installShutdownSignals(() => started.stop(), (line) => io.stderr(`${line}\n`));
+  try {
+    const summary = await started.done;
+    io.stdout(settings.json ? `${JSON.stringify(summary)}\n` : `${settings.formatSummary(summary)}\n`);
+    return summary;
+  } finally {
+    uninstall();
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * `symfence run --afl-out DIR --afl-instance NAME --name NAME [...] -- <symcc-binary> [args, @@]`
+ */
+import { Option, type Command } from 'commander';
+import { formatDuration, optionsFromEnv, optionsFromFlags } from '../../config/schema.js';
+import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
+import type { CampaignSummary } from '../../coordinator/campaign.js';
+import { startAflCampaign } from '../../coordinator/adapters/afl-campaign.js';
+import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
+import { addSchemaFlags } from '../flags.js';
+import type { CliIo } from '../program.js';
+import { runCampaignCli } from '../campaign-runner.js';
+
+export function formatRunSummary(s: CampaignSummary): string {
+  const c = s.counters;
+  return [
+    `symfence run: ${s.jobsCompleted} jobs in ${formatDuration(Math.round(s.elapsedMs / 1000) * 1000)} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}, aborted ${c.jobsAborted})`,
+    `  findings: queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}; edges ${c.edgesCovered}`,
+    `  leases: conflicts ${c.conflicts}, stale results ${c.staleResults}, steals ${c.leaseSteals}, release failures ${c.releaseFailures}`,
+    `  output: ${s.outDir}`,
+  ].join('\n');
+}
+
+export function register(program: Command, io: CliIo): void {
+  const command = program
+    .command('run')
+    .description('run SymCC jobs beside AFL++: read an AFL++ queue, publish findings for AFL++ to import')
+    .argument('<symcc-command...>', 'the SymCC-instrumented binary and its arguments, after "--" (@@ = input file)')
+    .option('--json', 'print the final summary as one JSON object (the last line of stdout)')
+    .addOption(new Option('--showmap <command>', 'afl-showmap command used for coverage triage (default: afl-showmap from PATH)'))
+    .addOption(new Option('--afl-target <command>', "the target as AFL++ runs it (default: read from <afl-out>/<afl-instance>/fuzzer_stats command_line)"))
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Example:',
+        '  afl-fuzz -i in -o out -M main -- ./target_afl @@ &',
+        '  symfence run --afl-out out --afl-instance main --name symfence -- ./target_symcc @@',
+        '',
+        'Several coordinators (processes or hosts) share work with --lease-dir <dir> and distinct',
+        '--name/--coordinator-id. Outputs: <afl-out>/<name>/{queue,crashes,hangs,stats.json,plot_data.csv,jobs.jsonl}.',
+      ].join('\n'),
+    );
+  addSchemaFlags(command, CAMPAIGN_OPTIONS);
+  addSchemaFlags(command, LOGGER_OPTIONS);
+  command.action(async (symcc: string[], flags: Record<string, unknown>) => {
+    const options = { ...optionsFromEnv(CAMPAIGN_OPTIONS), ...optionsFromFlags(CAMPAIGN_OPTIONS, flags) };
+    await runCampaignCli<CampaignSummary>(io, {
+      json: flags['json'] === true,
+      flags,
+      start: async (runtime) =>
+        startAflCampaign(
+          options,
+          {
+            symcc,
+            ...(typeof flags['showmap'] === 'string' ? { showmap: flags['showmap'] } : {}),
+            ...(typeof flags['aflTarget'] === 'string' ? { aflTarget: flags['aflTarget'] } : {}),
+          },
+          runtime,
+        ),
+      formatSummary: formatRunSummary,
+    });
+  });
+}

@@ -1,0 +1,74 @@
+/**
+ * `symfence run`: SymCC beside AFL++. Inputs come from an AFL++ instance's queue
+ * (`<afl-out>/<instance>/queue`), each generated input is triaged with `afl-showmap` against the
+ * target AFL fuzzes (from the instance's `fuzzer_stats` `command_line`, or given explicitly), and
+ * interesting inputs are published to `<afl-out>/<name>/queue` for AFL++ to import.
+ */
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import type { OptionsInput } from '../../config/schema.js';
+import { AflError, UsageError } from '../../errors.js';
+import type { CommandTemplate } from '../../solver/solver-types.js';
+import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from '../../triage/afl-queue.js';
+import { Campaign, type CampaignRuntime } from '../campaign.js';
+import { CAMPAIGN_OPTIONS } from '../campaign-options.js';
+import { buildCampaignComponents } from './campaign-components.js';
+
+export interface AflRunSettings {
+  /** The SymCC-instrumented binary and its arguments (`@@` = input file). */
+  readonly symcc: readonly string[];
+  /** afl-showmap command (split on whitespace). Default `afl-showmap` from PATH. */
+  readonly showmap?: string;
+  /** The AFL target command line (after `--`); default: read from the instance's fuzzer_stats. */
+  readonly aflTarget?: string;
+}
+
+/**
+ * Solver runs and afl-showmap execute in per-run scratch directories, so a program given relative
+ * to where symfence (and afl-fuzz, whose `command_line` is relative to its own cwd) was started is
+ * resolved here; bare names (`afl-showmap`) are left to PATH.
+ */
+function resolveProgram(program: string): string {
+  return program.includes('/') && !path.isAbsolute(program) ? path.resolve(program) : program;
+}
+
+function splitCommand(text: string, what: string): string[] {
+  const words = text.trim().split(/\s+/).filter((w) => w.length > 0);
+  if (words.length === 0) throw new UsageError(`${what} is empty`);
+  return words;
+}
+
+export async function startAflCampaign(
+  input: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>,
+  settings: AflRunSettings,
+  runtime: Omit<CampaignRuntime, 'components'>,
+): Promise<Campaign> {
+  const options = CAMPAIGN_OPTIONS.resolve(input);
+  if (options.aflOut === undefined) throw new UsageError('symfence run needs --afl-out <dir> (the afl-fuzz -o directory)');
+  if (options.aflInstance === undefined) throw new UsageError('symfence run needs --afl-instance <name> (the afl-fuzz -M/-S name to read)');
+  if (settings.symcc.length === 0) throw new UsageError('symfence run needs the SymCC binary after "--", e.g. -- ./target_symcc @@');
+  const instanceDir = path.join(options.aflOut, options.aflInstance);
+  const queueDir = path.join(instanceDir, 'queue');
+  if (!existsSync(queueDir) || !statSync(queueDir).isDirectory()) {
+    throw new AflError(`AFL queue ${queueDir} does not exist (is afl-fuzz running with -o ${options.aflOut} and -M/-S ${options.aflInstance}?)`, { queueDir });
+  }
+  if (options.name === options.aflInstance) throw new UsageError(`--name ${options.name} is the AFL instance's own directory; pick another name`);
+  const target: AflTargetCommand = settings.aflTarget !== undefined ? parseAflCommandLine(`-- ${settings.aflTarget}`) : await readAflTargetCommand(instanceDir);
+  const showmapWords = splitCommand(settings.showmap ?? 'afl-showmap', '--showmap');
+  const showmap: CommandTemplate = { binary: resolveProgram(showmapWords[0]!), argv: [...showmapWords.slice(1), ...(target.qemu ? ['-Q'] : [])] };
+  const symcc: CommandTemplate = { binary: resolveProgram(settings.symcc[0]!), argv: settings.symcc.slice(1) };
+
+  return Campaign.start(input, {
+    ...runtime,
+    components: (context) =>
+      buildCampaignComponents(context, {
+        command: symcc,
+        aflQueueDir: queueDir,
+        triage: {
+          showmap,
+          target: { binary: resolveProgram(target.argv[0]!), argv: target.argv.slice(1) },
+          inputMode: target.fileInput ? 'file' : 'stdin',
+        },
+      }),
+  });
+}

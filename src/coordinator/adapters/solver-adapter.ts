@@ -1,0 +1,71 @@
+/**
+ * The coordinator's solver port over `SolverPool`: one `CoordinatorJob` becomes one pool task
+ * (input file, the SymCC command, directed fields, coverage triage), and the pool's result becomes
+ * a `SolverOutcome`. A generated input is interesting when triage claimed new bits in the shared
+ * coverage bitmap; showmap's crash/hang verdicts make it a terminal crash/hang.
+ */
+import type { SolverPool } from '../../solver/solver-pool.js';
+import type { CommandTemplate, InputMode, SolverResult, TriageSettings } from '../../solver/solver-types.js';
+import type { TriagedInput, SolverOutcome, SolverPort, SolverPortTask } from '../ports.js';
+
+export interface SolverAdapterSettings {
+  /** The SymCC binary (or the reference solver) and its argv, `@@` for file input. */
+  readonly command: CommandTemplate;
+  readonly inputMode?: InputMode;
+  readonly timeoutMs: number;
+  /** Coverage triage in the solver threads (afl-showmap against the pool's shared bitmap). */
+  readonly triage?: TriageSettings;
+  /**
+   * In-process triage instead (the demo's built-in maze coverage: no process per input). Used
+   * only when `triage` is absent; without either, nothing is interesting.
+   */
+  readonly classify?: (bytes: Uint8Array) => { readonly interesting: boolean; readonly terminal?: 'crash' | 'timeout' };
+}
+
+export class SolverPoolAdapter implements SolverPort {
+  constructor(
+    readonly pool: SolverPool<unknown>,
+    private readonly settings: SolverAdapterSettings,
+  ) {}
+
+  async run(task: SolverPortTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome> {
+    const { job } = task;
+    let result: SolverResult<unknown>;
+    try {
+      result = await this.pool.run(
+        {
+          input: { path: job.inputPath },
+          command: this.settings.command,
+          ...(this.settings.inputMode ? { inputMode: this.settings.inputMode } : {}),
+          timeoutMs: this.settings.timeoutMs,
+          job: { targetBranch: job.targetBranch, actions: job.actions },
+          ...(this.settings.triage ? { triage: this.settings.triage } : {}),
+        },
+        { signal: options.signal },
+      );
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (code === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
+      return { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
+    }
+    const generated: TriagedInput[] = [];
+    for (const g of result.generated) {
+      if (g.bytes === undefined) continue;
+      if (!this.settings.triage && this.settings.classify) {
+        const verdict = this.settings.classify(g.bytes);
+        generated.push({ bytes: g.bytes, sha256: g.sha256, interesting: verdict.interesting, ...(verdict.terminal ? { terminal: verdict.terminal } : {}) });
+        continue;
+      }
+      const terminal = g.showmap === 'crash' ? 'crash' : g.showmap === 'hang' ? 'timeout' : undefined;
+      generated.push({ bytes: g.bytes, sha256: g.sha256, interesting: (g.novelty?.newBits ?? 0) > 0, ...(terminal ? { terminal } : {}) });
+    }
+    return {
+      status: result.status,
+      generated,
+      ...(result.telemetryText !== undefined ? { telemetry: result.telemetryText } : {}),
+      ...(result.solverTimeUs !== null ? { solverTimeUs: result.solverTimeUs } : {}),
+      elapsedMs: result.elapsedMs,
+      ...(result.error ? { error: result.error.message } : {}),
+    };
+  }
+}

@@ -1,0 +1,39 @@
+import { existsSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { readStatsFile } from '../../src/telemetry/stats-file.js';
+import { lastJsonLine, runCliProcess } from '../helpers/cli-process.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe('symfence demo', () => {
+  it('reaches every branch of the bundled maze within 20 s, says so, and exits 0', async () => {
+    const { code, stdout, stderr } = await runCliProcess(['demo', '--duration', '20s', '--json', '--log-level', 'warn']).exit;
+    expect(code, stderr).toBe(0);
+    const summary = lastJsonLine(stdout) as { branchesReached: number; branchesTotal: number; complete: boolean; outDir: string; jobsCompleted: number; conflicts: number };
+    dirs.push(summary.outDir);
+    expect(summary.branchesTotal).toBe(16);
+    expect(summary.branchesReached).toBe(summary.branchesTotal);
+    expect(summary.complete).toBe(true);
+    expect(summary.jobsCompleted).toBeGreaterThan(0);
+    expect(readStatsFile(path.join(summary.outDir, 'stats.json')).state).toBe('stopped');
+    expect(existsSync(path.join(summary.outDir, 'crashes'))).toBe(true);
+  });
+
+  it('prints a human summary naming the branches reached', async () => {
+    const { code, stdout } = await runCliProcess(['demo', '--duration', '20s', '--workers', '1', '--log-level', 'warn']).exit;
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/16 of 16 branches reached \(every branch\)/);
+    dirs.push(/output: (.*)/.exec(stdout)![1]!.trim());
+  });
+
+  it('rejects a bad duration with one line and exit 2', async () => {
+    const { code, stderr } = await runCliProcess(['demo', '--duration', 'soon']).exit;
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toContain('ERR_INVALID_OPTION');
+  });
+});

@@ -1,0 +1,62 @@
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/program.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function cli(...argv: string[]) {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
+  return { code, out, err };
+}
+
+describe('symfence run argument checks', () => {
+  it('lists the campaign options with defaults in --help', async () => {
+    const { code, out } = await cli('run', '--help');
+    expect(code).toBe(0);
+    for (const flag of ['--afl-out', '--afl-instance', '--name', '--workers', '--lease-dir', '--coordinator-id', '--solver-timeout', '--duration', '--json']) {
+      expect(out).toContain(flag);
+    }
+  });
+
+  it('needs --afl-out and --afl-instance (usage error, exit 2, one line)', async () => {
+    const noOut = await cli('run', '--afl-instance', 'main', '--', './t', '@@');
+    expect(noOut.code).toBe(2);
+    expect(noOut.err.trim().split('\n')).toHaveLength(1);
+    expect(noOut.err).toContain('--afl-out');
+    const noInstance = await cli('run', '--afl-out', '/tmp', '--', './t', '@@');
+    expect(noInstance.code).toBe(2);
+    expect(noInstance.err).toContain('--afl-instance');
+  });
+
+  it('refuses a missing AFL queue with ERR_AFL and exit 1, before creating anything', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'symfence-runcli-'));
+    dirs.push(dir);
+    const { code, err } = await cli('run', '--afl-out', dir, '--afl-instance', 'main', '--', './t', '@@');
+    expect(code).toBe(1);
+    expect(err).toContain('ERR_AFL');
+    expect(err.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('refuses --name equal to the AFL instance', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'symfence-runcli-'));
+    dirs.push(dir);
+    mkdirSync(path.join(dir, 'main', 'queue'), { recursive: true });
+    const { code, err } = await cli('run', '--afl-out', dir, '--afl-instance', 'main', '--name', 'main', '--', './t', '@@');
+    expect(code).toBe(2);
+    expect(err).toContain('ERR_USAGE');
+  });
+
+  it('names the option and value of a bad flag', async () => {
+    const { code, err } = await cli('run', '--afl-out', '/tmp', '--afl-instance', 'main', '--workers', 'many', '--', './t');
+    expect(code).toBe(2);
+    expect(err).toContain('--workers');
+    expect(err).toContain('"many"');
+  });
+});
