@@ -139,6 +139,8 @@ export class Coordinator {
   #stopping = false;
   #stopped: Promise<ShutdownReport> | undefined;
   #wake: (() => void) | undefined;
+  /** A job finished while no one was waiting: the next wait returns at once (no lost wake-up). */
+  #wakePending = false;
 
   constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
     if (!Number.isSafeInteger(options.workers) || options.workers < 1) throw new RangeError(`workers must be a positive integer, got ${options.workers}`);
@@ -468,7 +470,7 @@ export class Coordinator {
     this.#active.set(workId, active);
     active.done = this.#runAndFinish(active).finally(() => {
       this.#active.delete(workId);
-      this.#wake?.();
+      this.#signalWake();
     });
     return true;
   }
@@ -624,9 +626,13 @@ export class Coordinator {
         if (this.#stopping) break;
         const untilHeartbeatMs = this.#lastHeartbeatMs + this.#heartbeatIntervalMs - this.#deps.clock.now();
         const waitMs = Math.max(1, Math.min(options.idlePollMs, untilHeartbeatMs));
-        const busyAndFull = this.#active.size >= this.#options.workers;
+        // Woken early by a finished job (a slot is free) or by stop().
+        if (this.#wakePending) {
+          this.#wakePending = false;
+          continue;
+        }
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, busyAndFull ? Math.max(waitMs, 1) : waitMs);
+          const timer = setTimeout(done, waitMs);
           function done(): void {
             clearTimeout(timer);
             resolve();
@@ -639,6 +645,11 @@ export class Coordinator {
       options.signal?.removeEventListener('abort', onAbort);
     }
     return this.stop();
+  }
+
+  #signalWake(): void {
+    if (this.#wake) this.#wake();
+    else this.#wakePending = true;
   }
 
   /**
@@ -654,7 +665,7 @@ export class Coordinator {
 
   async #shutdown(): Promise<ShutdownReport> {
     this.#stopping = true;
-    this.#wake?.();
+    this.#signalWake();
     const failuresBefore = this.#deps.counters.releaseFailures;
     await Promise.allSettled([...this.#dispatching]);
     let abortedRuns = 0;
