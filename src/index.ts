@@ -145,7 +145,6 @@ export type {
   CommandTemplate,
   InputMode,
   DirectedJob,
-  ActionKind,
   OutputCaps,
   TriageSettings,
   GeneratedInput,
@@ -154,7 +153,7 @@ export type {
 } from './solver/solver-types.js';
 export { classifyExit, FATAL_SIGNALS } from './solver/exit-classification.js';
 export type { ExitClass } from './solver/exit-classification.js';
-export { parseTelemetryEnvelope, TELEMETRY_SCHEMA } from './solver/telemetry-envelope.js';
+export { parseTelemetryEnvelope } from './solver/telemetry-envelope.js';
 export type { TelemetryParser } from './solver/telemetry-envelope.js';
 export { aflToolEnv } from './solver/solver-env.js';
 export { CoverageBitmap, classifyCounts, DEFAULT_MAP_SIZE_BYTES } from './triage/coverage-bitmap.js';
