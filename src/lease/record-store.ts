@@ -10,7 +10,10 @@ import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import { parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 
-const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW;
+// No fstat before reading: O_NOFOLLOW refuses a symlink at open, a directory fails the read with
+// EISDIR, and O_NONBLOCK keeps a FIFO planted at the path from blocking the open (its read then
+// fails with ESPIPE, as positioned reads do). Every one of those ends as `corrupt`, as an fstat check would.
+const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 /**
  * Reads one record. Absent → `absent`. A symlink, directory or other non-regular file at the
@@ -28,13 +31,12 @@ export async function readRecord(fsLayer: FsLayer, recordPath: string, id: strin
     throw leaseIoError(`cannot open record ${recordPath}: ${(error as Error).message}`, { path: recordPath, errno: code, step: 'read' }, error);
   }
   try {
-    const stat = await fsLayer.fstat(fd);
-    if (!stat.isFile) return { state: 'corrupt', reason: stat.isDirectory ? 'record path is a directory' : 'record path is not a regular file' };
     const bytes = await fsLayer.readAll(fd);
     return parseRecord(bytes, id, kind);
   } catch (error) {
     const code = errnoCode(error);
     if (code === 'EISDIR') return { state: 'corrupt', reason: 'record path is a directory' };
+    if (code === 'EAGAIN' || code === 'ESPIPE') return { state: 'corrupt', reason: 'record path is not a regular file' };
     throw leaseIoError(`cannot read record ${recordPath}: ${(error as Error).message}`, { path: recordPath, errno: code, step: 'read' }, error);
   } finally {
     await fsLayer.close(fd).catch(() => undefined);
