@@ -84,8 +84,11 @@ const unlinkAsync = promisify(fs.unlink);
 const mkdirAsync = promisify(fs.mkdir);
 const readdirAsync = promisify(fs.readdir);
 
-/** First read of `readAll`: larger than any lease record, small enough to allocate per read. */
-const FIRST_READ_BYTES = 16 * 1024;
+/**
+ * First read of `readAll`: larger than a lease record, and small enough that `allocUnsafe` carves it
+ * from Node's shared pool instead of allocating (and later collecting) a buffer per read.
+ */
+const FIRST_READ_BYTES = (Buffer.poolSize >>> 1) - 1;
 const MAX_READ_BYTES = 1024 * 1024;
 
 function toStat(stats: fs.Stats): FsStat {
