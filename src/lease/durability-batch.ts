@@ -142,15 +142,33 @@ export class DurabilityBatch {
 
   /** Stages a write (`next`) or a delete (`null`) of a locked, read, non-corrupt record. */
   stage(id: string, next: StagedRecord | null): void {
+    this.stageAll([[id, next]]);
+  }
+
+  /**
+   * Stages several changes all-or-nothing: every id is checked (locked, read, not corrupt) before
+   * the first is staged, so an operation refused half-way cannot leave part of a group staged for
+   * the commit of a shared batch.
+   */
+  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void {
     this.assertState('open');
+    const list = [...changes];
+    for (const [id] of list) {
+      if (this.mutations.has(id)) continue;
+      const read = this.reads.get(id);
+      if (!read || !this.locked.has(id)) throw new Error(`stage of ${id} without lock and read`);
+      if (read.state === 'corrupt') throw new Error(`stage over corrupt record ${id}: corrupt records are never overwritten`);
+    }
+    for (const [id, next] of list) this.stageChecked(id, next);
+  }
+
+  private stageChecked(id: string, next: StagedRecord | null): void {
     const existing = this.mutations.get(id);
     if (existing) {
       existing.next = next;
       return;
     }
-    const read = this.reads.get(id);
-    if (!read || !this.locked.has(id)) throw new Error(`stage of ${id} without lock and read`);
-    if (read.state === 'corrupt') throw new Error(`stage over corrupt record ${id}: corrupt records are never overwritten`);
+    const read = this.reads.get(id)!;
     if (read.state === 'absent' && next === null) return;
     this.mutations.set(id, {
       id,

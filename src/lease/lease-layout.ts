@@ -2,6 +2,7 @@
  * Where a lease table keeps things on disk (docs/lease-format.md):
  *
  *   <root>/lease-table.json                table metadata: schema, kind, shard count
+ *   <root>/lease-table.json.lock           lock held while the metadata is created or checked
  *   <root>/<SSS>/<id>.json                 the record (SSS = shard, decimal, ≥ 3 digits)
  *   <root>/<SSS>/<id>.json.lock            its lock file: regular, mode 0600, never deleted
  *   <root>/<SSS>/<id>.json.<pid>.<n>.tmp   short-lived temp file while a record is written

@@ -12,7 +12,8 @@
  * Several operations in one batch (the I/O thread's cross-request group commit) share the lock
  * phase (the union of their ids, ascending), the barrier pass, and the outcome of the commit: if
  * the commit fails, every operation that staged a write fails with that `LeaseIoError` and its
- * records are restored; operations that staged nothing keep their (read-only) results.
+ * records are restored, and so does every later operation that read a record staged before it;
+ * the other operations keep their (read-only) results.
  */
 import { invalidOption } from '../config/values.js';
 import { DurabilityBatch, type BatchReport, type DurabilityContext } from './durability-batch.js';
@@ -55,8 +56,13 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
     await batch.lock(ids);
     await batch.read(ids);
     const outcomes: OperationOutcome<unknown>[] = [];
-    const writers: number[] = [];
+    // Operations whose outcome rests on this batch's commit: the writers, and every later
+    // operation that read a record an earlier one had staged (its answer — `already`, `conflict`
+    // — describes a state that only exists if the commit lands).
+    const dependsOnCommit: number[] = [];
+    const stagedIds = new Set<string>();
     for (const [index, op] of operations.entries()) {
+      const readStaged = op.lockIds.some((id) => stagedIds.has(id));
       const staged = new Map<string, { record: LeaseRecord; bytes: Buffer } | null>();
       const allowed = new Set(op.lockIds);
       const view: RecordView = {
@@ -78,8 +84,9 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
       };
       try {
         const value = await op.apply(view);
-        for (const [id, next] of staged) batch.stage(id, next);
-        if (staged.size > 0) writers.push(index);
+        batch.stageAll(staged);
+        for (const id of staged.keys()) stagedIds.add(id);
+        if (staged.size > 0 || readStaged) dependsOnCommit.push(index);
         outcomes.push({ ok: true, value });
       } catch (error) {
         outcomes.push({ ok: false, error });
@@ -89,7 +96,7 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
       const report = await batch.commit();
       return { outcomes, report };
     } catch (error) {
-      for (const index of writers) outcomes[index] = { ok: false, error };
+      for (const index of dependsOnCommit) outcomes[index] = { ok: false, error };
       return { outcomes, report: { published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] } };
     }
   } finally {

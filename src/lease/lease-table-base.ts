@@ -74,7 +74,7 @@ export async function openCore(root: string, input: object | undefined, deps: Le
     await (deps.probe ?? ((dir: string) => probeFilesystem(dir, { native: deps.native })))(layout.root);
     if (!deps.probe) probedRoots.add(layout.root);
   }
-  await ensureTableMeta(fsLayer, layout, kind);
+  await ensureTableMeta(fsLayer, layout, kind, locker);
   const known = new Set<string>([layout.root]);
   const ctx: DurabilityContext = {
     fsLayer,

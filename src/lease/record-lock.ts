@@ -85,7 +85,8 @@ interface OpenedLock {
 /** Longest sleep between two attempts under contention. */
 const RETRY_DELAY_MS = 2;
 
-const LOCK_FLAGS = fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW;
+// O_NONBLOCK: whatever sits at the path, open(2) returns at once; fstat then refuses non-files.
+const LOCK_FLAGS = fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 const LOCK_FILE_MODE = 0o600;
 
 /** Paths held through the in-process locker, shared by every table in this process. */

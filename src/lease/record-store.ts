@@ -10,9 +10,10 @@ import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import { parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 
-// No fstat before reading: O_NOFOLLOW refuses a symlink at open, a directory fails the read with
-// EISDIR, and O_NONBLOCK keeps a FIFO planted at the path from blocking the open (its read then
-// fails with ESPIPE, as positioned reads do). Every one of those ends as `corrupt`, as an fstat check would.
+// No fstat before reading. O_NOFOLLOW refuses a symlink at open; O_NONBLOCK keeps a FIFO planted
+// at the path from blocking open(2) forever (holding the record's lock and a libuv pool thread) —
+// its positioned read then fails with ESPIPE; a directory fails the read with EISDIR. Every one of
+// those ends as `corrupt`, as an fstat check would; for regular files O_NONBLOCK changes nothing.
 const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 /**

@@ -12,6 +12,7 @@ import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import { canonicalJsonBytes } from './canonical-json.js';
 import type { LeaseLayout } from './lease-layout.js';
 import type { RecordKind } from './lease-record.js';
+import type { RecordLocker } from './record-lock.js';
 
 export const TABLE_META_SCHEMA = 1;
 
@@ -25,13 +26,15 @@ export interface TableMeta {
 export async function readTableMeta(fsLayer: FsLayer, metaPath: string): Promise<TableMeta | undefined> {
   let fd: number;
   try {
-    fd = await fsLayer.open(metaPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    // O_NONBLOCK: a FIFO at the path must not block open(2) forever (see record-store.ts).
+    fd = await fsLayer.open(metaPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (error) {
     if (errnoCode(error) === 'ENOENT') return undefined;
     throw new LeaseCorruptError(`cannot read lease table metadata ${metaPath}: ${(error as Error).message}`, { path: metaPath });
   }
   let bytes: Buffer;
   try {
+    if (!(await fsLayer.fstat(fd)).isFile) throw new LeaseCorruptError(`lease table metadata ${metaPath} is not a regular file`, { path: metaPath });
     bytes = await fsLayer.readAll(fd);
   } finally {
     await fsLayer.close(fd).catch(() => undefined);
@@ -50,54 +53,57 @@ export async function readTableMeta(fsLayer: FsLayer, metaPath: string): Promise
     !Number.isSafeInteger(value.shardCount) ||
     value.shardCount < 1
   ) {
-    throw new LeaseCorruptError(`lease table metadata ${metaPath} is corrupt`, { path: metaPath });
+    const hint = bytes.length === 0 ? ' (empty: a creator crashed before writing it; delete it if no table was ever used here)' : '';
+    throw new LeaseCorruptError(`lease table metadata ${metaPath} is corrupt${hint}`, { path: metaPath });
   }
   return value as TableMeta;
 }
 
 /**
- * Creates the metadata (exclusive create, fsync, directory barrier) or checks the existing one.
- * A concurrent creator may leave the file empty for a moment: re-read briefly before calling it
- * corrupt.
+ * Creates the metadata (exclusive create, fsync, directory barrier) or checks the existing one,
+ * under `<root>/lease-table.json.lock`: a coordinator opening a new root while another is still
+ * writing its metadata waits for the lock instead of reading a half-written file and calling it
+ * corrupt. A file left empty by a crash during creation stays corrupt (fail closed; the error
+ * says to delete it).
  */
-export async function ensureTableMeta(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<void> {
+export async function ensureTableMeta(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind, locker: RecordLocker): Promise<void> {
+  const handle = await locker.acquire(`${layout.metaPath}.lock`, 'lease table metadata lock');
+  try {
+    await createOrCheckMeta(fsLayer, layout, kind);
+  } finally {
+    await handle.release();
+  }
+}
+
+async function createOrCheckMeta(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<void> {
   const wanted: TableMeta = { schema: TABLE_META_SCHEMA, kind, shardCount: layout.shardCount };
-  for (let attempt = 0; ; attempt += 1) {
-    let fd: number | undefined;
+  let fd: number | undefined;
+  try {
+    fd = await fsLayer.open(layout.metaPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o644);
+  } catch (error) {
+    if (errnoCode(error) !== 'EEXIST') {
+      throw leaseIoError(`cannot create ${layout.metaPath}: ${(error as Error).message}`, { path: layout.metaPath, errno: errnoCode(error), step: 'meta' }, error);
+    }
+  }
+  if (fd !== undefined) {
     try {
-      fd = await fsLayer.open(layout.metaPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o644);
-    } catch (error) {
-      if (errnoCode(error) !== 'EEXIST') {
-        throw leaseIoError(`cannot create ${layout.metaPath}: ${(error as Error).message}`, { path: layout.metaPath, errno: errnoCode(error), step: 'meta' }, error);
-      }
+      await fsLayer.writeAll(fd, canonicalJsonBytes(wanted));
+      await fsLayer.fsync(fd);
+    } finally {
+      await fsLayer.close(fd).catch(() => undefined);
     }
-    if (fd !== undefined) {
-      try {
-        await fsLayer.writeAll(fd, canonicalJsonBytes(wanted));
-        await fsLayer.fsync(fd);
-      } finally {
-        await fsLayer.close(fd).catch(() => undefined);
-      }
-      await fsLayer.syncDirectory(layout.root);
-      return;
-    }
-    let existing: TableMeta | undefined;
-    try {
-      existing = await readTableMeta(fsLayer, layout.metaPath);
-    } catch (error) {
-      if (attempt < 50) {
-        await new Promise((resolve) => setTimeout(resolve, 2));
-        continue;
-      }
-      throw error;
-    }
-    if (!existing) continue;
-    if (existing.kind !== kind) {
-      throw invalidOption('root', `a ${kind} lease table directory`, `${layout.root} (holds a ${existing.kind} table)`);
-    }
-    if (existing.shardCount !== layout.shardCount) {
-      throw invalidOption('shardCount', `${existing.shardCount} (the shard count recorded in ${layout.metaPath})`, layout.shardCount);
-    }
+    await fsLayer.syncDirectory(layout.root);
     return;
+  }
+  const existing = await readTableMeta(fsLayer, layout.metaPath);
+  if (!existing) {
+    // Deleted between our EEXIST and the read: only an operator does that. Refuse rather than loop.
+    throw new LeaseCorruptError(`lease table metadata ${layout.metaPath} vanished while opening the table`, { path: layout.metaPath });
+  }
+  if (existing.kind !== kind) {
+    throw invalidOption('root', `a ${kind} lease table directory`, `${layout.root} (holds a ${existing.kind} table)`);
+  }
+  if (existing.shardCount !== layout.shardCount) {
+    throw invalidOption('shardCount', `${existing.shardCount} (the shard count recorded in ${layout.metaPath})`, layout.shardCount);
   }
 }

@@ -10,6 +10,7 @@
  * `limit` jobs are admitted or every proposal has been tried (work-conserving back-fill).
  */
 import { AdmissionProtocolError, InvalidOptionError } from '../errors.js';
+import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { LocalReservations, SharedClaimOutcome, SharedTargetClaims } from './admission-ports.js';
 import type { Lane, LaneName, Proposal } from './lanes/lane.js';
@@ -137,7 +138,8 @@ export class Admission {
    *   is committed, and the error propagates: zero mutation of lane state.
    */
   async admit(limit: number, proposalLimit: number, now: number): Promise<AdmittedJob[]> {
-    if (!(limit > 0)) return [];
+    checkAdmitArguments(limit, proposalLimit, now);
+    if (limit === 0) return [];
     const backlog = this.proposals(limit, Math.max(limit, proposalLimit), now);
     this.#stats.proposals += backlog.length;
     const admitted: AdmittedJob[] = [];
@@ -274,4 +276,20 @@ export class Admission {
     this.#nextOwner = owner >= OWNER_LIMIT ? 1 : owner + 1;
     return owner;
   }
+}
+
+/**
+ * Every scheduler time is the caller's clock reading in ms. A NaN or infinite `now` would be
+ * stored as a lane's lastScheduled/lastSeen time, poisoning cooldowns and the saved state (ages
+ * serialise as null), so it is refused up front (`ERR_INVALID_OPTION`).
+ */
+export function checkNow(now: unknown): asserts now is number {
+  if (typeof now !== 'number' || !Number.isFinite(now)) throw invalidOption('now', 'a finite number of milliseconds', now);
+}
+
+/** `admit` arguments: integer limits ≥ 0 and a finite `now` (`ERR_INVALID_OPTION`). */
+export function checkAdmitArguments(limit: unknown, proposalLimit: unknown, now: unknown): void {
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0) throw invalidOption('limit', 'an integer ≥ 0', limit);
+  if (typeof proposalLimit !== 'number' || !Number.isSafeInteger(proposalLimit) || proposalLimit < 0) throw invalidOption('proposalLimit', 'an integer ≥ 0', proposalLimit);
+  checkNow(now);
 }

@@ -95,6 +95,17 @@ export function targetGroup(job: Pick<ReplayJob, 'targetBranch' | 'actions'>): r
   return group;
 }
 
+/**
+ * The job with every non-skip action that did not fit into `targetGroup(job)` removed, so that
+ * the group leased for a job is exactly the set of branches its solver will solve (the target
+ * contract). Only a primary plus 64 distinct non-skip actions (e.g. from a hint) overflows.
+ */
+export function fitToGroup(job: ReplayJob): ReplayJob {
+  const group = new Set(targetGroup(job));
+  if (job.actions.every((a) => a.kind === 'skip' || group.has(a.branch))) return job;
+  return Object.freeze({ ...job, actions: Object.freeze(job.actions.filter((a) => a.kind === 'skip' || group.has(a.branch))) });
+}
+
 /** `(seed, primary)` key of the admission's seen-set. */
 export function seedTargetKey(job: ReplayJob): string {
   return `${job.targetBranch.toString()}\u0000${job.seed}`;

@@ -11,7 +11,7 @@
  */
 import { InvalidJobError, InvalidOptionError, LaneStateError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import { Admission, type AdmissionStats, type AdmittedJob } from './admission.js';
+import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type AdmittedJob } from './admission.js';
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { HintSource } from './hints.js';
 import { readStateFile, SCHEDULER_STATE_SCHEMA, writeStateFile } from './lane-state-file.js';
@@ -125,7 +125,8 @@ export class Scheduler {
   }
 
   /** Registers (or updates) an input that jobs may run on. `now` is reserved for seed-age features. */
-  addSeed(seedId: string, info: SeedInfo, _now: number): void {
+  addSeed(seedId: string, info: SeedInfo, now: number): void {
+    checkNow(now);
     if (typeof seedId !== 'string' || seedId.length === 0) throw new InvalidJobError('seed id must be a non-empty string', { seedId: String(seedId) });
     if (!Number.isSafeInteger(info.bytes) || info.bytes < 0) throw new InvalidJobError(`seed ${seedId}: bytes must be a non-negative integer`, { seedId, bytes: info.bytes });
     if (!/^[0-9a-f]{64}$/.test(info.sha256)) throw new InvalidJobError(`seed ${seedId}: sha256 must be 64 lowercase hex digits`, { seedId, sha256: info.sha256 });
@@ -156,6 +157,7 @@ export class Scheduler {
    * call `release` for the admitted job.
    */
   observe(feedback: RunFeedback, now: number): void {
+    checkNow(now);
     if (!this.#seeds.has(feedback.seed)) throw new InvalidJobError(`observe: unknown seed ${JSON.stringify(feedback.seed)}`, { seed: feedback.seed });
     if (!Number.isFinite(feedback.reward)) throw new InvalidJobError(`observe: reward must be a finite number, received ${feedback.reward}`, { reward: feedback.reward });
     const context = {
@@ -185,7 +187,7 @@ export class Scheduler {
    * owns the returned jobs: dispatch them, then `release` each (and release its shared token).
    */
   admit(limit: number, now: number, proposalLimit: number = this.backlogDepth()): Promise<AdmittedJob[]> {
-    if (!Number.isSafeInteger(limit) || limit < 0) throw new InvalidOptionError(`admit limit: expected an integer ≥ 0, received ${limit}`, { option: 'limit', value: limit });
+    checkAdmitArguments(limit, proposalLimit, now);
     return this.#admission.admit(limit, proposalLimit, now);
   }
 
@@ -221,6 +223,7 @@ export class Scheduler {
 
   /** Lane state as one JSON-safe document (times as ages before `now`). */
   toJSON(now: number): unknown {
+    checkNow(now);
     return { schema: SCHEDULER_STATE_SCHEMA, lanes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.toJSON(now)])) };
   }
 
@@ -230,6 +233,7 @@ export class Scheduler {
    * replaced, so a bad document changes nothing (`ERR_LANE_STATE`).
    */
   restore(document: unknown, now: number): void {
+    checkNow(now);
     if (typeof document !== 'object' || document === null || (document as { schema?: unknown }).schema !== SCHEDULER_STATE_SCHEMA) {
       throw new LaneStateError(`scheduler state: expected schema ${SCHEDULER_STATE_SCHEMA}`, { path: 'schema' });
     }

@@ -6,7 +6,7 @@
  */
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { Focus, Hint } from './hints.js';
-import { normalizeActions, targetGroup, type ReplayJob } from './replay-job.js';
+import { fitToGroup, normalizeActions, targetGroup, type ReplayJob } from './replay-job.js';
 
 /** What the coordinator hands to a solver worker. */
 export interface DispatchPlan {
@@ -42,7 +42,8 @@ export function applyHints(base: DispatchPlan, hints: readonly (Hint | undefined
     if (hint.focus !== undefined) focus = hint.focus;
     if (hint.strategy !== undefined) strategy = hint.strategy;
     if (frozenGroup.length === 0 && (hint.targetBranch !== undefined || hint.actions !== undefined)) {
-      job = Object.freeze({
+      // fitToGroup: a hint target plus 64 solve actions would otherwise run one branch unleased.
+      job = fitToGroup({
         seed: job.seed,
         targetBranch: hint.targetBranch ?? job.targetBranch,
         actions: hint.actions !== undefined ? normalizeActions(hint.actions) : job.actions,

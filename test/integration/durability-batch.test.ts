@@ -1,10 +1,11 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { ensureDirectoryDurable } from '../../src/lease/record-store.js';
-import { S, exists, openTarget, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+import type { LeaseOperation } from '../../src/lease/lease-operation.js';
+import { S, bytesOf, exists, openTarget, openWork, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 
 function range(from: number, to: number): bigint[] {
   return Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
@@ -70,5 +71,52 @@ describe('durability batches', () => {
     expect(result.outcomes.map((o) => (o as { value: { ok: boolean } }).value.ok)).toEqual([true, true]);
     expect(await exists(table.recordPath(targetRecordId(7n)))).toBe(false);
     expect(await recordFiles(root)).toEqual([]);
+  });
+
+  it('stages nothing of an operation that tries to overwrite a corrupt record, even after staging a healthy one, while its batch mates commit', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { shardCount: 2 });
+    const healthy = targetRecordId(1n);
+    const corrupt = targetRecordId(2n);
+    await mkdir(table.shardDirOf(corrupt), { recursive: true });
+    await writeFile(table.recordPath(corrupt), 'not json');
+    // A faulty operation (the built-in ones check for corruption first): it stages the healthy
+    // member, then asks to overwrite the corrupt one. Staging must refuse the whole operation.
+    const rogue: LeaseOperation<string> = {
+      name: 'rogue',
+      lockIds: [healthy, corrupt],
+      apply: (view) => {
+        const base = { schema: 1 as const, kind: 'target' as const, status: 'leased' as const, payload: {}, owner: 'r', previousOwner: '', worker: 0, token: 'rogue', updatedMs: 5, attempts: 1, steals: 0, targets: ['1', '2'] };
+        view.put({ ...base, id: healthy, target: '1' });
+        view.put({ ...base, id: corrupt, target: '2' });
+        return 'applied';
+      },
+    };
+    const { outcomes } = await table.executeBatch([rogue, table.planClaimGroup([3n], { job: 3 }, { owner: 'c', nowMs: 10 * S })]);
+    expect(outcomes[0]!.ok).toBe(false);
+    expect(outcomes[1]).toMatchObject({ ok: true, value: { ok: true } });
+    expect(await exists(table.recordPath(healthy))).toBe(false);
+    expect(await bytesOf(table.recordPath(corrupt))).toEqual(Buffer.from('not json'));
+    expect(await exists(table.recordPath(targetRecordId(3n)))).toBe(true);
+  });
+
+  it('fails a read-only answer that rested on a write of the same batch when that batch fails, instead of reporting an undone completion', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openWork(root, { shardCount: 2 }, { fsLayer });
+    const id = 'a'.repeat(64);
+    const claim = await table.claim(id, { p: 1 }, { owner: 'm', nowMs: 10 * S });
+    if (!claim.ok) throw new Error('setup');
+    expect(await table.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { c: 1 } })).toEqual({ ok: true });
+    const before = await bytesOf(table.recordPath(id));
+    fsLayer.fail({ op: 'syncDirectory' });
+    const { outcomes } = await table.executeBatch([
+      table.planCompleteOnce(id, claim.token, { nowMs: 12 * S }),
+      table.planCompleteOnce(id, claim.token, { nowMs: 12 * S }),
+    ]);
+    // The second saw the first's staged `done` and would have said `already`.
+    expect(outcomes.map((o) => (o.ok ? o.value : (o.error as { code?: string }).code))).toEqual(['ERR_LEASE_IO', 'ERR_LEASE_IO']);
+    expect(await bytesOf(table.recordPath(id))).toEqual(before);
+    expect(await table.completeOnce(id, claim.token, { nowMs: 13 * S })).toBe('completed');
   });
 });

@@ -87,9 +87,35 @@ describe('symfence leases', () => {
     expect(err).toContain('--lease-ttl');
   });
 
-  it('documents both commands in --help', async () => {
-    const { out } = await run('leases', '--help');
-    expect(out).toContain('check');
-    expect(out).toContain('--json');
+  it('documents both commands, their flags and their exit codes in --help, exiting 0', async () => {
+    const top = await run('leases', '--help');
+    expect(top.code).toBe(0);
+    for (const text of ['check', '--json', '--lease-ttl', 'Exit codes', 'leased, expired, committing, done']) expect(top.out).toContain(text);
+    const check = await run('leases', 'check', '--help');
+    expect(check.code).toBe(0);
+    for (const text of ['<dir>', '--json', 'Exit codes: 0 no corrupt record, 1 at least one']) expect(check.out).toContain(text);
+  });
+
+  it('check --json prints every table with its corrupt list and still exits 1', async () => {
+    const { dir, corruptPath } = await campaignDir();
+    const { code, out } = await run('leases', 'check', dir, '--json');
+    expect(code).toBe(1);
+    const parsed = JSON.parse(out) as { tables: { corrupt: { path: string; reason: string }[] }[] };
+    expect(parsed.tables.flatMap((t) => t.corrupt.map((c) => c.path))).toEqual([corruptPath]);
+  });
+
+  it('check honours --lease-ttl given after the directory', async () => {
+    const { dir } = await campaignDir();
+    const { out } = await run('leases', 'check', dir, '--json', '--lease-ttl', '1ms');
+    const parsed = JSON.parse(out) as { leaseTtlMs: number };
+    expect(parsed.leaseTtlMs).toBe(1);
+  });
+
+  it('check names a missing directory with exit 2 and one stderr line', async () => {
+    const root = await tempRoot();
+    const { code, err } = await run('leases', 'check', path.join(root, 'missing'));
+    expect(code).toBe(2);
+    expect(err.trim().split('\n')).toHaveLength(1);
+    expect(err).toContain('missing');
   });
 });

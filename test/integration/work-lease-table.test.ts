@@ -382,12 +382,14 @@ describe('FencedWorkLeaseTable', () => {
 
   it('never falls back to running without a lock when flock fails (W19)', async () => {
     const root = await tempRoot();
-    const broken = {
-      tryLockExclusive: () => { throw Object.assign(new Error('filesystem locking unsupported'), { code: 'EOPNOTSUPP' }); },
-      unlock: () => undefined,
-      syncfs: () => undefined,
-    };
-    const table = await openWork(root, {}, { native: broken });
+    const unsupported = (): never => { throw Object.assign(new Error('filesystem locking unsupported'), { code: 'EOPNOTSUPP' }); };
+    // flock failing from the start: the table refuses to open (the metadata is written under a lock).
+    const broken = { tryLockExclusive: unsupported, unlock: () => undefined, syncfs: () => undefined };
+    expect(await openWork(root, {}, { native: broken }).catch((e: unknown) => e)).toMatchObject({ code: 'ERR_LEASE_IO', details: { errno: 'EOPNOTSUPP' } });
+    // flock failing after open (the metadata lock worked): every claim fails, none runs unlocked.
+    let locks = 0;
+    const breaksAfterOpen = { tryLockExclusive: () => (locks++ === 0 ? true : unsupported()), unlock: () => undefined, syncfs: () => undefined };
+    const table = await openWork(root, {}, { native: breaksAfterOpen });
     const id = 'e'.repeat(64);
     const error = await table.claim(id, { path: 'x' }, { owner: 'm', nowMs: 1 }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'ERR_LEASE_IO', details: { errno: 'EOPNOTSUPP' } });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Admission } from '../../src/scheduler/admission.js';
+import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
 import type { Lane, LaneName, Proposal } from '../../src/scheduler/lanes/lane.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import { normalizeJob } from '../../src/scheduler/replay-job.js';
@@ -160,6 +161,25 @@ describe('admission across Prefix and CSTG (F310)', () => {
     expect(admission.inflightTargets().size).toBe(0);
   });
 
+  it('rolls the whole call back, giving back earlier shared claims, when the real in-flight set runs full in a back-fill pass', async () => {
+    // Capacity 3: pass 1 reserves 1, 2, 3 and the shared table rejects 1; the back-fill pass then
+    // needs 2 more slots for the group [4, 5] while 2 and 3 are held, and the set refuses.
+    const set = InflightTargetSet.create(3);
+    const shared = new ScriptedSharedClaims((g) => (g[0] === 1n ? REJECT : 'grant'));
+    const lane = new ScriptedLane('fallback', [
+      { seed: 'a', target: 1 },
+      { seed: 'b', target: 2 },
+      { seed: 'c', target: 3 },
+      { seed: 'd', target: 4, actions: [[4, 'solve'], [5, 'solve']] },
+    ]);
+    const admission = new Admission({ lanes: [lane], local: set, shared });
+    await expect(admission.admit(3, 4, NOW)).rejects.toMatchObject({ code: 'ERR_INFLIGHT_FULL' });
+    expect(set.size()).toBe(0);
+    expect(shared.released.flat().map((c) => c.targets)).toEqual([[2n], [3n]]);
+    expect(lane.committed).toEqual([]);
+    expect(admission.inflightTargets().size).toBe(0);
+  });
+
   it('fails closed with ERR_ADMISSION_PROTOCOL when the shared table answers the wrong number of outcomes', async () => {
     const local = new MapLocalReservations();
     const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }, { seed: 'b', target: 2 }]);
@@ -192,6 +212,18 @@ describe('admission across Prefix and CSTG (F310)', () => {
     expect(targets(await admission.admit(2, 2, NOW))).toEqual([2n]);
     expect(local.ownerOf(1n)).toBe(424242);
     expect(admission.stats().localConflicts).toBe(1);
+  });
+
+  it('rejects non-integer limits and a non-finite now without proposing or committing', async () => {
+    const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }]);
+    const local = new MapLocalReservations();
+    const admission = new Admission({ lanes: [lane], local });
+    for (const [limit, proposalLimit, now] of [[1.5, 1, NOW], [-1, 1, NOW], [1, Number.NaN, NOW], [1, 1, Number.NaN], [1, 1, Number.NEGATIVE_INFINITY]] as const) {
+      await expect(admission.admit(limit, proposalLimit, now)).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+    }
+    expect(lane.committed).toEqual([]);
+    expect(local.reserved().size).toBe(0);
+    expect(admission.stats().proposals).toBe(0);
   });
 
   it('returns nothing for a limit of zero', async () => {

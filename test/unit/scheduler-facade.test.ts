@@ -71,4 +71,20 @@ describe('Scheduler facade', () => {
     const { s } = scheduler(['a']);
     expect(codeOf(() => s.admit(-1, 0))).toBe('ERR_INVALID_OPTION');
   });
+
+  it('refuses a non-finite clock reading or proposal limit before touching any lane state', async () => {
+    const { s } = scheduler(['a']);
+    s.observe({ seed: 'a', telemetry: tel({ open: [3], trace: [[1, 2, 3, 4, 1, 0]] }), reward: 0.5 }, 0);
+    const before = s.toJSON(1_000);
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(codeOf(() => s.admit(1, bad))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => s.observe({ seed: 'a', telemetry: null, reward: 0.5 }, bad))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => s.toJSON(bad))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => s.restore(before, bad))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => s.addSeed('b', { bytes: 1, sha256: 'a'.repeat(64), path: '/b' }, bad))).toBe('ERR_INVALID_OPTION');
+    }
+    for (const bad of [Number.NaN, -1, 1.5]) expect(codeOf(() => s.admit(1, 1_000, bad))).toBe('ERR_INVALID_OPTION');
+    expect(s.toJSON(1_000)).toEqual(before);
+    expect(await s.admit(1, 1_000)).toHaveLength(1);
+  });
 });

@@ -36,6 +36,21 @@ describe('target contract', () => {
     expect(out.needsClaim).toBe(true);
   });
 
+  it('drops hint actions that do not fit the 64-member group, so every solved branch is leased', () => {
+    const plain = normalizeJob({ seed: 's' });
+    const actions = Array.from({ length: 64 }, (_, i) => [String(i + 1), 'solve']);
+    // Primary 1000 plus 64 distinct solve actions: 65 branches for a group of at most 64.
+    const out = applyHints({ job: plain }, [parseHint({ targetBranch: '1000', actions })]);
+    expect(out.group).toHaveLength(64);
+    expect(out.group[0]).toBe(1000n);
+    const solved = out.plan.job.actions.filter((a) => a.kind !== 'skip').map((a) => a.branch);
+    expect(solved).toHaveLength(63);
+    expect(solved.every((b) => out.group.includes(b))).toBe(true);
+    // Skip actions are never leased and always kept.
+    const withSkip = applyHints({ job: plain }, [parseHint({ targetBranch: '1000', actions: [['2000', 'skip'], ...actions.slice(0, 63)] })]);
+    expect(withSkip.plan.job.actions).toHaveLength(64);
+  });
+
   it('forces the sampling strategy when the plan carries a sample action', () => {
     expect(applyHints({ job: leasedJob, strategy: 0 }, []).plan.strategy).toBe(6);
   });

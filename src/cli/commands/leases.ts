@@ -16,6 +16,10 @@ interface LeasesFlags {
   readonly leaseTtl?: string;
 }
 
+function definedOnly(flags: LeasesFlags): LeasesFlags {
+  return Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)) as LeasesFlags;
+}
+
 function ttlOf(flags: LeasesFlags): number {
   return flags.leaseTtl === undefined ? LEASE_TABLE_OPTIONS.defaults.leaseTtlMs : parseDurationMs('--lease-ttl', flags.leaseTtl);
 }
@@ -46,6 +50,12 @@ export function register(program: Command, io: CliIo): void {
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
+    .addHelpText(
+      'after',
+      '\nRead-only and lock-free: safe next to running coordinators. A leased record counts as expired\n' +
+        'once it is --lease-ttl old. Corrupt records are counted here and listed by `leases check`.\n' +
+        'Exit codes: 0 printed, 1 a shard or record could not be read, 2 not a lease directory or bad flag.',
+    )
     .action(async (dir: string, flags: LeasesFlags) => {
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
@@ -58,7 +68,17 @@ export function register(program: Command, io: CliIo): void {
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
-    .action(async (dir: string, flags: LeasesFlags) => {
+    .addHelpText(
+      'after',
+      '\nA corrupt record (unparseable, wrong schema or kind, bad field, id not matching its path, not a\n' +
+        'regular file) blocks its id: coordinators refuse to claim or overwrite it. Inspect and remove it\n' +
+        'by hand. Exit codes: 0 no corrupt record, 1 at least one (each listed as `corrupt <path>: <why>`),\n' +
+        '2 not a lease directory or bad flag.',
+    )
+    .action(async (dir: string, localFlags: LeasesFlags) => {
+      // `leases` declares the same flags and commander gives them to it even when they follow
+      // `check <dir>` (`leases check d --json` set leases' --json, not check's): merge both.
+      const flags = { ...definedOnly(leases.opts<LeasesFlags>()), ...definedOnly(localFlags) };
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });

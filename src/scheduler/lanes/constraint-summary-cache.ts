@@ -3,6 +3,7 @@
  * unsettled (timeout/diverged: retry after an exponential back-off). LRU-bounded.
  */
 import type { Telemetry } from '../telemetry.js';
+import { evictOldest } from './round-robin.js';
 import { arr, id, int, num, oneOf } from './state-codec.js';
 
 export type SummaryStatus = 'sat' | 'unsat' | 'timeout' | 'diverged';
@@ -55,10 +56,7 @@ export class ConstraintSummaryCache {
     }
     this.#entries.delete(t.targetBranch);
     this.#entries.set(t.targetBranch, { status, observations, nextRetryMs });
-    while (this.#entries.size > this.#capacity) {
-      const oldest = this.#entries.keys().next().value as bigint;
-      this.#entries.delete(oldest);
-    }
+    evictOldest(this.#entries, this.#capacity);
   }
 
   /** May this branch be scheduled at `now`? No entry → yes; settled → never; else after back-off. */

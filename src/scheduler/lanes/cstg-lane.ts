@@ -19,6 +19,7 @@ import {
   type ObserveContext,
   type Proposal,
 } from './lane.js';
+import { evictOldest } from './round-robin.js';
 import { ageToTime, arr, header, id, int, num, numOrNull, obj, oneOf, strings } from './state-codec.js';
 
 export type TransitionStatus = 'open' | 'diverged' | 'timeout' | 'sat' | 'unsat';
@@ -254,7 +255,7 @@ export class CstgLane implements Lane {
     const n = (this.#nodeVisits.get(actual) ?? 0) + 1;
     this.#nodeVisits.delete(actual);
     this.#nodeVisits.set(actual, n);
-    while (this.#nodeVisits.size > 2 * this.#maxTransitions) this.#nodeVisits.delete(this.#nodeVisits.keys().next().value as bigint);
+    evictOldest(this.#nodeVisits, 2 * this.#maxTransitions);
   }
 
   /** Over budget: settled transitions go first, then the lowest reward, oldest, least observed. */

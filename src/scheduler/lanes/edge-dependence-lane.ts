@@ -18,6 +18,7 @@ import {
   type ObserveContext,
   type Proposal,
 } from './lane.js';
+import { cursorPast, pickFromCursor } from './round-robin.js';
 import { ageToTime, arr, header, id, ids, int, num, numOrNull, obj, strings } from './state-codec.js';
 
 const MASK64 = (1n << 64n) - 1n;
@@ -154,8 +155,7 @@ export class EdgeDependenceLane implements Lane {
       if (row === undefined) continue;
       row.scheduled += 1;
       row.lastScheduledMs = now;
-      const index = row.targets.indexOf(proposal.job.targetBranch);
-      if (index >= 0) row.cursor = (index + 1) % row.targets.length;
+      row.cursor = cursorPast(row.targets, row.cursor, proposal.job.targetBranch);
     }
   }
 
@@ -298,13 +298,4 @@ function newRow(edge: bigint, site: bigint, now: number): EdgeRow {
     successfulTargets: 0,
     coOccurring: 0,
   };
-}
-
-/** First target at or after `cursor` (wrapping) that is not excluded. */
-export function pickFromCursor(targets: readonly bigint[], cursor: number, excluded: ReadonlySet<bigint>): bigint | undefined {
-  for (let i = 0; i < targets.length; i += 1) {
-    const t = targets[(cursor + i) % targets.length]!;
-    if (!excluded.has(t)) return t;
-  }
-  return undefined;
 }

@@ -7,7 +7,7 @@
 import type { Telemetry } from '../telemetry.js';
 import { clamp01, difficultyOf } from '../telemetry-metrics.js';
 import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
-import { pickFromCursor } from './edge-dependence-lane.js';
+import { cursorPast, evictOldest, pickFromCursor } from './round-robin.js';
 import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
@@ -87,8 +87,7 @@ export class FallbackReplayLane implements Lane {
       const r = this.#records.get(proposal.origin);
       if (r === undefined) continue;
       r.lastReplayMs = now;
-      const index = r.openBranches.indexOf(proposal.job.targetBranch);
-      if (index >= 0) r.cursor = (index + 1) % r.openBranches.length;
+      r.cursor = cursorPast(r.openBranches, r.cursor, proposal.job.targetBranch);
     }
   }
 
@@ -114,7 +113,7 @@ export class FallbackReplayLane implements Lane {
       this.#records.delete(seed);
     }
     this.#records.set(seed, record);
-    while (this.#records.size > this.#maxRecords) this.#records.delete(this.#records.keys().next().value as string);
+    evictOldest(this.#records, this.#maxRecords);
   }
 
   toJSON(now: number): unknown {
