@@ -4,6 +4,8 @@
  * - `groupcommit`: K callers each send one 64-target claimGroup, then one releaseGroup, to the real
  *   I/O thread at the same time (K disjoint groups). Per group cycle = round time / K. Barriers
  *   come from the thread's own counters.
+ * - `groupcommit` without the lock-fd cache (`lockFdCacheSize: 0`): every lock file opened, checked
+ *   and closed per acquisition, as before the cache — the A/B for the cache in the same run.
  * - `floor`: the physical floor of this design on this disk — the same K×64 record-sized files
  *   written as temps, ONE file barrier, renamed, one directory barrier per touched shard, then
  *   unlinked with one directory barrier per shard; no locks, no reads, no validation.
@@ -24,11 +26,17 @@ export interface GroupCommitRunner {
   close(): Promise<void>;
 }
 
-export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync' }): Promise<GroupCommitRunner> {
+export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number }): Promise<GroupCommitRunner> {
   const io = await IoThread.start({
     coordinatorId: 'bench',
     targetRoot: root,
-    leaseOptions: { shardCount: options.shards, coordination: options.coordination, leaseTtlMs: 3_600_000, verifyFilesystem: false },
+    leaseOptions: {
+      shardCount: options.shards,
+      coordination: options.coordination,
+      leaseTtlMs: 3_600_000,
+      verifyFilesystem: false,
+      ...(options.lockFdCacheSize !== undefined ? { lockFdCacheSize: options.lockFdCacheSize } : {}),
+    },
     ioOptions: { fileBarrier: options.fileBarrier },
   });
   const groups = Array.from({ length: options.k }, (_, g) => Array.from({ length: options.targetsPerGroup }, (_, i) => BigInt(1 + g * options.targetsPerGroup + i)));
@@ -117,21 +125,27 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
   for (const k of config.ks) {
     const gc = await groupCommitRunner(path.join(base, `groupcommit-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, coordination: config.coordination, fileBarrier });
     const gcFsync = await groupCommitRunner(path.join(base, `groupcommit-fsync-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, coordination: config.coordination, fileBarrier: 'fsync' });
+    // A/B for the lock-fd cache: the same syncfs group commit with every lock file opened, checked
+    // and closed per acquisition (lockFdCacheSize 0).
+    const gcNoCache = await groupCommitRunner(path.join(base, `groupcommit-nocache-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, coordination: config.coordination, fileBarrier, lockFdCacheSize: 0 });
     const floor = await floorRunner(path.join(base, `floor-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, fileBarrier });
     try {
       await gc.round(); // warm-up: shard directories and lock files
       await gcFsync.round();
+      await gcNoCache.round();
       await floor.round();
-      const samples = { gc: [] as number[], gcFsync: [] as number[], floor: [] as number[] };
+      const runners = { gc, gcFsync, gcNoCache, floor };
+      const samples = { gc: [] as number[], gcFsync: [] as number[], gcNoCache: [] as number[], floor: [] as number[] };
       for (let round = 0; round < config.rounds; round += 1) {
-        const order = round % 2 === 0 ? (['gc', 'gcFsync', 'floor'] as const) : (['floor', 'gcFsync', 'gc'] as const);
-        for (const mode of order) samples[mode].push(await (mode === 'gc' ? gc : mode === 'gcFsync' ? gcFsync : floor).round());
+        const order = round % 2 === 0 ? (['gc', 'gcFsync', 'gcNoCache', 'floor'] as const) : (['floor', 'gcNoCache', 'gcFsync', 'gc'] as const);
+        for (const mode of order) samples[mode].push(await runners[mode].round());
       }
       const barriers = gc.lastBarriers();
       const row = {
         k,
         groupcommit_ms: round2(median(samples.gc)),
         groupcommit_fsync_ms: round2(median(samples.gcFsync)),
+        groupcommit_nocache_ms: round2(median(samples.gcNoCache)),
         floor_ms: round2(median(samples.floor)),
         barriers_groupcommit: round2(barriers.directory),
         file_barriers_groupcommit: round2(barriers.file),
@@ -139,11 +153,12 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
       byK.push(row);
       console.log(
         `  shards ${String(config.shards).padStart(2)}  groupcommit K=${String(k).padStart(2)} (${fileBarrier}) median ${String(row.groupcommit_ms).padStart(8)} ms/group cycle  ` +
-          `fsync ${row.groupcommit_fsync_ms} ms  floor ${row.floor_ms} ms  dir barriers/cycle ${row.barriers_groupcommit}  file barriers/cycle ${row.file_barriers_groupcommit}  samples ${samples.gc.map(round2).join(' ')}`,
+          `fsync ${row.groupcommit_fsync_ms} ms  no fd cache ${row.groupcommit_nocache_ms} ms  floor ${row.floor_ms} ms  dir barriers/cycle ${row.barriers_groupcommit}  file barriers/cycle ${row.file_barriers_groupcommit}  samples ${samples.gc.map(round2).join(' ')}`,
       );
     } finally {
       await gc.close();
       await gcFsync.close();
+      await gcNoCache.close();
     }
   }
   const top = byK.at(-1)!;
@@ -151,6 +166,8 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
     groupcommit_k: top.k,
     groupcommit_ms: top.groupcommit_ms,
     groupcommit_fsync_ms: top.groupcommit_fsync_ms,
+    groupcommit_nocache_ms: top.groupcommit_nocache_ms,
+    ratio_nocache: round2(top.groupcommit_nocache_ms! / top.groupcommit_ms!),
     barriers_groupcommit: top.barriers_groupcommit,
     file_barriers_groupcommit: top.file_barriers_groupcommit,
     floor_ms: top.floor_ms,

@@ -20,6 +20,9 @@ export interface FsStat {
   readonly isDirectory: boolean;
   readonly isSymbolicLink: boolean;
   readonly size: number;
+  /** Device and inode: tell whether a path still names the file an fd was opened on. */
+  readonly dev: number;
+  readonly ino: number;
 }
 
 /** Names of the operations, used by fault injection and counters. */
@@ -42,7 +45,7 @@ export interface FsLayer {
   /** `open(2)`; `flags` are `fs.constants` bits. Resolves to a file descriptor. */
   open(path: string, flags: number, mode?: number): Promise<number>;
   close(fd: number): Promise<void>;
-  /** Reads the whole file behind `fd` from offset 0. */
+  /** Reads the whole (regular) file behind `fd` from offset 0, until a short read. */
   readAll(fd: number): Promise<Buffer>;
   /** Writes all of `data` at the current offset (loops over short writes). */
   writeAll(fd: number, data: Uint8Array): Promise<void>;
@@ -81,8 +84,15 @@ const unlinkAsync = promisify(fs.unlink);
 const mkdirAsync = promisify(fs.mkdir);
 const readdirAsync = promisify(fs.readdir);
 
+/**
+ * First read of `readAll`: larger than a lease record, and small enough that `allocUnsafe` carves it
+ * from Node's shared pool instead of allocating (and later collecting) a buffer per read.
+ */
+const FIRST_READ_BYTES = (Buffer.poolSize >>> 1) - 1;
+const MAX_READ_BYTES = 1024 * 1024;
+
 function toStat(stats: fs.Stats): FsStat {
-  return { isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size };
+  return { isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size, dev: stats.dev, ino: stats.ino };
 }
 
 function errnoError(code: string, message: string): Error {
@@ -101,16 +111,21 @@ export class NodeFsLayer implements FsLayer {
   }
 
   async readAll(fd: number): Promise<Buffer> {
+    // One read(2) for the usual small file: a regular file returns fewer bytes than asked only at
+    // end of file, so a short read ends the loop without the extra zero-byte read. A file larger
+    // than the buffer (or one that grew) keeps reading with doubled buffers until a short read.
     const chunks: Buffer[] = [];
     let position = 0;
+    let size = FIRST_READ_BYTES;
     for (;;) {
-      const chunk = Buffer.allocUnsafe(64 * 1024);
+      const chunk = Buffer.allocUnsafe(size);
       const { bytesRead } = await readAsync(fd, chunk, 0, chunk.length, position);
-      if (bytesRead === 0) break;
       chunks.push(chunk.subarray(0, bytesRead));
       position += bytesRead;
+      if (bytesRead < chunk.length) break;
+      size = Math.min(size * 2, MAX_READ_BYTES);
     }
-    return Buffer.concat(chunks);
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   }
 
   async writeAll(fd: number, data: Uint8Array): Promise<void> {

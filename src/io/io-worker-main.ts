@@ -70,7 +70,12 @@ export async function runIoWorker(data: IoWorkerData, parent: MessagePort): Prom
       submit: (request) => service.submit(request as never),
       stats: () => service.stats(),
       connect: (port) => exposeOnPort(api, port),
-      close: () => service.close(),
+      close: async () => {
+        await service.close();
+        // Close the lock fds the tables keep open between batches while the thread is still
+        // orderly; do not rely on Node closing a terminated worker's unmanaged fds.
+        await Promise.all([target?.close(), work?.close()]);
+      },
     };
     exposeOnPort(api, parent);
     parent.postMessage({ type: 'io-ready' });

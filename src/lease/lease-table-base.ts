@@ -64,6 +64,7 @@ export async function openCore(root: string, input: object | undefined, deps: Le
     lockAgeHintMs: options.lockAgeHintMs,
     monotonicNowMs: deps.monotonicNowMs,
     native: deps.native,
+    lockFdCacheSize: options.lockFdCacheSize,
   });
   const layout = new LeaseLayout(root, options.shardCount);
   await ensureDirectoryDurable(fsLayer, layout.root);
@@ -112,6 +113,14 @@ export abstract class LeaseTableBase {
   /** `flock` (multi-coordinator safe) or `in-process` (single writer only). */
   get lockerKind(): RecordLocker['kind'] {
     return this.ctx.locker.kind;
+  }
+
+  /**
+   * Closes the lock-file fds this table keeps open between operations. The table stays usable
+   * (later locks open and close their fds); call it when done with the table. Idempotent.
+   */
+  close(): Promise<void> {
+    return this.ctx.locker.close();
   }
 
   /** Path of a record file (for tools and tests). */

@@ -21,6 +21,7 @@ import { performance } from 'node:perf_hooks';
 import { LockPathError, LockTimeoutError, NativeUnavailableError } from '../errors.js';
 import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import { loadNative, nativeLoadError, type NativeBindings } from '../native/bindings.js';
+import { LockFdCache, type LockFileIdentity } from './lock-fd-cache.js';
 
 /** How records are locked: across processes (`flock`) or only within this process. */
 export type LockerKind = 'flock' | 'in-process';
@@ -51,6 +52,11 @@ export interface RecordLocker {
    * taken is released, every opened fd closed, and the error of the first failing path rejects.
    */
   acquireAll(lockPaths: readonly string[], descriptionOf: (lockPath: string) => string): Promise<LockHandle[]>;
+  /**
+   * Closes the lock fds kept open between batches (see `lockFdCacheSize`) and stops keeping them;
+   * locks still held stay valid and their fds are closed on release. Idempotent.
+   */
+  close(): Promise<void>;
 }
 
 export interface RecordLockerOptions {
@@ -63,6 +69,17 @@ export interface RecordLockerOptions {
   readonly monotonicNowMs?: () => number;
   /** Injected addon (tests); default `loadNative()`. */
   readonly native?: NativeBindings | null;
+  /**
+   * Lock-file fds kept open (unlocked) after release for reuse, least recently used closed first
+   * (lock-fd-cache.ts). Default 0: every release closes its fd.
+   */
+  readonly lockFdCacheSize?: number;
+}
+
+/** A lock file opened (or taken from the cache) for this acquisition. */
+interface OpenedLock {
+  readonly fd: number;
+  readonly identity: LockFileIdentity;
 }
 
 /** Longest sleep between two attempts under contention. */
@@ -88,6 +105,7 @@ function sleepMs(ms: number): Promise<void> {
 class BoundedRecordLocker implements RecordLocker {
   readonly kind: LockerKind;
   private readonly monotonicNowMs: () => number;
+  private readonly fdCache: LockFdCache;
 
   constructor(
     private readonly options: RecordLockerOptions,
@@ -95,21 +113,26 @@ class BoundedRecordLocker implements RecordLocker {
   ) {
     this.kind = primitive.kind;
     this.monotonicNowMs = options.monotonicNowMs ?? (() => performance.now());
+    this.fdCache = new LockFdCache(options.fsLayer, options.lockFdCacheSize ?? 0);
+  }
+
+  close(): Promise<void> {
+    return this.fdCache.close();
   }
 
   async acquire(lockPath: string, description: string): Promise<LockHandle> {
-    const fd = await this.openLockFile(lockPath);
-    return this.lockOpened(fd, lockPath, description);
+    const opened = await this.openLockFile(lockPath);
+    return this.lockOpened(opened, lockPath, description);
   }
 
   async acquireAll(lockPaths: readonly string[], descriptionOf: (lockPath: string) => string): Promise<LockHandle[]> {
     const opened = await Promise.allSettled(lockPaths.map((lockPath) => this.openLockFile(lockPath)));
     const failed = opened.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
     if (failed) {
-      await Promise.all(opened.map((r) => (r.status === 'fulfilled' ? this.options.fsLayer.close(r.value).catch(() => undefined) : undefined)));
+      await Promise.all(opened.map((r, i) => (r.status === 'fulfilled' ? this.fdCache.checkin(lockPaths[i]!, r.value.fd, r.value.identity) : undefined)));
       throw failed.reason;
     }
-    const fds = opened.map((r) => (r as PromiseFulfilledResult<number>).value);
+    const fds = opened.map((r) => (r as PromiseFulfilledResult<OpenedLock>).value);
     const handles: LockHandle[] = [];
     let next = 0;
     try {
@@ -117,14 +140,19 @@ class BoundedRecordLocker implements RecordLocker {
       return handles;
     } catch (error) {
       // lockOpened closed its own fd; close the ones not tried yet, release the ones held.
-      await Promise.all(fds.slice(next + 1).map((fd) => this.options.fsLayer.close(fd).catch(() => undefined)));
+      await Promise.all(fds.slice(next + 1).map((o, i) => this.fdCache.checkin(lockPaths[next + 1 + i]!, o.fd, o.identity)));
       await Promise.all(handles.map((h) => h.release()));
       throw error;
     }
   }
 
-  /** Opens (creating if missing) a lock file and checks it is a regular file. */
-  private async openLockFile(lockPath: string): Promise<number> {
+  /**
+   * A cached fd still naming `lockPath`'s inode, or the lock file opened (created if missing) and
+   * checked to be a regular file.
+   */
+  private async openLockFile(lockPath: string): Promise<OpenedLock> {
+    const cached = await this.fdCache.checkout(lockPath);
+    if (cached) return cached;
     const { fsLayer } = this.options;
     let fd: number;
     try {
@@ -141,16 +169,16 @@ class BoundedRecordLocker implements RecordLocker {
       if (!stat.isFile) {
         throw new LockPathError(`lock path ${lockPath} is not a regular file; refusing to lock through it`, { path: lockPath });
       }
-      return fd;
+      return { fd, identity: { dev: stat.dev, ino: stat.ino } };
     } catch (error) {
       await fsLayer.close(fd).catch(() => undefined);
       throw error;
     }
   }
 
-  /** Locks an opened lock file, retrying until the deadline; closes `fd` on failure. */
-  private async lockOpened(fd: number, lockPath: string, description: string): Promise<LockHandle> {
-    const { fsLayer } = this.options;
+  /** Locks an opened lock file, retrying until the deadline; gives the fd back on failure. */
+  private async lockOpened(opened: OpenedLock, lockPath: string, description: string): Promise<LockHandle> {
+    const { fd } = opened;
     const deadlineMs = this.monotonicNowMs() + this.options.lockAcquireTimeoutMs;
     try {
       for (;;) {
@@ -160,7 +188,7 @@ class BoundedRecordLocker implements RecordLocker {
         } catch (error) {
           throw leaseIoError(`locking ${lockPath} failed: ${(error as Error).message}`, { path: lockPath, errno: errnoCode(error), step: 'lock' }, error);
         }
-        if (acquired) return this.handle(fd, lockPath);
+        if (acquired) return this.handle(opened, lockPath);
         const remainingMs = deadlineMs - this.monotonicNowMs();
         if (remainingMs <= 0) {
           throw new LockTimeoutError(
@@ -171,12 +199,13 @@ class BoundedRecordLocker implements RecordLocker {
         await sleepMs(Math.min(RETRY_DELAY_MS, remainingMs));
       }
     } catch (error) {
-      await fsLayer.close(fd).catch(() => undefined);
+      // Not locked by us (or the flock call itself failed): do not reuse a suspect fd.
+      await this.fdCache.discard(lockPath, fd);
       throw error;
     }
   }
 
-  private handle(fd: number, path: string): LockHandle {
+  private handle(opened: OpenedLock, path: string): LockHandle {
     let released = false;
     return {
       path,
@@ -184,11 +213,13 @@ class BoundedRecordLocker implements RecordLocker {
         if (released) return;
         released = true;
         try {
-          this.primitive.unlock(fd, path);
+          this.primitive.unlock(opened.fd, path);
         } catch {
-          // Closing the fd below releases the flock anyway.
+          // Closing the fd releases the flock anyway; never keep an fd whose unlock failed.
+          await this.fdCache.discard(path, opened.fd);
+          return;
         }
-        await this.options.fsLayer.close(fd).catch(() => undefined);
+        await this.fdCache.checkin(path, opened.fd, opened.identity);
       },
     };
   }

@@ -10,9 +10,10 @@ import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import { parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 
-// O_NONBLOCK: a FIFO planted at a record path would otherwise block open(2) forever — holding the
-// record's lock and a libuv pool thread. With it the open returns at once and fstat calls the path
-// corrupt. For regular files O_NONBLOCK changes nothing.
+// No fstat before reading. O_NOFOLLOW refuses a symlink at open; O_NONBLOCK keeps a FIFO planted
+// at the path from blocking open(2) forever (holding the record's lock and a libuv pool thread) —
+// its positioned read then fails with ESPIPE; a directory fails the read with EISDIR. Every one of
+// those ends as `corrupt`, as an fstat check would; for regular files O_NONBLOCK changes nothing.
 const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 /**
@@ -31,13 +32,12 @@ export async function readRecord(fsLayer: FsLayer, recordPath: string, id: strin
     throw leaseIoError(`cannot open record ${recordPath}: ${(error as Error).message}`, { path: recordPath, errno: code, step: 'read' }, error);
   }
   try {
-    const stat = await fsLayer.fstat(fd);
-    if (!stat.isFile) return { state: 'corrupt', reason: stat.isDirectory ? 'record path is a directory' : 'record path is not a regular file' };
     const bytes = await fsLayer.readAll(fd);
     return parseRecord(bytes, id, kind);
   } catch (error) {
     const code = errnoCode(error);
     if (code === 'EISDIR') return { state: 'corrupt', reason: 'record path is a directory' };
+    if (code === 'EAGAIN' || code === 'ESPIPE') return { state: 'corrupt', reason: 'record path is not a regular file' };
     throw leaseIoError(`cannot read record ${recordPath}: ${(error as Error).message}`, { path: recordPath, errno: code, step: 'read' }, error);
   } finally {
     await fsLayer.close(fd).catch(() => undefined);

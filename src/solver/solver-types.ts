@@ -16,7 +16,8 @@ export type InputMode = 'auto' | 'stdin' | 'file';
 /** The input of one run: a file (read at dispatch) or bytes. */
 export type SolverInput = { readonly path: string } | { readonly bytes: Uint8Array };
 
-export type ActionKind = 'solve' | 'sample' | 'skip';
+import type { ActionKind } from '../scheduler/replay-job.js';
+export type { ActionKind };
 
 /** Directed-extension job fields (`SYMCC_TARGET_BRANCH`, `SYMCC_S2F_ACTIONS`). */
 export interface DirectedJob {

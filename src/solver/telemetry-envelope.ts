@@ -5,8 +5,7 @@
  * through its `parseTelemetry` option; this default keeps the pool usable without it.
  */
 import { TelemetryInvalidError } from '../errors.js';
-
-export const TELEMETRY_SCHEMA = 'symfence-telemetry/1';
+import { TELEMETRY_SCHEMA } from '../scheduler/telemetry.js';
 
 export type TelemetryParser<T> = (text: string) => T;
 
