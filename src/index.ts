@@ -54,6 +54,7 @@ export type {
   CampaignEvents,
   CampaignFinding,
   CampaignRuntime,
+  CampaignStartOptions,
   CampaignSummary,
 } from './coordinator/campaign.js';
 export { CAMPAIGN_OPTIONS } from './coordinator/campaign-options.js';
@@ -68,7 +69,7 @@ export { buildCampaignComponents, startIoThread } from './coordinator/adapters/c
 export type { ComponentSpec } from './coordinator/adapters/campaign-components.js';
 export { startDemo, MazeProgress, mazeClassifier, demoSeedBytes } from './coordinator/adapters/demo-campaign.js';
 export type { DemoHandle, DemoSummary } from './coordinator/adapters/demo-campaign.js';
-export { startAflCampaign } from './coordinator/adapters/afl-campaign.js';
+export { startAflCampaign, aflComponentsFactory } from './coordinator/adapters/afl-campaign.js';
 export type { AflRunSettings } from './coordinator/adapters/afl-campaign.js';
 export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
 export { DispatchTransaction } from './coordinator/dispatch-transaction.js';

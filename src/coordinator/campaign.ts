@@ -64,8 +64,11 @@ export interface CampaignContext {
 export type CampaignComponentsFactory = (context: CampaignContext) => Promise<CampaignComponents>;
 
 export interface CampaignRuntime {
-  /** Builds the components. */
-  readonly components: CampaignComponentsFactory;
+  /**
+   * Builds the components. Omitted: an AFL++ campaign over the real parts, which needs `aflOut`,
+   * `aflInstance` and `solverCommand` in the options.
+   */
+  readonly components?: CampaignComponentsFactory;
   /** The embedder's pino logger; symfence only derives children from it. Default: silent. */
   readonly logger?: Logger;
   /** Aborting it stops the campaign (like `stop()`). */
@@ -75,6 +78,16 @@ export interface CampaignRuntime {
   /** Where the live progress line goes; written only if it is a TTY. Default: none. */
   readonly progressStream?: ProgressStream;
 }
+
+/** `Campaign.start` input: the campaign options plus the AFL++ mode's commands. */
+export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> & {
+  /** The SymCC-instrumented binary and its arguments (`@@` = input file); AFL++ mode. */
+  readonly solverCommand?: readonly string[];
+  /** afl-showmap command line; default `afl-showmap` from PATH. */
+  readonly showmap?: string;
+  /** The AFL target command (after `--`); default: the instance's fuzzer_stats `command_line`. */
+  readonly aflTarget?: string;
+};
 
 export interface CampaignFinding extends PublishedEntry {
   /** The input whose solver run produced it. */
@@ -145,17 +158,42 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
    * Rejects with `ERR_INVALID_OPTION` for bad options (naming the option and value) and with the
    * factory's error when a component cannot be built; nothing keeps running in either case.
    */
-  static async start(input: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>, runtime: CampaignRuntime): Promise<Campaign> {
-    const options = CAMPAIGN_OPTIONS.resolve(input);
+  static async start(input: CampaignStartOptions, runtime: CampaignRuntime = {}): Promise<Campaign> {
+    const { solverCommand, showmap, aflTarget, ...rest } = input;
+    const options = CAMPAIGN_OPTIONS.resolve(rest);
+    let components = runtime.components;
+    if (components === undefined) {
+      if (solverCommand === undefined) {
+        throw new InvalidOptionError('option solverCommand: expected the SymCC command as an array (or runtime.components), got none', {
+          option: 'solverCommand',
+          expected: 'an array of strings',
+          value: 'undefined',
+        });
+      }
+      if (!Array.isArray(solverCommand) || solverCommand.some((w) => typeof w !== 'string' || w === '')) {
+        throw new InvalidOptionError(`option solverCommand: expected an array of non-empty strings, got ${JSON.stringify(solverCommand)}`, {
+          option: 'solverCommand',
+          expected: 'an array of non-empty strings',
+          value: JSON.stringify(solverCommand),
+        });
+      }
+      // Loaded lazily: the AFL++ wiring depends on this module.
+      const { aflComponentsFactory } = await import('./adapters/afl-campaign.js');
+      components = await aflComponentsFactory(options, {
+        symcc: solverCommand,
+        ...(showmap !== undefined ? { showmap } : {}),
+        ...(aflTarget !== undefined ? { aflTarget } : {}),
+      });
+    }
     const outDir = resolveOutDir(options);
     const coordinatorId = options.coordinatorId ?? `${hostname()}:${process.pid}`;
     const workers = options.workers === 0 ? os.availableParallelism() : options.workers;
     const campaign = new Campaign(options, outDir, coordinatorId, workers, runtime.logger ?? silentLogger(), runtime.clock ?? systemClock);
-    await campaign.#start(runtime);
+    await campaign.#start({ ...runtime, components });
     return campaign;
   }
 
-  async #start(runtime: CampaignRuntime): Promise<void> {
+  async #start(runtime: CampaignRuntime & { readonly components: CampaignComponentsFactory }): Promise<void> {
     mkdirSync(this.outDir, { recursive: true });
     const context: CampaignContext = {
       options: this.options,

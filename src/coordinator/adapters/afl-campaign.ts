@@ -10,8 +10,8 @@ import type { OptionsInput } from '../../config/schema.js';
 import { AflError, UsageError } from '../../errors.js';
 import type { CommandTemplate } from '../../solver/solver-types.js';
 import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from '../../triage/afl-queue.js';
-import { Campaign, type CampaignRuntime } from '../campaign.js';
-import { CAMPAIGN_OPTIONS } from '../campaign-options.js';
+import { Campaign, type CampaignComponentsFactory, type CampaignRuntime } from '../campaign.js';
+import { CAMPAIGN_OPTIONS, type CampaignOptions } from '../campaign-options.js';
 import { buildCampaignComponents } from './campaign-components.js';
 
 export interface AflRunSettings {
@@ -38,12 +38,12 @@ function splitCommand(text: string, what: string): string[] {
   return words;
 }
 
-export async function startAflCampaign(
-  input: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>,
-  settings: AflRunSettings,
-  runtime: Omit<CampaignRuntime, 'components'>,
-): Promise<Campaign> {
-  const options = CAMPAIGN_OPTIONS.resolve(input);
+/**
+ * Checks an AFL++ campaign's settings and returns the factory of its components. Contract: every
+ * check (options, AFL queue, target command) happens here, before anything is created; failures
+ * are `ERR_USAGE`, `ERR_AFL` or `ERR_INVALID_OPTION`.
+ */
+export async function aflComponentsFactory(options: CampaignOptions, settings: AflRunSettings): Promise<CampaignComponentsFactory> {
   if (options.aflOut === undefined) throw new UsageError('symfence run needs --afl-out <dir> (the afl-fuzz -o directory)');
   if (options.aflInstance === undefined) throw new UsageError('symfence run needs --afl-instance <name> (the afl-fuzz -M/-S name to read)');
   if (settings.symcc.length === 0) throw new UsageError('symfence run needs the SymCC binary after "--", e.g. -- ./target_symcc @@');
@@ -57,18 +57,24 @@ export async function startAflCampaign(
   const showmapWords = splitCommand(settings.showmap ?? 'afl-showmap', '--showmap');
   const showmap: CommandTemplate = { binary: resolveProgram(showmapWords[0]!), argv: [...showmapWords.slice(1), ...(target.qemu ? ['-Q'] : [])] };
   const symcc: CommandTemplate = { binary: resolveProgram(settings.symcc[0]!), argv: settings.symcc.slice(1) };
+  return (context) =>
+    buildCampaignComponents(context, {
+      command: symcc,
+      aflQueueDir: queueDir,
+      triage: {
+        showmap,
+        target: { binary: resolveProgram(target.argv[0]!), argv: target.argv.slice(1) },
+        inputMode: target.fileInput ? 'file' : 'stdin',
+      },
+    });
+}
 
-  return Campaign.start(input, {
-    ...runtime,
-    components: (context) =>
-      buildCampaignComponents(context, {
-        command: symcc,
-        aflQueueDir: queueDir,
-        triage: {
-          showmap,
-          target: { binary: resolveProgram(target.argv[0]!), argv: target.argv.slice(1) },
-          inputMode: target.fileInput ? 'file' : 'stdin',
-        },
-      }),
-  });
+/** `symfence run`: an AFL++ campaign (see `Campaign.start` with `solverCommand`). */
+export async function startAflCampaign(
+  input: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>,
+  settings: AflRunSettings,
+  runtime: Omit<CampaignRuntime, 'components'>,
+): Promise<Campaign> {
+  const components = await aflComponentsFactory(CAMPAIGN_OPTIONS.resolve(input), settings);
+  return Campaign.start(input, { ...runtime, components });
 }
