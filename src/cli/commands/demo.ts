@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { formatDuration, optionsFromFlags } from '../../config/schema.js';
+import { optionsFromFlags } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-campaign.js';
 import { addSchemaFlags } from '../flags.js';
@@ -20,7 +20,7 @@ export function formatDemoSummary(s: DemoSummary): string {
   const c = s.counters;
   return [
     `symfence demo: maze "${s.maze}": ${s.branchesReached} of ${s.branchesTotal} branches reached${s.complete ? ' (every branch)' : ''}`,
-    `  jobs ${s.jobsCompleted} in ${formatDuration(Math.round(s.elapsedMs / 100) * 100)}, findings ${s.findings} (queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}), conflicts ${s.conflicts}`,
+    `  jobs ${s.jobsCompleted} in ${(s.elapsedMs / 1000).toFixed(1)} s, findings ${s.findings} (queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}), conflicts ${s.conflicts}`,
     `  output: ${s.outDir}`,
   ].join('\n');
 }
