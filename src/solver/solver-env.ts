@@ -58,11 +58,29 @@ export function buildSolverEnv(
   taskEnv: Readonly<Record<string, string>>,
   contract: SolverContractEnv,
 ): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
+  return buildSolverEnvFromBase(solverBaseEnv(base), taskEnv, contract);
+}
+
+/**
+ * The parent's environment as every solver run starts from it: defined values only, inherited
+ * `SYMCC_*` removed, frozen. A solver worker computes it once, so a run copies a clean object
+ * instead of filtering the whole environment again.
+ */
+export function solverBaseEnv(base: NodeJS.ProcessEnv): Readonly<Record<string, string>> {
+  const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(base)) {
     if (value !== undefined && !name.startsWith('SYMCC_')) env[name] = value;
   }
-  Object.assign(env, taskEnv);
+  return Object.freeze(env);
+}
+
+/** `buildSolverEnv` for a base that already went through `solverBaseEnv`. */
+export function buildSolverEnvFromBase(
+  cleanBase: Readonly<Record<string, string>>,
+  taskEnv: Readonly<Record<string, string>>,
+  contract: SolverContractEnv,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...cleanBase, ...taskEnv };
   env.SYMCC_OUTPUT_DIR = contract.outputDir;
   env.SYMCC_ENABLE_LINEARIZATION = '1';
   env.SYMCC_AFL_COVERAGE_MAP = contract.pruningMapPath;

@@ -85,6 +85,22 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     env: 'SYMFENCE_MAP_SIZE',
     description: 'size of the AFL coverage map shared by the solver threads',
   },
+  /**
+   * Which thread spawns the solver processes. `worker` (default, DESIGN §2): each solver worker
+   * thread spawns and waits for its own runs. `main`: the pool's thread runs the same contract
+   * itself, `workers` runs at a time, with no worker threads — libuv spawns with fork(), and a fork
+   * from a process whose other threads are busy costs the parent about twice the CPU
+   * (`bench/dispatch`); the price is that run-directory bookkeeping and output reading (bounded by
+   * the output caps) happen synchronously on the calling thread.
+   */
+  spawnThread: {
+    kind: 'enum',
+    values: ['worker', 'main'] as const,
+    default: 'worker',
+    flag: 'solver-spawn-thread',
+    env: 'SYMFENCE_SOLVER_SPAWN_THREAD',
+    description: 'thread that spawns solver processes: worker (solver threads) or main (calling thread, cheaper fork, no solver threads)',
+  },
   /** How the target reads its input: `stdin`, `file` (`@@`), or `auto` (file when argv has `@@`). */
   inputMode: {
     kind: 'enum',

@@ -1,5 +1,7 @@
 /**
  * `SolverPool`: a fixed-size piscina pool of solver worker threads; one task = one SymCC run.
+ * With `spawnThread: 'main'` the same contract runs on the calling thread instead, `workers` runs
+ * at a time and no threads are started (see main-thread-runner.ts for why).
  *
  * Cancellation never goes through piscina's `signal` option: piscina terminates the worker thread
  * of an aborted running task, which would orphan the solver's process group. Each task instead
@@ -17,6 +19,7 @@ import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.
 import { workerEntry } from '../util/paths.js';
 import { CoverageBitmap } from '../triage/coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
+import { MainThreadSolverRunner } from './main-thread-runner.js';
 import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
 import type { SolverResult, SolverTask, WireResult } from './solver-types.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
@@ -59,7 +62,9 @@ export interface SolverPoolCounters {
 export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly options: SolverOptions;
   readonly bitmap: CoverageBitmap;
-  readonly #piscina: Piscina;
+  /** Null with `spawnThread: 'main'`. */
+  readonly #piscina: Piscina | null;
+  readonly #mainRunner: MainThreadSolverRunner | null;
   readonly #parseTelemetry: TelemetryParser<T>;
   readonly #scratchRoot: string;
   readonly #logger: Logger;
@@ -90,13 +95,19 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       bitmapBuffer: this.bitmap.buffer,
       pruningMapBytes: this.options.mapSizeBytes,
     };
-    this.#piscina = new Piscina({
-      filename: workerEntry('solver-worker'),
-      minThreads: this.options.workers,
-      maxThreads: this.options.workers,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
-      workerData,
-    });
+    if (this.options.spawnThread === 'main') {
+      this.#piscina = null;
+      this.#mainRunner = new MainThreadSolverRunner(workerData, this.options.workers, this.bitmap);
+    } else {
+      this.#mainRunner = null;
+      this.#piscina = new Piscina({
+        filename: workerEntry('solver-worker'),
+        minThreads: this.options.workers,
+        maxThreads: this.options.workers,
+        idleTimeout: Number.MAX_SAFE_INTEGER,
+        workerData,
+      });
+    }
   }
 
   /** A snapshot of the run counters. */
@@ -126,7 +137,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       cell.requestAbort();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    const running = this.#piscina.run(wire) as Promise<WireResult>;
+    const running = this.#mainRunner !== null ? this.#mainRunner.run(wire) : (this.#piscina!.run(wire) as Promise<WireResult>);
     this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) });
     let wireResult: WireResult;
     try {
@@ -186,7 +197,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       for (const { cell } of this.#inFlight.values()) cell.requestAbort();
       await Promise.allSettled([...this.#inFlight.values()].map((entry) => entry.settled));
       try {
-        await this.#piscina.destroy();
+        await this.#piscina?.destroy();
       } finally {
         await fs.rm(this.#scratchRoot, { recursive: true, force: true });
       }

@@ -24,7 +24,7 @@ import { TaskAbortCell } from './abort-cell.js';
 import { classifyExit } from './exit-classification.js';
 import { collectOutputs, type CollectedOutputs } from './output-collector.js';
 import { runInProcessGroup } from './process-group.js';
-import { buildSolverEnv, substituteInputPath } from './solver-env.js';
+import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, SolverStatus, WireResult, WireTask } from './solver-types.js';
 import type { CoverageBitmap } from '../triage/coverage-bitmap.js';
 import { runShowmap } from '../triage/showmap.js';
@@ -39,6 +39,8 @@ export interface SolverRunContext {
   readonly pruningMapPath: string;
   readonly bitmap: CoverageBitmap | null;
   readonly baseEnv: NodeJS.ProcessEnv;
+  /** `solverBaseEnv(baseEnv)`, computed once per worker: the starting point of every solver env. */
+  readonly solverEnvBase: Readonly<Record<string, string>>;
   /** Unique per worker; names the run directory. */
   nextRunId(): number;
 }
@@ -107,7 +109,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   }
   const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
 
-  const env = buildSolverEnv(ctx.baseEnv, task.env, {
+  const env = buildSolverEnvFromBase(ctx.solverEnvBase, task.env, {
     outputDir,
     inputFile,
     pruningMapPath: ctx.pruningMapPath,
@@ -115,7 +117,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     actionsFile,
     telemetryOut,
   });
-  const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : [...task.command.argv];
+  const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : task.command.argv;
 
   let outcome;
   try {

@@ -6,6 +6,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { CoverageBitmap } from '../triage/coverage-bitmap.js';
+import { solverBaseEnv } from './solver-env.js';
 import { runSolverTask, type SolverRunContext } from './solver-run.js';
 import type { WireResult, WireTask } from './solver-types.js';
 
@@ -19,20 +20,26 @@ export interface SolverWorkerData {
 export function createSolverTaskHandler(data: SolverWorkerData): (task: WireTask) => Promise<WireResult> {
   let context: Promise<SolverRunContext> | null = null;
   const bitmap = data.bitmapBuffer ? new CoverageBitmap(data.bitmapBuffer) : null;
-  const init = async (): Promise<SolverRunContext> => {
-    const workerDir = path.join(data.scratchRoot, `worker-${threadId}`);
-    await fs.mkdir(workerDir, { recursive: true });
-    // SymCC's QSYM backend loads this map before a run and updates it in place; private per
-    // worker because concurrent in-place updates from several solvers would race.
-    const pruningMapPath = path.join(workerDir, 'pruning-map');
-    await fs.writeFile(pruningMapPath, new Uint8Array(data.pruningMapBytes));
-    let runs = 0;
-    // A plain snapshot: iterating \`process.env\` goes through an accessor per variable, per run.
-    const baseEnv = Object.freeze({ ...process.env });
-    return { workerDir, pruningMapPath, bitmap, baseEnv, nextRunId: () => ++runs };
-  };
   return async (task: WireTask) => {
-    context ??= init();
+    context ??= createSolverRunContext(data, `worker-${threadId}`, bitmap);
     return runSolverTask(task, await context);
   };
+}
+
+/**
+ * The private state of one solver slot — a worker thread, or one of the main-thread slots of a
+ * pool with `spawnThread: 'main'`: its directory under the scratch root, its QSYM pruning map and
+ * its environment snapshots. Two slots never share a name.
+ */
+export async function createSolverRunContext(data: SolverWorkerData, slotName: string, bitmap: CoverageBitmap | null): Promise<SolverRunContext> {
+  const workerDir = path.join(data.scratchRoot, slotName);
+  await fs.mkdir(workerDir, { recursive: true });
+  // SymCC's QSYM backend loads this map before a run and updates it in place; private per
+  // slot because concurrent in-place updates from several solvers would race.
+  const pruningMapPath = path.join(workerDir, 'pruning-map');
+  await fs.writeFile(pruningMapPath, new Uint8Array(data.pruningMapBytes));
+  let runs = 0;
+  // A plain snapshot: iterating `process.env` goes through an accessor per variable, per run.
+  const baseEnv = Object.freeze({ ...process.env });
+  return { workerDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunId: () => ++runs };
 }

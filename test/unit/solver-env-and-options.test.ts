@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { aflToolEnv, buildSolverEnv, substituteInputPath, validateTaskEnv } from '../../src/solver/solver-env.js';
+import { aflToolEnv, buildSolverEnv, buildSolverEnvFromBase, solverBaseEnv, substituteInputPath, validateTaskEnv } from '../../src/solver/solver-env.js';
 import { SOLVER_OPTIONS, resolveSolverOptions } from '../../src/solver/solver-options.js';
 import { checkDirectedJob, resolveTask } from '../../src/solver/task-resolution.js';
 
@@ -23,6 +23,18 @@ describe('solver environment', () => {
     expect(env.SYMCC_INPUT_FILE).toBe('/r/input');
     expect(env.SYMCC_S2F_ACTIONS).toBe('/r/a');
     expect(env.SYMCC_TELEMETRY_OUT).toBe('/r/t');
+  });
+
+  it('computes a frozen per-worker base env without SYMCC_* or undefined values, which runs copy and never mutate', () => {
+    const base = solverBaseEnv({ PATH: '/bin', HOME: undefined, SYMCC_OUTPUT_DIR: '/stale', SYMCC_NO_SYMBOLIC_INPUT: '1' });
+    expect(base).toEqual({ PATH: '/bin' });
+    expect(Object.isFrozen(base)).toBe(true);
+    const first = buildSolverEnvFromBase(base, { EXTRA: 'a' }, contract);
+    const second = buildSolverEnvFromBase(base, {}, { ...contract, outputDir: '/r2/output' });
+    expect(first.EXTRA).toBe('a');
+    expect(second.EXTRA).toBeUndefined();
+    expect(second.SYMCC_OUTPUT_DIR).toBe('/r2/output');
+    expect(base).toEqual({ PATH: '/bin' });
   });
 
   it('strips unknown AFL_* variables from AFL++ tool environments but keeps the allowed ones', () => {
