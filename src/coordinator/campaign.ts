@@ -20,33 +20,18 @@ import type { StatsSnapshot } from '../telemetry/stats-file.js';
 import { StatsReporter } from '../telemetry/stats-reporter.js';
 import { TypedEmitter } from '../util/typed-emitter.js';
 import { CAMPAIGN_OPTIONS, type CampaignOptions } from './campaign-options.js';
-import { Coordinator, type ShutdownReport } from './coordinator.js';
+import { Coordinator, type CoordinatorPorts, type ShutdownReport } from './coordinator.js';
 import {
   systemClock,
   type Clock,
   type CoordinatorJob,
-  type FindingSink,
-  type LocalReservations,
   type PublishedEntry,
-  type SolverPort,
-  type TargetLeasePort,
-  type WorkLeasePort,
-  type WorkSource,
 } from './ports.js';
 
 /** What a campaign runs on. Built by a factory once the output directory exists. */
-export interface CampaignComponents {
-  readonly workLeases: WorkLeasePort;
-  /** Absent = single coordinator: targets are only reserved in-process. */
-  readonly targetLeases?: TargetLeasePort;
-  readonly reservations: LocalReservations;
-  readonly solver: SolverPort;
-  readonly source: WorkSource;
-  readonly findings: FindingSink;
+export interface CampaignComponents extends CoordinatorPorts {
   /** Non-zero bytes of the global coverage bitmap, for `edgesCovered`. */
   readonly edgesCovered?: () => number;
-  /** Whether a recovered job's input still exists (default: always). */
-  readonly inputExists?: (path: string) => boolean;
   /** Releases the components' resources (threads, files). Called once, last. */
   close?(): Promise<void>;
 }

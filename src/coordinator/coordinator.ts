@@ -66,10 +66,8 @@ export interface CoordinatorEvents {
   jobFinished?(entry: JobLogEntry): void;
 }
 
-export interface CoordinatorDeps {
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly counters: CampaignCounters;
+/** The parts the coordinator drives; a campaign builds them once its output directory exists. */
+export interface CoordinatorPorts {
   readonly workLeases: WorkLeasePort;
   /** Absent in single-coordinator mode: target groups are then only reserved locally. */
   readonly targetLeases?: TargetLeasePort;
@@ -77,10 +75,16 @@ export interface CoordinatorDeps {
   readonly solver: SolverPort;
   readonly source: WorkSource;
   readonly findings: FindingSink;
-  readonly jobLog?: JobLogPort;
-  readonly events?: CoordinatorEvents;
   /** Whether a recovered work payload's input still exists; default: always. */
   readonly inputExists?: (path: string) => boolean;
+}
+
+export interface CoordinatorDeps extends CoordinatorPorts {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly counters: CampaignCounters;
+  readonly jobLog?: JobLogPort;
+  readonly events?: CoordinatorEvents;
 }
 
 export interface HeartbeatReport {
