@@ -106,6 +106,15 @@ export function defineOptionSchema<const S extends OptionSpecs>(component: strin
   });
 }
 
+/**
+ * The same schema without some options, for a command where another component's schema owns
+ * them (e.g. `symfence run` takes the solver timeout from the campaign options).
+ */
+export function omitOptions<S extends OptionSpecs, K extends keyof S & string>(schema: OptionSchema<S>, keys: readonly K[]): OptionSchema<Omit<S, K>> {
+  const kept = Object.fromEntries(Object.entries(schema.specs).filter(([key]) => !(keys as readonly string[]).includes(key)));
+  return defineOptionSchema(schema.component, kept as Omit<S, K>);
+}
+
 function resolveWithSpecs<S extends OptionSpecs>(specs: S, defaults: ResolvedOptions<S>, input: object): ResolvedOptions<S> {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw invalidOption('options', 'an object', input);

@@ -3,7 +3,7 @@
  * output a run may leave behind before the whole result is refused. One schema, shared by the
  * library (`SolverPool`), the CLI flags and the `SYMFENCE_SOLVER_*` environment variables.
  */
-import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
+import { defineOptionSchema, omitOptions, type ResolvedOptions } from '../config/schema.js';
 import { invalidOption } from '../config/values.js';
 
 export const SOLVER_OPTIONS = defineOptionSchema('solver', {
@@ -123,6 +123,12 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
 });
 
 export type SolverOptions = ResolvedOptions<typeof SOLVER_OPTIONS.specs>;
+
+/**
+ * The solver options a campaign command exposes as its own flags: the campaign's options own the
+ * worker count and the solver timeout, and the input mode follows the command (`@@` or stdin).
+ */
+export const SOLVER_CAMPAIGN_OPTIONS = omitOptions(SOLVER_OPTIONS, ['workers', 'timeoutMs', 'inputMode']);
 
 /**
  * Resolves solver options and checks the cross-field rules the per-option ranges cannot express.

@@ -35,4 +35,20 @@ describe('symfence CLI', () => {
     expect(err.trim().split('\n')).toHaveLength(1);
     expect(err).toContain('--bogus');
   });
+
+  it('exposes the solver options as run flags, without the ones the campaign owns', async () => {
+    const { code, out } = await run('run', '--help');
+    expect(code).toBe(0);
+    expect(out).toContain('--solver-spawn-thread <worker|main>');
+    expect(out).toContain('--solver-kill-grace <duration>');
+    expect(out).not.toContain('--solver-workers');
+    expect(out.match(/--solver-timeout /g)).toHaveLength(1);
+  });
+
+  it('rejects a bad solver flag of run before starting anything, naming the flag, exit 2', async () => {
+    const { code, err } = await run('run', '--afl-out', '/nonexistent-symfence', '--afl-instance', 'main', '--solver-kill-grace', 'soon', '--', './x', '@@');
+    expect(code).toBe(2);
+    expect(err).toContain('--solver-kill-grace');
+    expect(err).toContain('ERR_INVALID_OPTION');
+  });
 });

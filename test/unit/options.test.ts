@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Command } from 'commander';
-import { defineOptionSchema, optionsFromEnv, optionsFromFlags, resolveLayered, formatDuration, formatSize } from '../../src/config/schema.js';
+import { defineOptionSchema, omitOptions, optionsFromEnv, optionsFromFlags, resolveLayered, formatDuration, formatSize } from '../../src/config/schema.js';
 import { parseBoolean, parseDurationMs, parseFiniteNumber, parseInteger, parseNonEmptyString, parseSizeBytes } from '../../src/config/values.js';
 import { addSchemaFlags } from '../../src/cli/flags.js';
 import { InvalidOptionError, SymfenceError } from '../../src/errors.js';
@@ -206,4 +206,12 @@ describe('option schemas', () => {
     [1 << 20, '1M'],
     [100, '100'],
   ])('formats size %d as %s', (bytes, text) => expect(formatSize(bytes)).toBe(text));
+
+  it('omits options owned elsewhere: their keys become unknown, the rest resolves as before', () => {
+    const narrowed = omitOptions(schema, ['workers', 'timeoutMs']);
+    expect(Object.keys(narrowed.defaults)).not.toContain('workers');
+    expect(narrowed.resolve({ mode: 'syncfs' }).mode).toBe('syncfs');
+    expect(rejection(() => narrowed.resolve({ workers: 2 })).details.option).toBe('workers');
+    expect(optionsFromEnv(narrowed, { SYMFENCE_WORKERS: '4', SYMFENCE_MODE: 'syncfs' })).toEqual({ mode: 'syncfs' });
+  });
 });

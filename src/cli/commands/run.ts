@@ -7,6 +7,7 @@ import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import type { CampaignSummary } from '../../coordinator/campaign.js';
 import { startAflCampaign } from '../../coordinator/adapters/afl-campaign.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
+import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { addSchemaFlags } from '../flags.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
@@ -42,9 +43,12 @@ export function register(program: Command, io: CliIo): void {
       ].join('\n'),
     );
   addSchemaFlags(command, CAMPAIGN_OPTIONS);
+  addSchemaFlags(command, SOLVER_CAMPAIGN_OPTIONS);
   addSchemaFlags(command, LOGGER_OPTIONS);
   command.action(async (symcc: string[], flags: Record<string, unknown>) => {
     const options = { ...optionsFromEnv(CAMPAIGN_OPTIONS), ...optionsFromFlags(CAMPAIGN_OPTIONS, flags) };
+    // Resolved here so a bad solver flag is reported before anything starts.
+    const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
     await runCampaignCli<CampaignSummary>(io, {
       json: flags['json'] === true,
       flags,
@@ -53,6 +57,7 @@ export function register(program: Command, io: CliIo): void {
           options,
           {
             symcc,
+            solver,
             ...(typeof flags['showmap'] === 'string' ? { showmap: flags['showmap'] } : {}),
             ...(typeof flags['aflTarget'] === 'string' ? { aflTarget: flags['aflTarget'] } : {}),
           },

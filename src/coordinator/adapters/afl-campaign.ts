@@ -12,6 +12,7 @@ import type { CommandTemplate } from '../../solver/solver-types.js';
 import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from '../../triage/afl-queue.js';
 import { Campaign, type CampaignComponentsFactory, type CampaignRuntime } from '../campaign.js';
 import { CAMPAIGN_OPTIONS, type CampaignOptions } from '../campaign-options.js';
+import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { buildCampaignComponents } from './campaign-components.js';
 
 export interface AflRunSettings {
@@ -21,6 +22,8 @@ export interface AflRunSettings {
   readonly showmap?: string;
   /** The AFL target command line (after `--`); default: read from the instance's fuzzer_stats. */
   readonly aflTarget?: string;
+  /** Further solver options (caps, kill grace, spawn thread …). */
+  readonly solver?: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs>;
 }
 
 /**
@@ -61,6 +64,7 @@ export async function aflComponentsFactory(options: CampaignOptions, settings: A
     buildCampaignComponents(context, {
       command: symcc,
       aflQueueDir: queueDir,
+      ...(settings.solver ? { solver: settings.solver } : {}),
       triage: {
         showmap,
         target: { binary: resolveProgram(target.argv[0]!), argv: target.argv.slice(1) },

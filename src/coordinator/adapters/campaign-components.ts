@@ -17,6 +17,8 @@ import { IoDurableWriter, IoSharedTargetClaims } from '../../io/io-adapters.js';
 import { IoThread } from '../../io/io-thread.js';
 import { Scheduler } from '../../scheduler/scheduler.js';
 import { SolverPool } from '../../solver/solver-pool.js';
+import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
+import type { OptionsInput } from '../../config/schema.js';
 import type { CommandTemplate, InputMode, TriageSettings } from '../../solver/solver-types.js';
 import { AflQueueReader } from '../../triage/afl-queue.js';
 import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
@@ -45,6 +47,8 @@ export interface ComponentSpec {
   readonly initialSeeds?: readonly SeedInput[];
   /** Disable the scheduler (untargeted runs only). Default false. */
   readonly untargetedOnly?: boolean;
+  /** Further solver options (caps, kill grace, spawn thread …); workers and timeout come from the campaign. */
+  readonly solver?: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs>;
 }
 
 /**
@@ -81,7 +85,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters);
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
     pool = new SolverPool<unknown>({
-      solver: { workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
+      solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       scratchParent: context.outDir,
       logger: context.logger,
     });
