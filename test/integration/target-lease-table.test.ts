@@ -6,6 +6,7 @@ import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, bytesOf, exists, listFiles, openTarget, recordJson, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+import { codeOfAsync as codeOf } from '../support/error-code.js';
 
 function range(from: number, to: number): bigint[] {
   const out: bigint[] = [];
@@ -21,15 +22,6 @@ async function claimed(table: FencedTargetLeaseTable, targets: readonly bigint[]
   const result = await table.claimGroup(targets, { path: 'seed' }, { owner, nowMs });
   if (!result.ok) throw new Error(`claim failed: ${result.reason}`);
   return result.token;
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await promise;
-  } catch (error) {
-    return (error as { code?: string }).code;
-  }
-  return undefined;
 }
 
 describe('FencedTargetLeaseTable', () => {

@@ -4,15 +4,7 @@ import { MapLocalReservations } from '../../src/scheduler/map-local-reservations
 import type { SymfenceError } from '../../src/errors.js';
 import { parseTelemetry } from '../../src/scheduler/telemetry.js';
 import { scheduler, sha, tel } from './scheduler-fixtures.js';
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    return (e as SymfenceError).code;
-  }
-  return undefined;
-}
+import { codeOf } from '../support/error-code.js';
 
 describe('Scheduler facade', () => {
   it('rejects an unknown or repeated lane name naming the option', () => {
