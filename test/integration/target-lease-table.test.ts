@@ -6,7 +6,7 @@ import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, bytesOf, exists, listFiles, openTarget, recordJson, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
-import { codeOfAsync as codeOf } from '../support/error-code.js';
+import { codeOfAsync as codeOf } from '../helpers/error-code.js';
 
 function range(from: number, to: number): bigint[] {
   const out: bigint[] = [];

@@ -7,7 +7,7 @@ import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from '../../src/lease/work-lease-table.js';
 import { ID_A0, ID_B0, ID_C1, S, bytesOf, exists, listFiles, openWork, recordJson, tempRoot } from '../helpers/lease-fixtures.js';
-import { codeOfAsync as codeOf } from '../support/error-code.js';
+import { codeOfAsync as codeOf } from '../helpers/error-code.js';
 
 function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {
   expect(result.ok).toBe(true);

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
 import { homeSlotOf, splitOne } from '../../src/inflight/target-ids.js';
 import { H_MUTEX, MUTEX_FREE, MUTEX_HELD } from '../../src/inflight/layout.js';
-import { codeOf } from '../support/error-code.js';
+import { codeOf } from '../helpers/error-code.js';
 
 /** `count` distinct targets whose home slot is `home` in a table of `slotCount` slots. */
 function collidingTargets(slotCount: number, home: number, count: number, start = 1n): bigint[] {

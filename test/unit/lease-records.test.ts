@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { canonicalJson, canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { groupMembers, isRecordId, shardDirName, shardOf, targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { parseRecord, recordProblem, serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.js';
-import { codeOf } from '../support/error-code.js';
+import { codeOf } from '../helpers/error-code.js';
 
 const sample: LeaseRecord = {
   schema: 1,

@@ -4,7 +4,7 @@ import { MapLocalReservations } from '../../src/scheduler/map-local-reservations
 import type { SymfenceError } from '../../src/errors.js';
 import { parseTelemetry } from '../../src/scheduler/telemetry.js';
 import { scheduler, sha, tel } from './scheduler-fixtures.js';
-import { codeOf } from '../support/error-code.js';
+import { codeOf } from '../helpers/error-code.js';
 
 describe('Scheduler facade', () => {
   it('rejects an unknown or repeated lane name naming the option', () => {
