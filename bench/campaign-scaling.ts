@@ -12,7 +12,7 @@
  * measure process start-up as much as the runtime; the ratio is what matters.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { buildCampaignComponents } from '../src/coordinator/adapters/campaign-components.js';
@@ -66,7 +66,15 @@ function duplicateSolves(jobs: readonly JobLogEntry[]): number {
   return duplicates;
 }
 
-async function round(workers: number): Promise<{ jobsPerSec: number; duplicates: number; jobs: number }> {
+/** CPU ms of this process (all threads) and of its reaped children, from /proc (Linux). */
+function cpuMs(): { self: number; children: number } {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  const tick = 10; // USER_HZ is 100 on Linux
+  return { self: (Number(fields[11]) + Number(fields[12])) * tick, children: (Number(fields[13]) + Number(fields[14])) * tick };
+}
+
+async function round(workers: number): Promise<{ jobsPerSec: number; duplicates: number; jobs: number; selfCpuMsPerJob: number; childCpuMsPerJob: number }> {
+  const cpuBefore = cpuMs();
   const outDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-scaling-'));
   try {
     const seedDir = path.join(outDir, 'seeds');
@@ -88,14 +96,23 @@ async function round(workers: number): Promise<{ jobsPerSec: number; duplicates:
       },
     );
     campaign.on('jobFinished', () => {
-      if (campaign.counters().jobsOk + campaign.counters().jobsCrash + campaign.counters().jobsTimeout + campaign.counters().jobsError >= jobBudget) void campaign.stop();
+      const c = campaign.counters();
+      if (c.jobsOk + c.jobsCrash + c.jobsTimeout + c.jobsError >= jobBudget) void campaign.stop();
     });
     await campaign.done;
     const jobs = readJobLog(path.join(outDir, 'jobs.jsonl'));
     const committed = jobs.filter((j) => COMMITTED.has(j.status)).slice(0, jobBudget);
     const first = Math.min(...committed.map((j) => j.startMs));
     const last = Math.max(...committed.map((j) => j.endMs));
-    return { jobsPerSec: committed.length / Math.max(0.001, (last - first) / 1000), duplicates: duplicateSolves(jobs), jobs: committed.length };
+    const cpuAfter = cpuMs();
+    const ran = Math.max(1, jobs.length);
+    return {
+      jobsPerSec: committed.length / Math.max(0.001, (last - first) / 1000),
+      duplicates: duplicateSolves(jobs),
+      jobs: committed.length,
+      selfCpuMsPerJob: (cpuAfter.self - cpuBefore.self) / ran,
+      childCpuMsPerJob: (cpuAfter.children - cpuBefore.children) / ran,
+    };
   } finally {
     rmSync(outDir, { recursive: true, force: true });
   }
@@ -115,7 +132,10 @@ for (let r = 0; r < rounds; r++) {
     const res = await round(workers);
     results[workers].push(res.jobsPerSec);
     duplicates += res.duplicates;
-    console.log(`round ${r + 1} workers ${workers}: ${res.jobs} jobs, ${res.jobsPerSec.toFixed(2)} jobs/s, duplicate solves ${res.duplicates}`);
+    console.log(
+      `round ${r + 1} workers ${workers}: ${res.jobs} jobs, ${res.jobsPerSec.toFixed(2)} jobs/s, duplicate solves ${res.duplicates}, ` +
+        `cpu/job: coordinator process ${res.selfCpuMsPerJob.toFixed(1)} ms, solver processes ${res.childCpuMsPerJob.toFixed(1)} ms`,
+    );
   }
 }
 const one = median(results[1]);

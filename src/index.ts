@@ -231,7 +231,7 @@ export type { ShowmapRequest, ShowmapResult } from './triage/showmap.js';
 export { SolverExitError, MazeInvalidError } from './errors.js';
 // Reference solver: a TEST AND DEMO FIXTURE (see docs/reference-solver.md).
 export { DEMO_MAZE } from './reference/demo-maze.js';
-export { parseMaze, walkMaze, mazeBranchCount, reachedBranches, mazeCoverageMap, branchId, MAZE_SCHEMA } from './reference/maze.js';
+export { parseMaze, walkMaze, traceMaze, mazeBranchCount, reachedBranches, mazeCoverageMap, mazeEdgeHits, branchId, MAZE_SCHEMA } from './reference/maze.js';
 export type { Maze, MazeNode, MazeTest, MazeStep, MazeWalk } from './reference/maze.js';
 export { mazeToC } from './reference/maze-c.js';
 export { runReference } from './reference/reference-run.js';

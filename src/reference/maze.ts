@@ -182,30 +182,55 @@ export interface MazeWalk {
   readonly aborted: boolean;
 }
 
-/** Runs the maze on `input` and records every branch decision in order. */
-export function walkMaze(maze: Maze, fullInput: Uint8Array): MazeWalk {
+export interface MazeDecision {
+  readonly site: number;
+  readonly taken: boolean;
+  readonly test: MazeTest;
+}
+
+export interface MazeTrace {
+  readonly decisions: readonly MazeDecision[];
+  /** An `abort` node was reached (the target crashes there; later nodes do not run). */
+  readonly aborted: boolean;
+}
+
+/**
+ * Runs the maze on `input` and records every branch decision in order, without branch ids: what
+ * coverage and reachability need (ids cost two SHA-256 per decision; see `walkMaze`).
+ */
+export function traceMaze(maze: Maze, fullInput: Uint8Array): MazeTrace {
   // The program reads at most inputLength bytes (like the generated C program's fread).
   const input = fullInput.subarray(0, maze.inputLength);
-  const steps: MazeStep[] = [];
-  let parent = 0n;
+  const decisions: MazeDecision[] = [];
   const run = (body: readonly MazeNode[]): boolean => {
     for (const node of body) {
       if ('abort' in node) return true;
       const taken = evaluateTest(node.test, input);
-      const actual = branchId(parent, node.site, taken);
-      steps.push({ parent, actual, opposite: branchId(parent, node.site, !taken), site: node.site, taken, test: node.test });
-      parent = actual;
+      decisions.push({ site: node.site, taken, test: node.test });
       if (run((taken ? node.then : node.else) ?? [])) return true;
     }
     return false;
   };
   const aborted = run(maze.body);
-  return { steps, aborted };
+  return { decisions, aborted };
+}
+
+/** Runs the maze on `input` and records every branch decision in order, with prefix-sensitive ids. */
+export function walkMaze(maze: Maze, input: Uint8Array): MazeWalk {
+  const trace = traceMaze(maze, input);
+  const steps: MazeStep[] = [];
+  let parent = 0n;
+  for (const { site, taken, test } of trace.decisions) {
+    const actual = branchId(parent, site, taken);
+    steps.push({ parent, actual, opposite: branchId(parent, site, !taken), site, taken, test });
+    parent = actual;
+  }
+  return { steps, aborted: trace.aborted };
 }
 
 /** Which `(site, taken)` outcomes `input` reaches, as `"site:1"` / `"site:0"` strings. */
 export function reachedBranches(maze: Maze, input: Uint8Array): Set<string> {
-  return new Set(walkMaze(maze, input).steps.map((s) => `${s.site}:${s.taken ? 1 : 0}`));
+  return new Set(traceMaze(maze, input).decisions.map((d) => `${d.site}:${d.taken ? 1 : 0}`));
 }
 
 /** Map index of a `(site, taken)` edge in the maze's AFL-style coverage map. */
@@ -220,12 +245,22 @@ export function edgeIndex(site: number, taken: boolean, mapSizeBytes: number): n
  * The maze's coverage map in `afl-showmap -b` form: one byte per edge, hit counts already bucketed
  * (every site runs at most once per input, so each reached edge holds bucket 1).
  */
-export function mazeCoverageMap(walk: MazeWalk, mapSizeBytes: number): Uint8Array {
+export function mazeCoverageMap(trace: MazeTrace | MazeWalk, mapSizeBytes: number): Uint8Array {
   const map = new Uint8Array(mapSizeBytes);
-  for (const step of walk.steps) {
-    const i = edgeIndex(step.site, step.taken, mapSizeBytes);
-    map[i] = Math.min(255, map[i]! + 1);
-  }
-  for (let i = 0; i < map.length; i++) map[i] = COUNT_CLASS[map[i]!]!;
+  for (const [index, hits] of mazeEdgeHits(trace, mapSizeBytes)) map[index] = COUNT_CLASS[Math.min(255, hits)]!;
   return map;
+}
+
+/**
+ * The same coverage as a sparse `map index → raw hit count` (a maze run touches a few dozen edges;
+ * building and scanning a whole map per input is what made in-process triage expensive).
+ */
+export function mazeEdgeHits(trace: MazeTrace | MazeWalk, mapSizeBytes: number): Map<number, number> {
+  const hits = new Map<number, number>();
+  const decisions = 'decisions' in trace ? trace.decisions : trace.steps;
+  for (const { site, taken } of decisions) {
+    const index = edgeIndex(site, taken, mapSizeBytes);
+    hits.set(index, (hits.get(index) ?? 0) + 1);
+  }
+  return hits;
 }

@@ -51,4 +51,34 @@ describe('CoverageBitmap', () => {
       }),
     );
   });
+
+  it('claims a sparse edge map exactly like the equivalent dense map (property)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.array(fc.tuple(fc.integer({ min: 0, max: 37 }), fc.integer({ min: 0, max: 300 })), { maxLength: 12 }), { maxLength: 10 }), (runs) => {
+        const sparse = new CoverageBitmap(38);
+        const dense = new CoverageBitmap(38);
+        for (const run of runs) {
+          const edges = new Map(run);
+          const raw = new Uint8Array(38);
+          for (const [index, hits] of edges) raw[index] = Math.min(255, hits);
+          expect(sparse.claimEdges(edges)).toEqual(dense.claim(raw, { classified: false }));
+        }
+        expect([...sparse.snapshot()]).toEqual([...dense.snapshot()]);
+      }),
+    );
+  });
+
+  it('refuses a sparse edge outside the map', () => {
+    const bitmap = new CoverageBitmap(16);
+    expect(() => bitmap.claimEdges(new Map([[16, 1]]))).toThrow(RangeError);
+    expect(() => bitmap.claimEdges(new Map([[-1, 1]]))).toThrow(RangeError);
+  });
+
+  it('counts covered edges in every byte lane, including a map size that is not a multiple of 4', () => {
+    const bitmap = new CoverageBitmap(11);
+    const map = new Uint8Array(11);
+    for (const i of [0, 1, 2, 3, 6, 9, 10]) map[i] = 1;
+    bitmap.claim(map);
+    expect(bitmap.edgesCovered()).toBe(7);
+  });
 });

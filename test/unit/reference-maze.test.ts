@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEMO_MAZE } from '../../src/reference/demo-maze.js';
-import { branchId, mazeBranchCount, mazeCoverageMap, parseMaze, reachedBranches, walkMaze, type Maze } from '../../src/reference/maze.js';
+import { branchId, mazeBranchCount, mazeCoverageMap, parseMaze, reachedBranches, traceMaze, walkMaze, type Maze } from '../../src/reference/maze.js';
 import { solveConstraints } from '../../src/reference/maze-solver.js';
 import { parseActionsText, runReference } from '../../src/reference/reference-run.js';
 import { mazeToC } from '../../src/reference/maze-c.js';
@@ -44,6 +44,16 @@ describe('maze walk', () => {
     expect(other.steps.at(-1)!.site).toBe(8);
     expect(other.steps.at(-1)!.actual).not.toBe(walk.steps.at(-1)!.actual);
     expect(branchId(0n, 1, true)).not.toBe(branchId(0n, 1, false));
+  });
+
+  it('traces the same decisions as the walk, without computing ids', () => {
+    for (const input of ['FU', 'ax', 'FU0\x8f!', '']) {
+      const walk = walkMaze(DEMO_MAZE, bytes(input));
+      const trace = traceMaze(DEMO_MAZE, bytes(input));
+      expect(trace.decisions.map((d) => [d.site, d.taken])).toEqual(walk.steps.map((s) => [s.site, s.taken]));
+      expect(trace.aborted).toBe(walk.aborted);
+      expect(mazeCoverageMap(trace, 4096)).toEqual(mazeCoverageMap(walk, 4096));
+    }
   });
 
   it('stops at an abort node and reports it', () => {

@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { OptionsInput } from '../../config/schema.js';
 import { DEMO_MAZE } from '../../reference/demo-maze.js';
-import { mazeBranchCount, mazeCoverageMap, reachedBranches, walkMaze, type Maze } from '../../reference/maze.js';
+import { mazeBranchCount, mazeEdgeHits, reachedBranches, traceMaze, type Maze } from '../../reference/maze.js';
 import { referenceSolverCommand } from '../../reference/reference-commands.js';
 import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
 import { Campaign, type CampaignRuntime, type CampaignSummary } from '../campaign.js';
@@ -30,9 +30,9 @@ export function demoSeedBytes(maze: Maze = DEMO_MAZE): Uint8Array {
  */
 export function mazeClassifier(maze: Maze, bitmap: CoverageBitmap): (bytes: Uint8Array) => { interesting: boolean; terminal?: 'crash' } {
   return (bytes) => {
-    const walk = walkMaze(maze, bytes);
-    const novelty = bitmap.claim(mazeCoverageMap(walk, bitmap.sizeBytes));
-    return walk.aborted ? { interesting: novelty.newBits > 0, terminal: 'crash' } : { interesting: novelty.newBits > 0 };
+    const trace = traceMaze(maze, bytes);
+    const novelty = bitmap.claimEdges(mazeEdgeHits(trace, bitmap.sizeBytes));
+    return trace.aborted ? { interesting: novelty.newBits > 0, terminal: 'crash' } : { interesting: novelty.newBits > 0 };
   };
 }
 
