@@ -556,7 +556,17 @@ export class Coordinator {
     }
     counters.solverTimeMs += outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
     try {
-      this.#deps.source.observe({ job, workId: active.workId, status: outcome.status, telemetry: outcome.telemetry, findings }, this.#deps.clock.now());
+      this.#deps.source.observe(
+        {
+          job,
+          workId: active.workId,
+          status: outcome.status,
+          ...(outcome.telemetry !== undefined ? { telemetry: outcome.telemetry } : {}),
+          ...(outcome.telemetryError !== undefined ? { telemetryError: outcome.telemetryError } : {}),
+          findings,
+        },
+        this.#deps.clock.now(),
+      );
     } catch (error) {
       active.logger.error({ err: error }, 'feedback to the work source failed');
     }

@@ -9,6 +9,9 @@
  * definite refusal (stale token, conflict); a thrown error reports an I/O failure whose outcome is
  * unknown — callers treat both as "not held" but count them apart.
  */
+import type { ErrorData } from '../errors.js';
+import type { Telemetry } from '../scheduler/telemetry.js';
+
 
 /** Milliseconds on a monotonic-enough clock. Injected everywhere tests must control time. */
 export interface Clock {
@@ -113,8 +116,10 @@ export type SolverPortStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted';
 export interface SolverOutcome {
   readonly status: SolverPortStatus;
   readonly generated: readonly TriagedInput[];
-  /** Raw `symfence-telemetry/1` text, when the solver wrote one. */
-  readonly telemetry?: string;
+  /** The run's `symfence-telemetry/1`, parsed strictly once by the solver pool. */
+  readonly telemetry?: Telemetry;
+  /** Why the telemetry the solver wrote was refused (the run then counts as untargeted). */
+  readonly telemetryError?: ErrorData;
   /** Solver CPU time reported by the backend, in microseconds. */
   readonly solverTimeUs?: number;
   readonly elapsedMs: number;
@@ -146,7 +151,8 @@ export interface JobFeedback {
   readonly job: CoordinatorJob;
   readonly workId: string;
   readonly status: SolverPortStatus;
-  readonly telemetry?: string;
+  readonly telemetry?: Telemetry;
+  readonly telemetryError?: ErrorData;
   /** Paths of our own interesting findings, as published. */
   readonly findings: readonly PublishedEntry[];
 }

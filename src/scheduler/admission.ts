@@ -41,6 +41,11 @@ export interface AdmissionStats {
   sharedErrors: number;
   /** Shared claims given back after a failed round whose release itself failed (left to TTL). */
   releaseFailures: number;
+  /**
+   * Admitted jobs ranked below the first `limit` proposals of their call: each filled a slot that a
+   * refused (or duplicate) proposal left, which an admitter without back-fill would have left idle.
+   */
+  backFills: number;
 }
 
 export interface AdmissionOptions {
@@ -54,8 +59,15 @@ export interface AdmissionOptions {
   readonly firstOwner?: number;
 }
 
+interface Ranked {
+  readonly proposal: Proposal;
+  /** Position in the call's ranked backlog. */
+  readonly rank: number;
+}
+
 interface Pending {
   readonly proposal: Proposal;
+  readonly rank: number;
   readonly group: readonly bigint[];
   readonly owner: number;
 }
@@ -81,6 +93,7 @@ export class Admission {
     sharedCorrupt: 0,
     sharedErrors: 0,
     releaseFailures: 0,
+    backFills: 0,
   };
 
   constructor(options: AdmissionOptions) {
@@ -145,24 +158,26 @@ export class Admission {
     const admitted: AdmittedJob[] = [];
     const seen = new Set<string>();
     let cursor = 0;
-    let deferred: Proposal[] = [];
+    let deferred: Ranked[] = [];
 
     let pending: Pending[] = [];
+    let backFills = 0;
     try {
       while (admitted.length < limit) {
         const need = limit - admitted.length;
         pending = [];
         const pendingTargets = new Set<bigint>();
         const pendingKeys = new Set<string>();
-        const nextDeferred: Proposal[] = [];
-        const take = (proposal: Proposal): void => {
+        const nextDeferred: Ranked[] = [];
+        const take = (ranked: Ranked): void => {
+          const { proposal, rank } = ranked;
           const key = seedTargetKey(proposal.job);
           if (seen.has(key)) return;
           const group = targetGroup(proposal.job);
           // A clash with a job still pending in this pass is not a verdict yet: that job may be
           // rejected by the shared table, so retry this one next pass (sequential equivalence).
           if (pendingKeys.has(key) || group.some((t) => pendingTargets.has(t))) {
-            nextDeferred.push(proposal);
+            nextDeferred.push(ranked);
             return;
           }
           const owner = this.#takeOwner();
@@ -170,15 +185,18 @@ export class Admission {
             this.#stats.localConflicts += 1;
             return;
           }
-          pending.push({ proposal, group, owner });
+          pending.push({ proposal, rank, group, owner });
           pendingKeys.add(key);
           for (const t of group) pendingTargets.add(t);
         };
-        for (const proposal of deferred) {
-          if (pending.length >= need) nextDeferred.push(proposal);
-          else take(proposal);
+        for (const ranked of deferred) {
+          if (pending.length >= need) nextDeferred.push(ranked);
+          else take(ranked);
         }
-        while (pending.length < need && cursor < backlog.length) take(backlog[cursor++]!);
+        while (pending.length < need && cursor < backlog.length) {
+          take({ proposal: backlog[cursor]!, rank: cursor });
+          cursor += 1;
+        }
         if (pending.length === 0) break;
         deferred = nextDeferred;
         this.#stats.passes += 1;
@@ -188,6 +206,7 @@ export class Admission {
           const outcome = outcomes[i];
           if (outcome === undefined || outcome.granted) {
             seen.add(seedTargetKey(p.proposal.job));
+            if (p.rank >= limit) backFills += 1;
             admitted.push({
               job: p.proposal.job,
               group: p.group,
@@ -212,6 +231,7 @@ export class Admission {
     this.#commit(admitted, now);
     for (const job of admitted) for (const t of job.group) this.#inflight.set(t, job.owner);
     this.#stats.admitted += admitted.length;
+    this.#stats.backFills += backFills;
     return admitted;
   }
 

@@ -11,6 +11,8 @@ import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js';
+import { toErrorData } from '../../src/errors.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { FakeSink, FakeSolver, FakeSource, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
@@ -86,8 +88,8 @@ describe('TargetLeaseAdapter over FencedTargetLeaseTable', () => {
   });
 });
 
-function telemetry(open: bigint[], trace: Array<[bigint, bigint, bigint, number, 0 | 1]>): string {
-  return JSON.stringify({
+function telemetry(open: bigint[], trace: Array<[bigint, bigint, bigint, number, 0 | 1]>): Telemetry {
+  return parseTelemetry({
     schema: 'symfence-telemetry/1',
     targetBranch: '0',
     targetReached: false,
@@ -133,18 +135,25 @@ describe('SchedulerAdapter', () => {
     adapter.addSeed(seed, 0);
     adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: telemetry([3n, 6n], [[1n, 2n, 3n, 4, 1], [2n, 5n, 6n, 7, 1]]), findings: [] }, 0);
     expect(inflight.tryReserveGroup([3n], 999)).toBe(true); // busy elsewhere in this process
-    const admitted = await adapter.admit(8, 0);
-    expect(admitted.length).toBeGreaterThan(0);
-    expect(admitted.every((a) => !a.job.group.includes(3n))).toBe(true);
+    // One slot; the top-ranked proposal targets the busy 3, so the admitted job is a back-fill.
+    const admitted = await adapter.admit(1, 0);
+    expect(admitted).toHaveLength(1);
+    expect(admitted[0]!.job.group.includes(3n)).toBe(false);
     expect(scheduler.stats().admission.localConflicts).toBeGreaterThan(0);
-    expect(counters.backFills).toBe(Math.min(scheduler.stats().admission.localConflicts, admitted.length));
-    expect(counters.backFills).toBeGreaterThan(0);
+    expect(counters.backFills).toBe(1);
+    expect(scheduler.stats().admission.backFills).toBe(1);
   });
 
-  it('passes invalid telemetry on as a rejection instead of throwing', () => {
+  it('hands a telemetry refusal to the scheduler, which counts it', () => {
     const { scheduler, adapter, seed } = setup();
     adapter.addSeed(seed, 0);
-    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: '{"schema":"nope"}', findings: [] }, 0);
+    let refusal: unknown;
+    try {
+      parseTelemetry('{"schema":"nope"}');
+    } catch (error) {
+      refusal = error;
+    }
+    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetryError: toErrorData(refusal), findings: [] }, 0);
     expect(scheduler.stats().telemetryRejected).toBe(1);
   });
 

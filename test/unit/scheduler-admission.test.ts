@@ -50,6 +50,7 @@ describe('admission across Prefix and CSTG (F310)', () => {
     expect(s.lane('cstg')!.scheduled).toBe(0);
     expect(s.lane('cstg')!.transition(77n)!.lastScheduledMs).toBeNull();
     expect(s.lane('prefix')!.node(77n)!.attempts).toBe(1);
+    expect(s.stats().admission.backFills).toBe(0);
   });
 
   it('back-fills past a conflicting first pair and returns [77, 88] for two workers', async () => {
@@ -58,6 +59,8 @@ describe('admission across Prefix and CSTG (F310)', () => {
     s.lane('cstg')!.restore(cstgSnapshot([{ id: 77, seeds: ['duplicate-seed'] }, { id: 88, seeds: ['alternate-seed'] }]), NOW);
     const jobs = await s.admit(2, NOW);
     expect(targets(jobs)).toEqual([77n, 88n]);
+    // 88 ranked third: it took the slot of the duplicate 77, so it is a back-fill.
+    expect(s.stats().admission.backFills).toBe(1);
     expect(s.lane('prefix')!.node(77n)!.attempts).toBe(1);
     expect(s.lane('cstg')!.scheduled).toBe(1);
     expect(s.lane('cstg')!.transition(77n)!.lastScheduledMs).toBeNull();
@@ -71,6 +74,7 @@ describe('admission across Prefix and CSTG (F310)', () => {
     s.lane('cstg')!.restore(cstgSnapshot([{ id: 77, seeds: ['cstg-77'] }, { id: 88, seeds: ['cstg-88'] }]), NOW);
     const jobs = await s.admit(1, NOW);
     expect(targets(jobs)).toEqual([88n]);
+    expect(s.stats().admission.backFills).toBe(1);
     expect(jobs[0]!.targetToken).toBe('tok-1');
     expect(shared.primaries()).toEqual([77n, 77n, 88n]);
     expect(shared.calls.every((call) => call.length === 1)).toBe(true);

@@ -3,6 +3,7 @@ import { SolverPoolAdapter } from '../../src/coordinator/adapters/solver-adapter
 import { mazeClassifier } from '../../src/coordinator/adapters/demo-campaign.js';
 import { AbortedError } from '../../src/errors.js';
 import { DEMO_MAZE } from '../../src/reference/demo-maze.js';
+import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js';
 import type { SolverPool } from '../../src/solver/solver-pool.js';
 import type { SolverResult, SolverTask } from '../../src/solver/solver-types.js';
 import { CoverageBitmap } from '../../src/triage/coverage-bitmap.js';
@@ -10,7 +11,7 @@ import { makeJob } from '../helpers/coordinator-fakes.js';
 
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
 
-function result(overrides: Partial<SolverResult<unknown>>): SolverResult<unknown> {
+function result(overrides: Partial<SolverResult<Telemetry>>): SolverResult<Telemetry> {
   return {
     status: 'ok',
     exitCode: 0,
@@ -30,24 +31,34 @@ function result(overrides: Partial<SolverResult<unknown>>): SolverResult<unknown
 }
 
 /** A pool stand-in that records the task and answers (or throws) what the test says. */
-function fakePool(answer: (task: SolverTask, signal?: AbortSignal) => Promise<SolverResult<unknown>>) {
+function fakePool(answer: (task: SolverTask, signal?: AbortSignal) => Promise<SolverResult<Telemetry>>) {
   const tasks: SolverTask[] = [];
   const pool = {
     run: (task: SolverTask, options: { signal?: AbortSignal } = {}) => {
       tasks.push(task);
       return answer(task, options.signal);
     },
-  } as unknown as SolverPool<unknown>;
+  } as unknown as SolverPool<Telemetry>;
   return { pool, tasks };
 }
 
 const command = { binary: '/bin/symcc-target', argv: ['@@'] };
 
+const PARSED = parseTelemetry({
+  schema: 'symfence-telemetry/1',
+  targetBranch: '77',
+  targetReached: true,
+  targetStatus: 'sat',
+  branchTrace: [],
+  openBranches: [],
+  counters: { queries: 1, sat: 1, unsat: 0, unknown: 0, solverTimeUs: 3_000, generated: 1 },
+});
+
 describe('SolverPoolAdapter', () => {
   it('sends the job as a directed pool task and maps novelty, showmap verdicts and telemetry', async () => {
     const { pool, tasks } = fakePool(async () =>
       result({
-        telemetryText: '{"schema":"symfence-telemetry/1"}',
+        telemetry: PARSED,
         generated: [
           { name: '000000', sha256: 'a', sizeBytes: 1, bytes: bytes('a'), showmap: 'ok', novelty: { newBytes: 1, newBits: 1 } },
           { name: '000001', sha256: 'b', sizeBytes: 1, bytes: bytes('b'), showmap: 'ok', novelty: { newBytes: 0, newBits: 0 } },
@@ -66,7 +77,16 @@ describe('SolverPoolAdapter', () => {
       ['c', false, 'crash'],
       ['d', false, 'timeout'],
     ]);
-    expect(outcome).toMatchObject({ status: 'ok', telemetry: '{"schema":"symfence-telemetry/1"}', solverTimeUs: 3_000, elapsedMs: 12 });
+    expect(outcome).toMatchObject({ status: 'ok', telemetry: PARSED, solverTimeUs: 3_000, elapsedMs: 12 });
+    expect(outcome.telemetryError).toBeUndefined();
+  });
+
+  it('hands on a telemetry refusal from the pool instead of the telemetry', async () => {
+    const refusal = { code: 'ERR_TELEMETRY_INVALID', message: 'bad', details: { path: 'schema' } };
+    const { pool } = fakePool(async () => result({ telemetryError: refusal }));
+    const outcome = await new SolverPoolAdapter(pool, { command, timeoutMs: 5_000 }).run({ workId: 'w', job: makeJob('in', 77n) }, { signal: new AbortController().signal });
+    expect(outcome.telemetry).toBeUndefined();
+    expect(outcome.telemetryError).toEqual(refusal);
   });
 
   it('reports an aborted run as aborted, and any other rejection as an error outcome', async () => {

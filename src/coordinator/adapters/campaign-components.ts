@@ -16,6 +16,7 @@ import { InflightTargetSet } from '../../inflight/inflight-target-set.js';
 import { IoDurableWriter, IoSharedTargetClaims } from '../../io/io-adapters.js';
 import { IoThread } from '../../io/io-thread.js';
 import { Scheduler } from '../../scheduler/scheduler.js';
+import { parseTelemetry, type Telemetry } from '../../scheduler/telemetry.js';
 import { SolverPool } from '../../solver/solver-pool.js';
 import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import type { OptionsInput } from '../../config/schema.js';
@@ -70,10 +71,10 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
   return { io, shared };
 }
 
-export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<unknown> }> {
+export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared } = await startIoThread(context, inflight);
-  let pool: SolverPool<unknown> | undefined;
+  let pool: SolverPool<Telemetry> | undefined;
   try {
     const workLeases = new IoWorkLeases(io, context.options.workLeaseTtlMs);
     const targetLeases = shared ? new IoTargetLeases(io, (group) => inflight.ownerOf(group[0]!)) : undefined;
@@ -84,8 +85,10 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     });
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters);
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
-    pool = new SolverPool<unknown>({
+    pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
+      // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).
+      parseTelemetry,
       scratchParent: context.outDir,
       logger: context.logger,
     });

@@ -15,7 +15,6 @@ import type { AdmittedJob } from '../../scheduler/admission.js';
 import type { LocalReservations } from '../../scheduler/admission-ports.js';
 import type { ReplayJob } from '../../scheduler/replay-job.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { parseTelemetry } from '../../scheduler/telemetry.js';
 import type { CampaignCounters } from '../../telemetry/counters.js';
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler } from '../ports.js';
 
@@ -52,12 +51,8 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     const admitted = await this.#scheduler.admit(limit, now);
     if (this.#counters) {
       const after = this.#scheduler.stats().admission;
-      const refused = after.localConflicts + after.sharedConflicts + after.sharedCorrupt + after.sharedErrors
-        - (before.localConflicts + before.sharedConflicts + before.sharedCorrupt + before.sharedErrors);
       this.#counters.conflicts += after.sharedConflicts - before.sharedConflicts;
-      // Jobs admitted in a round that refused candidates filled slots the refused ones would have
-      // left idle without back-fill (an upper bound when both happen in one pass).
-      if (refused > 0) this.#counters.backFills += Math.min(refused, admitted.length);
+      this.#counters.backFills += after.backFills - before.backFills;
     }
     const out: AdmittedWork[] = [];
     for (const a of admitted) {
@@ -88,15 +83,9 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
       this.addSeed({ path: job.inputPath, sha256: job.inputSha256, depth: job.depth, origin: 'afl' }, now);
       if (!this.#seeds.has(job.inputSha256)) return;
     }
-    let telemetry = null;
-    let telemetryError: unknown;
-    if (feedback.telemetry !== undefined) {
-      try {
-        telemetry = parseTelemetry(feedback.telemetry);
-      } catch (error) {
-        telemetryError = error; // the scheduler logs and counts it; the run counts as untargeted
-      }
-    }
+    // Parsed (strictly, once) by the solver pool; a refusal is logged and counted by the scheduler.
+    const telemetry = feedback.telemetry ?? null;
+    const telemetryError = feedback.telemetryError;
     const interesting = feedback.findings.filter((f) => f.kind === 'queue').length;
     const replay: ReplayJob | undefined = job.group.length > 0 ? { seed: job.inputSha256, targetBranch: job.targetBranch, actions: job.actions } : undefined;
     this.#scheduler.observe(

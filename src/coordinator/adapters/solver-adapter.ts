@@ -4,6 +4,7 @@
  * a `SolverOutcome`. A generated input is interesting when triage claimed new bits in the shared
  * coverage bitmap; showmap's crash/hang verdicts make it a terminal crash/hang.
  */
+import type { Telemetry } from '../../scheduler/telemetry.js';
 import type { SolverPool } from '../../solver/solver-pool.js';
 import type { CommandTemplate, InputMode, SolverResult, TriageSettings } from '../../solver/solver-types.js';
 import type { TriagedInput, SolverOutcome, SolverPort, SolverPortTask } from '../ports.js';
@@ -24,13 +25,13 @@ export interface SolverAdapterSettings {
 
 export class SolverPoolAdapter implements SolverPort {
   constructor(
-    readonly pool: SolverPool<unknown>,
+    readonly pool: SolverPool<Telemetry>,
     private readonly settings: SolverAdapterSettings,
   ) {}
 
   async run(task: SolverPortTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome> {
     const { job } = task;
-    let result: SolverResult<unknown>;
+    let result: SolverResult<Telemetry>;
     try {
       result = await this.pool.run(
         {
@@ -62,7 +63,8 @@ export class SolverPoolAdapter implements SolverPort {
     return {
       status: result.status,
       generated,
-      ...(result.telemetryText !== undefined ? { telemetry: result.telemetryText } : {}),
+      ...(result.telemetry !== undefined ? { telemetry: result.telemetry } : {}),
+      ...(result.telemetryError !== undefined ? { telemetryError: result.telemetryError } : {}),
       ...(result.solverTimeUs !== null ? { solverTimeUs: result.solverTimeUs } : {}),
       elapsedMs: result.elapsedMs,
       ...(result.error ? { error: result.error.message } : {}),
