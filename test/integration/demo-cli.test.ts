@@ -30,6 +30,18 @@ describe('symfence demo', () => {
     dirs.push(/output: (.*)/.exec(stdout)![1]!.trim());
   });
 
+  it('takes the solver options of run, and names a bad one with exit 2', async () => {
+    const ok = await runCliProcess(['demo', '--duration', '20s', '--json', '--log-level', 'warn', '--solver-spawn-thread', 'main', '--solver-max-outputs', '64']).exit;
+    expect(ok.code).toBe(0);
+    const summary = JSON.parse(ok.stdout.trim().split('\n').at(-1)!) as { complete: boolean; outDir: string };
+    expect(summary.complete).toBe(true);
+    dirs.push(summary.outDir);
+    const bad = await runCliProcess(['demo', '--solver-max-outputs', 'lots']).exit;
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('ERR_INVALID_OPTION');
+    expect(bad.stderr).toContain('lots');
+  });
+
   it('rejects a bad duration with one line and exit 2', async () => {
     const { code, stderr } = await runCliProcess(['demo', '--duration', 'soon']).exit;
     expect(code).toBe(2);

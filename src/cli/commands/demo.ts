@@ -1,15 +1,18 @@
 /**
- * `symfence demo [--duration 60s] [--workers N] [--json]`: the embedded default campaign — the
- * reference solver over the bundled maze, built-in coverage, no AFL++ or SymCC.
+ * `symfence demo [--duration 60s] [--workers N] [--json] [solver options]`: the embedded default
+ * campaign — the reference solver over the bundled maze, built-in coverage, no AFL++ or SymCC. The
+ * solver options are those of `symfence run` (caps, kill grace, spawn thread …), so the demo can
+ * try them out.
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { optionsFromFlags } from '../../config/schema.js';
+import { optionsFromEnv, optionsFromFlags } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-campaign.js';
 import { addSchemaFlags } from '../flags.js';
+import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
@@ -37,8 +40,11 @@ export function register(program: Command, io: CliIo): void {
       'after',
       '\nThe reference solver behaves like a SymCC binary over a small declarative maze; it exists to\nexercise and demonstrate the runtime. The summary says how many maze branches were reached.',
     );
+  addSchemaFlags(command, SOLVER_CAMPAIGN_OPTIONS);
   addSchemaFlags(command, LOGGER_OPTIONS);
   command.action(async (flags: Record<string, unknown>) => {
+    // Resolved first so a bad solver flag is reported before anything starts (as in `run`).
+    const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
     const options = {
       ...optionsFromFlags(CAMPAIGN_OPTIONS, flags),
       durationMs: (flags['duration'] as string | undefined) ?? DEMO_DEFAULT_DURATION,
@@ -48,7 +54,7 @@ export function register(program: Command, io: CliIo): void {
     await runCampaignCli<DemoSummary>(io, {
       json: flags['json'] === true,
       flags,
-      start: async (runtime) => startDemo(options, runtime).then((demo) => ({ stop: () => demo.campaign.stop(), done: demo.done })),
+      start: async (runtime) => startDemo(options, runtime, { solver }).then((demo) => ({ stop: () => demo.campaign.stop(), done: demo.done })),
       formatSummary: formatDemoSummary,
     });
   });

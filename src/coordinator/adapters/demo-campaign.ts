@@ -14,6 +14,7 @@ import { referenceSolverCommand } from '../../reference/reference-commands.js';
 import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
 import { Campaign, type CampaignRuntime, type CampaignSummary } from '../campaign.js';
 import type { CAMPAIGN_OPTIONS } from '../campaign-options.js';
+import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { buildCampaignComponents } from './campaign-components.js';
 
 export const DEMO_MAZE_SPEC = 'builtin:demo';
@@ -79,8 +80,13 @@ export interface DemoHandle {
 /**
  * Starts the demo. `options` are campaign options; `outDir` defaults to the caller's choice (the
  * CLI passes a fresh temporary directory). The seed is written to `<outDir>/seeds/seed`.
+ * `settings.solver`: further solver options (caps, kill grace, spawn thread …), as for `run`.
  */
-export async function startDemo(options: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>, runtime: Omit<CampaignRuntime, 'components'>): Promise<DemoHandle> {
+export async function startDemo(
+  options: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>,
+  runtime: Omit<CampaignRuntime, 'components'>,
+  settings: { readonly solver?: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs> } = {},
+): Promise<DemoHandle> {
   const progress = new MazeProgress(DEMO_MAZE);
   const campaign = await Campaign.start(options, {
     ...runtime,
@@ -95,6 +101,7 @@ export async function startDemo(options: OptionsInput<typeof CAMPAIGN_OPTIONS.sp
         command: referenceSolverCommand(DEMO_MAZE_SPEC, 'file'),
         classify: (bitmap) => mazeClassifier(DEMO_MAZE, bitmap),
         initialSeeds: [{ path: seedPath, sha256: createHash('sha256').update(bytes).digest('hex'), depth: 0, origin: 'seed' }],
+        ...(settings.solver ? { solver: settings.solver } : {}),
       });
     },
   });
