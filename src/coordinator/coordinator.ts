@@ -118,6 +118,8 @@ interface ActiveJob {
   readonly startMs: number;
   readonly logger: Logger;
   phase: ActivePhase;
+  /** True until the solver run settled: the job occupies a solver slot only while this holds. */
+  solverRunning: boolean;
   lost: 'work' | 'target' | undefined;
   done: Promise<void>;
 }
@@ -167,6 +169,24 @@ export class Coordinator {
     return this.#active.size;
   }
 
+  /** Jobs whose solver process is still running (the rest of `activeCount` is committing). */
+  get runningCount(): number {
+    let running = 0;
+    for (const job of this.#active.values()) if (job.solverRunning) running++;
+    return running;
+  }
+
+  /**
+   * Solver slots free for a new dispatch. A job gives its slot back when its solver run ends, not
+   * when its result is committed: the commit's I/O (beginCommit, publication, complete — several
+   * durable round trips) then overlaps the next run instead of idling a core between jobs. Jobs
+   * still finishing are bounded by `workers` more, so a stalled commit path applies back-pressure.
+   */
+  #freeSlots(): number {
+    const workers = this.#options.workers;
+    return Math.max(0, Math.min(workers - this.runningCount, 2 * workers - this.#active.size));
+  }
+
   get stopping(): boolean {
     return this.#stopping;
   }
@@ -189,7 +209,7 @@ export class Coordinator {
     await this.#recoverExpired();
     await this.#topUp();
     await this.#dispatchFree();
-    this.#deps.counters.fillRatio = this.#active.size / this.#options.workers;
+    this.#deps.counters.fillRatio = this.runningCount / this.#options.workers;
   }
 
   /** Resolves when every running job has finished its lifecycle (result handled or rolled back). */
@@ -290,7 +310,7 @@ export class Coordinator {
    */
   async #recoverExpired(): Promise<void> {
     if (!this.#options.recoverExpiredWork) return;
-    const free = this.#options.workers - this.#active.size - this.#pending.length;
+    const free = this.#freeSlots() - this.#pending.length;
     if (free <= 0) return;
     const now = this.#deps.clock.now();
     if (now - this.#lastRecoveryMs < this.#heartbeatIntervalMs) return;
@@ -323,7 +343,7 @@ export class Coordinator {
   }
 
   async #topUp(): Promise<void> {
-    const wanted = this.#options.workers - this.#active.size - this.#pending.length;
+    const wanted = this.#freeSlots() - this.#pending.length;
     if (wanted <= 0) return;
     let works: readonly AdmittedWork[];
     try {
@@ -375,7 +395,7 @@ export class Coordinator {
   }
 
   async #dispatchFree(): Promise<void> {
-    while (!this.#stopping && this.#active.size < this.#options.workers && this.#pending.length > 0) {
+    while (!this.#stopping && this.#freeSlots() > 0 && this.#pending.length > 0) {
       const pending = this.#pending.shift()!;
       const attempt = this.#dispatch(pending);
       this.#dispatching.add(attempt);
@@ -468,6 +488,7 @@ export class Coordinator {
       startMs: this.#deps.clock.now(),
       logger: this.#log.child({ workId, targets: decimal(job.group) }),
       phase: 'active',
+      solverRunning: true,
       lost: undefined,
       done: Promise.resolve(),
     };
@@ -486,6 +507,9 @@ export class Coordinator {
     } catch (error) {
       outcome = { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
     }
+    // The slot is free for the next dispatch while this result commits.
+    active.solverRunning = false;
+    this.#signalWake();
     try {
       await this.#finish(active, outcome);
     } catch (error) {

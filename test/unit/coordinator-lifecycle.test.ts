@@ -250,6 +250,79 @@ describe('result → beginCommit → triage → complete → release', () => {
   });
 });
 
+describe('solver slots', () => {
+  /** Holds every beginCommit until `open()`; `reached(n)` resolves once n commits are waiting. */
+  function gateCommits(t: ReturnType<typeof setup>) {
+    const waiting: Array<() => void> = [];
+    const arrivals: Array<() => void> = [];
+    const original = t.workLeases.beginCommit.bind(t.workLeases);
+    t.workLeases.beginCommit = async (workId, token) => {
+      await new Promise<void>((resolve) => {
+        waiting.push(resolve);
+        for (const notify of arrivals.splice(0)) notify();
+      });
+      return original(workId, token);
+    };
+    return {
+      async reached(n: number): Promise<void> {
+        while (waiting.length < n) await new Promise<void>((resolve) => arrivals.push(resolve));
+      },
+      open(): void {
+        for (const release of waiting.splice(0)) release();
+      },
+    };
+  }
+
+  it('dispatches the next job into a slot as soon as the solver run ends, while the result still commits', async () => {
+    const t = setup({ workers: 1 });
+    const gate = gateCommits(t);
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(1);
+    t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
+    await gate.reached(1);
+    expect(t.coordinator.runningCount).toBe(0);
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.job.inputPath)).toEqual([a.inputPath, b.inputPath]);
+    expect(t.coordinator.activeCount).toBe(2); // a commits, b runs
+    expect(t.counters.fillRatio).toBe(1);
+    gate.open();
+    t.solver.runs[1]!.resolve(ok());
+    await gate.reached(1);
+    gate.open();
+    await t.coordinator.settled();
+    expect(t.workLeases.held()).toEqual([]);
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok']);
+  });
+
+  it('stops dispatching when as many jobs are still committing as there are workers (back-pressure)', async () => {
+    const t = setup({ workers: 1 });
+    const gate = gateCommits(t);
+    for (const name of ['a', 'b', 'c']) t.source.queue.push(await t.admit(makeJob(name, BigInt(name.charCodeAt(0)))));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok());
+    await gate.reached(1);
+    await t.coordinator.tick();
+    t.solver.runs[1]!.resolve(ok());
+    await gate.reached(2);
+    await t.coordinator.tick();
+    // a and b wait in beginCommit: the slot is free but the commit path is saturated.
+    expect(t.solver.runs).toHaveLength(2);
+    expect(t.coordinator.runningCount).toBe(0);
+    gate.open();
+    await t.coordinator.settled();
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(3);
+    t.solver.runs[2]!.resolve(ok());
+    await gate.reached(1);
+    gate.open();
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok']);
+  });
+});
+
 describe('heartbeats', () => {
   it('renews every lease, isolates each failure and attempts all of them', async () => {
     const t = setup({ workers: 2 });
