@@ -575,6 +575,8 @@ export class Coordinator {
       active.logger.error({ err: error }, 'beginCommit failed');
     }
     if (!committed) {
+      // Staged copies are left to the sweep: the work's new holder may have staged the very same
+      // names (same work id and content), and removing them could strand its manifest.
       counters.staleResults++;
       active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
       await active.tx.rollback();
@@ -731,6 +733,9 @@ export class Coordinator {
     const commits = this.#deps.commits;
     if (!commits || this.#stopping) return 0;
     const counters = this.#deps.counters;
+    // Our own jobs running while the table is read may commit and finish (discarding their staged
+    // copies) before the loop below looks at them: the snapshot would then be stale for them.
+    const runningAtScan = new Set(this.#active.keys());
     let scan;
     try {
       scan = await commits.scan();
@@ -743,7 +748,7 @@ export class Coordinator {
     const now = this.#deps.clock.now();
     for (const record of scan.committing) {
       if (this.#stopping) break;
-      if (this.#active.has(record.workId)) continue;
+      if (runningAtScan.has(record.workId) || this.#active.has(record.workId)) continue;
       const mine = record.owner === this.#options.coordinatorId;
       if (!mine && (!this.#options.recoverExpiredWork || now - record.updatedMs < this.#options.workLeaseTtlMs)) continue;
       if (await this.#replay(commits, record)) replayed++;
