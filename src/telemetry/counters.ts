@@ -100,3 +100,15 @@ export function jobsCompleted(c: Readonly<CampaignCounters>): number {
 export const COUNTER_NAMES: readonly (keyof CampaignCounters)[] = Object.freeze(
   Object.keys(createCounters()) as (keyof CampaignCounters)[],
 );
+
+/**
+ * Counters added after `symfence-stats/1` was first written (commit recovery). A stats file of an
+ * earlier version lacks them; readers take them as 0 instead of refusing the file.
+ */
+export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<keyof CampaignCounters>([
+  'stagingFailures',
+  'commitPublishFailures',
+  'commitsReplayed',
+  'commitReplayFailures',
+  'stagedSwept',
+]);
