@@ -17,6 +17,11 @@
  *   is the one".
  * - after commit: triage publishes findings, the work record becomes `done`, and only then the
  *   target group is released. A failed release is left to the TTL and counted.
+ * - crash safety (with a `ResultCommits` port): the findings are staged durably *before*
+ *   `beginCommit`, which stores a manifest naming them; publication and `done` are then one fenced
+ *   step under the record's lock. Committing records whose owner will not finish them (our own
+ *   from a previous life; another's silent for a whole work TTL) are replayed from the staged
+ *   copies by `recoverCommits`, exactly once whoever wins the lock (docs/campaign.md).
  *
  * The coordinator performs no I/O of its own: everything goes through the ports, and time comes
  * from the injected clock, so every transition is testable with in-memory fakes.
