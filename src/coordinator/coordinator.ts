@@ -766,6 +766,16 @@ export class Coordinator {
     return replayed;
   }
 
+  /** True when a fresh scan no longer shows `record` committing with the same token. */
+  async #finishedSinceScan(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
+    try {
+      const scan = await commits.scan();
+      return !scan.committing.some((c) => c.workId === record.workId && c.token === record.token);
+    } catch {
+      return false;
+    }
+  }
+
   async #replay(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
     const counters = this.#deps.counters;
     const log = this.#log.child({ workId: record.workId, owner: record.owner });
@@ -773,10 +783,19 @@ export class Coordinator {
     let outcome;
     try {
       staged = await commits.load(record.workId, record.commit);
+    } catch (error) {
+      // The owner or another replayer may have finished it (and removed the staged copies) since
+      // the scan: that is not a failure.
+      if (await this.#finishedSinceScan(commits, record)) return false;
+      counters.commitReplayFailures++;
+      log.error({ err: error, code: codeOf(error) }, 'cannot replay committing work; left committing');
+      return false;
+    }
+    try {
       outcome = await commits.publish(record.workId, record.token, staged.manifest, staged.findings, this.#deps.clock.now());
     } catch (error) {
       counters.commitReplayFailures++;
-      log.error({ err: error, code: codeOf(error) }, 'cannot replay committing work; left committing');
+      log.error({ err: error, code: codeOf(error) }, 'replaying committing work failed; left committing');
       return false;
     }
     if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt') {

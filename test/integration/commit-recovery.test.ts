@@ -11,7 +11,7 @@ import { parseStagedName, STAGED_DIR } from '../../src/commit/commit-manifest.js
 import { IoResultCommits } from '../../src/coordinator/adapters/io-result-commits.js';
 import { IoWorkLeases } from '../../src/coordinator/adapters/io-lease-adapters.js';
 import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordinator.js';
-import type { SolverOutcome, TriagedInput } from '../../src/coordinator/ports.js';
+import type { CommitScan, ResultCommits, SolverOutcome, TriagedInput } from '../../src/coordinator/ports.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
@@ -50,10 +50,17 @@ interface Node {
   readonly table: FencedWorkLeaseTable;
   readonly outDir: string;
   readonly fsLayer: FaultInjectingFsLayer;
+  readonly commits: IoResultCommits;
 }
 
 /** One coordinator process: its own work-table handle, I/O service, queue and fakes. */
-async function startNode(leaseRoot: string, outDir: string, id: string, clock: ManualClock, extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean } = {}): Promise<Node> {
+async function startNode(
+  leaseRoot: string,
+  outDir: string,
+  id: string,
+  clock: ManualClock,
+  extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean; wrapCommits?: (commits: ResultCommits) => ResultCommits } = {},
+): Promise<Node> {
   const fsLayer = new FaultInjectingFsLayer();
   const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync' }, { fsLayer });
   const service = await IoService.start({ coordinatorId: id, work: table, fsLayer, options: { fileBarrier: 'fsync' } }, T0);
@@ -74,11 +81,11 @@ async function startNode(leaseRoot: string, outDir: string, id: string, clock: M
       solver,
       source,
       findings: publisher,
-      commits,
+      commits: extra.wrapCommits ? extra.wrapCommits(commits) : commits,
       ...(extra.hooks ? { hooks: extra.hooks } : {}),
     },
   );
-  return { coordinator, solver, source, counters, service, table, outDir, fsLayer };
+  return { coordinator, solver, source, counters, service, table, outDir, fsLayer, commits };
 }
 
 /** A hook that holds the first committed job right after beginCommit (the owner "dies" there). */
@@ -222,6 +229,52 @@ describe('commit recovery', () => {
     expect(a.counters).toMatchObject({ interesting: 0, crashes: 0, commitPublishFailures: 0, jobsOk: 1 });
     expect(await stagedNames(leaseRoot)).toEqual([]);
     await Promise.all([a.service.close(), b.service.close()]);
+  });
+
+  it('lets exactly one of two coordinators racing to replay the same record publish it', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const hold = holdAfterBeginCommit();
+    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
+    const workId = await commitAndHold(a, hold.held);
+    const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
+    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock);
+    clock.advance(TTL_MS);
+    const replayed = await Promise.all([b.coordinator.recoverCommits(), c.coordinator.recoverCommits()]);
+    expect(replayed.sort()).toEqual([0, 1]);
+    const queues = [...(await contents(path.join(b.outDir, 'queue'))), ...(await contents(path.join(c.outDir, 'queue')))].sort();
+    expect(queues).toEqual(expectedQueue);
+    expect(b.counters.commitsReplayed + c.counters.commitsReplayed).toBe(1);
+    expect(b.counters.commitReplayFailures + c.counters.commitReplayFailures).toBe(0);
+    expect(await statusOf(b.table, workId)).toBe('done');
+    await Promise.all([a.service.close(), b.service.close(), c.service.close()]);
+  });
+
+  it('does not count a replay whose staged copies vanished because another coordinator finished the record after the scan', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const hold = holdAfterBeginCommit();
+    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
+    const workId = await commitAndHold(a, hold.held);
+    let stale: CommitScan | undefined;
+    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, {
+      // C's first scan is served from a snapshot read before B finished the record.
+      wrapCommits: (inner) => Object.assign(Object.create(inner) as ResultCommits, {
+        scan: async () => {
+          const served = stale ?? (await inner.scan());
+          stale = undefined;
+          return served;
+        },
+      }),
+    });
+    const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
+    clock.advance(TTL_MS);
+    stale = await b.commits.scan();
+    expect(stale.committing.map((r) => r.workId)).toEqual([workId]);
+    expect(await b.coordinator.recoverCommits()).toBe(1);
+    expect(await c.coordinator.recoverCommits()).toBe(0);
+    expect(c.counters).toMatchObject({ commitReplayFailures: 0, commitsReplayed: 0 });
+    expect(await contents(path.join(c.outDir, 'queue'))).toEqual([]);
+    expect(await statusOf(c.table, workId)).toBe('done');
+    await Promise.all([a.service.close(), b.service.close(), c.service.close()]);
   });
 
   it('never replays another coordinator\'s record when taking over expired work is disabled', async () => {
