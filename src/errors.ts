@@ -153,3 +153,7 @@ export const SolverExitError = defineError('ERR_SOLVER_EXIT', 'SolverExitError')
 export const MazeInvalidError = defineError('ERR_MAZE_INVALID', 'MazeInvalidError');
 /** A campaign's output directory or stats file is missing, unreadable or of another schema. */
 export const CampaignStateError = defineError('ERR_CAMPAIGN_STATE', 'CampaignStateError');
+/** A committing work record's result manifest is malformed, of another schema or names foreign paths. */
+export const CommitManifestError = defineError('ERR_COMMIT_MANIFEST', 'CommitManifestError');
+/** A staged finding named by a commit manifest is missing, unreadable or not the bytes it claims. */
+export const StagedFindingError = defineError('ERR_STAGED_FINDING', 'StagedFindingError');

@@ -71,7 +71,23 @@ export { startDemo, MazeProgress, mazeClassifier, demoSeedBytes } from './coordi
 export type { DemoHandle, DemoSummary } from './coordinator/adapters/demo-campaign.js';
 export { startAflCampaign, aflComponentsFactory } from './coordinator/adapters/afl-campaign.js';
 export type { AflRunSettings } from './coordinator/adapters/afl-campaign.js';
-export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
+export type { CoordinatorOptions, CoordinatorDeps, CoordinatorEvents, CoordinatorHooks, HeartbeatReport, ShutdownReport } from './coordinator/coordinator.js';
+export { IoResultCommits } from './coordinator/adapters/io-result-commits.js';
+export type { ResultCommitsClient } from './coordinator/adapters/io-result-commits.js';
+export {
+  COMMIT_MANIFEST_SCHEMA,
+  STAGED_DIR,
+  buildCommitManifest,
+  parseCommitManifest,
+  manifestJson,
+  stagedName,
+  stagedRelativePath,
+  parseStagedName,
+} from './commit/commit-manifest.js';
+export type { CommitManifest, CommitItem, CommitItemKind, CommitStatus } from './commit/commit-manifest.js';
+export { StagedFindings } from './commit/staged-findings.js';
+export type { StagingClient } from './commit/staged-findings.js';
+export { CommitManifestError, StagedFindingError } from './errors.js';
 export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
 export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';
 export { jobWorkId, workPayloadOf, jobFromWorkPayload } from './coordinator/work-identity.js';
@@ -99,11 +115,19 @@ export type {
   RecoveredWork,
   SeedInput,
   TargetScheduler,
+  ResultCommits,
+  CommitFinding,
+  CommittingWork,
+  CommitScan,
+  CommitOutcome,
+  CommitPublication,
+  StagedResult,
 } from './coordinator/ports.js';
 export { parseAflEntryName, nextAflId, formatAflId } from './triage/afl-names.js';
 export { AflQueueReader, listAflQueue, rankQueueEntries, parseAflCommandLine, readAflTargetCommand } from './triage/afl-queue.js';
 export type { AflQueueEntry, AflTargetCommand, PickedInput } from './triage/afl-queue.js';
 export { QueuePublisher } from './triage/queue-publisher.js';
+export type { GuardedPublication } from './triage/queue-publisher.js';
 export { FsDirectWriter } from './triage/durable-writer.js';
 export type { DurableWriter, DurableFile } from './triage/durable-writer.js';
 export { createCounters } from './telemetry/counters.js';
@@ -201,6 +225,7 @@ export type {
   TargetClaimResult,
   BatchClaimResult,
   PublishedFile,
+  DirectoryFiles,
 } from './io/io-requests.js';
 export { SolverPool } from './solver/solver-pool.js';
 export type { SolverPoolOptions, SolverPoolCounters, RunOptions } from './solver/solver-pool.js';

@@ -7,6 +7,8 @@ import { LOGGER_OPTIONS, createLogger, type Logger } from '../telemetry/logger.j
 import { resolveLayered } from '../config/schema.js';
 import type { CliIo } from './program.js';
 import { installShutdownSignals } from './shutdown-signals.js';
+import { testHooksFromEnv } from './test-hooks.js';
+import type { CoordinatorHooks } from '../coordinator/coordinator.js';
 
 export interface StartedCampaign<S> {
   stop(): Promise<unknown>;
@@ -16,13 +18,14 @@ export interface StartedCampaign<S> {
 export interface CampaignCliSettings<S> {
   readonly json: boolean;
   readonly flags: Readonly<Record<string, unknown>>;
-  readonly start: (runtime: { logger: Logger; progressStream: NodeJS.WriteStream }) => Promise<StartedCampaign<S>>;
+  readonly start: (runtime: { logger: Logger; progressStream: NodeJS.WriteStream; hooks?: CoordinatorHooks }) => Promise<StartedCampaign<S>>;
   readonly formatSummary: (summary: S) => string;
 }
 
 export async function runCampaignCli<S>(io: CliIo, settings: CampaignCliSettings<S>): Promise<S> {
   const logger = await createLogger(resolveLayered(LOGGER_OPTIONS, { env: process.env, flags: settings.flags }));
-  const started = await settings.start({ logger, progressStream: process.stderr });
+  const hooks = testHooksFromEnv(process.env);
+  const started = await settings.start({ logger, progressStream: process.stderr, ...(hooks ? { hooks } : {}) });
   const uninstall = installShutdownSignals(() => started.stop(), (line) => io.stderr(`${line}\n`));
   try {
     const summary = await started.done;

@@ -20,7 +20,7 @@ import type { StatsSnapshot } from '../telemetry/stats-file.js';
 import { StatsReporter } from '../telemetry/stats-reporter.js';
 import { TypedEmitter } from '../util/typed-emitter.js';
 import { CAMPAIGN_OPTIONS, type CampaignOptions } from './campaign-options.js';
-import { Coordinator, type CoordinatorPorts, type ShutdownReport } from './coordinator.js';
+import { Coordinator, type CoordinatorHooks, type CoordinatorPorts, type ShutdownReport } from './coordinator.js';
 import {
   systemClock,
   type Clock,
@@ -62,6 +62,8 @@ export interface CampaignRuntime {
   readonly clock?: Clock;
   /** Where the live progress line goes; written only if it is a TTY. Default: none. */
   readonly progressStream?: ProgressStream;
+  /** Test hooks passed to the coordinator (see `CoordinatorHooks`). */
+  readonly hooks?: CoordinatorHooks;
 }
 
 /** `Campaign.start` input: the campaign options plus the AFL++ mode's commands. */
@@ -221,6 +223,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           findings: components.findings,
           jobLog: this.#jobLog,
           ...(components.inputExists ? { inputExists: components.inputExists } : {}),
+          ...(components.commits ? { commits: components.commits } : {}),
+          ...(runtime.hooks ? { hooks: runtime.hooks } : {}),
           events: {
             finding: (entry: PublishedEntry, job: CoordinatorJob) => this.emit('finding', { ...entry, inputPath: job.inputPath }),
             leaseLost: (info) => this.emit('leaseLost', info),

@@ -17,11 +17,19 @@
  *   is the one".
  * - after commit: triage publishes findings, the work record becomes `done`, and only then the
  *   target group is released. A failed release is left to the TTL and counted.
+ * - crash safety (with a `ResultCommits` port): the findings are staged durably *before*
+ *   `beginCommit`, which stores a manifest naming them; publication and `done` are then one fenced
+ *   step under the record's lock. Committing records whose owner will not finish them (our own
+ *   from a previous life; another's silent for a whole work TTL) are replayed from the staged
+ *   copies by `recoverCommits`, exactly once whoever wins the lock (docs/campaign.md).
  *
  * The coordinator performs no I/O of its own: everything goes through the ports, and time comes
  * from the injected clock, so every transition is testable with in-memory fakes.
  */
+import path from 'node:path';
 import type { Logger } from 'pino';
+import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
+import { sourceIdOf } from '../triage/afl-names.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
 import { DispatchTransaction } from './dispatch-transaction.js';
@@ -35,6 +43,9 @@ import type {
   LocalReservations,
   PublishedEntry,
   RecoveredWork,
+  ResultCommits,
+  CommittingWork,
+  StagedResult,
   SolverOutcome,
   SolverPort,
   TargetLeasePort,
@@ -58,6 +69,17 @@ export interface CoordinatorOptions {
   readonly recoverExpiredWork: boolean;
   /** Owner number used for local reservations of recovered work. Default `RECOVERY_OWNER`. */
   readonly recoveryOwner?: number;
+  /** How often committing records are scanned for replay, ms. Default: the work TTL. */
+  readonly commitScanIntervalMs?: number;
+}
+
+/**
+ * Test hooks: awaited at exact points of the lifecycle so a test can hold (or kill) a coordinator
+ * there. Never needed in production.
+ */
+export interface CoordinatorHooks {
+  /** After `beginCommit` accepted a result, before its findings are published. */
+  afterBeginCommit?(info: { readonly workId: string; readonly findings: number }): Promise<void> | void;
 }
 
 export interface CoordinatorEvents {
@@ -77,6 +99,12 @@ export interface CoordinatorPorts {
   readonly findings: FindingSink;
   /** Whether a recovered work payload's input still exists; default: always. */
   readonly inputExists?: (path: string) => boolean;
+  /**
+   * Crash-safe commits: findings staged durably before `beginCommit`, published under the work
+   * record's lock, committing records of dead owners replayed. Absent: findings are published
+   * through `findings` after `beginCommit` (a crash in between loses them).
+   */
+  readonly commits?: ResultCommits;
 }
 
 export interface CoordinatorDeps extends CoordinatorPorts {
@@ -85,6 +113,7 @@ export interface CoordinatorDeps extends CoordinatorPorts {
   readonly counters: CampaignCounters;
   readonly jobLog?: JobLogPort;
   readonly events?: CoordinatorEvents;
+  readonly hooks?: CoordinatorHooks;
 }
 
 export interface HeartbeatReport {
@@ -132,6 +161,11 @@ export const RECOVERY_OWNER = 0xffff_fff0;
 
 const decimal = (targets: readonly bigint[]): string[] => targets.map((t) => t.toString(10));
 
+const codeOf = (error: unknown): string | undefined => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+};
+
 export class Coordinator {
   readonly #options: CoordinatorOptions;
   readonly #deps: CoordinatorDeps;
@@ -142,6 +176,7 @@ export class Coordinator {
   readonly #heartbeatIntervalMs: number;
   #lastHeartbeatMs: number;
   #lastRecoveryMs = Number.NEGATIVE_INFINITY;
+  #lastCommitScanMs = Number.NEGATIVE_INFINITY;
   #stopping = false;
   #stopped: Promise<ShutdownReport> | undefined;
   #wake: (() => void) | undefined;
@@ -206,6 +241,8 @@ export class Coordinator {
     const now = this.#deps.clock.now();
     if (now - this.#lastHeartbeatMs >= this.#heartbeatIntervalMs) await this.heartbeat();
     if (this.#stopping) return;
+    await this.#recoverCommitsWhenDue(now);
+    if (this.#stopping) return;
     await this.#recoverExpired();
     await this.#topUp();
     await this.#dispatchFree();
@@ -240,17 +277,23 @@ export class Coordinator {
     let targetOk = 0;
     let targetFailed = 0;
 
-    const running = [...this.#active.values()].filter((a) => a.phase === 'active' && a.lost === undefined);
+    // Committing records are renewed too: their `updated` tells other coordinators the owner is
+    // alive and will finish the result itself (they replay it only after a whole TTL of silence).
+    const running = [...this.#active.values()].filter((a) => (a.phase === 'active' && a.lost === undefined) || a.phase === 'committing');
     if (running.length > 0) {
       const fences = new Map(running.map((a) => [a.workId, a.workToken]));
       try {
         const lost = await this.#deps.workLeases.heartbeatMany(fences, now);
         for (const job of running) {
-          if (lost.has(job.workId)) {
+          if (!lost.has(job.workId)) workOk++;
+          else if (job.phase === 'committing') {
+            // Finished by a replaying coordinator already (done), or gone: the fenced publication
+            // will say which; there is no run left to abort.
+            workFailed++;
+            job.logger.info('committing record no longer renewable; the fenced publication decides');
+          } else {
             workFailed++;
             this.#loseLease(job, 'work');
-          } else {
-            workOk++;
           }
         }
       } catch (error) {
@@ -536,13 +579,33 @@ export class Coordinator {
       return;
     }
 
+    const commits = this.#deps.commits;
+    let staged: StagedResult | undefined;
+    if (commits) {
+      try {
+        staged = await commits.stage(active.workId, this.#findingItems(active, outcome), {
+          status: outcome.status as CommitStatus,
+          source: sourceIdOf(path.basename(job.inputPath)),
+        });
+      } catch (error) {
+        // No manifest exists, so nothing can point at missing bytes; the work can be done again.
+        counters.stagingFailures++;
+        active.logger.error({ err: error }, 'staging the result durably failed; result dropped and work released');
+        await active.tx.rollback();
+        this.#record(active, endMs, 'aborted', outcome.generated.length, 0);
+        return;
+      }
+    }
+
     let committed = false;
     try {
-      committed = await this.#deps.workLeases.beginCommit(active.workId, active.workToken, this.#deps.clock.now());
+      committed = await this.#deps.workLeases.beginCommit(active.workId, active.workToken, this.#deps.clock.now(), staged ? manifestJson(staged.manifest) : undefined);
     } catch (error) {
       active.logger.error({ err: error }, 'beginCommit failed');
     }
     if (!committed) {
+      // Staged copies are left to the sweep: the work's new holder may have staged the very same
+      // names (same work id and content), and removing them could strand its manifest.
       counters.staleResults++;
       active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
       await active.tx.rollback();
@@ -552,16 +615,25 @@ export class Coordinator {
     // From here on the work record is irreversibly ours to finish: nothing may be rolled back.
     active.phase = 'committing';
     active.tx.commit();
-
-    const findings = await this.#triage(active, outcome);
-    const interesting = findings.filter((f) => f.kind === 'queue').length;
-
     try {
-      const completed = await this.#deps.workLeases.complete(active.workId, active.workToken, this.#deps.clock.now());
-      if (!completed) active.logger.error('complete refused a committing work record');
+      await this.#deps.hooks?.afterBeginCommit?.({ workId: active.workId, findings: staged?.manifest.items.length ?? 0 });
     } catch (error) {
-      active.logger.error({ err: error }, 'complete failed; the record stays committing');
+      active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
     }
+
+    let findings: PublishedEntry[];
+    if (commits && staged) {
+      findings = await this.#publishCommitted(active, commits, staged);
+    } else {
+      findings = await this.#triage(active, outcome);
+      try {
+        const completed = await this.#deps.workLeases.complete(active.workId, active.workToken, this.#deps.clock.now());
+        if (!completed) active.logger.error('complete refused a committing work record');
+      } catch (error) {
+        active.logger.error({ err: error }, 'complete failed; the record stays committing');
+      }
+    }
+    const interesting = findings.filter((f) => f.kind === 'queue').length;
     if (active.targetToken !== undefined) await this.#releaseShared(job.group, active.targetToken);
     if (job.group.length > 0) this.#deps.reservations.releaseGroup(job.group, active.work.owner);
 
@@ -602,6 +674,23 @@ export class Coordinator {
    * is logged and leaves the findings unpublished; it never blocks completion of the work record.
    */
   async #triage(active: ActiveJob, outcome: SolverOutcome): Promise<PublishedEntry[]> {
+    const { job } = active.work;
+    const items = this.#findingItems(active, outcome);
+    if (items.length === 0) return [];
+    let answers: ReadonlyArray<PublishedEntry | null>;
+    try {
+      answers = await this.#deps.findings.publish(items, job.inputPath);
+    } catch (error) {
+      active.logger.error({ err: error, findings: items.length }, 'publishing findings failed');
+      return [];
+    }
+    const published = answers.filter((e): e is PublishedEntry => e !== null);
+    this.#countPublished(published, job);
+    return published;
+  }
+
+  /** What a result publishes: interesting, crashing and hanging inputs, and a crashing/hanging parent. */
+  #findingItems(active: ActiveJob, outcome: SolverOutcome): FindingItem[] {
     const counters = this.#deps.counters;
     const { job } = active.work;
     const items: FindingItem[] = [];
@@ -613,22 +702,161 @@ export class Coordinator {
     }
     if (outcome.status === 'crash') items.push({ kind: 'crashes', content: { path: job.inputPath } });
     else if (outcome.status === 'timeout') items.push({ kind: 'hangs', content: { path: job.inputPath } });
-    if (items.length === 0) return [];
-    let answers: ReadonlyArray<PublishedEntry | null>;
-    try {
-      answers = await this.#deps.findings.publish(items, job.inputPath);
-    } catch (error) {
-      active.logger.error({ err: error, findings: items.length }, 'publishing findings failed');
-      return [];
-    }
-    const published = answers.filter((e): e is PublishedEntry => e !== null);
-    for (const entry of published) {
+    return items;
+  }
+
+  #countPublished(entries: readonly PublishedEntry[], job: CoordinatorJob | undefined): void {
+    const counters = this.#deps.counters;
+    for (const entry of entries) {
       if (entry.kind === 'queue') counters.interesting++;
       else if (entry.kind === 'crashes') counters.crashes++;
       else counters.hangs++;
-      this.#deps.events?.finding?.(entry, job);
+      if (job) this.#deps.events?.finding?.(entry, job);
     }
-    return published;
+  }
+
+  /**
+   * committing → done for our own result: the staged findings are published into our queue and the
+   * record marked done in one fenced step under the record's lock. Contract: `completed` = we
+   * published (counted here); `already` = a coordinator replaying our record won the race and
+   * published it (counted there, not here); a failure leaves the record committing for our own
+   * recovery scan to replay. Staged copies are discarded once the record is done.
+   */
+  async #publishCommitted(active: ActiveJob, commits: ResultCommits, staged: StagedResult): Promise<PublishedEntry[]> {
+    let outcome;
+    try {
+      outcome = await commits.publish(active.workId, active.workToken, staged.manifest, staged.findings, this.#deps.clock.now());
+    } catch (error) {
+      this.#deps.counters.commitPublishFailures++;
+      active.logger.error({ err: error }, 'publishing the committed result failed; the record stays committing and is replayed later');
+      return [];
+    }
+    if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt') {
+      this.#deps.counters.commitPublishFailures++;
+      active.logger.error({ outcome: outcome.outcome }, 'the committing record refused its own token; findings not published');
+      return [];
+    }
+    if (outcome.outcome === 'already') active.logger.info('another coordinator replayed this result first; not publishing it again');
+    else this.#countPublished(outcome.entries, active.work.job);
+    await this.#discardStaged(commits, staged, active.logger);
+    return [...outcome.entries];
+  }
+
+  async #discardStaged(commits: ResultCommits, staged: StagedResult, logger: Logger): Promise<void> {
+    try {
+      await commits.discard(staged.manifest);
+    } catch (error) {
+      logger.warn({ err: error }, 'removing staged findings failed; the recovery sweep removes them later');
+    }
+  }
+
+  async #recoverCommitsWhenDue(now: number): Promise<void> {
+    if (!this.#deps.commits) return;
+    if (now - this.#lastCommitScanMs < (this.#options.commitScanIntervalMs ?? this.#options.workLeaseTtlMs)) return;
+    this.#lastCommitScanMs = now;
+    await this.recoverCommits();
+  }
+
+  /**
+   * Replays committing records whose owner will not finish them (reference/lease-tables.md §4.8):
+   * our own from a previous life (same coordinator id, not running here), at once; another
+   * coordinator's only once it has not renewed the record for a whole work TTL (and only when
+   * `recoverExpiredWork`). Each replay reads the staged findings (verified), publishes them into
+   * our queue and marks the record done under its lock. Contract: a bad manifest, a missing or
+   * altered staged finding, or an unreadable table is counted (`commitReplayFailures`), logged
+   * with its code, and leaves the record committing — fail closed, never thrown. Afterwards the
+   * staged files of finished work are swept. Runs at the first tick and then every
+   * `commitScanIntervalMs`. Resolves with the number of records replayed by this call.
+   */
+  async recoverCommits(): Promise<number> {
+    const commits = this.#deps.commits;
+    if (!commits || this.#stopping) return 0;
+    const counters = this.#deps.counters;
+    // Our own jobs running while the table is read may commit and finish (discarding their staged
+    // copies) before the loop below looks at them: the snapshot would then be stale for them.
+    const runningAtScan = new Set(this.#active.keys());
+    let scan;
+    try {
+      scan = await commits.scan();
+    } catch (error) {
+      counters.commitReplayFailures++;
+      this.#log.error({ err: error, code: codeOf(error) }, 'scanning committing work failed; replay skipped this round');
+      return 0;
+    }
+    let replayed = 0;
+    const now = this.#deps.clock.now();
+    for (const record of scan.committing) {
+      if (this.#stopping) break;
+      if (runningAtScan.has(record.workId) || this.#active.has(record.workId)) continue;
+      const mine = record.owner === this.#options.coordinatorId;
+      if (!mine && (!this.#options.recoverExpiredWork || now - record.updatedMs < this.#options.workLeaseTtlMs)) continue;
+      if (await this.#replay(commits, record)) replayed++;
+    }
+    try {
+      counters.stagedSwept += await commits.sweep(scan.done);
+    } catch (error) {
+      this.#log.warn({ err: error }, 'sweeping staged findings failed');
+    }
+    return replayed;
+  }
+
+  /** True when a fresh scan no longer shows `record` committing with the same token. */
+  async #finishedSinceScan(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
+    try {
+      const scan = await commits.scan();
+      return !scan.committing.some((c) => c.workId === record.workId && c.token === record.token);
+    } catch {
+      return false;
+    }
+  }
+
+  async #replay(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
+    const counters = this.#deps.counters;
+    const log = this.#log.child({ workId: record.workId, owner: record.owner });
+    let staged: StagedResult;
+    let outcome;
+    try {
+      staged = await commits.load(record.workId, record.commit);
+    } catch (error) {
+      // The owner or another replayer may have finished it (and removed the staged copies) since
+      // the scan: that is not a failure.
+      if (await this.#finishedSinceScan(commits, record)) return false;
+      counters.commitReplayFailures++;
+      log.error({ err: error, code: codeOf(error) }, 'cannot replay committing work; left committing');
+      return false;
+    }
+    try {
+      outcome = await commits.publish(record.workId, record.token, staged.manifest, staged.findings, this.#deps.clock.now());
+    } catch (error) {
+      counters.commitReplayFailures++;
+      log.error({ err: error, code: codeOf(error) }, 'replaying committing work failed; left committing');
+      return false;
+    }
+    if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt') {
+      counters.commitReplayFailures++;
+      log.warn({ outcome: outcome.outcome }, 'committing work changed under the replay; left alone');
+      return false;
+    }
+    let job: CoordinatorJob | undefined;
+    try {
+      job = jobFromWorkPayload(record.payload);
+    } catch {
+      job = undefined;
+    }
+    if (outcome.outcome === 'completed') {
+      counters.commitsReplayed++;
+      this.#countPublished(outcome.entries, job);
+      log.info({ findings: outcome.entries.length }, 'replayed a committed result');
+      if (job) {
+        try {
+          this.#deps.source.observe({ job, workId: record.workId, status: staged.manifest.status, findings: outcome.entries }, this.#deps.clock.now());
+        } catch (error) {
+          log.error({ err: error }, 'feedback to the work source failed');
+        }
+      }
+    }
+    await this.#discardStaged(commits, staged, log);
+    return outcome.outcome === 'completed';
   }
 
   #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number): void {

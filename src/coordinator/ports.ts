@@ -13,6 +13,8 @@ import type { ErrorData } from '../errors.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
 
 
+import type { CommitManifest, CommitStatus } from '../commit/commit-manifest.js';
+
 /** Milliseconds on a monotonic-enough clock. Injected everywhere tests must control time. */
 export interface Clock {
   now(): number;
@@ -73,7 +75,11 @@ export interface WorkLeasePort {
   /** Deletes a pre-commit lease held with `token`. False when the token is stale. */
   abandon(workId: string, token: string, now: number): Promise<boolean>;
   /** Irreversible `leased → committing` with the current token. False when stale. */
-  beginCommit(workId: string, token: string, now: number): Promise<boolean>;
+  /**
+   * With `manifest`, the durable result manifest is stored with the transition (replayable after a
+   * crash; see `ResultCommits`). Without it an existing manifest is kept.
+   */
+  beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean>;
   /** `committing → done`, permanent. False when stale. */
   complete(workId: string, token: string, now: number): Promise<boolean>;
   /** Payloads of expired `leased` records, up to `limit`, for another coordinator to take over. */
@@ -201,4 +207,74 @@ export interface TargetScheduler {
   /** Up to `limit` admitted targeted jobs; never more. */
   admit(limit: number, now: number): Promise<readonly AdmittedWork[]>;
   observe(feedback: JobFeedback, now: number): void;
+}
+
+/** One finding of a committed result, with its bytes (generated input or crashing parent). */
+export interface CommitFinding {
+  readonly kind: PublishedEntry['kind'];
+  readonly bytes: Uint8Array;
+  /** Lowercase hex SHA-256 of `bytes`. */
+  readonly sha256: string;
+}
+
+/** A staged result: the manifest naming the staged copies, and the findings with their bytes. */
+export interface StagedResult {
+  readonly manifest: CommitManifest;
+  readonly findings: readonly CommitFinding[];
+}
+
+/** A `committing` work record as a recovering coordinator sees it. */
+export interface CommittingWork {
+  readonly workId: string;
+  readonly token: string;
+  /** Coordinator id that committed it. */
+  readonly owner: string;
+  /** Last beginCommit or heartbeat, ms. */
+  readonly updatedMs: number;
+  readonly payload: Readonly<Record<string, unknown>>;
+  /** The stored manifest, unvalidated (`load` validates it). */
+  readonly commit: unknown;
+}
+
+/** One scan of the work table for recovery: committing records, and the ids already done. */
+export interface CommitScan {
+  readonly committing: readonly CommittingWork[];
+  readonly done: ReadonlySet<string>;
+}
+
+/** `completed`: published now by this call; `already`: someone else finished it; else refused. */
+export type CommitOutcome = 'completed' | 'already' | 'stale' | 'corrupt';
+
+export interface CommitPublication {
+  readonly outcome: CommitOutcome;
+  /** Entries published by this call (`completed` only); content already there is left out. */
+  readonly entries: readonly PublishedEntry[];
+}
+
+/**
+ * Crash-safe result commits (docs/campaign.md "Commit recovery"): findings are staged durably
+ * under the lease root before `beginCommit`, the manifest naming them is stored with it, and
+ * publication + completion happen together under the work record's lock, so whoever gets there
+ * first — the owner, or a coordinator replaying a dead owner's record — publishes exactly once.
+ */
+export interface ResultCommits {
+  /**
+   * Stages a result's findings durably (reading file items, such as a crashing parent input) and
+   * resolves with the manifest to store with `beginCommit` and the findings' bytes. Throws on
+   * failure; then no manifest exists.
+   */
+  stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult>;
+  /** Publishes into this coordinator's queue and marks the record done, iff it is committing with `token`. */
+  publish(workId: string, token: string, manifest: CommitManifest, findings: readonly CommitFinding[], now: number): Promise<CommitPublication>;
+  /** Reads the work table. Throws (e.g. `ERR_LEASE_CORRUPT`) when it cannot be read whole. */
+  scan(): Promise<CommitScan>;
+  /**
+   * Validates a stored manifest and reads its staged findings, verifying size and SHA-256.
+   * Throws `ERR_COMMIT_MANIFEST` or `ERR_STAGED_FINDING`.
+   */
+  load(workId: string, commit: unknown): Promise<StagedResult>;
+  /** Removes a finished result's staged files (best effort: leftovers are swept). */
+  discard(manifest: CommitManifest): Promise<void>;
+  /** Removes staged files of work that is `done`; resolves with how many. */
+  sweep(done: ReadonlySet<string>): Promise<number>;
 }

@@ -27,6 +27,13 @@ import type { PublishedFile } from './io-requests.js';
 export interface PublicationJob {
   readonly dir: string;
   readonly files: readonly PublishedFile[];
+  /**
+   * What an existing final name means. `refuse` (default, AFL names): the job fails before
+   * anything is written. `keep` (content-addressed names, e.g. staged findings): the file is
+   * already there from an earlier attempt and is left alone; the directory barrier still runs,
+   * because that earlier attempt may have died between its rename and its barrier.
+   */
+  readonly existing?: 'refuse' | 'keep';
 }
 
 export interface PublicationReport {
@@ -47,6 +54,8 @@ interface Staged {
 
 interface JobState {
   readonly dir: string;
+  /** Barrier the directory even when nothing was renamed (`existing: 'keep'`). */
+  readonly alwaysBarrier: boolean;
   readonly staged: Staged[];
   /** Final names already renamed into place (removed again on failure). */
   readonly published: string[];
@@ -74,7 +83,7 @@ function publishError(step: string, file: string, error: unknown): Error {
  * are returned.
  */
 export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStrategy, jobs: readonly PublicationJob[]): Promise<PublicationReport> {
-  const states: JobState[] = jobs.map((job) => ({ dir: path.resolve(job.dir), staged: [], published: [], error: null }));
+  const states: JobState[] = jobs.map((job) => ({ dir: path.resolve(job.dir), alwaysBarrier: job.existing === 'keep' && job.files.length > 0, staged: [], published: [], error: null }));
   let fileBarriers = 0;
   let directoryBarriers = 0;
 
@@ -84,12 +93,16 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
       const job = jobs[index]!;
       try {
         const names = job.files.map((f) => checkPublishedName(f.name));
+        const keepExisting = job.existing === 'keep';
         if (new Set(names).size !== names.length) throw new PublishError(`duplicate file names in one publication to ${state.dir}`, { dir: state.dir });
-        for (const name of names) {
+        const fresh = new Set<number>();
+        for (const [i, name] of names.entries()) {
           const final = path.join(state.dir, name);
-          if (await pathExists(fsLayer, final)) throw new PublishError(`refusing to publish over existing ${final}`, { path: final });
+          if (!(await pathExists(fsLayer, final))) fresh.add(i);
+          else if (!keepExisting) throw new PublishError(`refusing to publish over existing ${final}`, { path: final });
         }
         for (const [i, file] of job.files.entries()) {
+          if (!fresh.has(i)) continue;
           const staged: Staged = { temp: path.join(state.dir, `.symfence-io-${process.pid}-${++tempSeq}.tmp`), final: path.join(state.dir, names[i]!) };
           staged.fd = await fsLayer.open(staged.temp, TEMP_FLAGS, 0o644);
           state.staged.push(staged);
@@ -136,7 +149,7 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
       }
     }
   }
-  const dirs = [...new Set(states.filter((s) => s.error === null && s.published.length > 0).map((s) => s.dir))].sort();
+  const dirs = [...new Set(states.filter((s) => s.error === null && (s.published.length > 0 || s.alwaysBarrier)).map((s) => s.dir))].sort();
   const dirResults = await Promise.allSettled(dirs.map((dir) => fsLayer.syncDirectory(dir)));
   directoryBarriers += dirs.length;
   dirs.forEach((dir, i) => {

@@ -81,7 +81,22 @@ export type IoRequest =
   | { readonly kind: 'sweepExpired'; readonly nowMs: number }
   | { readonly kind: 'ensureDir'; readonly dir: string }
   | { readonly kind: 'listDir'; readonly dir: string }
-  | { readonly kind: 'publishFiles'; readonly dir: string; readonly files: readonly PublishedFile[] };
+  | { readonly kind: 'publishFiles'; readonly dir: string; readonly files: readonly PublishedFile[] }
+  /** Content-addressed durable staging: creates `dir` durably, keeps names that already exist. */
+  | { readonly kind: 'stageFiles'; readonly dir: string; readonly files: readonly PublishedFile[] }
+  /**
+   * Fenced publication of a committed result: under the work record's lock, only while it is
+   * `committing` with `token`, publishes every directory's files, then marks the record `done`.
+   */
+  | { readonly kind: 'publishCommitted'; readonly workId: string; readonly token: string; readonly publications: readonly DirectoryFiles[]; readonly nowMs: number }
+  /** Unlinks names in `dir` (missing ones are fine); no barrier: what is left is garbage either way. */
+  | { readonly kind: 'removeFiles'; readonly dir: string; readonly names: readonly string[] };
+
+/** Files for one directory of a `publishCommitted` request. */
+export interface DirectoryFiles {
+  readonly dir: string;
+  readonly files: readonly PublishedFile[];
+}
 
 /** What each request kind resolves to. */
 export interface IoAnswers {
@@ -103,6 +118,10 @@ export interface IoAnswers {
   ensureDir: void;
   listDir: string[];
   publishFiles: void;
+  stageFiles: void;
+  publishCommitted: CompletionResult;
+  /** Names actually removed. */
+  removeFiles: number;
 }
 
 export type IoRequestKind = IoRequest['kind'];

@@ -36,10 +36,10 @@ import type { FileBarrierStrategy } from '../lease/durability-batch.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createBatchAdmitter } from './batch-planner.js';
 import { BoundedQueue } from './bounded-queue.js';
-import { ensureDirectoryTree, publishFiles, type PublicationJob } from './file-publication.js';
-import { nodeFsLayer, type FsLayer } from './fs-layer.js';
+import { checkPublishedName, ensureDirectoryTree, publishFiles, type PublicationJob } from './file-publication.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from './fs-layer.js';
 import { effectiveFileBarrier, IO_OPTIONS, type IoOptions } from './io-options.js';
-import type { BatchClaimResult, IoAnswer, IoRequest, IoRequestKind, IoStats, RequestOf } from './io-requests.js';
+import type { BatchClaimResult, IoAnswer, IoRequest, IoRequestKind, IoStats, PublishedFile, RequestOf } from './io-requests.js';
 import { MirrorCoherence } from './mirror-coherence.js';
 
 export interface IoServiceDeps {
@@ -241,7 +241,7 @@ export class IoService {
         const results: BatchResults = {
           target: targetOutcomes.slice(span.target, span.target + plan.target.length),
           work: workOutcomes.slice(span.work, span.work + plan.work.length),
-          publication: span.publication >= 0 ? publicationErrors[span.publication]! : plan.ensureDir ? ensureErrors.get(plan.ensureDir) ?? null : null,
+          publication: (plan.ensureDir ? ensureErrors.get(plan.ensureDir) : undefined) ?? (span.publication >= 0 ? publicationErrors[span.publication]! : null),
         };
         const readValue = plan.read ? await plan.read() : undefined;
         pending.resolve(plan.finish(results, readValue));
@@ -438,6 +438,53 @@ export class IoService {
           },
         };
       }
+      case 'stageFiles': {
+        const dir = checkDir(request.dir);
+        checkFiles(request.files);
+        return {
+          ...none,
+          ensureDir: dir,
+          publication: { dir, files: request.files, existing: 'keep' },
+          finish: (r) => {
+            if (r.publication) throw r.publication;
+            return undefined;
+          },
+        };
+      }
+      case 'publishCommitted': {
+        if (!Array.isArray(request.publications)) throw invalidOption('publications', 'an array of { dir, files }', request.publications);
+        const jobs: PublicationJob[] = request.publications.map((p) => {
+          checkFiles(p?.files);
+          return { dir: checkDir(p.dir), files: p.files };
+        });
+        // The publication runs inside the record's lock (replayCommitOnce): a recovering
+        // coordinator racing this one publishes either everything or nothing, never twice.
+        const publish = async (): Promise<void> => {
+          if (jobs.every((j) => j.files.length === 0)) return;
+          const report = await publishFiles(this.#fsLayer, this.fileBarrier, jobs);
+          this.#stats.fileBarriers += report.fileBarriers;
+          this.#stats.directoryBarriers += report.directoryBarriers;
+          const failed = report.errors.find((e) => e !== null);
+          if (failed) throw failed;
+        };
+        const op = this.#workStore().planReplayCommitOnce(request.workId, request.token, publish, { nowMs: request.nowMs });
+        return { target: [], work: [op], finish: (r) => unwrap(r.work[0]) };
+      }
+      case 'removeFiles': {
+        const dir = checkDir(request.dir);
+        if (!Array.isArray(request.names)) throw invalidOption('names', 'an array of file names', request.names);
+        const names = request.names.map((n) => checkPublishedName(n));
+        return {
+          ...none,
+          read: async () => {
+            const results = await Promise.allSettled(names.map((n) => this.#fsLayer.unlink(path.join(dir, n))));
+            const failed = results.find((r) => r.status === 'rejected' && errnoCode(r.reason) !== 'ENOENT') as PromiseRejectedResult | undefined;
+            if (failed) throw failed.reason;
+            return results.filter((r) => r.status === 'fulfilled').length;
+          },
+          finish: (_r, value) => value,
+        };
+      }
       default:
         throw invalidOption('kind', 'a known I/O request kind', (request as { kind?: unknown }).kind);
     }
@@ -498,6 +545,13 @@ function checkDir(dir: unknown): string {
   return path.resolve(dir);
 }
 
+function checkFiles(files: unknown): asserts files is readonly PublishedFile[] {
+  if (!Array.isArray(files)) throw invalidOption('files', 'an array of { name, bytes }', files);
+  for (const file of files) {
+    if (!(file?.bytes instanceof Uint8Array)) throw invalidOption('files[].bytes', 'a Uint8Array', file?.bytes);
+  }
+}
+
 function checkMirrorOwner(owner: unknown): number {
   if (typeof owner !== 'number' || !Number.isInteger(owner) || owner < 1 || owner > 0xffff_ffff) {
     throw invalidOption('mirrorOwner', 'an integer in 1..2^32−1 (the in-flight set owner number)', owner);
@@ -522,11 +576,18 @@ export function keysOf(request: IoRequest): string[] {
     case 'beginCommit':
     case 'completeOnce':
       return [`w:${request.workId}`];
+    case 'publishCommitted':
+      return [
+        `w:${request.workId}`,
+        ...(Array.isArray(request.publications) ? request.publications.flatMap((p) => (typeof p?.dir === 'string' ? [`d:${path.resolve(p.dir)}`] : [])) : []),
+      ];
     case 'heartbeatMany':
       return Array.isArray(request.leases) ? request.leases.map((l) => `w:${l?.[0]}`) : [];
     case 'ensureDir':
     case 'listDir':
     case 'publishFiles':
+    case 'stageFiles':
+    case 'removeFiles':
       return typeof request.dir === 'string' ? [`d:${path.resolve(request.dir)}`] : [];
     default:
       return [];

@@ -17,7 +17,7 @@ import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { JsonObject } from '../lease/lease-record.js';
 import { workerEntry } from '../util/paths.js';
-import type { IoAnswer, IoRequest, IoRequestKind, IoStats, GroupClaimRequest, GroupFence, PublishedFile, RequestOf } from './io-requests.js';
+import type { DirectoryFiles, IoAnswer, IoRequest, IoRequestKind, IoStats, GroupClaimRequest, GroupFence, PublishedFile, RequestOf } from './io-requests.js';
 import type { IoRemoteApi, IoWorkerData } from './io-worker-main.js';
 import { releaseRemote, wrapPort, type Remote } from './rpc.js';
 
@@ -122,6 +122,26 @@ export class IoClient {
   /** Durable publication (hidden temp, file barrier, rename, directory barrier). */
   publishFiles(dir: string, files: readonly PublishedFile[]): Promise<void> {
     return this.request({ kind: 'publishFiles', dir, files });
+  }
+
+  /** Durable content-addressed staging into `dir` (created durably); existing names are kept. */
+  stageFiles(dir: string, files: readonly PublishedFile[]): Promise<void> {
+    return this.request({ kind: 'stageFiles', dir, files });
+  }
+
+  /**
+   * Publishes a committed result's files and marks the work record done, both under the record's
+   * lock and only while it is `committing` with `token`: `completed` (published now), `already`
+   * (done earlier with this token: nothing published), `stale` or `corrupt` (nothing published).
+   * Rejects when the publication failed (the record then stays `committing`).
+   */
+  publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number): Promise<IoAnswer<'publishCommitted'>> {
+    return this.request({ kind: 'publishCommitted', workId, token, publications, nowMs });
+  }
+
+  /** Unlinks `names` in `dir` (missing names are fine); resolves with how many were removed. */
+  removeFiles(dir: string, names: readonly string[]): Promise<number> {
+    return this.request({ kind: 'removeFiles', dir, names });
   }
 
   stats(): Promise<IoStats> {

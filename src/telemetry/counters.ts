@@ -42,6 +42,16 @@ export interface CampaignCounters {
   heartbeatsFailed: number;
   /** Pending jobs dropped by the queue safety valve (their tokens released at once). */
   safetyValveDrops: number;
+  /** Results dropped because staging their findings durably failed (before beginCommit). */
+  stagingFailures: number;
+  /** Own committed results whose fenced publication failed; the record stays committing and is replayed. */
+  commitPublishFailures: number;
+  /** Committing records (own from a previous life, or another's after the work TTL) finished here. */
+  commitsReplayed: number;
+  /** Replay attempts refused: corrupt manifest, missing or altered staged finding, unreadable table. */
+  commitReplayFailures: number;
+  /** Staged finding files of finished work removed by the recovery sweep. */
+  stagedSwept: number;
   /** Busy solver slots / slots, sampled at the last scheduling round. */
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
@@ -72,6 +82,11 @@ export function createCounters(): CampaignCounters {
     heartbeatsOk: 0,
     heartbeatsFailed: 0,
     safetyValveDrops: 0,
+    stagingFailures: 0,
+    commitPublishFailures: 0,
+    commitsReplayed: 0,
+    commitReplayFailures: 0,
+    stagedSwept: 0,
     fillRatio: 0,
     edgesCovered: 0,
   };
@@ -85,3 +100,15 @@ export function jobsCompleted(c: Readonly<CampaignCounters>): number {
 export const COUNTER_NAMES: readonly (keyof CampaignCounters)[] = Object.freeze(
   Object.keys(createCounters()) as (keyof CampaignCounters)[],
 );
+
+/**
+ * Counters added after `symfence-stats/1` was first written (commit recovery). A stats file of an
+ * earlier version lacks them; readers take them as 0 instead of refusing the file.
+ */
+export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<keyof CampaignCounters>([
+  'stagingFailures',
+  'commitPublishFailures',
+  'commitsReplayed',
+  'commitReplayFailures',
+  'stagedSwept',
+]);

@@ -8,7 +8,7 @@
 import { readFileSync, renameSync, writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
-import { COUNTER_NAMES, jobsCompleted, type CampaignCounters } from './counters.js';
+import { COUNTER_NAMES, LATER_COUNTER_NAMES, jobsCompleted, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
@@ -65,8 +65,11 @@ export function readStatsFile(file: string): StatsSnapshot {
     throw new CampaignStateError(`${file} is not a ${STATS_SCHEMA} stats file`, { file });
   }
   const counters = snap.counters as Record<string, unknown> | undefined;
-  if (!counters || !COUNTER_NAMES.every((k) => typeof counters[k] === 'number')) {
+  const valid = (k: (typeof COUNTER_NAMES)[number]): boolean => typeof counters![k] === 'number' || (counters![k] === undefined && LATER_COUNTER_NAMES.has(k));
+  if (typeof counters !== 'object' || counters === null || !COUNTER_NAMES.every(valid)) {
     throw new CampaignStateError(`${file} has missing or non-numeric counters`, { file });
   }
-  return snap as StatsSnapshot;
+  // A file written before the later counters existed: they were 0 then.
+  const filled = Object.fromEntries(COUNTER_NAMES.map((k) => [k, counters[k] ?? 0]));
+  return { ...(snap as StatsSnapshot), counters: filled as unknown as StatsSnapshot['counters'] };
 }

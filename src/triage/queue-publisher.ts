@@ -75,16 +75,61 @@ export class QueuePublisher implements FindingSink {
     return run;
   }
 
+  /**
+   * Publishes one committed result's findings through `write`, which makes the planned files
+   * appear (one job per directory) or refuses to: it answers true when it wrote them, false when
+   * a guard (the work record's fence) said the result is not to be published by us — then
+   * nothing was written and no id or digest is consumed. `source` is the parent's `src:` digits.
+   * A throwing `write` may have published some names: the id counters are resynced from the
+   * directories and the error propagates.
+   */
+  publishGuarded(
+    items: readonly { readonly kind: FindingKind; readonly bytes: Uint8Array }[],
+    source: string,
+    write: (jobs: readonly { readonly dir: string; readonly files: readonly DurableFile[] }[]) => Promise<boolean>,
+  ): Promise<GuardedPublication> {
+    const run = this.#chain.then(async (): Promise<GuardedPublication> => {
+      const plan = this.#plan(items.map((i) => ({ kind: i.kind, bytes: i.bytes })), source);
+      const jobs = [...plan.perDir].map(([kind, list]) => ({ dir: this.dirOf(kind), files: list.map((l) => l.file) }));
+      let written: boolean;
+      try {
+        written = await write(jobs);
+      } catch (error) {
+        for (const kind of plan.perDir.keys()) await this.#resync(kind);
+        throw error;
+      }
+      if (!written) return { written: false, entries: new Array(items.length).fill(null) };
+      for (const kind of plan.perDir.keys()) this.#accept(kind, plan);
+      return { written: true, entries: plan.answers };
+    });
+    this.#chain = run.catch(() => {});
+    return run;
+  }
+
   async #publish(items: readonly FindingItem[], parentPath: string): Promise<Array<PublishedEntry | null>> {
-    const src = sourceIdOf(path.basename(parentPath));
+    const resolved: { kind: FindingKind; bytes: Uint8Array }[] = [];
+    for (const item of items) resolved.push({ kind: item.kind, bytes: item.content instanceof Uint8Array ? item.content : await readFile(item.content.path) });
+    const plan = this.#plan(resolved, sourceIdOf(path.basename(parentPath)));
+    for (const [kind, list] of plan.perDir) {
+      try {
+        await this.#writer.publish(this.dirOf(kind), list.map((l) => l.file));
+      } catch (error) {
+        await this.#resync(kind);
+        throw error;
+      }
+      this.#accept(kind, plan);
+    }
+    return plan.answers;
+  }
+
+  /** Assigns names and ids to the new (not yet published) items; mutates nothing. */
+  #plan(items: readonly { kind: FindingKind; bytes: Uint8Array }[], src: string): PublicationPlan {
     const answers: Array<PublishedEntry | null> = new Array(items.length).fill(null);
     const perDir = new Map<FindingKind, Array<{ index: number; file: DurableFile; entry: PublishedEntry }>>();
     const nextIds = new Map(this.#nextId);
     const batchDigests = new Map<FindingKind, Set<string>>();
-
     for (const [index, item] of items.entries()) {
-      const bytes = item.content instanceof Uint8Array ? item.content : await readFile(item.content.path);
-      const digest = sha256(bytes);
+      const digest = sha256(item.bytes);
       const known = this.#digests.get(item.kind)!;
       const inBatch = batchDigests.get(item.kind) ?? new Set<string>();
       batchDigests.set(item.kind, inBatch);
@@ -96,25 +141,48 @@ export class QueuePublisher implements FindingSink {
       const name = `id:${formatAflId(id)},src:${src}`;
       const entry: PublishedEntry = { kind: item.kind, id, path: path.join(this.dirOf(item.kind), name), sha256: digest };
       const list = perDir.get(item.kind) ?? [];
-      list.push({ index, file: { name, bytes }, entry });
+      list.push({ index, file: { name, bytes: item.bytes }, entry });
       perDir.set(item.kind, list);
     }
+    return { answers, perDir, nextIds };
+  }
 
-    for (const [kind, list] of perDir) {
+  /** The plan's entries of `kind` are on disk: advance the id counter, remember the digests. */
+  #accept(kind: FindingKind, plan: PublicationPlan): void {
+    this.#nextId.set(kind, plan.nextIds.get(kind)!);
+    for (const { index, entry } of plan.perDir.get(kind) ?? []) {
+      this.#digests.get(kind)!.add(entry.sha256);
+      plan.answers[index] = entry;
+    }
+  }
+
+  /**
+   * Some names may have appeared before a failure: keep the next id above every existing one, and
+   * learn the digests of what is there, so a retry of the same result does not publish it twice.
+   */
+  async #resync(kind: FindingKind): Promise<void> {
+    const names = await this.#writer.list(this.dirOf(kind)).catch(() => [] as string[]);
+    this.#nextId.set(kind, Math.max(this.nextId(kind), nextAflId(names)));
+    const digests = this.#digests.get(kind)!;
+    for (const name of names) {
+      if (!name.startsWith('id:')) continue;
       try {
-        await this.#writer.publish(this.dirOf(kind), list.map((l) => l.file));
-      } catch (error) {
-        // Some names may have appeared before the failure: resync the counter from the directory
-        // so the next id is still above every existing one.
-        this.#nextId.set(kind, Math.max(this.nextId(kind), nextAflId(await this.#writer.list(this.dirOf(kind)).catch(() => []))));
-        throw error;
-      }
-      this.#nextId.set(kind, nextIds.get(kind)!);
-      for (const { index, entry } of list) {
-        this.#digests.get(kind)!.add(entry.sha256);
-        answers[index] = entry;
+        digests.add(sha256(await readFile(path.join(this.dirOf(kind), name))));
+      } catch {
+        // unreadable entries simply do not take part in de-duplication
       }
     }
-    return answers;
   }
+}
+
+interface PublicationPlan {
+  readonly answers: Array<PublishedEntry | null>;
+  readonly perDir: Map<FindingKind, Array<{ index: number; file: DurableFile; entry: PublishedEntry }>>;
+  readonly nextIds: Map<FindingKind, number>;
+}
+
+/** What `publishGuarded` did: `entries` per item, `null` for content already published there. */
+export interface GuardedPublication {
+  readonly written: boolean;
+  readonly entries: ReadonlyArray<PublishedEntry | null>;
 }

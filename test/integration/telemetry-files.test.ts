@@ -61,6 +61,21 @@ describe('stats.json', () => {
   });
 });
 
+describe('stats.json of an earlier version', () => {
+  it('reads a file without the commit-recovery counters, taking them as 0', () => {
+    const dir = tmp();
+    const file = path.join(dir, 'stats.json');
+    writeStatsAtomic(file, snapshot('a', 'stopped', 1_002_000));
+    const data = JSON.parse(readFileSync(file, 'utf8')) as { counters: Record<string, number> };
+    for (const k of ['stagingFailures', 'commitPublishFailures', 'commitsReplayed', 'commitReplayFailures', 'stagedSwept']) delete data.counters[k];
+    writeFileSync(file, JSON.stringify(data));
+    expect(readStatsFile(file).counters).toMatchObject({ commitsReplayed: 0, stagedSwept: 0, jobsOk: data.counters['jobsOk'] });
+    data.counters['commitsReplayed'] = 'x' as unknown as number;
+    writeFileSync(file, JSON.stringify(data));
+    expect(() => readStatsFile(file)).toThrow(expect.objectContaining({ code: 'ERR_CAMPAIGN_STATE' }));
+  });
+});
+
 describe('plot_data.csv and jobs.jsonl', () => {
   it('writes the CSV header once, also when reopened, then one row per sample', () => {
     const file = path.join(tmp(), 'plot_data.csv');

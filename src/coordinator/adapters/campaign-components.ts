@@ -28,6 +28,7 @@ import type { CampaignComponents, CampaignContext } from '../campaign.js';
 import type { SeedInput } from '../ports.js';
 import { SeedWorkSource } from '../seed-work-source.js';
 import { IoTargetLeases, IoWorkLeases } from './io-lease-adapters.js';
+import { IoResultCommits } from './io-result-commits.js';
 import { SchedulerAdapter } from './scheduler-adapter.js';
 import { SolverPoolAdapter, type SolverAdapterSettings } from './solver-adapter.js';
 
@@ -57,7 +58,7 @@ export interface ComponentSpec {
  * work and target tables), private under `<outDir>/leases` otherwise (work table only). The tables
  * use the target TTL; work claims and expiry scans pass the work TTL per call.
  */
-export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean }> {
+export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string }> {
   const { options, outDir, coordinatorId } = context;
   const shared = options.leaseDir !== undefined;
   const root = shared ? path.resolve(options.leaseDir!) : path.join(outDir, 'leases');
@@ -68,12 +69,12 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
     leaseOptions: { leaseTtlMs: shared ? options.targetLeaseTtlMs : options.workLeaseTtlMs, coordination: shared ? 'multi' : 'single' },
     inflight,
   });
-  return { io, shared };
+  return { io, shared, leaseRoot: root };
 }
 
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
-  const { io, shared } = await startIoThread(context, inflight);
+  const { io, shared, leaseRoot } = await startIoThread(context, inflight);
   let pool: SolverPool<Telemetry> | undefined;
   try {
     const workLeases = new IoWorkLeases(io, context.options.workLeaseTtlMs);
@@ -85,6 +86,8 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     });
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters);
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
+    // Findings are staged under the lease root, where every coordinator sharing it can replay them.
+    const commits = await IoResultCommits.open(leaseRoot, io, publisher);
     pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).
@@ -112,6 +115,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       }),
       source,
       findings: publisher,
+      commits,
       edgesCovered: () => solverPool.bitmap.edgesCovered(),
       inputExists: (file) => existsSync(file),
       // Solver runs first (they may still publish through the I/O thread), then the thread.

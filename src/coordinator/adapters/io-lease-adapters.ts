@@ -39,8 +39,8 @@ export class IoWorkLeases implements WorkLeasePort {
     return (await this.client.abandonWork(workId, token)).ok;
   }
 
-  async beginCommit(workId: string, token: string, now: number): Promise<boolean> {
-    return (await this.client.beginCommit(workId, token, now)).ok;
+  async beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean> {
+    return (await this.client.beginCommit(workId, token, now, manifest)).ok;
   }
 
   complete(workId: string, token: string, now: number): Promise<boolean> {

@@ -31,8 +31,8 @@ export class WorkLeaseAdapter implements WorkLeasePort {
     return (await this.table.abandon(workId, token)).ok;
   }
 
-  async beginCommit(workId: string, token: string, now: number): Promise<boolean> {
-    return (await this.table.beginCommit(workId, token, { nowMs: now })).ok;
+  async beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean> {
+    return (await this.table.beginCommit(workId, token, { nowMs: now, ...(manifest !== undefined ? { commit: manifest } : {}) })).ok;
   }
 
   async complete(workId: string, token: string, now: number): Promise<boolean> {

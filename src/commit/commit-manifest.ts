@@ -1,0 +1,138 @@
+/**
+ * The commit manifest: what `beginCommit` stores in a work record so that any coordinator sharing
+ * the lease directory can finish the result if its owner dies before `complete`
+ * (docs/lease-format.md "Commit manifests"). It names the staged copies of the result's findings;
+ * the bytes themselves live under `<lease-root>/staged/`, written durably before `beginCommit`.
+ *
+ *   { "schema": "symfence-commit/1", "workId": "<64 hex>", "status": "ok", "source": "000012",
+ *     "items": [ { "kind": "queue", "sha256": "<64 hex>", "size": 17,
+ *                  "path": "staged/<workId>.<sha256>" } ] }
+ *
+ * Paths are relative to the lease root, so hosts that mount the shared directory at different
+ * places agree on them. Reading is strict: any unknown key, wrong type, foreign path or duplicate
+ * item fails closed with `ERR_COMMIT_MANIFEST` — a recovering coordinator never guesses which bytes
+ * a result meant.
+ */
+import { CommitManifestError } from '../errors.js';
+import type { JsonObject } from '../lease/lease-record.js';
+
+export const COMMIT_MANIFEST_SCHEMA = 'symfence-commit/1';
+/** Staged findings live in this directory under the lease root. */
+export const STAGED_DIR = 'staged';
+/** Most items one manifest may name (a solver run's findings; far above any real run). */
+export const MAX_MANIFEST_ITEMS = 100_000;
+/** Largest staged finding, bytes (AFL's own input cap is 1 MiB). */
+export const MAX_STAGED_BYTES = 64 * 1024 * 1024;
+
+export type CommitItemKind = 'queue' | 'crashes' | 'hangs';
+export type CommitStatus = 'ok' | 'timeout' | 'crash' | 'error';
+
+export interface CommitItem {
+  readonly kind: CommitItemKind;
+  /** Lowercase hex SHA-256 of the bytes. */
+  readonly sha256: string;
+  readonly size: number;
+  /** `staged/<workId>.<sha256>`, relative to the lease root. */
+  readonly path: string;
+}
+
+export interface CommitManifest {
+  readonly schema: typeof COMMIT_MANIFEST_SCHEMA;
+  /** The work record this manifest belongs to (a manifest copied to another record is refused). */
+  readonly workId: string;
+  /** The solver status of the committed run. */
+  readonly status: CommitStatus;
+  /** AFL `src:` digits of the parent input, used in the published names. */
+  readonly source: string;
+  readonly items: readonly CommitItem[];
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const SOURCE_RE = /^\d{1,10}$/;
+const KINDS: ReadonlySet<string> = new Set(['queue', 'crashes', 'hangs']);
+const STATUSES: ReadonlySet<string> = new Set(['ok', 'timeout', 'crash', 'error']);
+const MANIFEST_KEYS = ['items', 'schema', 'source', 'status', 'workId'];
+const ITEM_KEYS = ['kind', 'path', 'sha256', 'size'];
+
+/** File name of a staged finding inside `staged/`: content-addressed within its work. */
+export function stagedName(workId: string, sha256: string): string {
+  return `${workId}.${sha256}`;
+}
+
+/** The manifest path of a staged finding, relative to the lease root. */
+export function stagedRelativePath(workId: string, sha256: string): string {
+  return `${STAGED_DIR}/${stagedName(workId, sha256)}`;
+}
+
+/** `<workId>.<sha256>` → its parts; null for any other name (temps, foreign files). */
+export function parseStagedName(name: string): { workId: string; sha256: string } | null {
+  const match = /^([0-9a-f]{64})\.([0-9a-f]{64})$/.exec(name);
+  return match ? { workId: match[1]!, sha256: match[2]! } : null;
+}
+
+export interface ManifestItemInput {
+  readonly kind: CommitItemKind;
+  readonly sha256: string;
+  readonly size: number;
+}
+
+/** Builds a manifest (validated like a read one, so a writer can never store what a reader refuses). */
+export function buildCommitManifest(workId: string, status: CommitStatus, source: string, items: readonly ManifestItemInput[]): CommitManifest {
+  const manifest = {
+    schema: COMMIT_MANIFEST_SCHEMA,
+    workId,
+    status,
+    source,
+    items: items.map((i) => ({ kind: i.kind, sha256: i.sha256, size: i.size, path: stagedRelativePath(workId, i.sha256) })),
+  };
+  return parseCommitManifest(manifest, workId);
+}
+
+/** The manifest as the JSON object `beginCommit` stores. */
+export function manifestJson(manifest: CommitManifest): JsonObject {
+  return { schema: manifest.schema, workId: manifest.workId, status: manifest.status, source: manifest.source, items: manifest.items.map((i) => ({ ...i })) };
+}
+
+function fail(workId: string, reason: string): never {
+  throw new CommitManifestError(`invalid commit manifest of work ${workId}: ${reason}`, { workId, reason });
+}
+
+function exactKeys(value: object, keys: readonly string[]): boolean {
+  const actual = Object.keys(value).sort();
+  return actual.length === keys.length && actual.every((k, i) => k === keys[i]);
+}
+
+/**
+ * Strict read of a stored manifest for work `workId`. Throws `CommitManifestError`
+ * (`ERR_COMMIT_MANIFEST`, details `{ workId, reason }`) on anything but a well-formed manifest of
+ * this schema for this work.
+ */
+export function parseCommitManifest(value: unknown, workId: string): CommitManifest {
+  if (!HEX64.test(workId)) fail(workId, 'the work id is not 64 lowercase hex characters');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(workId, 'not an object');
+  const v = value as Record<string, unknown>;
+  if (v['schema'] !== COMMIT_MANIFEST_SCHEMA) fail(workId, `schema ${JSON.stringify(v['schema'])} is not ${COMMIT_MANIFEST_SCHEMA}`);
+  if (!exactKeys(v, MANIFEST_KEYS)) fail(workId, `keys ${Object.keys(v).sort().join(',')} are not ${MANIFEST_KEYS.join(',')}`);
+  if (v['workId'] !== workId) fail(workId, `it belongs to work ${JSON.stringify(v['workId'])}`);
+  if (typeof v['status'] !== 'string' || !STATUSES.has(v['status'])) fail(workId, `status ${JSON.stringify(v['status'])}`);
+  if (typeof v['source'] !== 'string' || !SOURCE_RE.test(v['source'])) fail(workId, `source ${JSON.stringify(v['source'])}`);
+  const items = v['items'];
+  if (!Array.isArray(items)) fail(workId, 'items is not an array');
+  if (items.length > MAX_MANIFEST_ITEMS) fail(workId, `${items.length} items (at most ${MAX_MANIFEST_ITEMS})`);
+  const seen = new Set<string>();
+  const parsed: CommitItem[] = items.map((item: unknown, index: number) => {
+    if (typeof item !== 'object' || item === null || Array.isArray(item) || !exactKeys(item, ITEM_KEYS)) fail(workId, `item ${index} is not { kind, sha256, size, path }`);
+    const it = item as Record<string, unknown>;
+    if (typeof it['kind'] !== 'string' || !KINDS.has(it['kind'])) fail(workId, `item ${index} kind ${JSON.stringify(it['kind'])}`);
+    if (typeof it['sha256'] !== 'string' || !HEX64.test(it['sha256'])) fail(workId, `item ${index} sha256 ${JSON.stringify(it['sha256'])}`);
+    const size = it['size'];
+    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0 || size > MAX_STAGED_BYTES) fail(workId, `item ${index} size ${JSON.stringify(size)}`);
+    const expected = stagedRelativePath(workId, it['sha256']);
+    if (it['path'] !== expected) fail(workId, `item ${index} path ${JSON.stringify(it['path'])} is not ${expected}`);
+    const key = `${it['kind']}:${it['sha256']}`;
+    if (seen.has(key)) fail(workId, `item ${index} repeats ${key}`);
+    seen.add(key);
+    return { kind: it['kind'] as CommitItemKind, sha256: it['sha256'], size, path: expected };
+  });
+  return { schema: COMMIT_MANIFEST_SCHEMA, workId, status: v['status'] as CommitStatus, source: v['source'], items: parsed };
+}

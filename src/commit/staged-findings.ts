@@ -1,0 +1,129 @@
+/**
+ * Staged findings: the durable copies of a result's findings that make a commit replayable
+ * (docs/lease-format.md "Staged findings"). They live in `<lease-root>/staged/`, one file per
+ * distinct content of a work item, named `<workId>.<sha256>` — content-addressed within the work,
+ * so two jobs (or coordinators) never share, and so never delete, each other's copies.
+ *
+ * Lifecycle: `stage` (before beginCommit: temp, file barrier, rename, directory barrier — through
+ * the I/O thread) → the manifest names them → after the record is `done`, `discard` unlinks them;
+ * a crash before that leaves files of a `done` record, which `sweep` removes later. Reading
+ * (`load`) verifies size and SHA-256 and fails closed with `ERR_STAGED_FINDING`.
+ */
+import { createHash } from 'node:crypto';
+import { readFile as readFileAsync } from 'node:fs/promises';
+import path from 'node:path';
+import { StagedFindingError } from '../errors.js';
+import type { PublishedFile } from '../io/io-requests.js';
+import type { CommitFinding, FindingItem, StagedResult } from '../coordinator/ports.js';
+import { buildCommitManifest, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
+
+/** The I/O-thread requests staging uses (an `IoClient` has them). */
+export interface StagingClient {
+  ensureDir(dir: string): Promise<void>;
+  listDir(dir: string): Promise<string[]>;
+  stageFiles(dir: string, files: readonly PublishedFile[]): Promise<void>;
+  removeFiles(dir: string, names: readonly string[]): Promise<number>;
+}
+
+const sha256Hex = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+function errnoOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+export class StagedFindings {
+  readonly leaseRoot: string;
+  readonly dir: string;
+  readonly #client: StagingClient;
+  readonly #readFile: (file: string) => Promise<Uint8Array>;
+
+  private constructor(leaseRoot: string, client: StagingClient, readFile: (file: string) => Promise<Uint8Array>) {
+    this.leaseRoot = path.resolve(leaseRoot);
+    this.dir = path.join(this.leaseRoot, STAGED_DIR);
+    this.#client = client;
+    this.#readFile = readFile;
+  }
+
+  /** Makes `<leaseRoot>/staged/` exist durably. `readFile` is injectable for tests. */
+  static async open(leaseRoot: string, client: StagingClient, readFile: (file: string) => Promise<Uint8Array> = readFileAsync): Promise<StagedFindings> {
+    const staged = new StagedFindings(leaseRoot, client, readFile);
+    await client.ensureDir(staged.dir);
+    return staged;
+  }
+
+  /**
+   * Stages the findings of work `workId` (file items are read first) and returns the manifest
+   * naming them, with their bytes. Contract: when this
+   * resolves, every named file is complete and durable under its final name (and its directory
+   * entry is durable); when it rejects, no manifest exists, so nothing can point at missing bytes.
+   * Repeated (kind, content) pairs are named once.
+   */
+  async stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {
+    const manifestItems: { kind: CommitFinding['kind']; sha256: string; size: number }[] = [];
+    const findings: CommitFinding[] = [];
+    const files = new Map<string, PublishedFile>();
+    const seen = new Set<string>();
+    for (const item of items) {
+      const bytes = item.content instanceof Uint8Array ? item.content : await this.#readFile(item.content.path);
+      const digest = sha256Hex(bytes);
+      const key = `${item.kind}:${digest}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      manifestItems.push({ kind: item.kind, sha256: digest, size: bytes.length });
+      findings.push({ kind: item.kind, bytes, sha256: digest });
+      if (!files.has(digest)) files.set(digest, { name: stagedName(workId, digest), bytes });
+    }
+    const manifest = buildCommitManifest(workId, info.status, info.source, manifestItems);
+    if (files.size > 0) await this.#client.stageFiles(this.dir, [...files.values()]);
+    return { manifest, findings };
+  }
+
+  /**
+   * Validates a stored manifest for `workId` and reads every staged finding it names, checking size
+   * and SHA-256. Throws `ERR_COMMIT_MANIFEST` (bad manifest) or `ERR_STAGED_FINDING` (details
+   * `{ workId, sha256, reason: 'missing' | 'unreadable' | 'mismatch' }`).
+   */
+  async load(workId: string, commit: unknown): Promise<StagedResult> {
+    const manifest = parseCommitManifest(commit, workId);
+    const cache = new Map<string, Uint8Array>();
+    const findings: CommitFinding[] = [];
+    for (const item of manifest.items) {
+      let bytes = cache.get(item.sha256);
+      if (bytes === undefined) {
+        const file = path.join(this.leaseRoot, item.path);
+        try {
+          bytes = await this.#readFile(file);
+        } catch (error) {
+          const reason = errnoOf(error) === 'ENOENT' ? 'missing' : 'unreadable';
+          throw new StagedFindingError(`staged finding ${item.path} of work ${workId} is ${reason}`, { workId, sha256: item.sha256, reason });
+        }
+        if (bytes.length !== item.size || sha256Hex(bytes) !== item.sha256) {
+          throw new StagedFindingError(`staged finding ${item.path} of work ${workId} does not hold the bytes its manifest names`, { workId, sha256: item.sha256, reason: 'mismatch' });
+        }
+        cache.set(item.sha256, bytes);
+      }
+      findings.push({ kind: item.kind, bytes, sha256: item.sha256 });
+    }
+    return { manifest, findings };
+  }
+
+  /** Unlinks the staged files of a finished result; resolves with how many were removed. */
+  async discard(manifest: CommitManifest): Promise<number> {
+    const names = [...new Set(manifest.items.map((i) => stagedName(manifest.workId, i.sha256)))];
+    return names.length === 0 ? 0 : this.#client.removeFiles(this.dir, names);
+  }
+
+  /**
+   * Removes staged files whose work is `done` (left by a crash between completion and discard).
+   * Files of leased or committing work are kept: a live owner may be staging or committing them.
+   */
+  async sweep(done: ReadonlySet<string>): Promise<number> {
+    const names = await this.#client.listDir(this.dir);
+    const garbage = names.filter((name) => {
+      const parsed = parseStagedName(name);
+      return parsed !== null && done.has(parsed.workId);
+    });
+    return garbage.length === 0 ? 0 : this.#client.removeFiles(this.dir, garbage);
+  }
+}

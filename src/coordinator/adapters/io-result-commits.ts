@@ -1,0 +1,73 @@
+/**
+ * `ResultCommits` over the I/O thread: staged findings under the lease root (`StagedFindings`),
+ * fenced publication into this coordinator's AFL directories (`QueuePublisher.publishGuarded` +
+ * the I/O thread's `publishCommitted`, which publishes and marks the record done under the
+ * record's lock), and recovery scans of the work table.
+ */
+import type { CommitManifest, CommitStatus } from '../../commit/commit-manifest.js';
+import { StagedFindings, type StagingClient } from '../../commit/staged-findings.js';
+import type { DirectoryFiles } from '../../io/io-requests.js';
+import type { CompletionResult, SnapshotEntry } from '../../lease/lease-results.js';
+import type { QueuePublisher } from '../../triage/queue-publisher.js';
+import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
+
+/** The I/O-thread requests this adapter uses (an `IoClient` has them). */
+export interface ResultCommitsClient extends StagingClient {
+  publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number): Promise<CompletionResult>;
+  snapshotRecords(table: 'work'): Promise<SnapshotEntry[]>;
+}
+
+export class IoResultCommits implements ResultCommits {
+  readonly staged: StagedFindings;
+  readonly #client: ResultCommitsClient;
+  readonly #publisher: QueuePublisher;
+
+  private constructor(staged: StagedFindings, client: ResultCommitsClient, publisher: QueuePublisher) {
+    this.staged = staged;
+    this.#client = client;
+    this.#publisher = publisher;
+  }
+
+  /** `leaseRoot`: the directory holding `work/` (shared `--lease-dir`, or `<outDir>/leases`). */
+  static async open(leaseRoot: string, client: ResultCommitsClient, publisher: QueuePublisher): Promise<IoResultCommits> {
+    return new IoResultCommits(await StagedFindings.open(leaseRoot, client), client, publisher);
+  }
+
+  stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {
+    return this.staged.stage(workId, items, info);
+  }
+
+  async publish(workId: string, token: string, manifest: CommitManifest, findings: readonly CommitFinding[], now: number): Promise<CommitPublication> {
+    let outcome: CompletionResult = 'stale';
+    const result = await this.#publisher.publishGuarded(findings, manifest.source, async (jobs) => {
+      outcome = await this.#client.publishCommitted(workId, token, jobs, now);
+      return outcome === 'completed';
+    });
+    return { outcome, entries: result.entries.filter((e): e is PublishedEntry => e !== null) };
+  }
+
+  async scan(): Promise<CommitScan> {
+    const records = await this.#client.snapshotRecords('work');
+    const committing: CommittingWork[] = [];
+    const done = new Set<string>();
+    for (const { id, record } of records) {
+      if (record.status === 'done') done.add(id);
+      else if (record.status === 'committing') {
+        committing.push({ workId: id, token: record.token, owner: record.owner, updatedMs: record.updatedMs, payload: record.payload, commit: record.commit });
+      }
+    }
+    return { committing, done };
+  }
+
+  load(workId: string, commit: unknown): Promise<StagedResult> {
+    return this.staged.load(workId, commit);
+  }
+
+  async discard(manifest: CommitManifest): Promise<void> {
+    await this.staged.discard(manifest);
+  }
+
+  sweep(done: ReadonlySet<string>): Promise<number> {
+    return this.staged.sweep(done);
+  }
+}

@@ -1,0 +1,81 @@
+// A coordinator process SIGKILLed right after beginCommit (held there by the CLI's test hook, which
+// writes a handshake file) leaves a committing record with a manifest and staged findings; a second
+// coordinator process sharing the lease directory replays it after the work TTL: every finding is
+// in its queue exactly once, none in the dead one's, the record is done, the staged files are gone.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseCommitManifest, parseStagedName, STAGED_DIR } from '../../src/commit/commit-manifest.js';
+import { HOLD_AFTER_BEGIN_COMMIT_ENV } from '../../src/cli/test-hooks.js';
+import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
+import { fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+
+const dirs: string[] = [];
+const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+const TTL = ['--work-lease-ttl', '2s', '--target-lease-ttl', '2s'];
+
+function runArgs(out: string, leases: string, name: string, extra: string[]): string[] {
+  return [
+    'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name,
+    '--lease-dir', leases, '--workers', '1', '--stats-interval', '200ms', '--json', '--log-level', 'warn',
+    '--showmap', `${process.execPath} ${REFERENCE_SOLVER} showmap`,
+    ...TTL, ...extra,
+    '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@',
+  ];
+}
+
+/** SHA-256 of every `id:` entry in `dir`. */
+function digestsIn(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((n) => n.startsWith('id:')).map((n) => sha(readFileSync(path.join(dir, n))));
+}
+
+describe('commit recovery across processes', () => {
+  it('replays the result of a coordinator SIGKILLed right after beginCommit in a second coordinator, exactly once', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'symfence-commit-kill-'));
+    dirs.push(root);
+    const out = fakeAflOut(root, ['AAAAAAAAAAAAAAA0', 'AAAAAAAAAAAAAAA1'], 'builtin:demo @@');
+    const leases = path.join(root, 'leases');
+    const heldFile = path.join(root, 'held.json');
+
+    const victim = runCliProcess(runArgs(out, leases, 'victim', ['--duration', '60s']), { env: { [HOLD_AFTER_BEGIN_COMMIT_ENV]: heldFile } });
+    children.push(victim.child);
+    const held = await waitFor(() => readJsonIfExists(heldFile) as { workId: string } | undefined, 60_000, 'the victim to hold after beginCommit');
+    victim.child.kill('SIGKILL');
+    const victimExit = await victim.exit;
+    expect(victimExit.signal).toBe('SIGKILL');
+
+    const table = await FencedWorkLeaseTable.open(path.join(leases, 'work'), { coordination: 'single' });
+    const before = (await table.snapshotRecords()).find((e) => e.id === held.workId)!.record;
+    expect(before).toMatchObject({ status: 'committing', owner: 'victim' });
+    const manifest = parseCommitManifest(before.commit, held.workId);
+    expect(manifest.items.length).toBeGreaterThan(0);
+    for (const item of manifest.items) expect(sha(readFileSync(path.join(leases, item.path)))).toBe(item.sha256);
+    expect(digestsIn(path.join(out, 'victim', 'queue'))).toEqual([]);
+
+    const rescuer = runCliProcess(runArgs(out, leases, 'rescuer', ['--duration', '8s']));
+    children.push(rescuer.child);
+    const exit = await rescuer.exit;
+    expect(exit.code, exit.stderr).toBe(0);
+
+    const after = (await table.snapshotRecords()).find((e) => e.id === held.workId)!.record;
+    expect(after.status).toBe('done');
+    for (const item of manifest.items) {
+      const inRescuer = digestsIn(path.join(out, 'rescuer', item.kind)).filter((d) => d === item.sha256);
+      expect(inRescuer, `${item.kind} ${item.sha256.slice(0, 8)} in the rescuer's ${item.kind}/`).toHaveLength(1);
+      expect(digestsIn(path.join(out, 'victim', item.kind))).not.toContain(item.sha256);
+    }
+    const stats = readJsonIfExists(path.join(out, 'rescuer', 'stats.json')) as { counters: Record<string, number> };
+    expect(stats.counters).toMatchObject({ commitsReplayed: 1, commitReplayFailures: 0 });
+    expect(readdirSync(path.join(leases, STAGED_DIR)).filter((n) => parseStagedName(n)?.workId === held.workId)).toEqual([]);
+    await table.close();
+  });
+});
