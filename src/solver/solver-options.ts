@@ -101,6 +101,20 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     env: 'SYMFENCE_SOLVER_SPAWN_THREAD',
     description: 'thread that spawns solver processes: worker (solver threads) or main (calling thread, cheaper fork, no solver threads)',
   },
+  /**
+   * How solver and afl-showmap processes are started. `auto` (default): `native` when the addon
+   * provides it, else `child-process`. `native`: the addon's posix_spawn (no page-table copy; see
+   * docs/native.md) — refused with ERR_NATIVE_UNAVAILABLE when the addon lacks it.
+   * `child-process`: Node's `child_process.spawn` (libuv forks).
+   */
+  spawnMethod: {
+    kind: 'enum',
+    values: ['auto', 'native', 'child-process'] as const,
+    default: 'auto',
+    flag: 'solver-spawn-method',
+    env: 'SYMFENCE_SOLVER_SPAWN_METHOD',
+    description: 'how solver processes are started: auto (native when the addon has it), native (posix_spawn) or child-process',
+  },
   /** How the target reads its input: `stdin`, `file` (`@@`), or `auto` (file when argv has `@@`). */
   inputMode: {
     kind: 'enum',
