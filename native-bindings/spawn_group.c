@@ -162,18 +162,28 @@ static int reap(spawn_run *run, int options, int *code, int *signo) {
   return 1;
 }
 
+static void kill_and_reap(spawn_run *run);
+
 static void on_exit_readable(uv_poll_t *poll, int status, int events) {
   spawn_run *run = poll->data;
   int code = -1, signo = -1;
-  (void)status;
   (void)events;
   if (run->reaped) return;
   /* Peek first (WNOWAIT): the leader stays a zombie, so its pgid cannot be recycled under the kill. */
-  if (!reap(run, WNOHANG | WNOWAIT, &code, &signo)) return;
-  /* Whatever the leader left in its group (forked helpers, grandchildren) dies with the run. */
-  kill(-run->pid, SIGKILL);
-  reap(run, 0, &code, &signo);
-  run->reaped = 1;
+  if (reap(run, WNOHANG | WNOWAIT, &code, &signo)) {
+    /* Whatever the leader left in its group (forked helpers, grandchildren) dies with the run. */
+    kill(-run->pid, SIGKILL);
+    reap(run, 0, &code, &signo);
+    run->reaped = 1;
+  } else if (status < 0) {
+    /* libuv stopped this poll on an error and will not call again: end the run ourselves rather
+     * than wait forever. Not expected with a pidfd; the run then reports SIGKILL. */
+    kill_and_reap(run);
+    code = -1;
+    signo = SIGKILL;
+  } else {
+    return;
+  }
   stop_poll(&run->exit_poll, &run->exit_poll_active);
   if (run->silent) return;
   napi_handle_scope scope;
