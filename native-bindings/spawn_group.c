@@ -618,7 +618,18 @@ int symfence_spawn_init(napi_env env, napi_value exports) {
     if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &reason) != napi_ok) return 0;
     return napi_set_named_property(env, exports, "spawnUnsupported", reason) == napi_ok;
   }
-  close(probe);
+  {
+    /* waitid(P_PIDFD) came one kernel after pidfd_open (5.4): on our own pidfd a supporting
+     * kernel answers ECHILD (not our child), an older one EINVAL. */
+    siginfo_t info;
+    int rc = waitid((idtype_t)P_PIDFD, (id_t)probe, &info, WEXITED | WNOHANG);
+    int err = errno;
+    close(probe);
+    if (rc != 0 && err == EINVAL) {
+      if (napi_create_string_utf8(env, "waitid(P_PIDFD) is not available (Linux >= 5.4 needed)", NAPI_AUTO_LENGTH, &reason) != napi_ok) return 0;
+      return napi_set_named_property(env, exports, "spawnUnsupported", reason) == napi_ok;
+    }
+  }
   if (napi_create_function(env, "spawnGroup", NAPI_AUTO_LENGTH, spawn_group, NULL, &fn) != napi_ok) return 0;
   return napi_set_named_property(env, exports, "spawnGroup", fn) == napi_ok;
 }
