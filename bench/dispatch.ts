@@ -16,11 +16,14 @@
  *
  * A third column spawns `/bin/true` raw from `concurrency` plain worker threads. fork() of a
  * process whose other threads are busy costs more kernel time than from one thread (measured here:
- * about twice the system time per spawn), and the pool must spawn from its worker threads; the
- * `ratio_vs_thread_spawn` column isolates what the pool's own code adds on top of that. A fourth
- * column runs the same pool with `spawnThread: 'main'` (the contract on the calling thread, no
- * solver threads; `ratio_main` = its rate over raw spawn, per chunk, right after the raw chunk).
- * Never pass/fail.
+ * about twice the system time per spawn); `ratio_vs_thread_spawn` compares the default pool with it.
+ *
+ * `ratio` is always the default pool (`new SolverPool()`: spawnThread worker, spawnMethod auto,
+ * i.e. the addon's posix_spawn when it is built; `spawn_method` says which). Three more pools pin
+ * the thread and the spawn method, each measured right after the same round's raw chunk, in an
+ * order rotating per round: `ratio_main` (main thread, auto), `ratio_child_process` (worker
+ * threads, child_process.spawn — the default before the native path) and
+ * `ratio_main_child_process` (main thread, child_process.spawn). Never pass/fail.
  *
  *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4]
  */
