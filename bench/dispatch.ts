@@ -25,7 +25,7 @@
  * threads, child_process.spawn — the default before the native path) and
  * `ratio_main_child_process` (main thread, child_process.spawn). Never pass/fail.
  *
- *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4]
+ *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4] [--variants main,child_process,main_child_process|none]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -135,11 +135,17 @@ const command = { binary: '/bin/true', argv: [] as string[] };
  * The pool configurations measured against raw spawn. `default` is what `new SolverPool()` does
  * (spawnThread worker, spawnMethod auto); the others pin the thread and the spawn method.
  */
-const VARIANTS = [
+const ALL_VARIANTS = [
   { key: 'main', spawnThread: 'main', spawnMethod: 'auto' },
   { key: 'child_process', spawnThread: 'worker', spawnMethod: 'child-process' },
   { key: 'main_child_process', spawnThread: 'main', spawnMethod: 'child-process' },
 ] as const;
+/**
+ * `--variants none` (or a comma list of keys) measures fewer pools: every extra pool's idle threads
+ * make this process bigger, and a bigger process makes the raw fork() baseline slower.
+ */
+const variantKeys = flag('variants', ALL_VARIANTS.map((v) => v.key).join(',')).split(',');
+const VARIANTS = ALL_VARIANTS.filter((v) => variantKeys.includes(v.key));
 
 interface Series {
   rates: number[];

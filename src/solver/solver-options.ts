@@ -91,7 +91,8 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
    * itself, `workers` runs at a time, with no worker threads — libuv spawns with fork(), and a fork
    * from a process whose other threads are busy costs the parent about twice the CPU
    * (`bench/dispatch`); the price is that run-directory bookkeeping and output reading (bounded by
-   * the output caps) happen synchronously on the calling thread.
+   * the output caps) happen synchronously on the calling thread. With native spawning
+   * (`spawnMethod`) there is no fork to save and `main` no longer pays off.
    */
   spawnThread: {
     kind: 'enum',
