@@ -7,6 +7,7 @@ import { resolveSolverOptions } from '../../src/solver/solver-options.js';
 import { PACKAGE_ROOT } from '../../src/util/paths.js';
 import { isAlive, waitForExit, waitForFile } from '../helpers/processes.js';
 import { SPAWN_METHODS } from '../helpers/spawn-methods.js';
+import { nativeSpawnAvailable } from '../../src/solver/spawn-method.js';
 
 const fixture = (name: string): string => path.join(PACKAGE_ROOT, 'test', 'fixtures', name);
 const sh = (script: string) => ({ binary: '/bin/sh', argv: [fixture(script)] });
@@ -142,6 +143,29 @@ describe('SolverPool with spawnThread main: slots', () => {
     expect(await waitForExit(leader!)).toBe(true);
     expect(await waitForExit(grandchild!)).toBe(true);
     expect(existsSync(scratchParent) && readdirSync(scratchParent).filter((name) => name.startsWith('symfence-solver-'))).toEqual([]);
+  });
+});
+
+describe('solver option spawnMethod', () => {
+  it('defaults to auto, which the pool turns into native exactly when the addon can spawn', async () => {
+    expect(resolveSolverOptions({}).spawnMethod).toBe('auto');
+    const scratchParent = mkdtempSync(path.join(tmp, 'scratch-method-'));
+    const pool = new SolverPool({ solver: { workers: 1 }, scratchParent });
+    try {
+      expect(pool.spawnMethod).toBe(nativeSpawnAvailable() ? 'native' : 'child-process');
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('refuses anything but auto, native or child-process, naming the option', () => {
+    try {
+      resolveSolverOptions({ spawnMethod: 'fork' as never });
+      expect.unreachable('an unknown spawn method must be refused');
+    } catch (error) {
+      expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION' });
+      expect((error as { details?: { option?: string } }).details?.option).toContain('spawnMethod');
+    }
   });
 });
 
