@@ -16,13 +16,16 @@
  *
  * A third column spawns `/bin/true` raw from `concurrency` plain worker threads. fork() of a
  * process whose other threads are busy costs more kernel time than from one thread (measured here:
- * about twice the system time per spawn), and the pool must spawn from its worker threads; the
- * `ratio_vs_thread_spawn` column isolates what the pool's own code adds on top of that. A fourth
- * column runs the same pool with `spawnThread: 'main'` (the contract on the calling thread, no
- * solver threads; `ratio_main` = its rate over raw spawn, per chunk, right after the raw chunk).
- * Never pass/fail.
+ * about twice the system time per spawn); `ratio_vs_thread_spawn` compares the default pool with it.
  *
- *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4]
+ * `ratio` is always the default pool (`new SolverPool()`: spawnThread worker, spawnMethod auto,
+ * i.e. the addon's posix_spawn when it is built; `spawn_method` says which). Three more pools pin
+ * the thread and the spawn method, each measured right after the same round's raw chunk, in an
+ * order rotating per round: `ratio_main` (main thread, auto), `ratio_child_process` (worker
+ * threads, child_process.spawn — the default before the native path) and
+ * `ratio_main_child_process` (main thread, child_process.spawn). Never pass/fail.
+ *
+ *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4] [--variants main,child_process,main_child_process|none]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -123,118 +126,137 @@ function median(values: number[]): number {
 }
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-dispatch-'));
-const rows: {
-  concurrency: number;
-  pool_runs_per_sec: number;
-  raw_spawn_per_sec: number;
-  ratio: number;
-  thread_spawn_per_sec: number;
-  ratio_vs_thread_spawn: number;
-  pool_cpu_us_per_run: number;
-  raw_cpu_us_per_run: number;
-  pool_total_cpu_us_per_run: number;
-  raw_total_cpu_us_per_run: number;
-  main_pool_runs_per_sec: number;
-  ratio_main: number;
-  main_pool_cpu_us_per_run: number;
-  main_pool_total_cpu_us_per_run: number;
-}[] = [];
+type Row = Record<string, number | string>;
+const rows: Row[] = [];
 const input = { bytes: new Uint8Array(16) };
 const command = { binary: '/bin/true', argv: [] as string[] };
 
+/**
+ * The pool configurations measured against raw spawn. `default` is what `new SolverPool()` does
+ * (spawnThread worker, spawnMethod auto); the others pin the thread and the spawn method.
+ */
+const ALL_VARIANTS = [
+  { key: 'main', spawnThread: 'main', spawnMethod: 'auto' },
+  { key: 'child_process', spawnThread: 'worker', spawnMethod: 'child-process' },
+  { key: 'main_child_process', spawnThread: 'main', spawnMethod: 'child-process' },
+] as const;
+/**
+ * `--variants none` (or a comma list of keys) measures fewer pools: every extra pool's idle threads
+ * make this process bigger, and a bigger process makes the raw fork() baseline slower.
+ */
+const variantKeys = flag('variants', ALL_VARIANTS.map((v) => v.key).join(',')).split(',');
+const VARIANTS = ALL_VARIANTS.filter((v) => variantKeys.includes(v.key));
+
+interface Series {
+  rates: number[];
+  ratios: number[];
+  cpu: number[];
+  totalCpu: number[];
+}
+const series = (): Series => ({ rates: [], ratios: [], cpu: [], totalCpu: [] });
+function record(s: Series, rate: number, raw: number): void {
+  s.rates.push(rate);
+  s.ratios.push(rate / raw);
+  s.cpu.push(lastCpuUs / chunk);
+  s.totalCpu.push(lastTotalCpuUs / chunk);
+}
+
+let defaultSpawnMethod = '';
 try {
   for (const concurrency of concurrencies) {
     const pool = new SolverPool({ solver: { workers: concurrency }, scratchParent: scratch });
-    const runPool = async (): Promise<void> => {
-      const result = await pool.run({ input, command });
+    defaultSpawnMethod = pool.spawnMethod;
+    const runOn = (p: SolverPool) => async (): Promise<void> => {
+      const result = await p.run({ input, command });
       if (result.status !== 'ok') throw new Error(`unexpected status ${result.status}`);
     };
-    const mainPool = new SolverPool({ solver: { workers: concurrency, spawnThread: 'main' }, scratchParent: scratch });
-    const runMainPool = async (): Promise<void> => {
-      const result = await mainPool.run({ input, command });
-      if (result.status !== 'ok') throw new Error(`unexpected status ${result.status}`);
-    };
+    const runPool = runOn(pool);
+    const variants = VARIANTS.map((v) => {
+      const p = new SolverPool({ solver: { workers: concurrency, spawnThread: v.spawnThread, spawnMethod: v.spawnMethod }, scratchParent: scratch });
+      return { ...v, pool: p, run: runOn(p), series: series() };
+    });
     // Warm-up: start every worker thread and the spawn path once.
     await withConcurrency(concurrency * 20, concurrency, runPool);
-    await withConcurrency(concurrency * 20, concurrency, runMainPool);
+    for (const v of variants) await withConcurrency(concurrency * 20, concurrency, v.run);
     await withConcurrency(concurrency * 20, concurrency, rawSpawn);
-    const poolRates: number[] = [];
-    const rawRates: number[] = [];
-    const ratios: number[] = [];
     const spawners = Array.from({ length: concurrency }, () => new Worker(threadSpawnerSource, { eval: true }));
     await threadSpawns(spawners, concurrency * 10);
+    const pooled = series();
+    const rawRates: number[] = [];
+    const rawCpu: number[] = [];
+    const rawTotalCpu: number[] = [];
     const threadRates: number[] = [];
     const threadRatios: number[] = [];
-    const poolCpu: number[] = [];
-    const rawCpu: number[] = [];
-    const poolTotalCpu: number[] = [];
-    const mainRates: number[] = [];
-    const mainRatios: number[] = [];
-    const mainCpu: number[] = [];
-    const mainTotalCpu: number[] = [];
-    const rawTotalCpu: number[] = [];
-    const recordRaw = (): void => {
-      rawCpu.push(lastCpuUs / chunk);
-      rawTotalCpu.push(lastTotalCpuUs / chunk);
-    };
-    const recordPool = (): void => {
-      poolCpu.push(lastCpuUs / chunk);
-      poolTotalCpu.push(lastTotalCpuUs / chunk);
-    };
     for (let round = 0; round < rounds; round++) {
-      let raw: number;
-      let pooled: number;
+      let raw = 0;
+      let pooledRate = 0;
+      const measureRaw = async (): Promise<void> => {
+        raw = await withConcurrency(chunk, concurrency, rawSpawn);
+        rawCpu.push(lastCpuUs / chunk);
+        rawTotalCpu.push(lastTotalCpuUs / chunk);
+      };
+      const measurePool = async (): Promise<void> => {
+        pooledRate = await withConcurrency(chunk, concurrency, runPool);
+      };
       if (round % 2 === 0) {
-        raw = await withConcurrency(chunk, concurrency, rawSpawn);
-        recordRaw();
-        pooled = await withConcurrency(chunk, concurrency, runPool);
-        recordPool();
+        await measureRaw();
+        await measurePool();
       } else {
-        pooled = await withConcurrency(chunk, concurrency, runPool);
-        recordPool();
-        raw = await withConcurrency(chunk, concurrency, rawSpawn);
-        recordRaw();
+        await measurePool();
+        const cpu = lastCpuUs;
+        const totalCpu = lastTotalCpuUs;
+        await measureRaw();
+        lastCpuUs = cpu;
+        lastTotalCpuUs = totalCpu;
       }
-      const mainPooled = await withConcurrency(chunk, concurrency, runMainPool);
-      mainCpu.push(lastCpuUs / chunk);
-      mainTotalCpu.push(lastTotalCpuUs / chunk);
-      mainRates.push(mainPooled);
-      mainRatios.push(mainPooled / raw);
-      const threaded = await threadSpawns(spawners, chunk);
+      record(pooled, pooledRate, raw);
       rawRates.push(raw);
-      poolRates.push(pooled);
+      // The other variants in an order that rotates per round, so none always runs last.
+      for (let i = 0; i < variants.length; i++) {
+        const v = variants[(i + round) % variants.length]!;
+        record(v.series, await withConcurrency(chunk, concurrency, v.run), raw);
+      }
+      const threaded = await threadSpawns(spawners, chunk);
       threadRates.push(threaded);
-      ratios.push(pooled / raw);
-      threadRatios.push(pooled / threaded);
+      threadRatios.push(pooledRate / threaded);
     }
     await pool.close();
-    await mainPool.close();
+    for (const v of variants) await v.pool.close();
     await Promise.all(spawners.map((w) => w.terminate()));
-    const row = {
+    const row: Row = {
       concurrency,
-      pool_runs_per_sec: Math.round(median(poolRates)),
+      spawn_method: pool.spawnMethod,
+      pool_runs_per_sec: Math.round(median(pooled.rates)),
       raw_spawn_per_sec: Math.round(median(rawRates)),
-      ratio: Number(median(ratios).toFixed(3)),
+      ratio: Number(median(pooled.ratios).toFixed(3)),
       thread_spawn_per_sec: Math.round(median(threadRates)),
       ratio_vs_thread_spawn: Number(median(threadRatios).toFixed(3)),
-      pool_cpu_us_per_run: Math.round(median(poolCpu)),
+      pool_cpu_us_per_run: Math.round(median(pooled.cpu)),
       raw_cpu_us_per_run: Math.round(median(rawCpu)),
-      pool_total_cpu_us_per_run: Math.round(median(poolTotalCpu)),
+      pool_total_cpu_us_per_run: Math.round(median(pooled.totalCpu)),
       raw_total_cpu_us_per_run: Math.round(median(rawTotalCpu)),
-      main_pool_runs_per_sec: Math.round(median(mainRates)),
-      ratio_main: Number(median(mainRatios).toFixed(3)),
-      main_pool_cpu_us_per_run: Math.round(median(mainCpu)),
-      main_pool_total_cpu_us_per_run: Math.round(median(mainTotalCpu)),
     };
+    for (const v of variants) {
+      row[`${v.key}_pool_runs_per_sec`] = Math.round(median(v.series.rates));
+      row[`ratio_${v.key}`] = Number(median(v.series.ratios).toFixed(3));
+      row[`${v.key}_pool_cpu_us_per_run`] = Math.round(median(v.series.cpu));
+      row[`${v.key}_pool_total_cpu_us_per_run`] = Math.round(median(v.series.totalCpu));
+    }
     rows.push(row);
     console.log(
-      `concurrency ${concurrency}: pool ${row.pool_runs_per_sec} runs/s  raw spawn ${row.raw_spawn_per_sec} runs/s  ratio ${row.ratio}  ` +
-        `cpu/run pool ${row.pool_cpu_us_per_run} µs raw ${row.raw_cpu_us_per_run} µs  ` +
-        `incl. children pool ${row.pool_total_cpu_us_per_run} µs raw ${row.raw_total_cpu_us_per_run} µs  ` +
-        `main-thread pool ${row.main_pool_runs_per_sec} runs/s ratio ${row.ratio_main} cpu/run ${row.main_pool_cpu_us_per_run} µs (incl. children ${row.main_pool_total_cpu_us_per_run} µs)  ` +
-        `thread spawn ${row.thread_spawn_per_sec} runs/s (pool/thread ${row.ratio_vs_thread_spawn})  ` +
-        `(${rounds} chunks of ${chunk}; per-chunk ratios ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+      `concurrency ${concurrency}: raw spawn ${row.raw_spawn_per_sec} runs/s, cpu/run ${row.raw_cpu_us_per_run} µs (incl. children ${row.raw_total_cpu_us_per_run} µs); ` +
+        `thread spawn ${row.thread_spawn_per_sec} runs/s (default pool/thread ${row.ratio_vs_thread_spawn}); ${rounds} chunks of ${chunk}`,
     );
+    console.log(
+      `  default pool (worker, ${pool.spawnMethod}): ${row.pool_runs_per_sec} runs/s  ratio ${row.ratio}  cpu/run ${row.pool_cpu_us_per_run} µs (incl. children ${row.pool_total_cpu_us_per_run} µs)  ` +
+        `per-chunk ratios ${pooled.ratios.map((r) => r.toFixed(2)).join(' ')}`,
+    );
+    for (const v of variants) {
+      console.log(
+        `  ${v.key.padEnd(20)} (${v.spawnThread}, ${v.pool.spawnMethod}): ${row[`${v.key}_pool_runs_per_sec`]} runs/s  ratio ${row[`ratio_${v.key}`]}  ` +
+          `cpu/run ${row[`${v.key}_pool_cpu_us_per_run`]} µs (incl. children ${row[`${v.key}_pool_total_cpu_us_per_run`]} µs)`,
+      );
+    }
   }
 } finally {
   rmSync(scratch, { recursive: true, force: true });
@@ -251,6 +273,9 @@ console.log(
     ratio: last.ratio,
     ratio_vs_thread_spawn: last.ratio_vs_thread_spawn,
     ratio_main: last.ratio_main,
+    ratio_child_process: last.ratio_child_process,
+    ratio_main_child_process: last.ratio_main_child_process,
+    spawn_method: defaultSpawnMethod,
     concurrency: last.concurrency,
     loadavg_1m: Number(os.loadavg()[0]!.toFixed(2)),
     by_concurrency: rows,

@@ -2,8 +2,8 @@
   "targets": [
     {
       "target_name": "symfence_native",
-      "sources": ["symfence_native.c"],
-      "cflags": ["-std=c11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"],
+      "sources": ["symfence_native.c", "spawn_group.c"],
+      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"],
       "defines": ["NAPI_DISABLE_CPP_EXCEPTIONS"]
     }
   ]

@@ -4,7 +4,8 @@
 // Never downloads anything: node-gyp is pointed at the headers of the Node that runs this script
 // (`<prefix>/include/node`, or an explicit `npm_config_nodedir`). If the headers, node-gyp or a
 // compiler are missing, or the build fails, this prints ONE warning and exits 0: symfence still
-// works in single-coordinator mode without the addon, and `loadNative()` returns null.
+// works in single-coordinator mode without the addon (solvers then start through child_process),
+// and `loadNative()` returns null.
 //
 // SYMFENCE_SKIP_NATIVE=1 skips the build (to exercise the no-addon path).
 import { spawnSync } from 'node:child_process';
@@ -21,6 +22,7 @@ const addon = path.join(buildDir, 'Release', 'symfence_native.node');
 function warn(reason) {
   console.warn(
     `symfence: native addon not built (${reason}); single-coordinator mode works, ` +
+      'solvers are started with child_process (slower), and ' +
       'multi-coordinator mode (flock across processes) will refuse to start.',
   );
   process.exit(0);

@@ -1,9 +1,11 @@
 /*
- * symfence native addon: the two things Node cannot do for the lease tables.
+ * symfence native addon: what Node cannot do for the lease tables, and a cheap way to start solvers.
  *
  *   tryLockExclusive(fd) -> boolean   flock(fd, LOCK_EX | LOCK_NB); false on EWOULDBLOCK
  *   unlock(fd)           -> undefined flock(fd, LOCK_UN)
  *   syncfs(fd)           -> undefined syncfs(fd): one barrier for every dirty page of a filesystem
+ *   spawnGroup(...)      -> pid       posix_spawn in a new session, watched on this thread's loop
+ *                                     (spawn_group.c)
  *
  * flock locks belong to the open file description, so two fds opened separately on the same file
  * exclude each other even inside one process, and the kernel drops the lock when the last fd of
@@ -24,23 +26,24 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "symfence_native.h"
 
-static const char *errno_name(int err) {
+const char *symfence_errno_name(int err) {
   switch (err) {
 #define E(name) case name: return #name;
     E(EBADF) E(EINTR) E(EINVAL) E(ENOLCK) E(EWOULDBLOCK) E(EIO) E(ENOSPC) E(EDQUOT) E(EROFS)
-    E(EACCES) E(EPERM) E(ENOSYS) E(EOPNOTSUPP) E(ENOMEM) E(EFAULT) E(ENOENT)
+    E(EACCES) E(EPERM) E(ENOSYS) E(EOPNOTSUPP) E(ENOMEM) E(EFAULT) E(ENOENT) E(ENOTDIR)
+    E(ENOEXEC) E(EMFILE) E(ENFILE) E(E2BIG) E(ENAMETOOLONG) E(ELOOP) E(ETXTBSY) E(EISDIR)
+    E(ESRCH) E(ECHILD)
 #undef E
     default: return "EUNKNOWN";
   }
 }
 
 /* Throws Error(`<syscall> failed: <strerror> (<CODE>)`) with code/errno/syscall properties. */
-static void throw_errno(napi_env env, const char *syscall, int err) {
+void symfence_throw_errno(napi_env env, const char *syscall, int err) {
   char message[160];
-  const char *code = errno_name(err);
+  const char *code = symfence_errno_name(err);
   snprintf(message, sizeof message, "%s failed: %s (%s)", syscall, strerror(err), code);
   napi_value msg, code_value, error, errno_value, syscall_value;
   if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg) != napi_ok) return;
@@ -83,7 +86,7 @@ static napi_value try_lock_exclusive(napi_env env, napi_callback_info info) {
   if (rc != 0) {
     int err = errno;
     if (err != EWOULDBLOCK && err != EAGAIN) {
-      throw_errno(env, "flock", err);
+      symfence_throw_errno(env, "flock", err);
       return NULL;
     }
   }
@@ -96,14 +99,14 @@ static napi_value unlock_fd(napi_env env, napi_callback_info info) {
   int rc;
   if (!fd_argument(env, info, &fd)) return NULL;
   do rc = flock(fd, LOCK_UN); while (rc != 0 && errno == EINTR);
-  if (rc != 0) throw_errno(env, "flock", errno);
+  if (rc != 0) symfence_throw_errno(env, "flock", errno);
   return NULL;
 }
 
 static napi_value syncfs_fd(napi_env env, napi_callback_info info) {
   int32_t fd;
   if (!fd_argument(env, info, &fd)) return NULL;
-  if (syncfs(fd) != 0) throw_errno(env, "syncfs", errno);
+  if (syncfs(fd) != 0) symfence_throw_errno(env, "syncfs", errno);
   return NULL;
 }
 
@@ -115,6 +118,7 @@ static napi_value init(napi_env env, napi_value exports) {
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok)
     return NULL;
+  if (!symfence_spawn_init(env, exports)) return NULL;
   return exports;
 }
 

@@ -172,7 +172,7 @@ export type { CoordinationMode, LockerKind } from './lease/record-lock.js';
 export { inspectLeaseDirectory, inspectLeaseTable, findLeaseTables } from './lease/lease-inspect.js';
 export type { TableInspection, OwnerCounts, CorruptRecordReport, InspectOptions } from './lease/lease-inspect.js';
 export { loadNative, nativeLoadError, requireNative } from './native/bindings.js';
-export type { NativeBindings } from './native/bindings.js';
+export type { NativeBindings, NativeSpawnOptions } from './native/bindings.js';
 export { InflightTargetSet } from './inflight/inflight-target-set.js';
 export type { InflightStats, InflightSetOptions } from './inflight/inflight-target-set.js';
 export { probeFilesystem, FS_PROBE_STEP_NAMES } from './lease/fs-probe.js';
@@ -230,6 +230,8 @@ export type {
 export { SolverPool } from './solver/solver-pool.js';
 export type { SolverPoolOptions, SolverPoolCounters, RunOptions } from './solver/solver-pool.js';
 export { SOLVER_OPTIONS, resolveSolverOptions } from './solver/solver-options.js';
+export { nativeSpawnAvailable, resolveSpawnMethod } from './solver/spawn-method.js';
+export type { SpawnMethod, SpawnMethodChoice } from './solver/spawn-method.js';
 export type { SolverOptions } from './solver/solver-options.js';
 export type {
   SolverTask,

@@ -1,8 +1,11 @@
 /**
- * The small N-API addon in `native-bindings/`: what Node itself cannot do for the lease tables.
+ * The small N-API addon in `native-bindings/`: what Node itself cannot do for the lease tables, and
+ * a cheaper way to start solver processes.
  *
  * `flock` gives cross-process record locks that the kernel frees when the holder dies (Node has
- * no flock); `syncfs` makes a whole batch of files durable with one call. The addon is built by
+ * no flock); `syncfs` makes a whole batch of files durable with one call; `spawnGroup` starts a
+ * process with posix_spawn (no page-table copy, unlike libuv's fork) and watches it on the calling
+ * thread's event loop (see docs/native.md). The addon is built by
  * node-gyp during `npm ci`. When it is missing, `loadNative()` returns `null`: single-coordinator
  * mode keeps working (the I/O thread is the only writer), multi-coordinator mode refuses to start.
  */
@@ -22,6 +25,36 @@ export interface NativeBindings {
   unlock(fd: number): void;
   /** `syncfs(fd)`: flush every dirty page of the filesystem holding `fd`. Throws on failure. */
   syncfs(fd: number): void;
+  /**
+   * Starts `file` with posix_spawn in a new session (pgid = pid) and watches it on this thread's
+   * loop; see `native-bindings/spawn_group.c` for the exact child setup. Returns the pid. Throws
+   * an Error whose `code` is the errno name when the program cannot be started (`ENOENT`,
+   * `EACCES` …). `onExit` runs once the leader is reaped (its group has already had a SIGKILL);
+   * `onClose` once it is reaped and stderr reached EOF. Absent when the addon was built without
+   * it or the kernel lacks `pidfd_open` (then `spawnUnsupported` says why).
+   */
+  spawnGroup?(
+    options: NativeSpawnOptions,
+    onStderr: (chunk: Buffer) => void,
+    onExit: (code: number | null, signal: number | null) => void,
+    onClose: () => void,
+  ): number;
+  /** Why `spawnGroup` is missing, when it is. */
+  readonly spawnUnsupported?: string;
+}
+
+export interface NativeSpawnOptions {
+  /** Program; a name without `/` is searched in `env`'s PATH (default `/bin:/usr/bin`), like execvp. */
+  readonly file: string;
+  /** Full argv, `argv[0]` included. */
+  readonly argv: readonly string[];
+  /** `NAME=value` strings: the child's whole environment. */
+  readonly env: readonly string[];
+  readonly cwd?: string;
+  /** fd for stdin (`-1` = `/dev/null`). */
+  readonly stdinFd?: number;
+  /** Bytes the child reads on stdin, then EOF (a memfd; overrides `stdinFd`). */
+  readonly stdinBytes?: Uint8Array;
 }
 
 /** Where node-gyp leaves the addon. */

@@ -3,21 +3,27 @@
  * cancel hook. Used for the solver and for afl-showmap.
  *
  * Why a process group: SymCC targets (and wrappers) may fork; a timeout must take the grandchildren
- * down too, so the child is spawned `detached` (it becomes a group leader, pgid = pid) and every
+ * down too, so the child starts in a new session (it becomes a group leader, pgid = pid) and every
  * kill goes to `-pid`. Kill sequence on timeout or cancel: SIGTERM to the group, SIGKILL to the
  * group after `killGraceMs` if the leader is still alive. When the leader exits, the group gets a
  * final SIGKILL regardless of how it ended, so nothing it forked outlives the run (ESRCH — an
  * already empty group — is the normal case and ignored). No shell is ever involved.
+ *
+ * How the process is started is the launcher's business (process-launchers.ts): the native
+ * posix_spawn path when the addon provides it, else `child_process.spawn`; `spawnMethod` forces one.
  */
-import { spawn, type StdioOptions } from 'node:child_process';
+import { killGroup, launcherFor, type Launcher } from './process-launchers.js';
+import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { StderrCapture } from './stderr-capture.js';
+
+export { killGroup } from './process-launchers.js';
 
 export interface GroupRunOptions {
   readonly binary: string;
   readonly argv: readonly string[];
   readonly env: NodeJS.ProcessEnv;
   readonly cwd?: string;
-  /** Bytes piped to stdin then closed; `null` = stdin from /dev/null; a number = that fd. */
+  /** Bytes fed to stdin then EOF; `null` = stdin from /dev/null; a number = that fd. */
   readonly stdin: Uint8Array | number | null;
   readonly timeoutMs: number;
   readonly killGraceMs: number;
@@ -26,6 +32,8 @@ export interface GroupRunOptions {
   readonly cancelled?: Promise<boolean>;
   /** Clock for elapsed time (injected for tests); defaults to `performance.now`. */
   readonly nowMs?: () => number;
+  /** How to start the process; default: native when the addon provides it (`resolveSpawnMethod('auto')`). */
+  readonly spawnMethod?: SpawnMethod;
 }
 
 export interface GroupRunOutcome {
@@ -39,20 +47,23 @@ export interface GroupRunOutcome {
   readonly stderr: StderrCapture;
 }
 
-export function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
-  }
+let autoLauncher: Launcher | undefined;
+
+function launcher(method: SpawnMethod | undefined): Launcher {
+  if (method !== undefined) return launcherFor(method);
+  autoLauncher ??= launcherFor(resolveSpawnMethod('auto'));
+  return autoLauncher;
 }
 
+/**
+ * Contract: resolves exactly once, after the leader was reaped and its stderr reached EOF (or the
+ * start failed); by then the process group has had its final SIGKILL and every timer is cleared.
+ */
 export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOutcome> {
   const now = options.nowMs ?? (() => performance.now());
   const stderr = new StderrCapture(options.stderrCapBytes);
   const started = now();
-  const stdinSpec = options.stdin === null ? 'ignore' : typeof options.stdin === 'number' ? options.stdin : 'pipe';
-  const stdio: StdioOptions = [stdinSpec, 'ignore', 'pipe'];
+  const launch = launcher(options.spawnMethod);
 
   return new Promise<GroupRunOutcome>((resolve) => {
     let timedOut = false;
@@ -60,43 +71,15 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     let killing = false;
     let spawnError: NodeJS.ErrnoException | null = null;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let timeoutTimer: NodeJS.Timeout | null = null;
     let graceTimer: NodeJS.Timeout | null = null;
     let settled = false;
-
-    const child = spawn(options.binary, [...options.argv], {
-      cwd: options.cwd,
-      env: options.env,
-      stdio,
-      detached: true,
-      shell: false,
-      windowsHide: true,
-    });
-    const pid = child.pid;
-
-    const beginKill = (): void => {
-      if (killing || pid === undefined || exit !== null) return;
-      killing = true;
-      killGroup(pid, 'SIGTERM');
-      graceTimer = setTimeout(() => {
-        if (exit === null) killGroup(pid, 'SIGKILL');
-      }, options.killGraceMs);
-    };
-
-    const timeoutTimer = setTimeout(() => {
-      timedOut = true;
-      beginKill();
-    }, options.timeoutMs);
-
-    options.cancelled?.then((cancel) => {
-      if (!cancel || exit !== null || settled) return;
-      cancelled = true;
-      beginKill();
-    });
+    let pid: number | undefined;
 
     const finish = (): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timeoutTimer);
+      if (timeoutTimer) clearTimeout(timeoutTimer);
       if (graceTimer) clearTimeout(graceTimer);
       stderr.end();
       resolve({
@@ -110,29 +93,41 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
       });
     };
 
-    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
-    child.on('error', (error: NodeJS.ErrnoException) => {
-      // 'error' without a pid means spawn failed; no 'exit' follows.
-      if (pid === undefined) {
-        spawnError = error;
-        finish();
-      }
-    });
-    child.on('exit', (code, signal) => {
-      exit = { code, signal };
-      // Reap whatever the leader left behind in its group (forked helpers, grandchildren). While a
-      // member lives the pgid stays allocated; an empty group gives ESRCH. (Hitting a stranger would
-      // need the just-reaped pid recycled as a new group leader within this tick: Linux allocates
-      // pids sequentially, so that needs a full pid wrap-around first.)
-      if (pid !== undefined) killGroup(pid, 'SIGKILL');
-    });
-    // 'close' fires once the leader exited and every holder of its stderr pipe closed it.
-    child.on('close', () => finish());
+    pid = launch(
+      { binary: options.binary, argv: options.argv, env: options.env, cwd: options.cwd, stdin: options.stdin },
+      {
+        stderr: (chunk) => stderr.push(chunk),
+        exit: (code, signal) => {
+          exit = { code, signal };
+        },
+        close: finish,
+        spawnError: (error) => {
+          spawnError = error;
+          finish();
+        },
+      },
+    );
+    if (pid === undefined || settled) return;
+    const leader = pid;
 
-    if (stdinSpec === 'pipe' && child.stdin) {
-      // A solver that never reads stdin (or exits first) closes the pipe: EPIPE is not our error.
-      child.stdin.on('error', () => {});
-      child.stdin.end(options.stdin as Uint8Array);
-    }
+    const beginKill = (): void => {
+      if (killing || exit !== null || settled) return;
+      killing = true;
+      killGroup(leader, 'SIGTERM');
+      graceTimer = setTimeout(() => {
+        if (exit === null) killGroup(leader, 'SIGKILL');
+      }, options.killGraceMs);
+    };
+
+    timeoutTimer = setTimeout(() => {
+      timedOut = true;
+      beginKill();
+    }, options.timeoutMs);
+
+    options.cancelled?.then((cancel) => {
+      if (!cancel || exit !== null || settled) return;
+      cancelled = true;
+      beginKill();
+    });
   });
 }

@@ -91,7 +91,8 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
    * itself, `workers` runs at a time, with no worker threads — libuv spawns with fork(), and a fork
    * from a process whose other threads are busy costs the parent about twice the CPU
    * (`bench/dispatch`); the price is that run-directory bookkeeping and output reading (bounded by
-   * the output caps) happen synchronously on the calling thread.
+   * the output caps) happen synchronously on the calling thread. With native spawning
+   * (`spawnMethod`) there is no fork to save and `main` no longer pays off.
    */
   spawnThread: {
     kind: 'enum',
@@ -100,6 +101,20 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     flag: 'solver-spawn-thread',
     env: 'SYMFENCE_SOLVER_SPAWN_THREAD',
     description: 'thread that spawns solver processes: worker (solver threads) or main (calling thread, cheaper fork, no solver threads)',
+  },
+  /**
+   * How solver and afl-showmap processes are started. `auto` (default): `native` when the addon
+   * provides it, else `child-process`. `native`: the addon's posix_spawn (no page-table copy; see
+   * docs/native.md) — refused with ERR_NATIVE_UNAVAILABLE when the addon lacks it.
+   * `child-process`: Node's `child_process.spawn` (libuv forks).
+   */
+  spawnMethod: {
+    kind: 'enum',
+    values: ['auto', 'native', 'child-process'] as const,
+    default: 'auto',
+    flag: 'solver-spawn-method',
+    env: 'SYMFENCE_SOLVER_SPAWN_METHOD',
+    description: 'how solver processes are started: auto (native when the addon has it), native (posix_spawn) or child-process',
   },
   /** How the target reads its input: `stdin`, `file` (`@@`), or `auto` (file when argv has `@@`). */
   inputMode: {

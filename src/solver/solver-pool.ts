@@ -23,6 +23,7 @@ import { MainThreadSolverRunner } from './main-thread-runner.js';
 import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
 import type { SolverResult, SolverTask, WireResult } from './solver-types.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
+import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { resolveTask } from './task-resolution.js';
 import { parseTelemetryEnvelope, type TelemetryParser } from './telemetry-envelope.js';
 
@@ -62,6 +63,8 @@ export interface SolverPoolCounters {
 export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly options: SolverOptions;
   readonly bitmap: CoverageBitmap;
+  /** How this pool starts solvers: `options.spawnMethod` with `auto` decided. */
+  readonly spawnMethod: SpawnMethod;
   /** Null with `spawnThread: 'main'`. */
   readonly #piscina: Piscina | null;
   readonly #mainRunner: MainThreadSolverRunner | null;
@@ -86,6 +89,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
 
   constructor(options: SolverPoolOptions<T> = {}) {
     this.options = resolveSolverOptions(options.solver ?? {});
+    this.spawnMethod = resolveSpawnMethod(this.options.spawnMethod);
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
@@ -132,7 +136,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     if (signal?.aborted) throw new AbortedError('solver run aborted before dispatch', { reason: String(signal.reason) });
     const taskId = this.#nextTaskId++;
     const cell = new TaskAbortCell();
-    const wire = resolveTask(task, this.options, taskId, cell.buffer);
+    const wire = resolveTask(task, this.options, taskId, cell.buffer, this.spawnMethod);
     const onAbort = (): void => {
       cell.requestAbort();
     };

@@ -131,6 +131,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
       killGraceMs: task.killGraceMs,
       stderrCapBytes: task.stderrCapBytes,
       cancelled: cell.whenSettled(),
+      ...(task.spawnMethod !== undefined ? { spawnMethod: task.spawnMethod } : {}),
     });
   } finally {
     if (stdinFd !== null) closeSync(stdinFd);
@@ -228,6 +229,7 @@ async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, 
       workDir: runDir,
       candidate: file.bytes,
       baseEnv: ctx.baseEnv,
+      ...(task.spawnMethod !== undefined ? { spawnMethod: task.spawnMethod } : {}),
     });
     if (shown.outcome === 'ok' && shown.map) {
       if (shown.map.length > ctx.bitmap.sizeBytes) {

@@ -17,6 +17,7 @@ export type InputMode = 'auto' | 'stdin' | 'file';
 export type SolverInput = { readonly path: string } | { readonly bytes: Uint8Array };
 
 import type { ActionKind } from '../scheduler/replay-job.js';
+import type { SpawnMethod } from './spawn-method.js';
 export type { ActionKind };
 
 /** Directed-extension job fields (`SYMCC_TARGET_BRANCH`, `SYMCC_S2F_ACTIONS`). */
@@ -84,6 +85,8 @@ export interface WireTask {
   readonly telemetry: boolean;
   readonly triage: (Required<TriageSettings> & { readonly inputMode: 'stdin' | 'file' }) | null;
   readonly includeBytes: boolean;
+  /** How the worker starts the solver and afl-showmap; absent = `auto` on the worker's thread. */
+  readonly spawnMethod?: SpawnMethod;
 }
 
 export type SolverStatus = 'ok' | 'timeout' | 'crash' | 'error';

@@ -6,6 +6,7 @@
 import { InvalidJobError, InvalidOptionError } from '../errors.js';
 import { argvWantsFile, validateTaskEnv } from './solver-env.js';
 import type { SolverOptions } from './solver-options.js';
+import type { SpawnMethod } from './spawn-method.js';
 import type { ActionKind, CommandTemplate, DirectedJob, InputMode, SolverTask, TriageSettings, WireTask } from './solver-types.js';
 
 const MAX_U64 = (1n << 64n) - 1n;
@@ -77,7 +78,8 @@ function resolveTriage(triage: TriageSettings | undefined, options: SolverOption
   };
 }
 
-export function resolveTask(task: SolverTask, options: SolverOptions, taskId: number, abortBuffer: SharedArrayBuffer): WireTask {
+/** `spawnMethod`: decided once by the pool (it depends on the addon), passed through to the worker. */
+export function resolveTask(task: SolverTask, options: SolverOptions, taskId: number, abortBuffer: SharedArrayBuffer, spawnMethod?: SpawnMethod): WireTask {
   if (typeof task !== 'object' || task === null) throw invalid('task', 'an object', task);
   const command = checkCommand('command', task.command);
   const input = task.input as { path?: unknown; bytes?: unknown } | undefined;
@@ -106,5 +108,6 @@ export function resolveTask(task: SolverTask, options: SolverOptions, taskId: nu
     telemetry: task.telemetry ?? true,
     triage: resolveTriage(task.triage, options),
     includeBytes: task.includeBytes ?? true,
+    ...(spawnMethod !== undefined ? { spawnMethod } : {}),
   };
 }

@@ -12,6 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { aflToolEnv, substituteInputPath } from '../solver/solver-env.js';
 import { runInProcessGroup } from '../solver/process-group.js';
+import type { SpawnMethod } from '../solver/spawn-method.js';
 import type { CommandTemplate, ShowmapOutcome } from '../solver/solver-types.js';
 
 /** Extra wall time granted to afl-showmap beyond its own `-t` before we kill it. */
@@ -26,6 +27,8 @@ export interface ShowmapRequest {
   readonly workDir: string;
   readonly candidate: Uint8Array;
   readonly baseEnv?: NodeJS.ProcessEnv;
+  /** How afl-showmap is started; default: native when the addon provides it. */
+  readonly spawnMethod?: SpawnMethod;
 }
 
 export interface ShowmapResult {
@@ -55,6 +58,7 @@ export async function runShowmap(request: ShowmapRequest): Promise<ShowmapResult
     timeoutMs: request.timeoutMs + SHOWMAP_SLACK_MS,
     killGraceMs: 500,
     stderrCapBytes: 4096,
+    ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
   });
   if (outcome.spawnError) return { outcome: 'error', exitCode: null, detail: `cannot start ${request.showmap.binary}: ${outcome.spawnError.code ?? outcome.spawnError.message}` };
   if (outcome.timedOut) return { outcome: 'hang', exitCode: null, detail: 'showmap itself did not finish' };

@@ -6,6 +6,8 @@ import { SolverPool } from '../../src/solver/solver-pool.js';
 import { resolveSolverOptions } from '../../src/solver/solver-options.js';
 import { PACKAGE_ROOT } from '../../src/util/paths.js';
 import { isAlive, waitForExit, waitForFile } from '../helpers/processes.js';
+import { SPAWN_METHODS } from '../helpers/spawn-methods.js';
+import { nativeSpawnAvailable } from '../../src/solver/spawn-method.js';
 
 const fixture = (name: string): string => path.join(PACKAGE_ROOT, 'test', 'fixtures', name);
 const sh = (script: string) => ({ binary: '/bin/sh', argv: [fixture(script)] });
@@ -26,13 +28,15 @@ afterAll(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-describe.each(['worker', 'main'] as const)('SolverPool with spawnThread %s', (spawnThread) => {
+const CASES = (['worker', 'main'] as const).flatMap((spawnThread) => SPAWN_METHODS.map((spawnMethod) => ({ spawnThread, spawnMethod })));
+
+describe.each(CASES)('SolverPool with spawnThread $spawnThread, spawnMethod $spawnMethod', ({ spawnThread, spawnMethod }) => {
   let pool: SolverPool;
   let scratchParent: string;
 
   beforeAll(() => {
-    scratchParent = mkdtempSync(path.join(tmp, `scratch-${spawnThread}-`));
-    pool = new SolverPool({ solver: { workers: 2, killGraceMs: 200, spawnThread }, scratchParent });
+    scratchParent = mkdtempSync(path.join(tmp, `scratch-${spawnThread}-${spawnMethod}-`));
+    pool = new SolverPool({ solver: { workers: 2, killGraceMs: 200, spawnThread, spawnMethod }, scratchParent });
   });
   afterAll(async () => {
     await pool.close();
@@ -51,7 +55,7 @@ describe.each(['worker', 'main'] as const)('SolverPool with spawnThread %s', (sp
   });
 
   it('kills a grandchild that the solver left behind when it exited cleanly', async () => {
-    const pidFile = path.join(tmp, `orphan-${spawnThread}.pids`);
+    const pidFile = path.join(tmp, `orphan-${spawnThread}-${spawnMethod}.pids`);
     const result = await pool.run({ input: { bytes: Buffer.from('x') }, command: sh('orphaning-solver.sh'), env: { SYMFENCE_TEST_PIDFILE: pidFile } });
     expect(result.status).toBe('ok');
     const [leader, grandchild] = (await waitForFile(pidFile)).trim().split(' ').map(Number);
@@ -69,7 +73,7 @@ describe.each(['worker', 'main'] as const)('SolverPool with spawnThread %s', (sp
   });
 
   it('on abort kills the process group and rejects with ERR_ABORTED, then keeps serving runs', async () => {
-    const pidFile = path.join(tmp, `abort-${spawnThread}.pids`);
+    const pidFile = path.join(tmp, `abort-${spawnThread}-${spawnMethod}.pids`);
     const controller = new AbortController();
     const running = pool.run(
       { input: { bytes: Buffer.from('x') }, command: sh('forking-solver.sh'), timeoutMs: 600_000, env: { SYMFENCE_TEST_PIDFILE: pidFile } },
@@ -86,7 +90,7 @@ describe.each(['worker', 'main'] as const)('SolverPool with spawnThread %s', (sp
   });
 
   it('on timeout kills the process group, grandchild included', async () => {
-    const pidFile = path.join(tmp, `timeout-${spawnThread}.pids`);
+    const pidFile = path.join(tmp, `timeout-${spawnThread}-${spawnMethod}.pids`);
     const result = await pool.run({ input: { bytes: Buffer.from('x') }, command: sh('forking-solver.sh'), timeoutMs: 1000, env: { SYMFENCE_TEST_PIDFILE: pidFile } });
     expect(result.status).toBe('timeout');
     expect(result.error?.code).toBe('ERR_SOLVER_TIMEOUT');
@@ -139,6 +143,29 @@ describe('SolverPool with spawnThread main: slots', () => {
     expect(await waitForExit(leader!)).toBe(true);
     expect(await waitForExit(grandchild!)).toBe(true);
     expect(existsSync(scratchParent) && readdirSync(scratchParent).filter((name) => name.startsWith('symfence-solver-'))).toEqual([]);
+  });
+});
+
+describe('solver option spawnMethod', () => {
+  it('defaults to auto, which the pool turns into native exactly when the addon can spawn', async () => {
+    expect(resolveSolverOptions({}).spawnMethod).toBe('auto');
+    const scratchParent = mkdtempSync(path.join(tmp, 'scratch-method-'));
+    const pool = new SolverPool({ solver: { workers: 1 }, scratchParent });
+    try {
+      expect(pool.spawnMethod).toBe(nativeSpawnAvailable() ? 'native' : 'child-process');
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('refuses anything but auto, native or child-process, naming the option', () => {
+    try {
+      resolveSolverOptions({ spawnMethod: 'fork' as never });
+      expect.unreachable('an unknown spawn method must be refused');
+    } catch (error) {
+      expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION' });
+      expect((error as { details?: { option?: string } }).details?.option).toContain('spawnMethod');
+    }
   });
 });
 

@@ -1,0 +1,135 @@
+/**
+ * The two ways `runInProcessGroup` starts a process (see spawn-method.ts). A launcher starts the
+ * child in its own session/process group and reports through `LaunchEvents`; the run's policy —
+ * timeout, kill sequence, cancellation, stderr capture — stays in process-group.ts, so both paths
+ * obey the same contract and the same tests.
+ *
+ * Event contract, both launchers:
+ *   spawnError ──(nothing follows)
+ *   stderr* ── exit ── close       (stderr chunks may also arrive after exit, never after close)
+ * `exit` comes after the whole process group has been sent a final SIGKILL, so nothing the
+ * leader forked outlives the run.
+ */
+import { spawn, type StdioOptions } from 'node:child_process';
+import { constants as osConstants } from 'node:os';
+import { loadNative } from '../native/bindings.js';
+import { NativeUnavailableError } from '../errors.js';
+import type { SpawnMethod } from './spawn-method.js';
+
+export interface LaunchRequest {
+  readonly binary: string;
+  readonly argv: readonly string[];
+  readonly env: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+  /** Bytes to read on stdin then EOF; `null` = /dev/null; a number = that fd. */
+  readonly stdin: Uint8Array | number | null;
+}
+
+export interface LaunchEvents {
+  stderr(chunk: Buffer): void;
+  exit(code: number | null, signal: NodeJS.Signals | null): void;
+  close(): void;
+  /** The program could not be started (ENOENT, EACCES …); may be called synchronously. */
+  spawnError(error: NodeJS.ErrnoException): void;
+}
+
+/** Starts the child; returns its pid (= its pgid), or undefined when it could not be started. */
+export type Launcher = (request: LaunchRequest, events: LaunchEvents) => number | undefined;
+
+export function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+export function launcherFor(method: SpawnMethod): Launcher {
+  return method === 'native' ? launchNative : launchChildProcess;
+}
+
+/** `child_process.spawn`, detached (libuv: fork + setsid + execvp). */
+export const launchChildProcess: Launcher = (request, events) => {
+  const stdinSpec = request.stdin === null ? 'ignore' : typeof request.stdin === 'number' ? request.stdin : 'pipe';
+  const stdio: StdioOptions = [stdinSpec, 'ignore', 'pipe'];
+  const child = spawn(request.binary, [...request.argv], {
+    cwd: request.cwd,
+    env: request.env,
+    stdio,
+    detached: true,
+    shell: false,
+    windowsHide: true,
+  });
+  const pid = child.pid;
+  child.stderr?.on('data', (chunk: Buffer) => events.stderr(chunk));
+  child.on('error', (error: NodeJS.ErrnoException) => {
+    // 'error' without a pid means spawn failed; no 'exit' follows.
+    if (pid === undefined) events.spawnError(error);
+  });
+  child.on('exit', (code, signal) => {
+    // Reap whatever the leader left behind in its group (forked helpers, grandchildren). While a
+    // member lives the pgid stays allocated; an empty group gives ESRCH. (Hitting a stranger would
+    // need the just-reaped pid recycled as a new group leader within this tick: Linux allocates
+    // pids sequentially, so that needs a full pid wrap-around first.)
+    if (pid !== undefined) killGroup(pid, 'SIGKILL');
+    events.exit(code, signal);
+  });
+  // 'close' fires once the leader exited and every holder of its stderr pipe closed it.
+  child.on('close', () => events.close());
+  if (stdinSpec === 'pipe' && child.stdin) {
+    // A program that never reads stdin (or exits first) closes the pipe: EPIPE is not our error.
+    child.stdin.on('error', () => {});
+    child.stdin.end(request.stdin as Uint8Array);
+  }
+  return pid;
+};
+
+/** Signal number → the name Node reports (the first of aliases: SIGABRT, not SIGIOT; SIGIO, not SIGPOLL). */
+const SIGNAL_NAMES = new Map<number, NodeJS.Signals>();
+for (const [name, number] of Object.entries(osConstants.signals)) {
+  if (!SIGNAL_NAMES.has(number)) SIGNAL_NAMES.set(number, name as NodeJS.Signals);
+}
+
+/**
+ * The addon's posix_spawn. It kills the group itself, before reaping the leader (the zombie
+ * leader pins the pgid, so that kill cannot reach a recycled group).
+ */
+export const launchNative: Launcher = (request, events) => {
+  const native = loadNative();
+  if (native?.spawnGroup === undefined) {
+    throw new NativeUnavailableError('native spawning requested but the addon has no spawnGroup on this thread', { purpose: 'native solver spawning' });
+  }
+  const env: string[] = [];
+  for (const key in request.env) {
+    const value = request.env[key];
+    if (value !== undefined) env.push(`${key}=${value}`);
+  }
+  const stdin = request.stdin;
+  try {
+    return native.spawnGroup(
+      {
+        file: request.binary,
+        argv: [request.binary, ...request.argv],
+        env,
+        ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+        ...(stdin === null ? { stdinFd: -1 } : typeof stdin === 'number' ? { stdinFd: stdin } : { stdinBytes: stdin }),
+      },
+      (chunk) => events.stderr(chunk),
+      (code, signal) => events.exit(code, signal === null ? null : (SIGNAL_NAMES.get(signal) ?? null)),
+      () => events.close(),
+    );
+  } catch (error) {
+    const failure = error as NodeJS.ErrnoException;
+    // Errno failures of the start itself are the program's problem, reported like Node's
+    // spawn error; argument errors (ERR_*) are ours and propagate.
+    if (typeof failure.code !== 'string' || !/^E[A-Z0-9]+$/.test(failure.code)) throw error;
+    const spawnError: NodeJS.ErrnoException = Object.assign(new Error(`spawn ${request.binary} ${failure.code}`), {
+      code: failure.code,
+      errno: failure.errno,
+      syscall: `spawn ${request.binary}`,
+      path: request.binary,
+    });
+    events.spawnError(spawnError);
+    return undefined;
+  }
+};
