@@ -2,7 +2,7 @@
  * Campaign scaling: the demo maze with a fixed job budget, run with 1 and then 2 solver workers in
  * the same process run (A/B), medians over repeated rounds.
  *
- *   npm run bench -- campaign-scaling [--jobs 24] [--rounds 3]
+ *   npm run bench -- campaign-scaling [--jobs 24] [--rounds 3] [--solve-cpu-ms 0]
  *
  * Each round starts a fresh single-coordinator campaign (reference solver, built-in maze coverage,
  * I/O thread, scheduler) from `--jobs` distinct seeds and stops once `--jobs` jobs completed.
@@ -10,6 +10,15 @@
  * solve is a committed work id that ran twice, or two jobs sharing a target that overlapped in
  * time; it must stay 0. The reference solver is a node process per job, so absolute numbers
  * measure process start-up as much as the runtime; the ratio is what matters.
+ *
+ * `--solve-cpu-ms N` makes every reference-solver run spend N ms of CPU first, standing in for the
+ * constraint solving that dominates a real SymCC job (without it, a job is mostly node start-up).
+ *
+ * Machine baseline, in the same run: the same solver command on the same seeds, started directly
+ * (no symfence) one at a time and two at a time. `raw_scaling` is what two cores of this machine
+ * give this solver at all (process start-up contends for shared memory bandwidth and the kernel,
+ * and on a VM the two vCPUs may share a physical core), and `scaling_vs_raw` is the share of it
+ * the runtime keeps.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,14 +29,15 @@ import { DEMO_MAZE_SPEC, mazeClassifier } from '../src/coordinator/adapters/demo
 import { Campaign } from '../src/coordinator/campaign.js';
 import { DEMO_MAZE } from '../src/reference/demo-maze.js';
 import { referenceSolverCommand } from '../src/reference/reference-commands.js';
+import { runInProcessGroup } from '../src/solver/process-group.js';
 import { readJobLog, type JobLogEntry } from '../src/telemetry/job-log.js';
 
-function flag(name: string, fallback: number): number {
+function flag(name: string, fallback: number, min = 1): number {
   const at = process.argv.indexOf(`--${name}`);
   if (at < 0) return fallback;
   const value = Number(process.argv[at + 1]);
-  if (!Number.isInteger(value) || value < 1) {
-    console.error(`bench campaign-scaling: --${name} expects a positive integer, received ${JSON.stringify(process.argv[at + 1])}`);
+  if (!Number.isInteger(value) || value < min) {
+    console.error(`bench campaign-scaling: --${name} expects an integer of at least ${min}, received ${JSON.stringify(process.argv[at + 1])}`);
     process.exit(2);
   }
   return value;
@@ -35,6 +45,9 @@ function flag(name: string, fallback: number): number {
 
 const jobBudget = flag('jobs', 24);
 const rounds = flag('rounds', 3);
+const solveCpuMs = flag('solve-cpu-ms', 0, 0);
+// Inherited by every solver process, in the campaigns and in the raw baseline alike.
+if (solveCpuMs > 0) process.env.SYMFENCE_REFSOLVER_SOLVE_CPU_MS = String(solveCpuMs);
 
 const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
 
@@ -118,6 +131,43 @@ async function round(workers: number): Promise<{ jobsPerSec: number; duplicates:
   }
 }
 
+/** Runs the solver command once per seed, `concurrency` at a time, with no runtime around it. */
+async function rawRound(seeds: readonly Uint8Array[], concurrency: number): Promise<number> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-raw-'));
+  try {
+    const command = referenceSolverCommand(DEMO_MAZE_SPEC, 'file');
+    const inputs = seeds.map((bytes, i) => {
+      const file = path.join(dir, `seed-${i}`);
+      writeFileSync(file, bytes);
+      mkdirSync(path.join(dir, `out-${i}`));
+      return file;
+    });
+    let next = 0;
+    // The cheapest start this process has (posix_spawn when the addon is built), so the baseline is
+    // the solver itself rather than fork() of a large parent.
+    const runOne = async (i: number): Promise<void> => {
+      const outcome = await runInProcessGroup({
+        binary: command.binary,
+        argv: command.argv.map((a) => (a === '@@' ? inputs[i]! : a)),
+        env: { ...process.env, SYMCC_OUTPUT_DIR: path.join(dir, `out-${i}`), SYMCC_INPUT_FILE: inputs[i]! },
+        stdin: null,
+        timeoutMs: 60_000,
+        killGraceMs: 1_000,
+        stderrCapBytes: 4096,
+      });
+      if (outcome.spawnError || outcome.code !== 0) throw new Error(`raw solver run failed: ${outcome.spawnError?.message ?? `exit ${outcome.code}`}`);
+    };
+    const stream = async (): Promise<void> => {
+      while (next < inputs.length) await runOne(next++);
+    };
+    const started = performance.now();
+    await Promise.all(Array.from({ length: concurrency }, stream));
+    return inputs.length / ((performance.now() - started) / 1000);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
@@ -125,8 +175,10 @@ const median = (values: readonly number[]): number => {
 };
 
 const results: Record<1 | 2, number[]> = { 1: [], 2: [] };
+const raw: Record<1 | 2, number[]> = { 1: [], 2: [] };
+const rawSeeds = seedInputs(jobBudget);
 let duplicates = 0;
-console.log(`campaign-scaling: demo maze, ${jobBudget} jobs per round, ${rounds} rounds, cores ${os.availableParallelism()}`);
+console.log(`campaign-scaling: demo maze, ${jobBudget} jobs per round, ${rounds} rounds, solve cpu ${solveCpuMs} ms per job, cores ${os.availableParallelism()}`);
 for (let r = 0; r < rounds; r++) {
   for (const workers of [1, 2] as const) {
     const res = await round(workers);
@@ -136,9 +188,33 @@ for (let r = 0; r < rounds; r++) {
       `round ${r + 1} workers ${workers}: ${res.jobs} jobs, ${res.jobsPerSec.toFixed(2)} jobs/s, duplicate solves ${res.duplicates}, ` +
         `cpu/job: coordinator process ${res.selfCpuMsPerJob.toFixed(1)} ms, solver processes ${res.childCpuMsPerJob.toFixed(1)} ms`,
     );
+    const rawRate = await rawRound(rawSeeds, workers);
+    raw[workers].push(rawRate);
+    console.log(`round ${r + 1} raw solver, ${workers} at a time: ${rawRate.toFixed(2)} runs/s`);
   }
 }
 const one = median(results[1]);
 const two = median(results[2]);
-console.log(`median: 1 worker ${one.toFixed(2)} jobs/s, 2 workers ${two.toFixed(2)} jobs/s, scaling ${(two / one).toFixed(2)}`);
-console.log(JSON.stringify({ bench: 'campaign-scaling', jobs: jobBudget, rounds, jobs_per_sec_1: Number(one.toFixed(3)), jobs_per_sec_2: Number(two.toFixed(3)), scaling: Number((two / one).toFixed(3)), duplicate_solves: duplicates }));
+const rawOne = median(raw[1]);
+const rawTwo = median(raw[2]);
+const scaling = two / one;
+const rawScaling = rawTwo / rawOne;
+console.log(`median: 1 worker ${one.toFixed(2)} jobs/s, 2 workers ${two.toFixed(2)} jobs/s, scaling ${scaling.toFixed(2)}`);
+console.log(`machine baseline: raw solver ${rawOne.toFixed(2)} → ${rawTwo.toFixed(2)} runs/s, scaling ${rawScaling.toFixed(2)}; runtime keeps ${((scaling / rawScaling) * 100).toFixed(0)}% of it`);
+console.log(
+  JSON.stringify({
+    bench: 'campaign-scaling',
+    jobs: jobBudget,
+    rounds,
+    solve_cpu_ms: solveCpuMs,
+    jobs_per_sec_1: Number(one.toFixed(3)),
+    jobs_per_sec_2: Number(two.toFixed(3)),
+    scaling: Number(scaling.toFixed(3)),
+    raw_runs_per_sec_1: Number(rawOne.toFixed(3)),
+    raw_runs_per_sec_2: Number(rawTwo.toFixed(3)),
+    raw_scaling: Number(rawScaling.toFixed(3)),
+    scaling_vs_raw: Number((scaling / rawScaling).toFixed(3)),
+    duplicate_solves: duplicates,
+    loadavg_1m: Number(os.loadavg()[0]!.toFixed(2)),
+  }),
+);

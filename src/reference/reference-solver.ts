@@ -14,7 +14,8 @@
  *       afl-showmap-compatible: writes the maze's bucketed coverage map (AFL_MAP_SIZE bytes,
  *       default 65536); exit 0, or 2 when the input reaches an abort node.
  *
- * Knobs (environment): SYMFENCE_REFSOLVER_DELAY_MS (sleep before exiting), SYMFENCE_REFSOLVER_CRASH
+ * Knobs (environment): SYMFENCE_REFSOLVER_DELAY_MS (sleep before exiting), SYMFENCE_REFSOLVER_SOLVE_CPU_MS
+ * (burn this much CPU first, standing in for constraint solving), SYMFENCE_REFSOLVER_CRASH
  * (signal name to die by after writing outputs), SYMFENCE_REFSOLVER_HANG=1 (never exit),
  * SYMFENCE_REFSOLVER_IGNORE_SIGTERM=1, SYMFENCE_REFSOLVER_FLOOD=<n> (write n extra outputs),
  * SYMFENCE_REFSOLVER_FLOOD_BYTES=<size of each, default input length>.
@@ -28,7 +29,7 @@ import { parseActionsText, runReference, type ReferenceJob } from './reference-r
 const USAGE = `reference-solver (symfence TEST AND DEMO FIXTURE: behaves like a SymCC binary over a maze)
 usage: reference-solver <maze.json|builtin:demo> [input-file]
        reference-solver showmap [-t ms] [-m none] [-b] [-q] -o <map-file> -- <maze.json|builtin:demo> [input-file]
-env knobs: SYMFENCE_REFSOLVER_DELAY_MS, SYMFENCE_REFSOLVER_CRASH=<signal>, SYMFENCE_REFSOLVER_HANG=1,
+env knobs: SYMFENCE_REFSOLVER_DELAY_MS, SYMFENCE_REFSOLVER_SOLVE_CPU_MS, SYMFENCE_REFSOLVER_CRASH=<signal>, SYMFENCE_REFSOLVER_HANG=1,
            SYMFENCE_REFSOLVER_IGNORE_SIGTERM=1, SYMFENCE_REFSOLVER_FLOOD=<n>, SYMFENCE_REFSOLVER_FLOOD_BYTES=<n>
 `;
 
@@ -89,6 +90,7 @@ async function symccMode(args: string[]): Promise<void> {
   const maze = loadMaze(args[0]!);
   const input = readInput(args[1]);
   const run = runReference(maze, input, readJob());
+  burnCpu(Number(process.env.SYMFENCE_REFSOLVER_SOLVE_CPU_MS ?? 0));
 
   let index = 0;
   const write = (bytes: Uint8Array): void => {
@@ -119,6 +121,18 @@ async function symccMode(args: string[]): Promise<void> {
   const crash = process.env.SYMFENCE_REFSOLVER_CRASH;
   if (crash) process.kill(process.pid, crash as NodeJS.Signals);
   else if (run.crashes) process.kill(process.pid, 'SIGABRT');
+}
+
+/** Spends `ms` of this process's CPU time (a stand-in for a solver's constraint-solving work). */
+function burnCpu(ms: number): void {
+  if (!(ms > 0)) return;
+  const start = process.cpuUsage();
+  let x = 1;
+  for (;;) {
+    for (let i = 0; i < 100_000; i++) x = (Math.imul(x, 31) + i) | 0;
+    const used = process.cpuUsage(start);
+    if ((used.user + used.system) / 1000 >= ms || x === 0x7fffffff) return;
+  }
 }
 
 const args = process.argv.slice(2);

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,7 +23,27 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** CPU time of this process's reaped children, in ms (Linux /proc, 10 ms ticks). */
+function childrenCpuMs(): number {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[13]) + Number(fields[14])) * 10;
+}
+
 describe('reference solver as a SymCC binary', () => {
+  it('spends the CPU time SYMFENCE_REFSOLVER_SOLVE_CPU_MS asks for, and solves as usual', () => {
+    const inputFile = path.join(dir, 'cpu-seed');
+    const outputDir = mkdtempSync(path.join(dir, 'cpu-out-'));
+    writeFileSync(inputFile, seed('F'));
+    const command = referenceSolverCommand('builtin:demo', 'file');
+    const before = childrenCpuMs();
+    const run = spawnSync(command.binary, command.argv.map((a) => (a === '@@' ? inputFile : a)), {
+      env: { ...process.env, SYMCC_OUTPUT_DIR: outputDir, SYMCC_INPUT_FILE: inputFile, SYMFENCE_REFSOLVER_SOLVE_CPU_MS: '600' },
+    });
+    expect(run.status).toBe(0);
+    expect(childrenCpuMs() - before).toBeGreaterThanOrEqual(590);
+    expect(readdirSync(outputDir).length).toBeGreaterThan(0);
+  });
+
   it('reads stdin when argv has no @@ and gives the same outputs as in file mode', async () => {
     const input = seed('F');
     const viaStdin = await pool.run({ input: { bytes: input }, command: referenceSolverCommand('builtin:demo', 'stdin') });
