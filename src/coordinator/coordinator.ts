@@ -182,6 +182,8 @@ export class Coordinator {
   #wake: (() => void) | undefined;
   /** A job finished while no one was waiting: the next wait returns at once (no lost wake-up). */
   #wakePending = false;
+  /** `workId:token` of committing records whose manifest or staged bytes are bad: not retried. */
+  readonly #unreplayable = new Set<string>();
 
   constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
     if (!Number.isSafeInteger(options.workers) || options.workers < 1) throw new RangeError(`workers must be a positive integer, got ${options.workers}`);
@@ -788,6 +790,7 @@ export class Coordinator {
     for (const record of scan.committing) {
       if (this.#stopping) break;
       if (runningAtScan.has(record.workId) || this.#active.has(record.workId)) continue;
+      if (this.#unreplayable.has(`${record.workId}:${record.token}`)) continue;
       const mine = record.owner === this.#options.coordinatorId;
       if (!mine && (!this.#options.recoverExpiredWork || now - record.updatedMs < this.#options.workLeaseTtlMs)) continue;
       if (await this.#replay(commits, record)) replayed++;
@@ -822,7 +825,12 @@ export class Coordinator {
       // the scan: that is not a failure.
       if (await this.#finishedSinceScan(commits, record)) return false;
       counters.commitReplayFailures++;
-      log.error({ err: error, code: codeOf(error) }, 'cannot replay committing work; left committing');
+      const code = codeOf(error);
+      // A bad manifest or altered staged bytes stay bad: report that record once, not every scan.
+      // Anything else (an unreadable file, a full disk …) may pass and is retried next scan.
+      const permanent = code === 'ERR_COMMIT_MANIFEST' || code === 'ERR_STAGED_FINDING';
+      if (permanent) this.#unreplayable.add(`${record.workId}:${record.token}`);
+      log.error({ err: error, code, retried: !permanent }, 'cannot replay committing work; left committing');
       return false;
     }
     try {

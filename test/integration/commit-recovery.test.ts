@@ -303,6 +303,9 @@ describe('commit recovery', () => {
       expect(second.counters).toMatchObject({ commitsReplayed: 0, commitReplayFailures: 1, interesting: 0 });
       expect(await statusOf(second.table, workId)).toBe('committing');
       expect(await contents(path.join(outDir, 'queue'))).toEqual([]);
+      // A bad record cannot heal by itself: the next scan skips it instead of reporting it again.
+      expect(await second.coordinator.recoverCommits()).toBe(0);
+      expect(second.counters.commitReplayFailures).toBe(1);
       // Still running: a fresh job goes all the way to done.
       second.source.queue.push({ job: makeJob('next'), owner: 2 });
       await second.coordinator.tick();
