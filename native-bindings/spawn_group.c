@@ -73,8 +73,13 @@ typedef struct spawn_run {
   pid_t pid;
   int pidfd;
   int errfd;
+  uv_loop_t *loop;
   uv_poll_t exit_poll;
   uv_poll_t err_poll;
+  /* Bounds the wait for stderr EOF once the leader was reaped (see on_exit_readable). */
+  uv_timer_t drain_timer;
+  uint64_t drain_ms;
+  int drain_timer_active;
   /* Initialised and not yet handed to uv_close (uv_poll_stop on an unstarted poll is a no-op). */
   int exit_poll_active;
   int err_poll_active;
@@ -120,7 +125,7 @@ static void on_handle_closed(uv_handle_t *handle) {
   if (handle == (uv_handle_t *)&run->exit_poll) {
     close(run->pidfd);
     run->pidfd = -1;
-  } else {
+  } else if (handle == (uv_handle_t *)&run->err_poll) {
     close(run->errfd);
     run->errfd = -1;
   }
@@ -140,6 +145,21 @@ static void stop_poll(uv_poll_t *poll, int *active) {
   *active = 0;
   uv_poll_stop(poll);
   uv_close((uv_handle_t *)poll, on_handle_closed);
+}
+
+static void stop_drain_timer(spawn_run *run) {
+  if (!run->drain_timer_active) return;
+  run->drain_timer_active = 0;
+  uv_timer_stop(&run->drain_timer);
+  uv_close((uv_handle_t *)&run->drain_timer, on_handle_closed);
+}
+
+/* The leader is gone but something outside its process group (it called setsid(), like AFL++'s
+ * fork server child) still holds stderr open: stop reading, so the run ends. */
+static void on_drain_timeout(uv_timer_t *timer) {
+  spawn_run *run = timer->data;
+  stop_drain_timer(run);
+  stop_poll(&run->err_poll, &run->err_poll_active);
 }
 
 /* Reaps the exited leader; returns 1 when it was reaped, filling code/signo (-1 = not that kind). */
@@ -185,6 +205,15 @@ static void on_exit_readable(uv_poll_t *poll, int status, int events) {
     return;
   }
   stop_poll(&run->exit_poll, &run->exit_poll_active);
+  /* The group is dead; stderr normally hits EOF at once. Wait for it at most drain_ms: a holder
+   * that left the group cannot be killed through it and must not hold the run open forever. */
+  if (run->err_poll_active && run->drain_ms > 0 && !run->drain_timer_active &&
+      uv_timer_init(run->loop, &run->drain_timer) == 0) {
+    run->drain_timer.data = run;
+    run->handles_alive++;
+    run->drain_timer_active = 1;
+    uv_timer_start(&run->drain_timer, on_drain_timeout, run->drain_ms, 0);
+  }
   if (run->silent) return;
   napi_handle_scope scope;
   napi_value args[2];
@@ -203,6 +232,7 @@ static void on_stderr_readable(uv_poll_t *poll, int status, int events) {
   ssize_t n;
   (void)events;
   if (status < 0) {
+    stop_drain_timer(run);
     stop_poll(&run->err_poll, &run->err_poll_active);
     return;
   }
@@ -211,6 +241,7 @@ static void on_stderr_readable(uv_poll_t *poll, int status, int events) {
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
   if (n <= 0) {
     /* EOF: every holder of the write end (leader and anything it forked) closed it or died. */
+    stop_drain_timer(run);
     stop_poll(&run->err_poll, &run->err_poll_active);
     return;
   }
@@ -243,6 +274,7 @@ static void on_env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
   (void)handle;
   run->silent = 1;
   kill_and_reap(run);
+  stop_drain_timer(run);
   stop_poll(&run->exit_poll, &run->exit_poll_active);
   stop_poll(&run->err_poll, &run->err_poll_active);
 }
@@ -450,6 +482,7 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
     return NULL;
   }
   run->env = env;
+  run->loop = loop;
   run->pidfd = -1;
   run->errfd = -1;
   run->silent = 1; /* until the run is fully started */
@@ -485,6 +518,19 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
     stdin_fd = (int)fd;
   } else if (type != napi_undefined && type != napi_null) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "options.stdinFd must be a number");
+    goto fail;
+  }
+  if (!named(env, args[0], "stderrDrainMs", &value, &type)) goto fail;
+  if (type == napi_number) {
+    double ms;
+    napi_get_value_double(env, value, &ms);
+    if (!(ms >= 0 && ms <= 9007199254740991.0)) {
+      napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "options.stderrDrainMs must be a non-negative number");
+      goto fail;
+    }
+    run->drain_ms = (uint64_t)ms;
+  } else if (type != napi_undefined && type != napi_null) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "options.stderrDrainMs must be a number");
     goto fail;
   }
   if (!named(env, args[0], "stdinBytes", &value, &type)) goto fail;

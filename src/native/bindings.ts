@@ -55,6 +55,11 @@ export interface NativeSpawnOptions {
   readonly stdinFd?: number;
   /** Bytes the child reads on stdin, then EOF (a memfd; overrides `stdinFd`). */
   readonly stdinBytes?: Uint8Array;
+  /**
+   * Once the leader is reaped, wait at most this long for stderr EOF, then stop reading and close
+   * (a process that left the group may hold the pipe open). Absent or 0: wait for EOF.
+   */
+  readonly stderrDrainMs?: number;
 }
 
 /** Where node-gyp leaves the addon. */

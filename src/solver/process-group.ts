@@ -59,6 +59,9 @@ function launcher(method: SpawnMethod | undefined): Launcher {
  * Contract: resolves exactly once, after the leader was reaped and its stderr reached EOF (or the
  * start failed); by then the process group has had its final SIGKILL and every timer is cleared.
  */
+/** Shortest stderr drain after exit: the last buffered chunk of a dead group is read in time. */
+const STDERR_DRAIN_FLOOR_MS = 250;
+
 export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOutcome> {
   const now = options.nowMs ?? (() => performance.now());
   const stderr = new StderrCapture(options.stderrCapBytes);
@@ -94,11 +97,14 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     };
 
     pid = launch(
-      { binary: options.binary, argv: options.argv, env: options.env, cwd: options.cwd, stdin: options.stdin },
+      // stderr of an exited run is drained for at most the kill grace (see LaunchRequest).
+      { binary: options.binary, argv: options.argv, env: options.env, cwd: options.cwd, stdin: options.stdin, stderrDrainMs: Math.max(STDERR_DRAIN_FLOOR_MS, options.killGraceMs) },
       {
         stderr: (chunk) => stderr.push(chunk),
         exit: (code, signal) => {
           exit = { code, signal };
+          // Exited in time: the timeout no longer applies, even if stderr is still draining.
+          if (timeoutTimer) clearTimeout(timeoutTimer);
         },
         close: finish,
         spawnError: (error) => {
@@ -119,15 +125,21 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
       }, options.killGraceMs);
     };
 
-    timeoutTimer = setTimeout(() => {
-      timedOut = true;
-      beginKill();
-    }, options.timeoutMs);
+    if (exit === null) {
+      timeoutTimer = setTimeout(() => {
+        if (exit !== null || settled) return;
+        timedOut = true;
+        beginKill();
+      }, options.timeoutMs);
+    }
 
-    options.cancelled?.then((cancel) => {
-      if (!cancel || exit !== null || settled) return;
-      cancelled = true;
-      beginKill();
-    });
+    options.cancelled?.then(
+      (cancel) => {
+        if (!cancel || exit !== null || settled) return;
+        cancelled = true;
+        beginKill();
+      },
+      () => {}, // a failing cancel source cancels nothing
+    );
   });
 }

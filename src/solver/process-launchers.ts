@@ -6,7 +6,8 @@
  *
  * Event contract, both launchers:
  *   spawnError ──(nothing follows)
- *   stderr* ── exit ── close       (stderr chunks may also arrive after exit, never after close)
+ *   stderr* ── exit ── close       (stderr chunks may also arrive after exit, never after close;
+ *                                   close comes at most `stderrDrainMs` after exit)
  * `exit` comes after the whole process group has been sent a final SIGKILL, so nothing the
  * leader forked outlives the run.
  */
@@ -23,6 +24,12 @@ export interface LaunchRequest {
   readonly cwd?: string;
   /** Bytes to read on stdin then EOF; `null` = /dev/null; a number = that fd. */
   readonly stdin: Uint8Array | number | null;
+  /**
+   * After the leader exited (and its group was killed), how long to wait for stderr EOF before
+   * closing stderr and the run anyway: a process that left the group (`setsid()`, as AFL++'s fork
+   * server child does) cannot be killed through it and must not hold the run open.
+   */
+  readonly stderrDrainMs: number;
 }
 
 export interface LaunchEvents {
@@ -52,14 +59,24 @@ export function launcherFor(method: SpawnMethod): Launcher {
 export const launchChildProcess: Launcher = (request, events) => {
   const stdinSpec = request.stdin === null ? 'ignore' : typeof request.stdin === 'number' ? request.stdin : 'pipe';
   const stdio: StdioOptions = [stdinSpec, 'ignore', 'pipe'];
-  const child = spawn(request.binary, [...request.argv], {
-    cwd: request.cwd,
-    env: request.env,
-    stdio,
-    detached: true,
-    shell: false,
-    windowsHide: true,
-  });
+  let child: ReturnType<typeof spawn>;
+  try {
+    child = spawn(request.binary, [...request.argv], {
+      cwd: request.cwd,
+      env: request.env,
+      stdio,
+      detached: true,
+      shell: false,
+      windowsHide: true,
+    });
+  } catch (error) {
+    // Node reports ENOENT, EACCES, EAGAIN, EMFILE and ENFILE as an 'error' event but throws every
+    // other errno (ENOTDIR, E2BIG, ELOOP …): both are the program's start failing.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) throw error;
+    events.spawnError(error as NodeJS.ErrnoException);
+    return undefined;
+  }
   const pid = child.pid;
   child.stderr?.on('data', (chunk: Buffer) => events.stderr(chunk));
   child.on('error', (error: NodeJS.ErrnoException) => {
@@ -72,6 +89,10 @@ export const launchChildProcess: Launcher = (request, events) => {
     // need the just-reaped pid recycled as a new group leader within this tick: Linux allocates
     // pids sequentially, so that needs a full pid wrap-around first.)
     if (pid !== undefined) killGroup(pid, 'SIGKILL');
+    if (request.stderrDrainMs > 0 && child.stderr && !child.stderr.destroyed) {
+      const drain = setTimeout(() => child.stderr?.destroy(), request.stderrDrainMs);
+      child.stderr.once('close', () => clearTimeout(drain));
+    }
     events.exit(code, signal);
   });
   // 'close' fires once the leader exited and every holder of its stderr pipe closed it.
@@ -113,6 +134,7 @@ export const launchNative: Launcher = (request, events) => {
         env,
         ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
         ...(stdin === null ? { stdinFd: -1 } : typeof stdin === 'number' ? { stdinFd: stdin } : { stdinBytes: stdin }),
+        stderrDrainMs: request.stderrDrainMs,
       },
       (chunk) => events.stderr(chunk),
       (code, signal) => events.exit(code, signal === null ? null : (SIGNAL_NAMES.get(signal) ?? null)),

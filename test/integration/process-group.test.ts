@@ -149,6 +149,32 @@ describe.each(SPAWN_METHODS)('runInProcessGroup with spawnMethod %s', (spawnMeth
     expect(await waitForExit(grandchild!)).toBe(true);
   });
 
+  it('ends a run whose stderr is held by a process that left the group: exit code kept, no timeout, holder untouched', async () => {
+    const pidFile = path.join(tmp, `escaped-${spawnMethod}.pid`);
+    // `setsid` puts the holder in a session of its own (AFL++'s fork server child does the same):
+    // the group kill cannot reach it, so only the drain bound after exit ends the run. The
+    // timeout is shorter than that bound but the run exited in time, so it is no timeout.
+    const outcome = await sh(spawnMethod, `setsid sleep 1000 & echo $! > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exit 0`, {
+      timeoutMs: 2_000,
+      killGraceMs: 4_000,
+    });
+    const holder = Number((await waitForFile(pidFile)).trim());
+    try {
+      expect(outcome).toMatchObject({ code: 0, signal: null, timedOut: false, cancelled: false, spawnError: null });
+      expect(() => process.kill(holder, 0)).not.toThrow();
+    } finally {
+      process.kill(holder, 'SIGKILL');
+    }
+    expect(await waitForExit(holder)).toBe(true);
+  });
+
+  it('reports every errno of a failed start as a spawn error, not a thrown exception', async () => {
+    const notDir = await run(spawnMethod, '/etc/passwd/x', []);
+    expect(notDir.spawnError?.code).toBe('ENOTDIR');
+    const tooLong = await run(spawnMethod, '/bin/true', ['x'.repeat(200_000)]);
+    expect(tooLong.spawnError?.code).toBe('E2BIG');
+  });
+
   it('on cancel sends SIGTERM to the group, then SIGKILL after the grace when SIGTERM is ignored', async () => {
     const pidFile = path.join(tmp, `stubborn-${spawnMethod}.pids`);
     // Cancel only once the trap is in place (the script publishes its pid after setting it).
