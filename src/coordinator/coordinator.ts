@@ -826,9 +826,10 @@ export class Coordinator {
       if (await this.#finishedSinceScan(commits, record)) return false;
       counters.commitReplayFailures++;
       const code = codeOf(error);
-      // A bad manifest or altered staged bytes stay bad: report that record once, not every scan.
-      // Anything else (an unreadable file, a full disk …) may pass and is retried next scan.
-      const permanent = code === 'ERR_COMMIT_MANIFEST' || code === 'ERR_STAGED_FINDING';
+      // A bad manifest, or a staged finding that is gone or altered, stays bad: report that record
+      // once, not every scan. Anything else (a read error, a full table …) may pass: retried.
+      const reason = (error as { details?: { reason?: unknown } }).details?.reason;
+      const permanent = code === 'ERR_COMMIT_MANIFEST' || (code === 'ERR_STAGED_FINDING' && (reason === 'missing' || reason === 'mismatch'));
       if (permanent) this.#unreplayable.add(`${record.workId}:${record.token}`);
       log.error({ err: error, code, retried: !permanent }, 'cannot replay committing work; left committing');
       return false;

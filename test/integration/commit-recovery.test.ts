@@ -4,7 +4,7 @@
 // manifest or missing/altered bytes. Real lease table, I/O service and queue publisher, in-process,
 // on a fault-injecting filesystem layer; a fake solver and an injected clock.
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rmdir, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseStagedName, STAGED_DIR } from '../../src/commit/commit-manifest.js';
@@ -194,6 +194,31 @@ describe('commit recovery', () => {
     // Replaying again publishes nothing more.
     expect(await second.coordinator.recoverCommits()).toBe(0);
     expect(await contents(path.join(outDir, 'queue'))).toEqual(expectedQueue);
+    await second.service.close();
+  });
+
+  it('retries at the next scan a replay that failed on an unreadable staged finding, and then publishes it', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const outDir = path.join(root, 'a');
+    const hold = holdAfterBeginCommit();
+    const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
+    const workId = await commitAndHold(first, hold.held);
+    await first.service.close();
+    // A staged finding that cannot be read for now (a directory in its place gives EISDIR).
+    const staged = path.join(leaseRoot, STAGED_DIR, (await stagedNames(leaseRoot))[0]!);
+    const bytes = await readFile(staged);
+    await unlink(staged);
+    await mkdir(staged);
+    const second = await startNode(leaseRoot, outDir, 'a', clock);
+    await second.coordinator.tick();
+    expect(second.counters).toMatchObject({ commitsReplayed: 0, commitReplayFailures: 1 });
+    expect(await statusOf(second.table, workId)).toBe('committing');
+    await rmdir(staged);
+    await writeFile(staged, bytes);
+    expect(await second.coordinator.recoverCommits()).toBe(1);
+    expect(await statusOf(second.table, workId)).toBe('done');
+    expect(await contents(path.join(outDir, 'queue'))).toEqual(expectedQueue);
+    expect(second.counters).toMatchObject({ commitsReplayed: 1, commitReplayFailures: 1 });
     await second.service.close();
   });
 
