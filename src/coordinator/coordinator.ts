@@ -796,7 +796,12 @@ export class Coordinator {
       if (await this.#replay(commits, record)) replayed++;
     }
     try {
-      counters.stagedSwept += await commits.sweep(scan.done);
+      // Only records done for a whole work TTL: the scan reads without locks, and a `done` just
+      // written can still be rolled back to `committing` by its batch (a failed barrier), which
+      // needs its staged files again. A rollback happens within its batch, long before a TTL.
+      const settled = new Set<string>();
+      for (const [workId, completedMs] of scan.done) if (now - completedMs >= this.#options.workLeaseTtlMs) settled.add(workId);
+      counters.stagedSwept += await commits.sweep(settled);
     } catch (error) {
       this.#log.warn({ err: error }, 'sweeping staged findings failed');
     }

@@ -239,7 +239,8 @@ export interface CommittingWork {
 /** One scan of the work table for recovery: committing records, and the ids already done. */
 export interface CommitScan {
   readonly committing: readonly CommittingWork[];
-  readonly done: ReadonlySet<string>;
+  /** Work id → when it was completed (ms, injected clock), for records read as `done`. */
+  readonly done: ReadonlyMap<string, number>;
 }
 
 /** `completed`: published now by this call; `already`: someone else finished it; else refused. */

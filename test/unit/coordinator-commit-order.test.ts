@@ -32,7 +32,7 @@ class FakeCommits implements ResultCommits {
     return { outcome: this.outcome, entries };
   }
   async scan(): Promise<CommitScan> {
-    return { committing: [], done: new Set() };
+    return { committing: [], done: new Map() };
   }
   async load(): Promise<StagedResult> {
     throw new Error('not used');

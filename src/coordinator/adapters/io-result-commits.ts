@@ -49,9 +49,9 @@ export class IoResultCommits implements ResultCommits {
   async scan(): Promise<CommitScan> {
     const records = await this.#client.snapshotRecords('work');
     const committing: CommittingWork[] = [];
-    const done = new Set<string>();
+    const done = new Map<string, number>();
     for (const { id, record } of records) {
-      if (record.status === 'done') done.add(id);
+      if (record.status === 'done') done.set(id, record.completedMs ?? record.updatedMs);
       else if (record.status === 'committing') {
         committing.push({ workId: id, token: record.token, owner: record.owner, updatedMs: record.updatedMs, payload: record.payload, commit: record.commit });
       }
