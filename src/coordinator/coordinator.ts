@@ -308,12 +308,14 @@ export class Coordinator {
     const targets = this.#deps.targetLeases;
     if (targets) {
       for (const job of [...this.#active.values()]) {
-        if (job.targetToken === undefined || job.phase !== 'active' || job.lost !== undefined) continue;
+        // Committing jobs keep their group until triage released it: renew it too, so a slow
+        // commit does not let it expire (a lost group there only costs a failed release later).
+        if (job.targetToken === undefined || job.lost !== undefined) continue;
         const held = await this.#renewGroup(targets, job.work.job.group, job.targetToken, now);
         if (held === true) targetOk++;
         else {
           targetFailed++;
-          if (held === false) this.#loseLease(job, 'target');
+          if (held === false && job.phase === 'active') this.#loseLease(job, 'target');
         }
       }
       for (const pending of this.#pending) {
@@ -950,7 +952,8 @@ export class Coordinator {
     await Promise.allSettled([...this.#dispatching]);
     let abortedRuns = 0;
     for (const active of this.#active.values()) {
-      if (active.phase === 'active') {
+      // Jobs whose solver already ended go on to commit; only running solvers are aborted.
+      if (active.phase === 'active' && active.solverRunning) {
         active.controller.abort();
         abortedRuns++;
       }

@@ -74,7 +74,8 @@ export class FakeWorkLeases implements WorkLeasePort {
     const lost = new Set<string>();
     for (const [id, token] of fences) {
       const rec = this.records.get(id);
-      if (rec && rec.token === token && rec.status === 'leased') rec.updatedMs = now;
+      // As the real table: committing records are renewed too (their owner is alive).
+      if (rec && rec.token === token && rec.status !== 'done') rec.updatedMs = now;
       else lost.add(id);
     }
     return lost;

@@ -297,6 +297,29 @@ describe('solver slots', () => {
     expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok']);
   });
 
+  it('keeps renewing the target group of a job that is still committing, and aborts nothing at shutdown for it', async () => {
+    const t = setup({ workers: 1 });
+    let publishing!: () => void;
+    const reached = new Promise<void>((resolve) => (publishing = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    t.sink.beforePublish = async () => {
+      publishing();
+      await gate;
+    };
+    t.source.queue.push(await t.admit(makeJob('a', 5n)));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
+    await reached; // committed, publication in progress
+    const report = await t.coordinator.heartbeat();
+    expect(report).toMatchObject({ targetOk: 1, targetFailed: 0, workOk: 1 });
+    expect(t.targetLeases.calls.at(-1)).toBe('heartbeat 5');
+    const stopping = t.coordinator.stop();
+    open();
+    expect((await stopping).abortedRuns).toBe(0);
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok']);
+  });
+
   it('stops dispatching when as many jobs are still committing as there are workers (back-pressure)', async () => {
     const t = setup({ workers: 1 });
     const gate = gateCommits(t);
