@@ -157,3 +157,5 @@ export const CampaignStateError = defineError('ERR_CAMPAIGN_STATE', 'CampaignSta
 export const CommitManifestError = defineError('ERR_COMMIT_MANIFEST', 'CommitManifestError');
 /** A staged finding named by a commit manifest is missing, unreadable or not the bytes it claims. */
 export const StagedFindingError = defineError('ERR_STAGED_FINDING', 'StagedFindingError');
+/** Another live campaign holds the output directory (its queue, stats and job log). */
+export const OutDirBusyError = defineError('ERR_OUT_DIR_BUSY', 'OutDirBusyError');

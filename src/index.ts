@@ -87,7 +87,7 @@ export {
 export type { CommitManifest, CommitItem, CommitItemKind, CommitStatus } from './commit/commit-manifest.js';
 export { StagedFindings } from './commit/staged-findings.js';
 export type { StagingClient } from './commit/staged-findings.js';
-export { CommitManifestError, StagedFindingError } from './errors.js';
+export { CommitManifestError, StagedFindingError, OutDirBusyError } from './errors.js';
 export { DispatchTransaction } from './coordinator/dispatch-transaction.js';
 export { heartbeatIntervalMs } from './coordinator/heartbeat-period.js';
 export { jobWorkId, workPayloadOf, jobFromWorkPayload } from './coordinator/work-identity.js';

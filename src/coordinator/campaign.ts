@@ -21,6 +21,8 @@ import { StatsReporter } from '../telemetry/stats-reporter.js';
 import { TypedEmitter } from '../util/typed-emitter.js';
 import { CAMPAIGN_OPTIONS, type CampaignOptions } from './campaign-options.js';
 import { Coordinator, type CoordinatorHooks, type CoordinatorPorts, type ShutdownReport } from './coordinator.js';
+import { loadNative } from '../native/bindings.js';
+import { OutDirLock } from './out-dir-lock.js';
 import {
   systemClock,
   type Clock,
@@ -115,6 +117,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   #components: CampaignComponents | undefined;
   #reporter: StatsReporter | undefined;
   #jobLog: JobLogFile | undefined;
+  /** Held from start to the end of stop: one live campaign per output directory. */
+  #outDirLock: OutDirLock | undefined;
   #timers: NodeJS.Timeout[] = [];
   #stopRequested = false;
   #resolveDone!: (summary: CampaignSummary) => void;
@@ -182,6 +186,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
 
   async #start(runtime: CampaignRuntime & { readonly components: CampaignComponentsFactory }): Promise<void> {
     mkdirSync(this.outDir, { recursive: true });
+    const native = loadNative();
+    if (native) this.#outDirLock = OutDirLock.acquire(this.outDir, this.coordinatorId, native);
+    else this.#log.warn({ outDir: this.outDir }, 'native addon missing: the output directory is not locked against a second campaign');
     const context: CampaignContext = {
       options: this.options,
       outDir: this.outDir,
@@ -191,7 +198,13 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       counters: this.#counters,
       clock: this.#clock,
     };
-    const components = await runtime.components(context);
+    let components: CampaignComponents;
+    try {
+      components = await runtime.components(context);
+    } catch (error) {
+      this.#outDirLock?.release();
+      throw error;
+    }
     this.#components = components;
     try {
       this.#jobLog = new JobLogFile(path.join(this.outDir, 'jobs.jsonl'));
@@ -321,6 +334,11 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     }
     try {
       await this.#components?.close?.();
+    } catch (error) {
+      this.#reportError(error);
+    }
+    try {
+      this.#outDirLock?.release();
     } catch (error) {
       this.#reportError(error);
     }

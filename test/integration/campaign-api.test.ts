@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Campaign, type CampaignComponents, type CampaignFinding } from '../../src/coordinator/campaign.js';
+import { OUT_DIR_LOCK_FILE } from '../../src/coordinator/out-dir-lock.js';
 import type { SolverOutcome, SolverPort } from '../../src/coordinator/ports.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { readStatsFile, type StatsSnapshot } from '../../src/telemetry/stats-file.js';
@@ -134,3 +135,27 @@ describe('Campaign', () => {
     await expect(Campaign.start({ outDir: tmp(), workers: 1 }, { components: failing })).rejects.toMatchObject({ code: 'ERR_NATIVE_UNAVAILABLE' });
   });
 });
+
+describe('one live campaign per output directory', () => {
+  it('refuses a second campaign on a live one\'s output directory, naming the holder, and admits one after stop', async () => {
+    const outDir = tmp();
+    const first = await Campaign.start({ outDir, workers: 1, coordinatorId: 'first' }, { components: async () => components(0) });
+    const second = components(0);
+    await expect(Campaign.start({ outDir, workers: 1, coordinatorId: 'second' }, { components: async () => second })).rejects.toMatchObject({
+      code: 'ERR_OUT_DIR_BUSY',
+      details: { outDir },
+    });
+    expect(readFileSync(path.join(outDir, OUT_DIR_LOCK_FILE), 'utf8')).toContain('first');
+    await first.stop();
+    const third = await Campaign.start({ outDir, workers: 1, coordinatorId: 'third' }, { components: async () => components(0) });
+    await third.stop();
+  });
+
+  it('gives the directory back when building the components fails', async () => {
+    const outDir = tmp();
+    await expect(Campaign.start({ outDir, workers: 1 }, { components: async () => Promise.reject(new Error('no solver')) })).rejects.toThrow('no solver');
+    const next = await Campaign.start({ outDir, workers: 1 }, { components: async () => components(0) });
+    await next.stop();
+  });
+});
+
