@@ -12,19 +12,14 @@
  * How the process is started is the launcher's business (process-launchers.ts): the native
  * posix_spawn path when the addon provides it, else `child_process.spawn`; `spawnMethod` forces one.
  */
-import { killGroup, launcherFor, type Launcher } from './process-launchers.js';
+import { killGroup, launcherFor, type Launcher, type LaunchRequest } from './process-launchers.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { StderrCapture } from './stderr-capture.js';
 
 export { killGroup } from './process-launchers.js';
 
-export interface GroupRunOptions {
-  readonly binary: string;
-  readonly argv: readonly string[];
-  readonly env: NodeJS.ProcessEnv;
-  readonly cwd?: string;
-  /** Bytes fed to stdin then EOF; `null` = stdin from /dev/null; a number = that fd. */
-  readonly stdin: Uint8Array | number | null;
+/** What to start (as for a launcher; the stderr drain follows from `killGraceMs`), and the run's policy. */
+export interface GroupRunOptions extends Omit<LaunchRequest, 'stderrDrainMs'> {
   readonly timeoutMs: number;
   readonly killGraceMs: number;
   readonly stderrCapBytes: number;
