@@ -842,10 +842,17 @@ export class Coordinator {
       return false;
     }
     try {
-      outcome = await commits.publish(record.workId, record.token, staged.manifest, staged.findings, this.#deps.clock.now());
+      // Another coordinator's result: its silence was judged from a lock-free scan; the table
+      // re-checks it under the lock, so an owner that renewed meanwhile keeps its result.
+      const minIdleMs = record.owner === this.#options.coordinatorId ? 0 : this.#options.workLeaseTtlMs;
+      outcome = await commits.publish(record.workId, record.token, staged.manifest, staged.findings, this.#deps.clock.now(), minIdleMs);
     } catch (error) {
       counters.commitReplayFailures++;
       log.error({ err: error, code: codeOf(error) }, 'replaying committing work failed; left committing');
+      return false;
+    }
+    if (outcome.outcome === 'live') {
+      log.info('the owner renewed this committing work since the scan; left to it');
       return false;
     }
     if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt') {

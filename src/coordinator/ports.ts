@@ -244,7 +244,7 @@ export interface CommitScan {
 }
 
 /** `completed`: published now by this call; `already`: someone else finished it; else refused. */
-export type CommitOutcome = 'completed' | 'already' | 'stale' | 'corrupt';
+export type CommitOutcome = 'completed' | 'already' | 'stale' | 'corrupt' | 'live';
 
 export interface CommitPublication {
   readonly outcome: CommitOutcome;
@@ -266,7 +266,11 @@ export interface ResultCommits {
    */
   stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult>;
   /** Publishes into this coordinator's queue and marks the record done, iff it is committing with `token`. */
-  publish(workId: string, token: string, manifest: CommitManifest, findings: readonly CommitFinding[], now: number): Promise<CommitPublication>;
+  /**
+   * `minIdleMs` > 0 (replaying another coordinator's result): only if the record was not renewed
+   * for that long, checked under its lock; otherwise `live` and nothing is published.
+   */
+  publish(workId: string, token: string, manifest: CommitManifest, findings: readonly CommitFinding[], now: number, minIdleMs?: number): Promise<CommitPublication>;
   /** Reads the work table. Throws (e.g. `ERR_LEASE_CORRUPT`) when it cannot be read whole. */
   scan(): Promise<CommitScan>;
   /**

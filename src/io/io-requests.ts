@@ -17,6 +17,7 @@ import type {
   GroupClaimResult,
   HeartbeatBatchResult,
   LeaseCounts,
+  ReplayResult,
   SnapshotEntry,
 } from '../lease/lease-results.js';
 
@@ -88,7 +89,15 @@ export type IoRequest =
    * Fenced publication of a committed result: under the work record's lock, only while it is
    * `committing` with `token`, publishes every directory's files, then marks the record `done`.
    */
-  | { readonly kind: 'publishCommitted'; readonly workId: string; readonly token: string; readonly publications: readonly DirectoryFiles[]; readonly nowMs: number }
+  | {
+      readonly kind: 'publishCommitted';
+      readonly workId: string;
+      readonly token: string;
+      readonly publications: readonly DirectoryFiles[];
+      readonly nowMs: number;
+      /** Only when the record was not renewed for this long (another coordinator's result). */
+      readonly minIdleMs?: number;
+    }
   /** Unlinks names in `dir` (missing ones are fine); no barrier: what is left is garbage either way. */
   | { readonly kind: 'removeFiles'; readonly dir: string; readonly names: readonly string[] };
 
@@ -119,7 +128,7 @@ export interface IoAnswers {
   listDir: string[];
   publishFiles: void;
   stageFiles: void;
-  publishCommitted: CompletionResult;
+  publishCommitted: ReplayResult;
   /** Names actually removed. */
   removeFiles: number;
 }

@@ -467,7 +467,10 @@ export class IoService {
           const failed = report.errors.find((e) => e !== null);
           if (failed) throw failed;
         };
-        const op = this.#workStore().planReplayCommitOnce(request.workId, request.token, publish, { nowMs: request.nowMs });
+        const op = this.#workStore().planReplayCommitOnce(request.workId, request.token, publish, {
+          nowMs: request.nowMs,
+          ...(request.minIdleMs !== undefined ? { minIdleMs: request.minIdleMs } : {}),
+        });
         return { target: [], work: [op], finish: (r) => unwrap(r.work[0]) };
       }
       case 'removeFiles': {

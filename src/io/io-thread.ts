@@ -132,11 +132,12 @@ export class IoClient {
   /**
    * Publishes a committed result's files and marks the work record done, both under the record's
    * lock and only while it is `committing` with `token`: `completed` (published now), `already`
-   * (done earlier with this token: nothing published), `stale` or `corrupt` (nothing published).
+   * (done earlier with this token: nothing published), `stale` or `corrupt` (nothing published),
+   * `live` (renewed within `minIdleMs`: its owner is alive; nothing published).
    * Rejects when the publication failed (the record then stays `committing`).
    */
-  publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number): Promise<IoAnswer<'publishCommitted'>> {
-    return this.request({ kind: 'publishCommitted', workId, token, publications, nowMs });
+  publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number, minIdleMs = 0): Promise<IoAnswer<'publishCommitted'>> {
+    return this.request({ kind: 'publishCommitted', workId, token, publications, nowMs, ...(minIdleMs > 0 ? { minIdleMs } : {}) });
   }
 
   /** Unlinks `names` in `dir` (missing names are fine); resolves with how many were removed. */

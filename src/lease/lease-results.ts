@@ -45,6 +45,12 @@ export type FenceResult =
 /** completeOnce / replayCommitOnce: `already` = done earlier with the same token. */
 export type CompletionResult = 'completed' | 'already' | 'stale' | 'corrupt';
 
+/**
+ * replayCommitOnce: a completion result, or `live` — the record was renewed within `minIdleMs`
+ * (its owner is alive and will finish it), so nothing was published.
+ */
+export type ReplayResult = CompletionResult | 'live';
+
 export interface HeartbeatBatchResult {
   /** Ids renewed, sorted. */
   readonly renewed: readonly string[];

@@ -13,6 +13,7 @@ import type {
   ClaimResult,
   CommittingRecord,
   CompletionResult,
+  ReplayResult,
   ExpiredLease,
   FenceResult,
   GroupClaimResult,
@@ -20,7 +21,7 @@ import type {
   LeaseCounts,
   SnapshotEntry,
 } from './lease-results.js';
-import type { AtTime, ClaimIdentity } from './lease-table-base.js';
+import type { AtTime, ClaimIdentity, ReplayOptions } from './lease-table-base.js';
 import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './work-lease-table.js';
 
 /** What both stores offer: scans, counts, and batched execution of planned operations. */
@@ -45,8 +46,8 @@ export interface WorkLeaseStore extends LeaseStoreCommon {
   planCompleteOnce(workId: string, token: string, options: AtTime): LeaseOperation<CompletionResult>;
   completeOnce(workId: string, token: string, options: AtTime): Promise<CompletionResult>;
   complete(workId: string, token: string, options: AtTime): Promise<boolean>;
-  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): LeaseOperation<CompletionResult>;
-  replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): Promise<CompletionResult>;
+  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): LeaseOperation<ReplayResult>;
+  replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): Promise<ReplayResult>;
   recoverCommittingRecords(options?: { readonly limit?: number }): Promise<CommittingRecord[]>;
 }
 

@@ -41,6 +41,14 @@ export interface AtTime {
   readonly nowMs: number;
 }
 
+export interface ReplayOptions extends AtTime {
+  /**
+   * Replay only when the record has not been renewed for this long (checked under its lock):
+   * another coordinator's result is left to its owner while the owner is alive. Default 0.
+   */
+  readonly minIdleMs?: number;
+}
+
 export interface ClaimIdentity extends AtTime {
   /** Coordinator name; non-empty. */
   readonly owner: string;

@@ -18,7 +18,7 @@ import { invalidOption } from '../config/values.js';
 import { assertRecordId } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
 import { isActiveLease, type JsonObject, type LeaseRecord } from './lease-record.js';
-import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult } from './lease-results.js';
+import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, ReplayResult } from './lease-results.js';
 import {
   LeaseTableBase,
   checkLimit,
@@ -31,6 +31,7 @@ import {
   normalizePayload,
   openCore,
   type AtTime,
+  type ReplayOptions,
   type ClaimIdentity,
   type LeaseTableDeps,
 } from './lease-table-base.js';
@@ -263,19 +264,23 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * publication), then marks it done → `completed`. If `publish` throws, the error propagates and
    * the record stays committing (retry later). done with this token → `already`; else `stale`.
    */
-  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): LeaseOperation<CompletionResult> {
+  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): LeaseOperation<ReplayResult> {
     assertRecordId(workId, 'work id');
     if (typeof publish !== 'function') throw invalidOption('publish', 'a function', publish);
     const nowMs = checkNowMs(options.nowMs);
+    const minIdleMs = options.minIdleMs ?? 0;
+    if (!Number.isFinite(minIdleMs) || minIdleMs < 0) throw invalidOption('minIdleMs', 'a non-negative number of ms', minIdleMs);
     return {
       name: 'replayCommitOnce',
       lockIds: [workId],
-      apply: async (view): Promise<CompletionResult> => {
+      apply: async (view): Promise<ReplayResult> => {
         const read = view.get(workId);
         if (read.state === 'corrupt') return 'corrupt';
         if (read.state !== 'valid' || !isToken(token) || read.record.token !== token) return 'stale';
         if (read.record.status === 'done') return 'already';
         if (read.record.status !== 'committing' || read.record.commit === undefined) return 'stale';
+        // Under the lock: a renewal since the caller's (lock-free) scan means the owner is alive.
+        if (nowMs - read.record.updatedMs < minIdleMs) return 'live';
         await publish(structuredClone(read.record.commit) as JsonObject);
         view.put({ ...read.record, status: 'done', completedMs: nowMs });
         return 'completed';
@@ -283,7 +288,7 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
     };
   }
 
-  async replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: AtTime): Promise<CompletionResult> {
+  async replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): Promise<ReplayResult> {
     return (await this.runOne(this.planReplayCommitOnce(workId, token, publish, options))).value;
   }
 

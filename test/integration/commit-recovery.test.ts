@@ -274,6 +274,44 @@ describe('commit recovery', () => {
     await Promise.all([a.service.close(), b.service.close(), c.service.close()]);
   });
 
+  it('leaves a foreign committing record to its owner when the owner renewed it after the replayer\'s scan', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const hold = holdAfterBeginCommit();
+    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
+    const workId = await commitAndHold(a, hold.held);
+    let stale: CommitScan | undefined;
+    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, {
+      // Serves one stale scan; every other call goes to the real commits (bound: private fields).
+      wrapCommits: (inner) =>
+        new Proxy(inner, {
+          get(target, property) {
+            if (property === 'scan') {
+              return async () => {
+                const served = stale ?? (await target.scan());
+                stale = undefined;
+                return served;
+              };
+            }
+            const value = Reflect.get(target, property, target) as unknown;
+            return typeof value === 'function' ? value.bind(target) : value;
+          },
+        }),
+    });
+    clock.advance(TTL_MS);
+    stale = await c.commits.scan(); // the owner looks silent in this snapshot …
+    expect(stale.committing.map((r) => r.workId)).toEqual([workId]);
+    await a.coordinator.heartbeat(); // … but renews before the replay takes the lock
+    expect(await c.coordinator.recoverCommits()).toBe(0);
+    expect(c.counters).toMatchObject({ commitsReplayed: 0, commitReplayFailures: 0 });
+    expect(await contents(path.join(c.outDir, 'queue'))).toEqual([]);
+    expect(await statusOf(a.table, workId)).toBe('committing');
+    hold.release();
+    await a.coordinator.settled();
+    expect(await contents(path.join(a.outDir, 'queue'))).toEqual(expectedQueue);
+    expect(a.counters.interesting).toBe(2);
+    await Promise.all([a.service.close(), c.service.close()]);
+  });
+
   it('does not count a replay whose staged copies vanished because another coordinator finished the record after the scan', async () => {
     const { root, leaseRoot, clock } = await setup();
     const hold = holdAfterBeginCommit();

@@ -196,6 +196,27 @@ describe('FencedWorkLeaseTable', () => {
     expect(await helper.recoverCommittingRecords()).toEqual([{ id: retryId, payload: retryPayload, token: retry.token, commit: manifest }]);
   });
 
+  it('replays a commit only once it has not been renewed for minIdleMs, checked under the lock', async () => {
+    const root = await tempRoot();
+    const owner = await openWork(root, { shardCount: 2 });
+    const helper = await openWork(root, { shardCount: 2 });
+    const payload = { path: 'seed-idle', origin: 'generated' };
+    const id = workIdOf(payload);
+    const { token } = ok(await owner.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
+    ok(await owner.beginCommit(id, token, { commit: { n: 1 }, nowMs: 11 * S }));
+    await owner.heartbeat(id, token, { nowMs: 40 * S }); // the owner is alive
+    const before = await bytesOf(owner.recordPath(id));
+    const refuse = (): void => {
+      throw new Error('must not publish while the owner is alive');
+    };
+    expect(await helper.replayCommitOnce(id, token, refuse, { nowMs: 45 * S, minIdleMs: 30 * S })).toBe('live');
+    expect(await bytesOf(owner.recordPath(id))).toEqual(before);
+    const published: unknown[] = [];
+    expect(await helper.replayCommitOnce(id, token, (commit) => void published.push(commit), { nowMs: 70 * S, minIdleMs: 30 * S })).toBe('completed');
+    expect(published).toEqual([{ n: 1 }]);
+    await expect(helper.replayCommitOnce(id, token, refuse, { nowMs: 71 * S, minIdleMs: -1 })).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+  });
+
   it('removes the temp file and keeps the old record when the rename fails (W10)', async () => {
     const root = await tempRoot();
     const fsLayer = new FaultInjectingFsLayer();

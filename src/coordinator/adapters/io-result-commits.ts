@@ -7,13 +7,13 @@
 import type { CommitManifest, CommitStatus } from '../../commit/commit-manifest.js';
 import { StagedFindings, type StagingClient } from '../../commit/staged-findings.js';
 import type { DirectoryFiles } from '../../io/io-requests.js';
-import type { CompletionResult, SnapshotEntry } from '../../lease/lease-results.js';
+import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
 import type { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
 
 /** The I/O-thread requests this adapter uses (an `IoClient` has them). */
 export interface ResultCommitsClient extends StagingClient {
-  publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number): Promise<CompletionResult>;
+  publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number, minIdleMs?: number): Promise<ReplayResult>;
   snapshotRecords(table: 'work'): Promise<SnapshotEntry[]>;
 }
 
@@ -37,10 +37,10 @@ export class IoResultCommits implements ResultCommits {
     return this.staged.stage(workId, items, info);
   }
 
-  async publish(workId: string, token: string, manifest: CommitManifest, findings: readonly CommitFinding[], now: number): Promise<CommitPublication> {
-    let outcome: CompletionResult = 'stale';
+  async publish(workId: string, token: string, manifest: CommitManifest, findings: readonly CommitFinding[], now: number, minIdleMs = 0): Promise<CommitPublication> {
+    let outcome: ReplayResult = 'stale';
     const result = await this.#publisher.publishGuarded(findings, manifest.source, async (jobs) => {
-      outcome = await this.#client.publishCommitted(workId, token, jobs, now);
+      outcome = await this.#client.publishCommitted(workId, token, jobs, now, minIdleMs);
       return outcome === 'completed';
     });
     return { outcome, entries: result.entries.filter((e): e is PublishedEntry => e !== null) };
