@@ -78,7 +78,7 @@ export type IoRequest =
   | { readonly kind: 'completeOnce'; readonly workId: string; readonly token: string; readonly nowMs: number }
   | { readonly kind: 'recoverExpired'; readonly table: 'work' | 'target'; readonly leaseTtlMs?: number; readonly limit?: number; readonly nowMs: number }
   | { readonly kind: 'snapshotCounts'; readonly table: 'work' | 'target'; readonly nowMs: number }
-  | { readonly kind: 'snapshotRecords'; readonly table: 'work' | 'target'; readonly limit?: number }
+  | { readonly kind: 'snapshotRecords'; readonly table: 'work' | 'target'; readonly limit?: number; readonly corrupt?: 'reject' | 'skip' }
   | { readonly kind: 'sweepExpired'; readonly nowMs: number }
   | { readonly kind: 'ensureDir'; readonly dir: string }
   | { readonly kind: 'listDir'; readonly dir: string }

@@ -404,7 +404,9 @@ export class IoService {
       }
       case 'snapshotRecords': {
         const store = this.#store(request.table);
-        return { ...none, read: () => store.snapshotRecords(request.limit !== undefined ? { limit: request.limit } : {}), finish: (_r, value) => value };
+        if (request.corrupt !== undefined && request.corrupt !== 'reject' && request.corrupt !== 'skip') throw invalidOption('corrupt', 'reject or skip', request.corrupt);
+        const options = { ...(request.limit !== undefined ? { limit: request.limit } : {}), ...(request.corrupt !== undefined ? { corrupt: request.corrupt } : {}) };
+        return { ...none, read: () => store.snapshotRecords(options), finish: (_r, value) => value };
       }
       case 'sweepExpired':
         return { ...none, read: async () => this.#mirror.sweep(request.nowMs), finish: (_r, value) => value };

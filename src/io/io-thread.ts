@@ -102,7 +102,7 @@ export class IoClient {
     return this.request({ kind: 'snapshotCounts', table, nowMs });
   }
 
-  snapshotRecords(table: Table, options: { readonly limit?: number } = {}): Promise<IoAnswer<'snapshotRecords'>> {
+  snapshotRecords(table: Table, options: { readonly limit?: number; readonly corrupt?: 'reject' | 'skip' } = {}): Promise<IoAnswer<'snapshotRecords'>> {
     return this.request({ kind: 'snapshotRecords', table, ...options });
   }
 

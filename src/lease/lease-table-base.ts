@@ -165,13 +165,15 @@ export abstract class LeaseTableBase {
 
   /**
    * Every valid record, sorted by (updatedMs, id). Lock-free snapshot. Rejects with
-   * `LeaseCorruptError` if any record is corrupt (a snapshot must not silently skip state).
+   * `LeaseCorruptError` if any record is corrupt (a snapshot must not silently skip state), unless
+   * `corrupt: 'skip'`: a scan that acts on records one by one (commit recovery) must not let one
+   * damaged record stop it from acting on all the others (`symfence leases check` lists them).
    */
-  async snapshotRecords(options: { readonly limit?: number } = {}): Promise<SnapshotEntry[]> {
+  async snapshotRecords(options: { readonly limit?: number; readonly corrupt?: 'reject' | 'skip' } = {}): Promise<SnapshotEntry[]> {
     const limit = checkLimit(options.limit);
     const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
     const corrupt = entries.filter((e) => e.state === 'corrupt');
-    if (corrupt.length > 0) {
+    if (corrupt.length > 0 && options.corrupt !== 'skip') {
       const first = corrupt[0]!;
       throw new LeaseCorruptError(`invalid fenced lease record: ${first.id ?? first.path} (${first.reason})`, {
         corrupt: corrupt.map((e) => ({ id: e.id, path: e.path, reason: e.reason })),

@@ -197,6 +197,27 @@ describe('commit recovery', () => {
     await second.service.close();
   });
 
+  it('replays around a corrupt record elsewhere in the work table instead of stopping at it', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const outDir = path.join(root, 'a');
+    const hold = holdAfterBeginCommit();
+    const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
+    const workId = await commitAndHold(first, hold.held);
+    await first.service.close();
+    const damaged = first.table.recordPath('e'.repeat(64));
+    await mkdir(path.dirname(damaged), { recursive: true });
+    await writeFile(damaged, '{"schema": 1, "status": "le');
+    const second = await startNode(leaseRoot, outDir, 'a', clock);
+    await second.coordinator.tick();
+    expect(second.counters).toMatchObject({ commitsReplayed: 1, commitReplayFailures: 0 });
+    expect(await contents(path.join(outDir, 'queue'))).toEqual(expectedQueue);
+    expect(await readFile(damaged, 'utf8')).toBe('{"schema": 1, "status": "le'); // fails closed: untouched
+    const records = await second.table.snapshotRecords({ corrupt: 'skip' });
+    expect(records.find((e) => e.id === workId)?.record.status).toBe('done');
+    await expect(second.table.snapshotRecords()).rejects.toMatchObject({ code: 'ERR_LEASE_CORRUPT' }); // still reported
+    await second.service.close();
+  });
+
   it('retries at the next scan a replay that failed on an unreadable staged finding, and then publishes it', async () => {
     const { root, leaseRoot, clock } = await setup();
     const outDir = path.join(root, 'a');

@@ -14,7 +14,7 @@ import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, Find
 /** The I/O-thread requests this adapter uses (an `IoClient` has them). */
 export interface ResultCommitsClient extends StagingClient {
   publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number, minIdleMs?: number): Promise<ReplayResult>;
-  snapshotRecords(table: 'work'): Promise<SnapshotEntry[]>;
+  snapshotRecords(table: 'work', options?: { readonly corrupt?: 'reject' | 'skip' }): Promise<SnapshotEntry[]>;
 }
 
 export class IoResultCommits implements ResultCommits {
@@ -47,7 +47,8 @@ export class IoResultCommits implements ResultCommits {
   }
 
   async scan(): Promise<CommitScan> {
-    const records = await this.#client.snapshotRecords('work');
+    // One damaged record must not stop recovery of all the others (`symfence leases check` lists it).
+    const records = await this.#client.snapshotRecords('work', { corrupt: 'skip' });
     const committing: CommittingWork[] = [];
     const done = new Map<string, number>();
     for (const { id, record } of records) {
