@@ -19,8 +19,11 @@ import type { JsonObject } from '../lease/lease-record.js';
 export const COMMIT_MANIFEST_SCHEMA = 'symfence-commit/1';
 /** Staged findings live in this directory under the lease root. */
 export const STAGED_DIR = 'staged';
-/** Most items one manifest may name (a solver run's findings; far above any real run). */
-export const MAX_MANIFEST_ITEMS = 100_000;
+/**
+ * Most items one manifest may name: a run's generated inputs (the solver's `maxOutputFiles` is
+ * capped at 100,000) plus the parent input of a crash or timeout.
+ */
+export const MAX_MANIFEST_ITEMS = 100_001;
 /** Largest staged finding, bytes (AFL's own input cap is 1 MiB). */
 export const MAX_STAGED_BYTES = 64 * 1024 * 1024;
 

@@ -37,21 +37,25 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     env: 'SYMFENCE_SOLVER_KILL_GRACE',
     description: 'grace between SIGTERM and SIGKILL of the solver process group',
   },
-  /** Most generated files one run may leave; more refuses the result. Default 4096. */
+  /**
+   * Most generated files one run may leave; more refuses the result. Default 4096. At most 100,000:
+   * a committed result names every finding in its commit manifest (`MAX_MANIFEST_ITEMS`).
+   */
   maxOutputFiles: {
     kind: 'integer',
     default: 4096,
     min: 1,
-    max: 1_000_000,
+    max: 100_000,
     flag: 'solver-max-outputs',
     env: 'SYMFENCE_SOLVER_MAX_OUTPUTS',
     description: 'most generated inputs one run may leave (more refuses the result)',
   },
-  /** Largest single generated file, in bytes. Default 1 MiB. */
+  /** Largest single generated file, in bytes. Default 1 MiB; at most 64 MiB (`MAX_STAGED_BYTES`). */
   maxOutputFileBytes: {
     kind: 'size',
     default: 1024 * 1024,
     min: 1,
+    max: 64 * 1024 * 1024,
     flag: 'solver-max-output-size',
     env: 'SYMFENCE_SOLVER_MAX_OUTPUT_SIZE',
     description: 'largest single generated input (larger refuses the result)',

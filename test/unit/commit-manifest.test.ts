@@ -1,9 +1,12 @@
 // The commit manifest is read strictly: anything but a well-formed manifest of this schema for
 // this work fails closed with ERR_COMMIT_MANIFEST (a replaying coordinator never guesses bytes).
 import { describe, expect, it } from 'vitest';
+import { SOLVER_OPTIONS } from '../../src/solver/solver-options.js';
 import {
   buildCommitManifest,
   COMMIT_MANIFEST_SCHEMA,
+  MAX_MANIFEST_ITEMS,
+  MAX_STAGED_BYTES,
   manifestJson,
   parseCommitManifest,
   parseStagedName,
@@ -85,3 +88,13 @@ describe('commit manifest', () => {
     expect(parseStagedName('README')).toBeNull();
   });
 });
+
+describe('solver caps against manifest limits', () => {
+  it('keeps every result the solver may return nameable by one manifest (outputs plus the parent)', () => {
+    expect(SOLVER_OPTIONS.specs.maxOutputFiles.max! + 1).toBeLessThanOrEqual(MAX_MANIFEST_ITEMS);
+    expect(SOLVER_OPTIONS.specs.maxOutputFileBytes.max!).toBeLessThanOrEqual(MAX_STAGED_BYTES);
+    expect(() => SOLVER_OPTIONS.resolve({ maxOutputFiles: 100_001 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option: 'maxOutputFiles' }) }));
+    expect(() => SOLVER_OPTIONS.resolve({ maxOutputFileBytes: '65M' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+  });
+});
+
