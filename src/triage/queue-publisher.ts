@@ -95,7 +95,10 @@ export class QueuePublisher implements FindingSink {
       try {
         written = await write(jobs);
       } catch (error) {
-        for (const kind of plan.perDir.keys()) await this.#resync(kind);
+        for (const kind of plan.perDir.keys()) {
+          this.#retireIfExposed(kind, plan, error);
+          await this.#resync(kind);
+        }
         throw error;
       }
       if (!written) return { written: false, entries: new Array(items.length).fill(null) };
@@ -114,6 +117,7 @@ export class QueuePublisher implements FindingSink {
       try {
         await this.#writer.publish(this.dirOf(kind), list.map((l) => l.file));
       } catch (error) {
+        this.#retireIfExposed(kind, plan, error);
         await this.#resync(kind);
         throw error;
       }
@@ -154,6 +158,19 @@ export class QueuePublisher implements FindingSink {
       this.#digests.get(kind)!.add(entry.sha256);
       plan.answers[index] = entry;
     }
+  }
+
+  /**
+   * A publication that failed at or after its renames (`details.step` of the I/O thread's
+   * PublishError) may have shown its `id:` names before they were taken back, and AFL's sync may
+   * have imported them and moved its cursor past them: those ids are never handed out again (a
+   * reused id below AFL's cursor would hide the new entry from AFL for good). A failure before
+   * any rename showed nothing, so its ids stay free.
+   */
+  #retireIfExposed(kind: FindingKind, plan: PublicationPlan, error: unknown): void {
+    const step = (error as { details?: { step?: unknown } } | null)?.details?.step;
+    if (step !== 'rename' && step !== 'directory-barrier') return;
+    this.#nextId.set(kind, Math.max(this.nextId(kind), plan.nextIds.get(kind) ?? 0));
   }
 
   /**

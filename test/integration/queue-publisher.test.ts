@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FsDirectWriter, realBarriers, type BarrierOps } from '../../src/triage/durable-writer.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
+import { PublishError } from '../../src/errors.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -81,6 +82,30 @@ describe('QueuePublisher', () => {
     barriers.failFileAt = undefined;
     const [entry] = await pub.publish([{ kind: 'queue', content: bytes('a') }], PARENT);
     expect(entry!.id).toBe(0);
+  });
+
+  it('never hands out again the ids of a publication that failed after its names may have been visible', async () => {
+    const base = tmp();
+    const direct = new FsDirectWriter();
+    let failStep: string | undefined;
+    // A writer that fails like the I/O thread: names taken back, the step in the error's details.
+    const writer = Object.assign(Object.create(direct) as FsDirectWriter, {
+      publish: async (dir: string, files: readonly { name: string; bytes: Uint8Array }[]) => {
+        if (failStep !== undefined) throw new PublishError(`publication failed during ${failStep}`, { step: failStep });
+        return direct.publish(dir, files);
+      },
+      ensureDir: (dir: string) => direct.ensureDir(dir),
+      list: (dir: string) => direct.list(dir),
+    });
+    const pub = await QueuePublisher.open(base, writer);
+    failStep = 'file-barrier'; // before any rename: nothing was ever visible, the ids stay free
+    await expect(pub.publish([{ kind: 'queue', content: bytes('a') }], PARENT)).rejects.toMatchObject({ code: 'ERR_PUBLISH' });
+    expect(pub.nextId('queue')).toBe(0);
+    failStep = 'directory-barrier'; // renamed, then taken back: AFL may have seen id 0 and 1
+    await expect(pub.publish([{ kind: 'queue', content: bytes('a') }, { kind: 'queue', content: bytes('b') }], PARENT)).rejects.toMatchObject({ code: 'ERR_PUBLISH' });
+    failStep = undefined;
+    const [entry] = await pub.publish([{ kind: 'queue', content: bytes('a') }], PARENT);
+    expect(entry!.id).toBe(2);
   });
 
   it('publishes the same content to a directory only once, also across a restart', async () => {
