@@ -146,6 +146,17 @@ async function setup() {
   return { root, leaseRoot: path.join(root, 'leases'), clock: new ManualClock(T0) };
 }
 
+/** Coordinator `a` accepts a result (beginCommit) and dies before publishing it. */
+async function ownerDiedAfterBeginCommit() {
+  const { root, leaseRoot, clock } = await setup();
+  const outDir = path.join(root, 'a');
+  const hold = holdAfterBeginCommit();
+  const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
+  const workId = await commitAndHold(first, hold.held);
+  await first.service.close(); // the process is gone; its job never continues
+  return { leaseRoot, clock, outDir, first, workId };
+}
+
 describe('commit recovery', () => {
   it('stages the findings durably before beginCommit and stores a manifest naming them by path relative to the lease root', async () => {
     const { root, leaseRoot, clock } = await setup();
@@ -173,12 +184,7 @@ describe('commit recovery', () => {
   });
 
   it('replays a result whose owner died after beginCommit when the same coordinator id starts again: findings exactly once, record done, staged files gone', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const outDir = path.join(root, 'a');
-    const hold = holdAfterBeginCommit();
-    const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(first, hold.held);
-    await first.service.close(); // the process is gone; its job never continues
+    const { leaseRoot, clock, outDir, workId } = await ownerDiedAfterBeginCommit();
 
     clock.advance(1); // well within the TTL: our own record needs no waiting
     const second = await startNode(leaseRoot, outDir, 'a', clock);
@@ -198,12 +204,7 @@ describe('commit recovery', () => {
   });
 
   it('replays around a corrupt record elsewhere in the work table instead of stopping at it', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const outDir = path.join(root, 'a');
-    const hold = holdAfterBeginCommit();
-    const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(first, hold.held);
-    await first.service.close();
+    const { leaseRoot, clock, outDir, first, workId } = await ownerDiedAfterBeginCommit();
     const damaged = first.table.recordPath('e'.repeat(64));
     await mkdir(path.dirname(damaged), { recursive: true });
     await writeFile(damaged, '{"schema": 1, "status": "le');
@@ -219,12 +220,7 @@ describe('commit recovery', () => {
   });
 
   it('retries at the next scan a replay that failed on an unreadable staged finding, and then publishes it', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const outDir = path.join(root, 'a');
-    const hold = holdAfterBeginCommit();
-    const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(first, hold.held);
-    await first.service.close();
+    const { leaseRoot, clock, outDir, workId } = await ownerDiedAfterBeginCommit();
     // A staged finding that cannot be read for now (a directory in its place gives EISDIR).
     const staged = path.join(leaseRoot, STAGED_DIR, (await stagedNames(leaseRoot))[0]!);
     const bytes = await readFile(staged);
@@ -375,12 +371,7 @@ describe('commit recovery', () => {
 
   describe('fails closed, counts and keeps running', () => {
     async function deadOwnerThen(corrupt: (ctx: { leaseRoot: string; workId: string; table: FencedWorkLeaseTable }) => Promise<void>) {
-      const { root, leaseRoot, clock } = await setup();
-      const outDir = path.join(root, 'a');
-      const hold = holdAfterBeginCommit();
-      const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
-      const workId = await commitAndHold(first, hold.held);
-      await first.service.close();
+      const { leaseRoot, clock, outDir, workId } = await ownerDiedAfterBeginCommit();
       const second = await startNode(leaseRoot, outDir, 'a', clock);
       await corrupt({ leaseRoot, workId, table: second.table });
       await second.coordinator.tick();
