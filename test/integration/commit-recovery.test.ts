@@ -146,6 +146,33 @@ async function setup() {
   return { root, leaseRoot: path.join(root, 'leases'), clock: new ManualClock(T0) };
 }
 
+/**
+ * A node's commits whose next scan, once `serve(snapshot)` was called, returns that snapshot
+ * instead of a fresh one; everything else goes to the real commits (bound: they hold private state).
+ */
+function staleScanOnce(): { wrapCommits: (inner: ResultCommits) => ResultCommits; serve(snapshot: CommitScan): void } {
+  let stale: CommitScan | undefined;
+  return {
+    serve(snapshot) {
+      stale = snapshot;
+    },
+    wrapCommits: (inner) =>
+      new Proxy(inner, {
+        get(target, property) {
+          if (property === 'scan') {
+            return async () => {
+              const served = stale ?? (await target.scan());
+              stale = undefined;
+              return served;
+            };
+          }
+          const value = Reflect.get(target, property, target) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      }),
+  };
+}
+
 /** Coordinator `a` accepts a result (beginCommit) and dies before publishing it. */
 async function ownerDiedAfterBeginCommit() {
   const { root, leaseRoot, clock } = await setup();
@@ -296,27 +323,12 @@ describe('commit recovery', () => {
     const hold = holdAfterBeginCommit();
     const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
     const workId = await commitAndHold(a, hold.held);
-    let stale: CommitScan | undefined;
-    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, {
-      // Serves one stale scan; every other call goes to the real commits (bound: private fields).
-      wrapCommits: (inner) =>
-        new Proxy(inner, {
-          get(target, property) {
-            if (property === 'scan') {
-              return async () => {
-                const served = stale ?? (await target.scan());
-                stale = undefined;
-                return served;
-              };
-            }
-            const value = Reflect.get(target, property, target) as unknown;
-            return typeof value === 'function' ? value.bind(target) : value;
-          },
-        }),
-    });
+    const stale = staleScanOnce();
+    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, { wrapCommits: stale.wrapCommits });
     clock.advance(TTL_MS);
-    stale = await c.commits.scan(); // the owner looks silent in this snapshot …
-    expect(stale.committing.map((r) => r.workId)).toEqual([workId]);
+    const snapshot = await c.commits.scan(); // the owner looks silent in this snapshot …
+    expect(snapshot.committing.map((r) => r.workId)).toEqual([workId]);
+    stale.serve(snapshot);
     await a.coordinator.heartbeat(); // … but renews before the replay takes the lock
     expect(await c.coordinator.recoverCommits()).toBe(0);
     expect(c.counters).toMatchObject({ commitsReplayed: 0, commitReplayFailures: 0 });
@@ -334,21 +346,14 @@ describe('commit recovery', () => {
     const hold = holdAfterBeginCommit();
     const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
     const workId = await commitAndHold(a, hold.held);
-    let stale: CommitScan | undefined;
-    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, {
-      // C's first scan is served from a snapshot read before B finished the record.
-      wrapCommits: (inner) => Object.assign(Object.create(inner) as ResultCommits, {
-        scan: async () => {
-          const served = stale ?? (await inner.scan());
-          stale = undefined;
-          return served;
-        },
-      }),
-    });
+    // C's first scan is served from a snapshot read before B finished the record.
+    const stale = staleScanOnce();
+    const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, { wrapCommits: stale.wrapCommits });
     const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
     clock.advance(TTL_MS);
-    stale = await b.commits.scan();
-    expect(stale.committing.map((r) => r.workId)).toEqual([workId]);
+    const snapshot = await b.commits.scan();
+    expect(snapshot.committing.map((r) => r.workId)).toEqual([workId]);
+    stale.serve(snapshot);
     expect(await b.coordinator.recoverCommits()).toBe(1);
     expect(await c.coordinator.recoverCommits()).toBe(0);
     expect(c.counters).toMatchObject({ commitReplayFailures: 0, commitsReplayed: 0 });
