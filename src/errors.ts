@@ -94,14 +94,18 @@ export const QueueClosedError = defineError('ERR_QUEUE_CLOSED', 'QueueClosedErro
 export const PublishError = defineError('ERR_PUBLISH', 'PublishError');
 
 /** Flattens any thrown value into data that survives structured clone. */
+/** The `code` of any thrown value (`ERR_*` of ours, an errno name of Node's), or undefined. */
+export function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 export function toErrorData(error: unknown): ErrorData {
   if (error instanceof SymfenceError) {
     return { code: error.code, message: error.message, details: error.details, stack: error.stack };
   }
   if (error instanceof Error) {
-    const raw = (error as { code?: unknown }).code;
-    const code = typeof raw === 'string' ? raw : 'ERR_INTERNAL';
-    return { code, message: error.message, stack: error.stack };
+    return { code: codeOf(error) ?? 'ERR_INTERNAL', message: error.message, stack: error.stack };
   }
   return { code: 'ERR_INTERNAL', message: String(error) };
 }

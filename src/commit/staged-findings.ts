@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { readFile as readFileAsync } from 'node:fs/promises';
 import path from 'node:path';
 import { StagedFindingError } from '../errors.js';
+import { errnoCode } from '../io/fs-layer.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import type { CommitFinding, FindingItem, StagedResult } from '../coordinator/ports.js';
 import { buildCommitManifest, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
@@ -26,11 +27,6 @@ export interface StagingClient {
 }
 
 const sha256Hex = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
-
-function errnoOf(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
 
 export class StagedFindings {
   readonly leaseRoot: string;
@@ -95,7 +91,7 @@ export class StagedFindings {
         try {
           bytes = await this.#readFile(file);
         } catch (error) {
-          const reason = errnoOf(error) === 'ENOENT' ? 'missing' : 'unreadable';
+          const reason = errnoCode(error) === 'ENOENT' ? 'missing' : 'unreadable';
           throw new StagedFindingError(`staged finding ${item.path} of work ${workId} is ${reason}`, { workId, sha256: item.sha256, reason });
         }
         if (bytes.length !== item.size || sha256Hex(bytes) !== item.sha256) {

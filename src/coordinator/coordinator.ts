@@ -29,6 +29,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
+import { codeOf } from '../errors.js';
 import { sourceIdOf } from '../triage/afl-names.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
@@ -161,10 +162,6 @@ export const RECOVERY_OWNER = 0xffff_fff0;
 
 const decimal = (targets: readonly bigint[]): string[] => targets.map((t) => t.toString(10));
 
-const codeOf = (error: unknown): string | undefined => {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-};
 
 export class Coordinator {
   readonly #options: CoordinatorOptions;

@@ -184,7 +184,4 @@ export class NodeFsLayer implements FsLayer {
 export const nodeFsLayer: FsLayer = new NodeFsLayer();
 
 /** The errno name of a filesystem error, or undefined. */
-export function errnoCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
+export { codeOf as errnoCode } from '../errors.js';

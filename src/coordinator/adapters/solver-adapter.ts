@@ -4,6 +4,7 @@
  * a `SolverOutcome`. A generated input is interesting when triage claimed new bits in the shared
  * coverage bitmap; showmap's crash/hang verdicts make it a terminal crash/hang.
  */
+import { codeOf } from '../../errors.js';
 import type { Telemetry } from '../../scheduler/telemetry.js';
 import type { SolverPool } from '../../solver/solver-pool.js';
 import type { CommandTemplate, InputMode, SolverResult, TriageSettings } from '../../solver/solver-types.js';
@@ -45,8 +46,7 @@ export class SolverPoolAdapter implements SolverPort {
         { signal: options.signal },
       );
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (code === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
+      if (codeOf(error) === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
       return { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
     }
     const generated: TriagedInput[] = [];
