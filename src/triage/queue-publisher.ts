@@ -70,7 +70,12 @@ export class QueuePublisher implements FindingSink {
   }
 
   publish(items: readonly FindingItem[], parentPath: string): Promise<ReadonlyArray<PublishedEntry | null>> {
-    const run = this.#chain.then(() => this.#publish(items, parentPath));
+    return this.#serially(() => this.#publish(items, parentPath));
+  }
+
+  /** Runs publications one after another, so ids are assigned in publication order. */
+  #serially<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.#chain.then(task);
     this.#chain = run.catch(() => {});
     return run;
   }
@@ -88,25 +93,20 @@ export class QueuePublisher implements FindingSink {
     source: string,
     write: (jobs: readonly { readonly dir: string; readonly files: readonly DurableFile[] }[]) => Promise<boolean>,
   ): Promise<GuardedPublication> {
-    const run = this.#chain.then(async (): Promise<GuardedPublication> => {
-      const plan = this.#plan(items.map((i) => ({ kind: i.kind, bytes: i.bytes })), source);
+    return this.#serially(async (): Promise<GuardedPublication> => {
+      const plan = this.#plan(items, source);
       const jobs = [...plan.perDir].map(([kind, list]) => ({ dir: this.dirOf(kind), files: list.map((l) => l.file) }));
       let written: boolean;
       try {
         written = await write(jobs);
       } catch (error) {
-        for (const kind of plan.perDir.keys()) {
-          this.#retireIfExposed(kind, plan, error);
-          await this.#resync(kind);
-        }
+        for (const kind of plan.perDir.keys()) await this.#afterFailure(kind, plan, error);
         throw error;
       }
       if (!written) return { written: false, entries: new Array(items.length).fill(null) };
       for (const kind of plan.perDir.keys()) this.#accept(kind, plan);
       return { written: true, entries: plan.answers };
     });
-    this.#chain = run.catch(() => {});
-    return run;
   }
 
   async #publish(items: readonly FindingItem[], parentPath: string): Promise<Array<PublishedEntry | null>> {
@@ -117,8 +117,7 @@ export class QueuePublisher implements FindingSink {
       try {
         await this.#writer.publish(this.dirOf(kind), list.map((l) => l.file));
       } catch (error) {
-        this.#retireIfExposed(kind, plan, error);
-        await this.#resync(kind);
+        await this.#afterFailure(kind, plan, error);
         throw error;
       }
       this.#accept(kind, plan);
@@ -165,12 +164,12 @@ export class QueuePublisher implements FindingSink {
    * PublishError) may have shown its `id:` names before they were taken back, and AFL's sync may
    * have imported them and moved its cursor past them: those ids are never handed out again (a
    * reused id below AFL's cursor would hide the new entry from AFL for good). A failure before
-   * any rename showed nothing, so its ids stay free.
+   * any rename showed nothing, so its ids stay free. Then the counters are resynced from disk.
    */
-  #retireIfExposed(kind: FindingKind, plan: PublicationPlan, error: unknown): void {
+  async #afterFailure(kind: FindingKind, plan: PublicationPlan, error: unknown): Promise<void> {
     const step = (error as { details?: { step?: unknown } } | null)?.details?.step;
-    if (step !== 'rename' && step !== 'directory-barrier') return;
-    this.#nextId.set(kind, Math.max(this.nextId(kind), plan.nextIds.get(kind) ?? 0));
+    if (step === 'rename' || step === 'directory-barrier') this.#nextId.set(kind, Math.max(this.nextId(kind), plan.nextIds.get(kind) ?? 0));
+    await this.#resync(kind);
   }
 
   /**
