@@ -320,6 +320,21 @@ describe('solver slots', () => {
     expect(t.jobs.map((j) => j.status)).toEqual(['ok']);
   });
 
+  it('counts only running solvers as aborted at shutdown: a job whose solver ended goes on to commit', async () => {
+    const t = setup({ workers: 1 });
+    const gate = gateCommits(t);
+    t.source.queue.push(await t.admit(makeJob('a', 1n)));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
+    await gate.reached(1); // solver done, result waiting in beginCommit (phase still active)
+    const stopping = t.coordinator.stop();
+    await new Promise<void>((resolve) => setImmediate(resolve)); // stop() has aborted what it aborts
+    gate.open();
+    expect((await stopping).abortedRuns).toBe(0);
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok']);
+    expect(t.sink.entries).toHaveLength(1);
+  });
+
   it('stops dispatching when as many jobs are still committing as there are workers (back-pressure)', async () => {
     const t = setup({ workers: 1 });
     const gate = gateCommits(t);
