@@ -173,23 +173,25 @@ function staleScanOnce(): { wrapCommits: (inner: ResultCommits) => ResultCommits
   };
 }
 
+/** Coordinator `a` accepts a result (beginCommit) and is held there, alive, until `hold.release()`. */
+async function ownerHeldAfterBeginCommit() {
+  const { root, leaseRoot, clock } = await setup();
+  const hold = holdAfterBeginCommit();
+  const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
+  const workId = await commitAndHold(a, hold.held);
+  return { root, leaseRoot, clock, hold, a, workId };
+}
+
 /** Coordinator `a` accepts a result (beginCommit) and dies before publishing it. */
 async function ownerDiedAfterBeginCommit() {
-  const { root, leaseRoot, clock } = await setup();
-  const outDir = path.join(root, 'a');
-  const hold = holdAfterBeginCommit();
-  const first = await startNode(leaseRoot, outDir, 'a', clock, { hooks: hold.hooks });
-  const workId = await commitAndHold(first, hold.held);
+  const { leaseRoot, clock, a: first, workId } = await ownerHeldAfterBeginCommit();
   await first.service.close(); // the process is gone; its job never continues
-  return { leaseRoot, clock, outDir, first, workId };
+  return { leaseRoot, clock, outDir: first.outDir, first, workId };
 }
 
 describe('commit recovery', () => {
   it('stages the findings durably before beginCommit and stores a manifest naming them by path relative to the lease root', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const hold = holdAfterBeginCommit();
-    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(a, hold.held);
+    const { leaseRoot, hold, a, workId } = await ownerHeldAfterBeginCommit();
     const record = (await a.table.snapshotRecords()).find((e) => e.id === workId)!.record;
     expect(record.status).toBe('committing');
     const items = (record.commit as { items: { kind: string; sha256: string; path: string }[] }).items;
@@ -267,10 +269,7 @@ describe('commit recovery', () => {
   });
 
   it('lets another coordinator replay a committing record only after a whole work TTL without renewal, into its own queue', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const hold = holdAfterBeginCommit();
-    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(a, hold.held);
+    const { root, leaseRoot, clock, hold, a, workId } = await ownerHeldAfterBeginCommit();
     const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
 
     clock.advance(TTL_MS - 1);
@@ -301,10 +300,7 @@ describe('commit recovery', () => {
   });
 
   it('lets exactly one of two coordinators racing to replay the same record publish it', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const hold = holdAfterBeginCommit();
-    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(a, hold.held);
+    const { root, leaseRoot, clock, a, workId } = await ownerHeldAfterBeginCommit();
     const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
     const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock);
     clock.advance(TTL_MS);
@@ -319,10 +315,7 @@ describe('commit recovery', () => {
   });
 
   it('leaves a foreign committing record to its owner when the owner renewed it after the replayer\'s scan', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const hold = holdAfterBeginCommit();
-    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(a, hold.held);
+    const { root, leaseRoot, clock, hold, a, workId } = await ownerHeldAfterBeginCommit();
     const stale = staleScanOnce();
     const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, { wrapCommits: stale.wrapCommits });
     clock.advance(TTL_MS);
@@ -342,10 +335,7 @@ describe('commit recovery', () => {
   });
 
   it('does not count a replay whose staged copies vanished because another coordinator finished the record after the scan', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const hold = holdAfterBeginCommit();
-    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(a, hold.held);
+    const { root, leaseRoot, clock, a, workId } = await ownerHeldAfterBeginCommit();
     // C's first scan is served from a snapshot read before B finished the record.
     const stale = staleScanOnce();
     const c = await startNode(leaseRoot, path.join(root, 'c'), 'c', clock, { wrapCommits: stale.wrapCommits });
@@ -363,10 +353,7 @@ describe('commit recovery', () => {
   });
 
   it('never replays another coordinator\'s record when taking over expired work is disabled', async () => {
-    const { root, leaseRoot, clock } = await setup();
-    const hold = holdAfterBeginCommit();
-    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: hold.hooks });
-    const workId = await commitAndHold(a, hold.held);
+    const { root, leaseRoot, clock, a, workId } = await ownerHeldAfterBeginCommit();
     const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock, { recoverExpiredWork: false });
     clock.advance(10 * TTL_MS);
     expect(await b.coordinator.recoverCommits()).toBe(0);
