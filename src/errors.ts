@@ -81,6 +81,8 @@ export const SolverTimeoutError = defineError('ERR_SOLVER_TIMEOUT', 'SolverTimeo
 export const SolverOutputBudgetError = defineError('ERR_SOLVER_OUTPUT_BUDGET', 'SolverOutputBudgetError');
 /** The solver could not be started. */
 export const SolverSpawnError = defineError('ERR_SOLVER_SPAWN', 'SolverSpawnError');
+/** `--solver-telemetry preload` was asked for a binary the preload library cannot interpose, or the library is missing. */
+export const PreloadUnsupportedError = defineError('ERR_PRELOAD_UNSUPPORTED', 'PreloadUnsupportedError');
 /** AFL++ output directory, queue entry or tool is missing or malformed. */
 export const AflError = defineError('ERR_AFL', 'AflError');
 /** The operation was aborted through an AbortSignal or by shutdown. */

@@ -130,6 +130,30 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     env: 'SYMFENCE_IDLE_POLL',
     description: 'longest sleep of an idle coordinator loop',
   },
+  /**
+   * Where branch telemetry comes from: `auto` (the preload library for a dynamically linked stock
+   * SymCC binary, else the solver's own), `preload`, `runtime`, `off`. Default `auto`.
+   */
+  solverTelemetry: {
+    kind: 'enum',
+    values: ['auto', 'preload', 'runtime', 'off'] as const,
+    default: 'auto',
+    flag: 'solver-telemetry',
+    env: 'SYMFENCE_SOLVER_TELEMETRY',
+    description: 'branch telemetry source: auto, preload (stock SymCC through the preload library), runtime (the solver writes it), off (untargeted runs only)',
+  },
+  /**
+   * An input's first run: `trace` (solve nothing, learn its branches, then directed runs at the
+   * branches nobody answered) or `full` (plain SymCC: solve every branch). Default `trace`.
+   */
+  firstRun: {
+    kind: 'enum',
+    values: ['trace', 'full'] as const,
+    default: 'trace',
+    flag: 'first-run',
+    env: 'SYMFENCE_FIRST_RUN',
+    description: 'first run of each input: trace (learn its branches, then solve the unanswered ones directed) or full (solve every branch)',
+  },
   /** Take over other coordinators' expired work. Default true. */
   recoverExpiredWork: {
     kind: 'boolean',

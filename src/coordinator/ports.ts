@@ -47,6 +47,11 @@ export interface CoordinatorJob {
   readonly origin: string;
   /** Generation depth (0 for AFL seeds, parent + 1 for our own findings). */
   readonly depth: number;
+  /**
+   * `trace`: a trace-only run (solve nothing, learn the input's branches) — the first run of an
+   * input under the `trace` first-run strategy. Absent: a solving run. Part of the work identity.
+   */
+  readonly mode?: 'trace';
 }
 
 /**

@@ -10,6 +10,8 @@
  *   fastest, directed replays work the branches they left open.)
  *
  * Sources 2 and 3 are untargeted whole-input runs: no target group, only the exact-work lease.
+ * Under the `trace` first-run strategy they solve nothing and only record the input's branches;
+ * the scheduler's frontier lane then directs runs at the branches no run has answered.
  * Every input is also handed to the scheduler, which learns branches from the runs' telemetry and
  * proposes targeted jobs later. Our own findings are marked seen in the AFL reader so that AFL's
  * re-import of them (`sync:` entries) is not run again.
@@ -29,10 +31,26 @@ export interface SeedWorkSourceOptions {
   readonly schedulerShare?: number;
   /** Least time between two scans of AFL's queue directory, ms. Default 500. */
   readonly aflPollMs?: number;
+  /**
+   * An input's first run: `full` (solve every branch) or `trace` (a trace-only run that teaches
+   * the scheduler the input's branches; directed runs then solve the ones nobody answered).
+   * Default `full`.
+   */
+  readonly firstRun?: 'trace' | 'full';
 }
 
-export function untargetedJob(seed: SeedInput): CoordinatorJob {
-  return { inputPath: seed.path, inputSha256: seed.sha256, targetBranch: 0n, actions: [], group: [], origin: seed.origin, depth: seed.depth };
+/** An input's first run: untargeted, solving everything (`full`) or nothing (`trace`). */
+export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full'): CoordinatorJob {
+  return {
+    inputPath: seed.path,
+    inputSha256: seed.sha256,
+    targetBranch: 0n,
+    actions: [],
+    group: [],
+    origin: seed.origin,
+    depth: seed.depth,
+    ...(firstRun === 'trace' ? { mode: 'trace' as const } : {}),
+  };
 }
 
 export class SeedWorkSource implements WorkSource {
@@ -46,6 +64,7 @@ export class SeedWorkSource implements WorkSource {
   readonly #schedulerShare: number;
   #schedulerCredit = 0;
   readonly #aflPollMs: number;
+  readonly #firstRun: 'trace' | 'full';
   #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: SeedWorkSourceOptions) {
@@ -58,6 +77,7 @@ export class SeedWorkSource implements WorkSource {
     if (!(share >= 0 && share <= 1)) throw new RangeError(`schedulerShare must be in 0..1, got ${share}`);
     this.#schedulerShare = share;
     this.#aflPollMs = options.aflPollMs ?? 500;
+    this.#firstRun = options.firstRun ?? 'full';
   }
 
   /** Inputs waiting to be run untargeted. */
@@ -98,7 +118,7 @@ export class SeedWorkSource implements WorkSource {
       this.#known.add(seed.sha256);
       this.#scheduler?.addSeed(seed, now);
     }
-    return { job: untargetedJob(seed), owner: this.#owner };
+    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full'), owner: this.#owner };
   }
 
   observe(feedback: JobFeedback, now: number): void {

@@ -31,6 +31,8 @@ function identityOf(job: CoordinatorJob): Record<string, unknown> {
     input: job.inputSha256,
     target: job.targetBranch.toString(10),
     actions: job.actions.map((a) => [a.branch.toString(10), a.kind]),
+    // Absent for solving runs, so their ids are what they always were.
+    ...(job.mode === 'trace' ? { mode: 'trace' } : {}),
   };
 }
 
@@ -76,6 +78,8 @@ export function jobFromWorkPayload(payload: Readonly<Record<string, unknown>>): 
     return { branch: parseTarget(row[0], false), kind: row[1] as JobAction['kind'] };
   });
   const depth = payload['depth'];
+  const mode = payload['mode'];
+  if (mode !== undefined && mode !== 'trace') throw new InvalidJobError(`work payload mode ${JSON.stringify(mode)} is not "trace"`);
   return {
     inputPath: path,
     inputSha256: input,
@@ -84,5 +88,6 @@ export function jobFromWorkPayload(payload: Readonly<Record<string, unknown>>): 
     group: rawGroup.map((t: unknown) => parseTarget(t, false)),
     origin: 'recovered',
     depth: typeof depth === 'number' && Number.isSafeInteger(depth) && depth >= 0 ? depth : 0,
+    ...(mode === 'trace' ? { mode } : {}),
   };
 }

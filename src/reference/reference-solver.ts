@@ -73,6 +73,8 @@ function showmapMode(args: string[]): void {
 function readJob(): ReferenceJob | null {
   const target = process.env.SYMCC_TARGET_BRANCH;
   const actionsFile = process.env.SYMCC_S2F_ACTIONS;
+  // Trace-only: walk and describe the path, solve nothing (an empty directed job flips no step).
+  if (process.env.SYMFENCE_TRACE_ONLY === '1') return { targetBranch: 0n, actions: new Map() };
   const targetBranch = target && /^\d+$/.test(target) ? BigInt(target) : 0n;
   const actions = actionsFile ? parseActionsText(readFileSync(actionsFile, 'utf8')) : new Map();
   return targetBranch === 0n && actions.size === 0 ? null : { targetBranch, actions };

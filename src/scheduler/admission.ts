@@ -15,6 +15,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { LocalReservations, SharedClaimOutcome, SharedTargetClaims } from './admission-ports.js';
 import type { Lane, LaneName, Proposal } from './lanes/lane.js';
 import { seedTargetKey, targetGroup, type ReplayJob } from './replay-job.js';
+import type { TargetLedger } from './target-ledger.js';
 
 /** The result of admission: a job whose group is held locally (and, multi-coordinator, shared). */
 export interface AdmittedJob {
@@ -54,6 +55,8 @@ export interface AdmissionOptions {
   readonly local: LocalReservations;
   /** Absent in single-coordinator mode: step 3 (shared claim) is skipped. */
   readonly shared?: SharedTargetClaims;
+  /** Pairs already answered are never proposed again; settled actions are stripped. */
+  readonly ledger?: TargetLedger;
   readonly logger?: Logger;
   /** First owner id handed to the local set; ids increase per reservation attempt, wrapping below 2^31. */
   readonly firstOwner?: number;
@@ -79,6 +82,7 @@ export class Admission {
   readonly #byName: ReadonlyMap<LaneName, Lane>;
   readonly #local: LocalReservations;
   readonly #shared: SharedTargetClaims | undefined;
+  readonly #ledger: TargetLedger | undefined;
   readonly #logger: Logger | undefined;
   /** Targets of admitted jobs not yet released: excluded from proposals. */
   readonly #inflight = new Map<bigint, number>();
@@ -105,6 +109,7 @@ export class Admission {
     this.#byName = new Map(options.lanes.map((l) => [l.name, l]));
     this.#local = options.local;
     this.#shared = options.shared;
+    this.#ledger = options.ledger;
     this.#logger = options.logger;
     this.#nextOwner = Math.max(1, Math.floor(options.firstOwner ?? 1));
   }
@@ -119,21 +124,30 @@ export class Admission {
   }
 
   /**
-   * Ranked backlog for one round: Prefix and CSTG interleaved (P0, C0, P1, C1 …) for fairness,
-   * then every other lane's proposals in lane order. Pure.
+   * Ranked backlog for one round: the frontier lane's questions first (branches nobody has
+   * answered), then Prefix and CSTG interleaved (P0, C0, P1, C1 …) for fairness, then every other
+   * lane's proposals in lane order. Each proposal passes the target ledger: a pair already
+   * answered (or backing off) is dropped, settled actions are stripped. No lane state changes.
    */
   proposals(limit: number, proposalLimit: number, now: number): Proposal[] {
     const excluded = this.inflightTargets();
     const lists = this.#lanes.map((lane) => ({ lane, list: lane.propose(limit, proposalLimit, now, excluded) }));
     const prefix = lists.find((l) => l.lane.name === 'prefix')?.list ?? [];
     const cstg = lists.find((l) => l.lane.name === 'cstg')?.list ?? [];
-    const ordered: Proposal[] = [];
+    const ordered: Proposal[] = [...(lists.find((l) => l.lane.name === 'frontier')?.list ?? [])];
     for (let i = 0; i < Math.max(prefix.length, cstg.length); i += 1) {
       if (i < prefix.length) ordered.push(prefix[i]!);
       if (i < cstg.length) ordered.push(cstg[i]!);
     }
-    for (const { lane, list } of lists) if (lane.name !== 'prefix' && lane.name !== 'cstg') ordered.push(...list);
-    return ordered;
+    for (const { lane, list } of lists) if (lane.name !== 'prefix' && lane.name !== 'cstg' && lane.name !== 'frontier') ordered.push(...list);
+    const ledger = this.#ledger;
+    if (ledger === undefined) return ordered;
+    const out: Proposal[] = [];
+    for (const proposal of ordered) {
+      const job = ledger.filter(proposal.job, now);
+      if (job !== undefined) out.push(job === proposal.job ? proposal : { ...proposal, job });
+    }
+    return out;
   }
 
   /**

@@ -19,6 +19,7 @@ import { ConcurrencyLane } from './lanes/concurrency-lane.js';
 import { CstgLane } from './lanes/cstg-lane.js';
 import { EdgeDependenceLane } from './lanes/edge-dependence-lane.js';
 import { FallbackReplayLane } from './lanes/fallback-replay-lane.js';
+import { FrontierLane } from './lanes/frontier-lane.js';
 import type { Lane, LaneName } from './lanes/lane.js';
 import { PrefixDagLane } from './lanes/prefix-dag-lane.js';
 import type { ReplayJob } from './replay-job.js';
@@ -26,6 +27,8 @@ import { SCHEDULER_OPTIONS, type SchedulerOptions } from './scheduler-options.js
 import type { ScoringPolicy } from './scoring.js';
 import { applyHints, type ContractOutcome, type DispatchPlan } from './target-contract.js';
 import type { Telemetry } from './telemetry.js';
+import { answeredBy, TargetLedger, type LedgerStats } from './target-ledger.js';
+import { targetGroup } from './replay-job.js';
 
 export interface SeedInfo {
   /** Input length in bytes. */
@@ -67,7 +70,7 @@ export interface SchedulerInit {
   readonly logger?: Logger;
 }
 
-const LANE_NAMES: readonly LaneName[] = ['prefix', 'cstg', 'edge', 'concurrency', 'fallback'];
+const LANE_NAMES: readonly LaneName[] = ['frontier', 'prefix', 'cstg', 'edge', 'concurrency', 'fallback'];
 
 export class Scheduler {
   readonly options: SchedulerOptions;
@@ -76,6 +79,7 @@ export class Scheduler {
   readonly #admission: Admission;
   readonly #hints: readonly HintSource[];
   readonly #logger: Logger | undefined;
+  readonly #ledger: TargetLedger;
   #observations = 0;
   #telemetryRejected = 0;
 
@@ -90,10 +94,13 @@ export class Scheduler {
         });
       }
     }
+    this.#ledger = new TargetLedger({ maxAttempts: this.options.targetAttempts, retryBaseMs: this.options.cooldownMs });
     const common = { cooldownMs: this.options.cooldownMs, seedLive: (seed: string) => this.#seeds.has(seed), ...(init.scoring ? { scoring: init.scoring } : {}) };
     const distances = init.guidance ?? new Map<bigint, number>();
     const build = (name: string): Lane => {
       switch (name) {
+        case 'frontier':
+          return new FrontierLane({ seedLive: common.seedLive, ledger: this.#ledger, targetsPerJob: this.options.frontierTargets, maxRecords: this.options.replayRecords });
         case 'prefix':
           return new PrefixDagLane({
             ...common,
@@ -119,6 +126,7 @@ export class Scheduler {
     this.#admission = new Admission({
       lanes: this.#lanes,
       local: init.local,
+      ledger: this.#ledger,
       ...(init.shared ? { shared: init.shared } : {}),
       ...(init.logger ? { logger: init.logger } : {}),
     });
@@ -170,6 +178,12 @@ export class Scheduler {
       const details = (feedback.telemetryError as { details?: unknown }).details;
       this.#logger?.warn({ seed: feedback.seed, err: feedback.telemetryError, details }, 'solver telemetry rejected; run treated as untargeted');
     }
+    // The ledger first: lanes consult it while they learn (the frontier skips answered branches).
+    if (feedback.telemetry !== null || feedback.job !== undefined) {
+      const group = feedback.job ? targetGroup(feedback.job) : [];
+      if (group.length > 0) this.#ledger.record(feedback.job!, group, feedback.telemetry, feedback.killed === true, now);
+      else if (feedback.telemetry !== null && feedback.killed !== true) this.#ledger.noteAnswered(feedback.seed, answeredBy(feedback.telemetry));
+    }
     for (const lane of this.#lanes) {
       if (lane instanceof FallbackReplayLane) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now);
       else if (feedback.telemetry !== null) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
@@ -218,6 +232,7 @@ export class Scheduler {
       laneSizes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.size()])),
       inflightTargets: this.#admission.inflightTargets().size,
       admission: this.#admission.stats(),
+      targets: this.#ledger.stats(),
     };
   }
 
@@ -269,9 +284,12 @@ export interface SchedulerStats {
   readonly laneSizes: Readonly<Record<string, number>>;
   readonly inflightTargets: number;
   readonly admission: Readonly<AdmissionStats>;
+  /** What the target ledger knows: settled and retrying (input, branch) pairs, answered branches. */
+  readonly targets: LedgerStats;
 }
 
 export interface LaneByName {
+  frontier: FrontierLane;
   prefix: PrefixDagLane;
   cstg: CstgLane;
   edge: EdgeDependenceLane;

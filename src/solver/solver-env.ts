@@ -16,16 +16,25 @@ export const CONTRACT_VARIABLES: readonly string[] = [
   'SYMCC_TARGET_BRANCH',
   'SYMCC_S2F_ACTIONS',
   'SYMCC_TELEMETRY_OUT',
+  'SYMFENCE_TRACE_ONLY',
 ];
 
 export interface SolverContractEnv {
   readonly outputDir: string;
   /** Set in file mode only. */
   readonly inputFile: string | null;
-  readonly pruningMapPath: string;
+  /**
+   * QSYM's pruning map, or null to leave `SYMCC_AFL_COVERAGE_MAP` unset (QSYM then starts from a
+   * fresh in-memory map: a directed run must not have its target pruned as already seen).
+   */
+  readonly pruningMapPath: string | null;
   readonly targetBranch: bigint | null;
   readonly actionsFile: string | null;
   readonly telemetryOut: string | null;
+  /** `SYMFENCE_TRACE_ONLY=1`: record the branch trace, solve nothing. */
+  readonly traceOnly?: boolean;
+  /** The preload library, prepended to any `LD_PRELOAD` of the base or the task. */
+  readonly preload?: string | null;
 }
 
 /** Refuses task environments that try to set a contract variable or carry a non-string value. */
@@ -83,12 +92,24 @@ export function buildSolverEnvFromBase(
   const env: NodeJS.ProcessEnv = { ...cleanBase, ...taskEnv };
   env.SYMCC_OUTPUT_DIR = contract.outputDir;
   env.SYMCC_ENABLE_LINEARIZATION = '1';
-  env.SYMCC_AFL_COVERAGE_MAP = contract.pruningMapPath;
+  if (contract.pruningMapPath !== null) env.SYMCC_AFL_COVERAGE_MAP = contract.pruningMapPath;
+  if (contract.traceOnly === true) env.SYMFENCE_TRACE_ONLY = '1';
+  if (contract.preload) env.LD_PRELOAD = prependPreload(contract.preload, env.LD_PRELOAD);
   if (contract.inputFile !== null) env.SYMCC_INPUT_FILE = contract.inputFile;
   if (contract.targetBranch !== null && contract.targetBranch > 0n) env.SYMCC_TARGET_BRANCH = contract.targetBranch.toString(10);
   if (contract.actionsFile !== null) env.SYMCC_S2F_ACTIONS = contract.actionsFile;
   if (contract.telemetryOut !== null) env.SYMCC_TELEMETRY_OUT = contract.telemetryOut;
   return env;
+}
+
+/**
+ * `LD_PRELOAD` with `library` first: the user's own preloads still load (after ours, so our hook
+ * sees the runtime's symbol through `RTLD_NEXT` whatever they interpose). The loader accepts
+ * colons and spaces as separators; an empty or duplicate entry of ours is dropped.
+ */
+export function prependPreload(library: string, existing: string | undefined): string {
+  const rest = (existing ?? '').split(/[:\s]+/).filter((entry) => entry !== '' && entry !== library);
+  return [library, ...rest].join(':');
 }
 
 /**

@@ -109,13 +109,18 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   }
   const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
 
+  // Under the preload library the coordinator decides what is solved; QSYM's own pruning map
+  // would silently skip a directed target that this worker saw in an earlier run.
+  const ownPruning = task.preload !== null && task.job !== null;
   const env = buildSolverEnvFromBase(ctx.solverEnvBase, task.env, {
     outputDir,
     inputFile,
-    pruningMapPath: ctx.pruningMapPath,
+    pruningMapPath: ownPruning ? null : ctx.pruningMapPath,
     targetBranch: task.job?.targetBranch ?? null,
     actionsFile,
     telemetryOut,
+    traceOnly: task.job?.traceOnly === true,
+    preload: task.preload,
   });
   const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : task.command.argv;
 

@@ -20,11 +20,16 @@ import type { ActionKind } from '../scheduler/replay-job.js';
 import type { SpawnMethod } from './spawn-method.js';
 export type { ActionKind };
 
-/** Directed-extension job fields (`SYMCC_TARGET_BRANCH`, `SYMCC_S2F_ACTIONS`). */
+/** Directed-extension job fields (`SYMCC_TARGET_BRANCH`, `SYMCC_S2F_ACTIONS`, `SYMFENCE_TRACE_ONLY`). */
 export interface DirectedJob {
   /** Primary target branch; 0n = none. */
   readonly targetBranch: bigint;
   readonly actions: readonly { readonly branch: bigint; readonly kind: ActionKind }[];
+  /**
+   * Solve nothing, only record the branch trace (`SYMFENCE_TRACE_ONLY=1`): the cheap first run
+   * that tells the scheduler which branches an input has. Excludes a target and actions.
+   */
+  readonly traceOnly?: boolean;
 }
 
 /** Caps on what one run may leave in its output directory. Over any cap the result is refused. */
@@ -67,6 +72,12 @@ export interface SolverTask {
   readonly triage?: TriageSettings;
   /** Return the bytes of generated inputs (default true). */
   readonly includeBytes?: boolean;
+  /**
+   * Absolute path of symfence's SymCC preload library (`preloadLibraryPath()`): prepended to the
+   * solver's `LD_PRELOAD`, so a stock SymCC binary writes telemetry and honours directed jobs.
+   * See docs/solver.md, "Stock SymCC: the preload library".
+   */
+  readonly preload?: string;
 }
 
 /** The task as the worker thread receives it: every default resolved, plus the abort cell. */
@@ -85,6 +96,8 @@ export interface WireTask {
   readonly telemetry: boolean;
   readonly triage: (Required<TriageSettings> & { readonly inputMode: 'stdin' | 'file' }) | null;
   readonly includeBytes: boolean;
+  /** The preload library to prepend to `LD_PRELOAD`, or null. */
+  readonly preload: string | null;
   /** How the worker starts the solver and afl-showmap; absent = `auto` on the worker's thread. */
   readonly spawnMethod?: SpawnMethod;
 }

@@ -3,6 +3,7 @@
  * the pool's solver options, input mode decided, directed job checked. Pure; every bad field is an
  * `InvalidOptionError` or `InvalidJobError` naming the field and the value.
  */
+import path from 'node:path';
 import { InvalidJobError, InvalidOptionError } from '../errors.js';
 import { argvWantsFile, validateTaskEnv } from './solver-env.js';
 import type { SolverOptions } from './solver-options.js';
@@ -47,6 +48,10 @@ function positive(field: string, value: number | undefined, fallback: number, al
 /** Checks a directed job; ids must be u64 bigints, kinds solve/sample/skip, ≤ 64 actions. */
 export function checkDirectedJob(job: DirectedJob | undefined): DirectedJob | null {
   if (job === undefined) return null;
+  if (typeof job !== 'object' || job === null) throw new InvalidJobError(`job must be an object, got ${String(job)}`, { field: 'job' });
+  if (job.traceOnly !== undefined && typeof job.traceOnly !== 'boolean') {
+    throw new InvalidJobError(`job.traceOnly must be a boolean, got ${String(job.traceOnly)}`, { field: 'traceOnly' });
+  }
   if (typeof job.targetBranch !== 'bigint' || job.targetBranch < 0n || job.targetBranch > MAX_U64) {
     throw new InvalidJobError(`job.targetBranch must be a bigint in 0..2^64-1, got ${String(job.targetBranch)}`, { field: 'targetBranch' });
   }
@@ -62,8 +67,27 @@ export function checkDirectedJob(job: DirectedJob | undefined): DirectedJob | nu
       });
     }
   }
+  if (job.traceOnly === true) {
+    // A trace-only run solves nothing, so a target or an action would be a promise it cannot keep.
+    if (job.targetBranch !== 0n || job.actions.length > 0) {
+      throw new InvalidJobError('job.traceOnly excludes a target branch and actions', { field: 'traceOnly' });
+    }
+    return { targetBranch: 0n, actions: [], traceOnly: true };
+  }
   if (job.targetBranch === 0n && job.actions.length === 0) return null;
   return { targetBranch: job.targetBranch, actions: job.actions.map((a) => ({ branch: a.branch, kind: a.kind })) };
+}
+
+/**
+ * The preload library path: absolute, and free of the characters the dynamic loader splits
+ * `LD_PRELOAD` on (colon, whitespace), which would silently load something else.
+ */
+function checkPreload(preload: unknown): string | null {
+  if (preload === undefined) return null;
+  if (typeof preload !== 'string' || !path.isAbsolute(preload) || /[:\s\0]/.test(preload)) {
+    throw invalid('preload', 'an absolute library path without colons or whitespace', preload);
+  }
+  return preload;
 }
 
 function resolveTriage(triage: TriageSettings | undefined, options: SolverOptions): WireTask['triage'] {
@@ -108,6 +132,7 @@ export function resolveTask(task: SolverTask, options: SolverOptions, taskId: nu
     telemetry: task.telemetry ?? true,
     triage: resolveTriage(task.triage, options),
     includeBytes: task.includeBytes ?? true,
+    preload: checkPreload(task.preload),
     ...(spawnMethod !== undefined ? { spawnMethod } : {}),
   };
 }

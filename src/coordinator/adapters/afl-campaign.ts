@@ -13,7 +13,7 @@ import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from
 import { Campaign, type CampaignComponentsFactory, type CampaignRuntime } from '../campaign.js';
 import { CAMPAIGN_OPTIONS, type CampaignOptions } from '../campaign-options.js';
 import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
-import { buildCampaignComponents } from './campaign-components.js';
+import { buildCampaignComponents, campaignTelemetry } from './campaign-components.js';
 
 export interface AflRunSettings {
   /** The SymCC-instrumented binary and its arguments (`@@` = input file). */
@@ -43,8 +43,8 @@ function splitCommand(text: string, what: string): string[] {
 
 /**
  * Checks an AFL++ campaign's settings and returns the factory of its components. Contract: every
- * check (options, AFL queue, target command) happens here, before anything is created; failures
- * are `ERR_USAGE`, `ERR_AFL` or `ERR_INVALID_OPTION`.
+ * check (options, AFL queue, target command, telemetry source) happens here, before anything is
+ * created; failures are `ERR_USAGE`, `ERR_AFL`, `ERR_INVALID_OPTION` or `ERR_PRELOAD_UNSUPPORTED`.
  */
 export async function aflComponentsFactory(options: CampaignOptions, settings: AflRunSettings): Promise<CampaignComponentsFactory> {
   if (options.aflOut === undefined) throw new UsageError('symfence run needs --afl-out <dir> (the afl-fuzz -o directory)');
@@ -60,9 +60,12 @@ export async function aflComponentsFactory(options: CampaignOptions, settings: A
   const showmapWords = splitCommand(settings.showmap ?? 'afl-showmap', '--showmap');
   const showmap: CommandTemplate = { binary: resolveProgram(showmapWords[0]!), argv: [...showmapWords.slice(1), ...(target.qemu ? ['-Q'] : [])] };
   const symcc: CommandTemplate = { binary: resolveProgram(settings.symcc[0]!), argv: settings.symcc.slice(1) };
+  // Decided now: an explicit `--solver-telemetry preload` that cannot work is refused before any seed is spent.
+  const telemetry = campaignTelemetry(options, symcc);
   return (context) =>
     buildCampaignComponents(context, {
       command: symcc,
+      telemetry,
       aflQueueDir: queueDir,
       ...(settings.solver ? { solver: settings.solver } : {}),
       triage: {

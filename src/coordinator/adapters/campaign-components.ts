@@ -25,6 +25,9 @@ import { AflQueueReader } from '../../triage/afl-queue.js';
 import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
 import { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CampaignComponents, CampaignContext } from '../campaign.js';
+import type { CampaignOptions } from '../campaign-options.js';
+import { decideSolverTelemetry, resolveOnPath, type SolverTelemetryDecision } from '../../solver/solver-telemetry.js';
+import { preloadLibraryPath } from '../../solver/preload-library.js';
 import type { SeedInput } from '../ports.js';
 import { SeedWorkSource } from '../seed-work-source.js';
 import { IoTargetLeases, IoWorkLeases } from './io-lease-adapters.js';
@@ -51,6 +54,21 @@ export interface ComponentSpec {
   readonly untargetedOnly?: boolean;
   /** Further solver options (caps, kill grace, spawn thread …); workers and timeout come from the campaign. */
   readonly solver?: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs>;
+  /** Where telemetry comes from, decided before start (`decideSolverTelemetry`); decided here when absent. */
+  readonly telemetry?: SolverTelemetryDecision;
+}
+
+/**
+ * The telemetry source of a campaign's solver command (`--solver-telemetry`), decided before
+ * anything is created so that a refused `preload` spends no seed.
+ */
+export function campaignTelemetry(options: CampaignOptions, command: CommandTemplate): SolverTelemetryDecision {
+  return decideSolverTelemetry({
+    requested: options.solverTelemetry,
+    binary: resolveOnPath(command.binary, process.env),
+    preloadLibrary: preloadLibraryPath(),
+    env: process.env,
+  });
 }
 
 /**
@@ -73,6 +91,11 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
 }
 
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
+  const telemetry = spec.telemetry ?? campaignTelemetry(context.options, spec.command);
+  const telemetryLog = { component: 'solver', telemetry: telemetry.mode, reason: telemetry.reason };
+  if (telemetry.warning !== undefined) context.logger.warn(telemetryLog, telemetry.warning);
+  else context.logger.info(telemetryLog, `solver telemetry: ${telemetry.mode}`);
+  const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared, leaseRoot } = await startIoThread(context, inflight);
   let pool: SolverPool<Telemetry> | undefined;
@@ -96,10 +119,14 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       logger: context.logger,
     });
     const solverPool = pool;
+    const traceFirst = !untargetedOnly && context.options.firstRun === 'trace';
     const source = new SeedWorkSource({
       ...(spec.aflQueueDir ? { afl: new AflQueueReader(spec.aflQueueDir) } : {}),
-      ...(spec.untargetedOnly ? {} : { scheduler: reservations }),
+      ...(untargetedOnly ? {} : { scheduler: reservations }),
       ...(spec.initialSeeds ? { initialSeeds: spec.initialSeeds } : {}),
+      firstRun: traceFirst ? 'trace' : 'full',
+      // A trace run finds nothing by itself: the directed runs that follow it get half the slots.
+      ...(traceFirst ? { schedulerShare: 0.5 } : {}),
     });
     return {
       pool: solverPool,
@@ -112,6 +139,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
         ...(spec.inputMode ? { inputMode: spec.inputMode } : {}),
         ...(spec.triage ? { triage: spec.triage } : {}),
         ...(spec.classify ? { classify: spec.classify(solverPool.bitmap) } : {}),
+        ...(telemetry.preload !== undefined ? { preload: telemetry.preload } : {}),
       }),
       source,
       findings: publisher,

@@ -22,6 +22,8 @@ export interface SolverAdapterSettings {
    * only when `triage` is absent; without either, nothing is interesting.
    */
   readonly classify?: (bytes: Uint8Array) => { readonly interesting: boolean; readonly terminal?: 'crash' | 'timeout' };
+  /** The preload library for a stock SymCC binary (`--solver-telemetry preload`). */
+  readonly preload?: string;
 }
 
 export class SolverPoolAdapter implements SolverPort {
@@ -40,7 +42,8 @@ export class SolverPoolAdapter implements SolverPort {
           command: this.settings.command,
           ...(this.settings.inputMode ? { inputMode: this.settings.inputMode } : {}),
           timeoutMs: this.settings.timeoutMs,
-          job: { targetBranch: job.targetBranch, actions: job.actions },
+          job: job.mode === 'trace' ? { targetBranch: 0n, actions: [], traceOnly: true } : { targetBranch: job.targetBranch, actions: job.actions },
+          ...(this.settings.preload ? { preload: this.settings.preload } : {}),
           ...(this.settings.triage ? { triage: this.settings.triage } : {}),
         },
         { signal: options.signal },

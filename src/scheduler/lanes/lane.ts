@@ -7,7 +7,7 @@ import { InvalidOptionError } from '../../errors.js';
 import type { ReplayJob } from '../replay-job.js';
 import type { Telemetry } from '../telemetry.js';
 
-export type LaneName = 'prefix' | 'cstg' | 'edge' | 'concurrency' | 'fallback';
+export type LaneName = 'frontier' | 'prefix' | 'cstg' | 'edge' | 'concurrency' | 'fallback';
 
 /** A job as proposed by a lane. `origin` names the lane entry that produced it (for commit). */
 export interface Proposal {

@@ -1,0 +1,215 @@
+/**
+ * What the campaign already knows about each (input, target) pair, so that no deterministic
+ * query is posed twice:
+ *
+ * - **settled** — the run answered it (`sat`: an input was written; `unsat`: refuted). The same
+ *   input asks the same query again, so the pair is never proposed again;
+ * - **retry** — the run left it open (`unknown`, a solver timeout or kill, or it did not reach
+ *   the branch). It may be proposed again after a back-off (`retryBaseMs · 2^(attempts−1)`),
+ *   at most `maxAttempts` times in all; then it is settled as given up.
+ *
+ * Besides the per-input pairs, the ledger keeps the set of branch ids answered on *any* input:
+ * with a bounded-context branch id (docs/solver.md, "Branch ids") a branch answered on one input
+ * poses the same query on another input that shares its recent path, so the frontier lane does not
+ * ask it again. Both are bounded (oldest forgotten first). Time is the caller's monotonic clock.
+ *
+ * The admission filter (`filter`) is what makes the guarantee hold whichever lane proposes: a
+ * proposal whose primary target is settled or backing off is dropped, settled actions are removed
+ * from the rest.
+ */
+import type { Telemetry } from './telemetry.js';
+import { fitToGroup, type ReplayJob } from './replay-job.js';
+
+export interface TargetLedgerOptions {
+  /** Attempts (runs that left a pair open) before it is given up. Default 3. */
+  readonly maxAttempts?: number;
+  /** First back-off after an open outcome, ms. Default 30 000. */
+  readonly retryBaseMs?: number;
+  /** Pairs remembered (settled + retrying). Default 1 048 576. */
+  readonly maxPairs?: number;
+  /** Branches remembered as answered on some input. Default 1 048 576. */
+  readonly maxAnswered?: number;
+}
+
+interface RetryState {
+  attempts: number;
+  notBeforeMs: number;
+}
+
+export interface LedgerStats {
+  readonly settledPairs: number;
+  readonly retryingPairs: number;
+  readonly answeredBranches: number;
+  /** Proposals dropped because their primary target was settled or backing off. */
+  readonly droppedProposals: number;
+  /** Actions removed from proposals because their pair was settled. */
+  readonly strippedActions: number;
+  readonly givenUp: number;
+}
+
+/** Per-branch outcome of one run, derived from its telemetry (`outcomesOf`). */
+export type PairOutcome = 'answered' | 'open';
+
+const SETTLED = 0 as const;
+
+export class TargetLedger {
+  readonly #maxAttempts: number;
+  readonly #retryBaseMs: number;
+  readonly #maxPairs: number;
+  readonly #maxAnswered: number;
+  /** `seed\0branch` → SETTLED or the retry state. Insertion order is age (oldest first). */
+  readonly #pairs = new Map<string, typeof SETTLED | RetryState>();
+  readonly #answered = new Set<bigint>();
+  #settledCount = 0;
+  #droppedProposals = 0;
+  #strippedActions = 0;
+  #givenUp = 0;
+
+  constructor(options: TargetLedgerOptions = {}) {
+    this.#maxAttempts = Math.max(1, Math.floor(options.maxAttempts ?? 3));
+    this.#retryBaseMs = Math.max(0, options.retryBaseMs ?? 30_000);
+    this.#maxPairs = Math.max(1024, Math.floor(options.maxPairs ?? 1 << 20));
+    this.#maxAnswered = Math.max(1024, Math.floor(options.maxAnswered ?? 1 << 20));
+  }
+
+  /** Was `branch` answered on any input? */
+  answered(branch: bigint): boolean {
+    return this.#answered.has(branch);
+  }
+
+  /** May `(seed, branch)` be proposed at `now`? False when settled or still backing off. */
+  allowed(seed: string, branch: bigint, now: number): boolean {
+    const state = this.#pairs.get(key(seed, branch));
+    if (state === undefined) return true;
+    if (state === SETTLED) return false;
+    return now >= state.notBeforeMs;
+  }
+
+  isSettled(seed: string, branch: bigint): boolean {
+    return this.#pairs.get(key(seed, branch)) === SETTLED;
+  }
+
+  /**
+   * The admission filter: the job as it may run now, or undefined when it must not be proposed.
+   * Untargeted jobs pass unchanged. Pure with respect to lane state (only counters move).
+   */
+  filter(job: ReplayJob, now: number): ReplayJob | undefined {
+    if (job.targetBranch > 0n && !this.allowed(job.seed, job.targetBranch, now)) {
+      this.#droppedProposals += 1;
+      return undefined;
+    }
+    if (job.actions.length === 0) return job;
+    const kept = job.actions.filter((a) => a.kind === 'skip' || !this.isSettled(job.seed, a.branch));
+    if (kept.length === job.actions.length) return job;
+    this.#strippedActions += job.actions.length - kept.length;
+    if (job.targetBranch === 0n && kept.every((a) => a.kind === 'skip')) {
+      this.#droppedProposals += 1;
+      return undefined;
+    }
+    return fitToGroup(Object.freeze({ ...job, actions: Object.freeze(kept) }));
+  }
+
+  /**
+   * Records a finished run of `job` on its seed: every branch of the job's group gets the outcome
+   * its telemetry shows (`outcomesOf`); without telemetry, or when the run was killed, every
+   * branch of the group counts as open.
+   */
+  record(job: ReplayJob, group: readonly bigint[], telemetry: Telemetry | null, killed: boolean, now: number): void {
+    if (group.length === 0) return;
+    const outcomes = telemetry === null || killed ? new Map<bigint, PairOutcome>() : outcomesOf(telemetry, group);
+    for (const branch of group) {
+      const outcome = outcomes.get(branch) ?? 'open';
+      if (outcome === 'answered') this.#settle(job.seed, branch, true);
+      else this.#retry(job.seed, branch, now);
+    }
+  }
+
+  /** Marks branches answered by a run that was not directed at them (e.g. an untargeted run). */
+  noteAnswered(seed: string, branches: Iterable<bigint>): void {
+    for (const b of branches) this.#settle(seed, b, true);
+  }
+
+  stats(): LedgerStats {
+    return {
+      settledPairs: this.#settledCount,
+      retryingPairs: this.#pairs.size - this.#settledCount,
+      answeredBranches: this.#answered.size,
+      droppedProposals: this.#droppedProposals,
+      strippedActions: this.#strippedActions,
+      givenUp: this.#givenUp,
+    };
+  }
+
+  #settle(seed: string, branch: bigint, answered: boolean): void {
+    const k = key(seed, branch);
+    const before = this.#pairs.get(k);
+    if (before === SETTLED) return;
+    this.#pairs.delete(k);
+    this.#pairs.set(k, SETTLED);
+    this.#settledCount += 1;
+    if (answered) {
+      this.#answered.delete(branch);
+      this.#answered.add(branch);
+      while (this.#answered.size > this.#maxAnswered) this.#answered.delete(this.#answered.values().next().value as bigint);
+    }
+    this.#evict();
+  }
+
+  #retry(seed: string, branch: bigint, now: number): void {
+    const k = key(seed, branch);
+    const before = this.#pairs.get(k);
+    if (before === SETTLED) return;
+    const attempts = (before?.attempts ?? 0) + 1;
+    if (attempts >= this.#maxAttempts) {
+      this.#givenUp += 1;
+      this.#settle(seed, branch, false);
+      return;
+    }
+    this.#pairs.delete(k);
+    this.#pairs.set(k, { attempts, notBeforeMs: now + this.#retryBaseMs * 2 ** (attempts - 1) });
+    this.#evict();
+  }
+
+  #evict(): void {
+    while (this.#pairs.size > this.#maxPairs) {
+      const [oldest, state] = this.#pairs.entries().next().value as [string, typeof SETTLED | RetryState];
+      this.#pairs.delete(oldest);
+      if (state === SETTLED) this.#settledCount -= 1;
+    }
+  }
+}
+
+function key(seed: string, branch: bigint): string {
+  return `${seed}\u0000${branch.toString(10)}`;
+}
+
+/**
+ * Which of `group` a run answered, from its telemetry: a branch is answered when the run solved it
+ * (a trace row whose opposite it is, marked interesting) and did not leave it open, or when it is
+ * the primary target with status `sat`/`unsat`. Everything else — `unknown`, not reached, or not
+ * visible in a truncated trace — is open.
+ */
+export function outcomesOf(telemetry: Telemetry, group: readonly bigint[]): Map<bigint, PairOutcome> {
+  const wanted = new Set(group);
+  const open = new Set(telemetry.openBranches);
+  const outcomes = new Map<bigint, PairOutcome>();
+  for (const row of telemetry.branchTrace) {
+    if (row.interesting === 1 && wanted.has(row.opposite) && !open.has(row.opposite)) outcomes.set(row.opposite, 'answered');
+  }
+  if (telemetry.targetBranch > 0n && wanted.has(telemetry.targetBranch)) {
+    if (telemetry.targetStatus === 'sat' || telemetry.targetStatus === 'unsat') outcomes.set(telemetry.targetBranch, 'answered');
+    else if (telemetry.targetStatus === 'unknown') outcomes.set(telemetry.targetBranch, 'open');
+  }
+  return outcomes;
+}
+
+/**
+ * Branches an untargeted run answered on its input: every trace row it solved that it did not
+ * leave open (the same evidence as `outcomesOf`, over the whole trace).
+ */
+export function answeredBy(telemetry: Telemetry): bigint[] {
+  const open = new Set(telemetry.openBranches);
+  const out: bigint[] = [];
+  for (const row of telemetry.branchTrace) if (row.interesting === 1 && !open.has(row.opposite)) out.push(row.opposite);
+  return out;
+}
