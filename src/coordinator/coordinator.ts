@@ -31,7 +31,8 @@ import type { Logger } from 'pino';
 import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
 import { codeOf } from '../errors.js';
 import { sourceIdOf } from '../triage/afl-names.js';
-import type { CampaignCounters } from '../telemetry/counters.js';
+import { countCommittedJob, jobKindOf, type CampaignCounters } from '../telemetry/counters.js';
+import type { Telemetry } from '../scheduler/telemetry.js';
 import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
 import { DispatchTransaction } from './dispatch-transaction.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
@@ -652,6 +653,7 @@ export class Coordinator {
         counters.jobsError++;
     }
     counters.solverTimeMs += outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
+    countCommittedJob(counters, jobKindOf(job), outcome.telemetry);
     try {
       this.#deps.source.observe(
         {
@@ -667,7 +669,7 @@ export class Coordinator {
     } catch (error) {
       active.logger.error({ err: error }, 'feedback to the work source failed');
     }
-    this.#record(active, endMs, outcome.status, outcome.generated.length, interesting);
+    this.#record(active, endMs, outcome.status, outcome.generated.length, interesting, outcome.telemetry);
   }
 
   /**
@@ -879,7 +881,8 @@ export class Coordinator {
     return outcome.outcome === 'completed';
   }
 
-  #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number): void {
+  #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number, telemetry?: Telemetry): void {
+    const kind = jobKindOf(active.work.job);
     const entry: JobLogEntry = {
       workId: active.workId,
       targets: decimal(active.work.job.group),
@@ -889,6 +892,14 @@ export class Coordinator {
       status,
       generated,
       interesting,
+      kind,
+      ...(telemetry !== undefined
+        ? {
+            queries: telemetry.counters.queries,
+            ...(telemetry.preload !== undefined ? { skipped: telemetry.preload.skipped } : {}),
+            ...(kind === 'targeted' ? { targetReached: telemetry.targetReached, targetStatus: telemetry.targetStatus } : {}),
+          }
+        : {}),
     };
     try {
       this.#deps.jobLog?.append(entry);

@@ -35,6 +35,25 @@ export interface SolverCounters {
   readonly generated: number;
 }
 
+/**
+ * The preload library's own account of a run (top-level `preload`; absent when the runtime wrote
+ * the telemetry itself). Counts cover the whole path, not only the bounded trace.
+ */
+export interface PreloadReport {
+  readonly mode: 'untargeted' | 'trace' | 'directed';
+  /** Every call of the branch hook, and those with a symbolic condition. */
+  readonly events: number;
+  readonly symbolicEvents: number;
+  /** Symbolic events handed to the runtime for solving, and those passed with site id 0. */
+  readonly solved: number;
+  readonly skipped: number;
+  /** Events beyond the trace and open-branch bounds. */
+  readonly traceDropped: number;
+  readonly openDropped: number;
+  /** The run ended as soon as every target of its group had been solved. */
+  readonly earlyExit: boolean;
+}
+
 export interface Telemetry {
   readonly schema: typeof TELEMETRY_SCHEMA;
   /** 0n = the run had no primary target. */
@@ -45,6 +64,7 @@ export interface Telemetry {
   /** De-duplicated, in first-seen order. */
   readonly openBranches: readonly bigint[];
   readonly counters: SolverCounters;
+  readonly preload?: PreloadReport;
 }
 
 const STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown', 'none']);
@@ -134,7 +154,10 @@ export function parseTelemetry(input: string | unknown): Telemetry {
   const counters = {} as Record<(typeof COUNTER_KEYS)[number], number>;
   for (const key of COUNTER_KEYS) counters[key] = counter(c[key], `counters.${key}`);
 
+  const preload = obj.preload === undefined ? undefined : parsePreload(obj.preload);
+
   return Object.freeze({
+    ...(preload !== undefined ? { preload } : {}),
     schema: TELEMETRY_SCHEMA,
     targetBranch,
     targetReached: obj.targetReached,
@@ -143,6 +166,19 @@ export function parseTelemetry(input: string | unknown): Telemetry {
     openBranches: Object.freeze([...openSeen]),
     counters: Object.freeze(counters),
   });
+}
+
+const PRELOAD_MODES: ReadonlySet<string> = new Set(['untargeted', 'trace', 'directed']);
+const PRELOAD_COUNTS = ['events', 'symbolicEvents', 'solved', 'skipped', 'traceDropped', 'openDropped'] as const;
+
+function parsePreload(raw: unknown): PreloadReport {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail('preload', 'an object', raw);
+  const p = raw as Record<string, unknown>;
+  if (typeof p.mode !== 'string' || !PRELOAD_MODES.has(p.mode)) fail('preload.mode', 'one of untargeted|trace|directed', p.mode);
+  const counts = {} as Record<(typeof PRELOAD_COUNTS)[number], number>;
+  for (const key of PRELOAD_COUNTS) counts[key] = counter(p[key], `preload.${key}`);
+  if (typeof p.earlyExit !== 'boolean') fail('preload.earlyExit', 'a boolean', p.earlyExit);
+  return Object.freeze({ mode: p.mode as PreloadReport['mode'], ...counts, earlyExit: p.earlyExit });
 }
 
 /** Serialises telemetry back to the wire form (ids as decimal strings). */
@@ -155,5 +191,6 @@ export function telemetryToJson(t: Telemetry): Record<string, unknown> {
     branchTrace: t.branchTrace.map((e) => [e.parent.toString(), e.actual.toString(), e.opposite.toString(), e.site.toString(), e.taken, e.interesting]),
     openBranches: t.openBranches.map((b) => b.toString()),
     counters: { ...t.counters },
+    ...(t.preload !== undefined ? { preload: { ...t.preload } } : {}),
   };
 }

@@ -52,6 +52,18 @@ export interface CampaignCounters {
   commitReplayFailures: number;
   /** Staged finding files of finished work removed by the recovery sweep. */
   stagedSwept: number;
+  /** Committed jobs by kind: trace-only first runs, directed (a target group), untargeted solving runs. */
+  jobsTrace: number;
+  jobsTargeted: number;
+  jobsFull: number;
+  /** Branch queries the solver was asked to solve, from the runs' telemetry. */
+  queriesSolved: number;
+  /** Symbolic branches a run passed over without solving (preload telemetry: not in the job's group). */
+  queriesSkipped: number;
+  /** Directed jobs whose primary target was on the path, and those that settled it as sat / unsat. */
+  targetsReached: number;
+  targetsSat: number;
+  targetsUnsat: number;
   /** Busy solver slots / slots, sampled at the last scheduling round. */
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
@@ -87,6 +99,14 @@ export function createCounters(): CampaignCounters {
     commitsReplayed: 0,
     commitReplayFailures: 0,
     stagedSwept: 0,
+    jobsTrace: 0,
+    jobsTargeted: 0,
+    jobsFull: 0,
+    queriesSolved: 0,
+    queriesSkipped: 0,
+    targetsReached: 0,
+    targetsSat: 0,
+    targetsUnsat: 0,
     fillRatio: 0,
     edgesCovered: 0,
   };
@@ -111,4 +131,43 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'commitsReplayed',
   'commitReplayFailures',
   'stagedSwept',
+  'jobsTrace',
+  'jobsTargeted',
+  'jobsFull',
+  'queriesSolved',
+  'queriesSkipped',
+  'targetsReached',
+  'targetsSat',
+  'targetsUnsat',
 ]);
+
+/** The kind of a job for the counters and jobs.jsonl. */
+export type JobKind = 'trace' | 'targeted' | 'full';
+
+export function jobKindOf(job: { readonly mode?: 'trace'; readonly group: readonly unknown[] }): JobKind {
+  return job.mode === 'trace' ? 'trace' : job.group.length > 0 ? 'targeted' : 'full';
+}
+
+/** What a committed job's telemetry adds to the counters (queries, targets reached and settled). */
+export function countCommittedJob(
+  c: CampaignCounters,
+  kind: JobKind,
+  telemetry: { readonly counters: { readonly queries: number }; readonly targetBranch: bigint; readonly targetReached: boolean; readonly targetStatus: string; readonly preload?: { readonly skipped: number } } | undefined,
+): void {
+  if (kind === 'trace') c.jobsTrace++;
+  else if (kind === 'targeted') c.jobsTargeted++;
+  else c.jobsFull++;
+  if (telemetry === undefined) return;
+  c.queriesSolved += telemetry.counters.queries;
+  c.queriesSkipped += telemetry.preload?.skipped ?? 0;
+  if (kind === 'targeted' && telemetry.targetBranch > 0n && telemetry.targetReached) {
+    c.targetsReached++;
+    if (telemetry.targetStatus === 'sat') c.targetsSat++;
+    else if (telemetry.targetStatus === 'unsat') c.targetsUnsat++;
+  }
+}
+
+/** Generated inputs per solved query (0 before the first query). */
+export function generatedPerQuery(c: Readonly<CampaignCounters>): number {
+  return c.queriesSolved === 0 ? 0 : c.generated / c.queriesSolved;
+}

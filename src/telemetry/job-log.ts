@@ -20,6 +20,14 @@ export interface JobLogEntry {
   readonly status: JobLogStatus;
   readonly generated: number;
   readonly interesting: number;
+  /** `trace` (first run, solved nothing), `targeted` (directed at `targets`), `full` (solved every branch). */
+  readonly kind?: 'trace' | 'targeted' | 'full';
+  /** From the run's telemetry, when it wrote some: queries solved, symbolic branches passed over. */
+  readonly queries?: number;
+  readonly skipped?: number;
+  /** Directed jobs: was the primary target on the path, and its status. */
+  readonly targetReached?: boolean;
+  readonly targetStatus?: string;
 }
 
 /** Where the coordinator reports finished jobs. */

@@ -3,7 +3,7 @@
  * as AFL++'s `plot_data`). Appended with one write per row; the header is written when the file is
  * created, so a resumed campaign keeps appending to the same series.
  */
-import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readSync, renameSync, writeSync } from 'node:fs';
 import { jobsCompleted, type CampaignCounters } from './counters.js';
 
 export const PLOT_COLUMNS = [
@@ -19,6 +19,10 @@ export const PLOT_COLUMNS = [
   'lease_steals',
   'edges_covered',
   'fill_ratio',
+  'jobs_trace',
+  'jobs_targeted',
+  'queries_solved',
+  'targets_reached',
 ] as const;
 
 export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCounters>): string {
@@ -35,6 +39,10 @@ export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCo
     c.leaseSteals,
     c.edgesCovered,
     c.fillRatio.toFixed(3),
+    c.jobsTrace,
+    c.jobsTargeted,
+    c.queriesSolved,
+    c.targetsReached,
   ];
   return values.join(',') + '\n';
 }
@@ -43,6 +51,9 @@ export class PlotDataFile {
   #fd: number | undefined;
 
   constructor(readonly path: string) {
+    // A series written with other columns (an older version) is moved aside, not appended to:
+    // rows must match the header a plotting tool reads.
+    if (existsSync(path) && readHeader(path) !== PLOT_COLUMNS.join(',')) renameSync(path, `${path}.${Date.now()}.old`);
     this.#fd = openSync(path, 'a');
     if (fstatSync(this.#fd).size === 0) writeSync(this.#fd, PLOT_COLUMNS.join(',') + '\n');
   }
@@ -56,5 +67,19 @@ export class PlotDataFile {
     if (this.#fd === undefined) return;
     closeSync(this.#fd);
     this.#fd = undefined;
+  }
+}
+
+/** The first line of an existing series (at most 4 KiB read), '' for an empty file. */
+function readHeader(file: string): string {
+  const fd = openSync(file, 'r');
+  try {
+    const buffer = Buffer.alloc(4096);
+    const n = readSync(fd, buffer, 0, buffer.length, 0);
+    const text = buffer.toString('utf8', 0, n);
+    const end = text.indexOf('\n');
+    return end < 0 ? (n === 0 ? PLOT_COLUMNS.join(',') : text) : text.slice(0, end);
+  } finally {
+    closeSync(fd);
   }
 }

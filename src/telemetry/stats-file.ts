@@ -8,7 +8,7 @@
 import { readFileSync, renameSync, writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
-import { COUNTER_NAMES, LATER_COUNTER_NAMES, jobsCompleted, type CampaignCounters } from './counters.js';
+import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
@@ -28,12 +28,14 @@ export interface StatsSnapshot {
   readonly counters: Readonly<CampaignCounters>;
   readonly jobsCompleted: number;
   readonly jobsPerSec: number;
+  /** Generated inputs per solved branch query. */
+  readonly generatedPerQuery: number;
 }
 
-export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid'>): StatsSnapshot {
+export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery'>): StatsSnapshot {
   const completed = jobsCompleted(fields.counters);
   const elapsedS = Math.max(0.001, (fields.updatedMs - fields.startedMs) / 1000);
-  return { schema: STATS_SCHEMA, pid: process.pid, ...fields, counters: { ...fields.counters }, jobsCompleted: completed, jobsPerSec: completed / elapsedS };
+  return { schema: STATS_SCHEMA, pid: process.pid, ...fields, counters: { ...fields.counters }, jobsCompleted: completed, jobsPerSec: completed / elapsedS, generatedPerQuery: generatedPerQuery(fields.counters) };
 }
 
 /** Replaces `file` with `snapshot` atomically (temp file + rename in the same directory). */

@@ -24,6 +24,7 @@ export function formatDemoSummary(s: DemoSummary): string {
   return [
     `symfence demo: maze "${s.maze}": ${s.branchesReached} of ${s.branchesTotal} branches reached${s.complete ? ' (every branch)' : ''}`,
     `  jobs ${s.jobsCompleted} in ${(s.elapsedMs / 1000).toFixed(1)} s, findings ${s.findings} (queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}), conflicts ${s.conflicts}`,
+    `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}; targets reached ${c.targetsReached}`,
     `  output: ${s.outDir}`,
   ].join('\n');
 }

@@ -7,6 +7,7 @@ import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import type { CampaignSummary } from '../../coordinator/campaign.js';
 import { startAflCampaign } from '../../coordinator/adapters/afl-campaign.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
+import { generatedPerQuery } from '../../telemetry/counters.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { addSchemaFlags } from '../flags.js';
 import type { CliIo } from '../program.js';
@@ -16,6 +17,7 @@ export function formatRunSummary(s: CampaignSummary): string {
   const c = s.counters;
   return [
     `symfence run: ${s.jobsCompleted} jobs in ${formatDuration(Math.round(s.elapsedMs / 1000) * 1000)} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}, aborted ${c.jobsAborted})`,
+    `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}, skipped ${c.queriesSkipped}; generated per query ${generatedPerQuery(c).toFixed(2)}; targets reached ${c.targetsReached} (sat ${c.targetsSat}, unsat ${c.targetsUnsat})`,
     `  findings: queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}; edges ${c.edgesCovered}`,
     `  leases: conflicts ${c.conflicts}, stale results ${c.staleResults}, steals ${c.leaseSteals}, release failures ${c.releaseFailures}`,
     `  output: ${s.outDir}`,
