@@ -72,13 +72,14 @@ export function buildSolverEnv(
 
 /**
  * The parent's environment as every solver run starts from it: defined values only, inherited
- * `SYMCC_*` removed, frozen. A solver worker computes it once, so a run copies a clean object
+ * `SYMCC_*` and contract variables removed (a stray `SYMFENCE_TRACE_ONLY` would turn every run
+ * into one that solves nothing), frozen. A solver worker computes it once, so a run copies a clean object
  * instead of filtering the whole environment again.
  */
 export function solverBaseEnv(base: NodeJS.ProcessEnv): Readonly<Record<string, string>> {
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(base)) {
-    if (value !== undefined && !name.startsWith('SYMCC_')) env[name] = value;
+    if (value !== undefined && !name.startsWith('SYMCC_') && !CONTRACT_VARIABLES.includes(name)) env[name] = value;
   }
   return Object.freeze(env);
 }

@@ -76,6 +76,17 @@ describe('reference solver as a SymCC binary', () => {
     expect(branchId(steps[0]!.actual, 2, true)).toBe(target);
   });
 
+  it('solves nothing in a trace-only run and reports every branch of the path as open', async () => {
+    const input = seed('F');
+    const steps = walkMaze(DEMO_MAZE, input).steps;
+    const result = await pool.run({ input: { bytes: input }, command: referenceSolverCommand('builtin:demo'), job: { targetBranch: 0n, actions: [], traceOnly: true } });
+    expect(result.generated).toHaveLength(0);
+    const telemetry = result.telemetry as { counters: { queries: number }; openBranches: string[]; branchTrace: unknown[] };
+    expect(telemetry.counters.queries).toBe(0);
+    expect(telemetry.branchTrace).toHaveLength(steps.length);
+    expect(telemetry.openBranches).toEqual(steps.map((s) => s.opposite.toString()));
+  });
+
   it('crashes with SIGABRT after writing its outputs when the input reaches an abort node', async () => {
     const result = await pool.run({ input: { bytes: seed('FU0\x8f!') }, command: referenceSolverCommand('builtin:demo') });
     expect(result.status).toBe('crash');

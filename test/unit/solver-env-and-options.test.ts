@@ -117,3 +117,37 @@ describe('task resolution', () => {
     }
   });
 });
+
+describe('solver environment for the preload library and trace-only runs', () => {
+  it('prepends the preload library to an LD_PRELOAD of the base or the task, keeping theirs', () => {
+    const base = buildSolverEnv({ LD_PRELOAD: '/u/libfirst.so /u/libsecond.so' }, {}, { ...contract, preload: '/p/symfence_preload.so' });
+    expect(base.LD_PRELOAD).toBe('/p/symfence_preload.so:/u/libfirst.so:/u/libsecond.so');
+    const task = buildSolverEnv({ LD_PRELOAD: '/u/base.so' }, { LD_PRELOAD: '/u/task.so' }, { ...contract, preload: '/p/symfence_preload.so' });
+    expect(task.LD_PRELOAD).toBe('/p/symfence_preload.so:/u/task.so');
+    const twice = buildSolverEnv({ LD_PRELOAD: '/p/symfence_preload.so' }, {}, { ...contract, preload: '/p/symfence_preload.so' });
+    expect(twice.LD_PRELOAD).toBe('/p/symfence_preload.so');
+    expect(buildSolverEnv({ LD_PRELOAD: '/u/x.so' }, {}, contract).LD_PRELOAD).toBe('/u/x.so');
+  });
+
+  it('sets SYMFENCE_TRACE_ONLY for a trace-only run, leaves the pruning map unset when asked, and refuses the variable from a task', () => {
+    const env = buildSolverEnv({ SYMFENCE_TRACE_ONLY: '1' }, {}, { ...contract, pruningMapPath: null });
+    expect(env.SYMFENCE_TRACE_ONLY).toBeUndefined();
+    expect(env.SYMCC_AFL_COVERAGE_MAP).toBeUndefined();
+    expect(buildSolverEnv({}, {}, { ...contract, traceOnly: true }).SYMFENCE_TRACE_ONLY).toBe('1');
+    expect(() => validateTaskEnv({ SYMFENCE_TRACE_ONLY: '1' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+  });
+
+  it('accepts a trace-only job without targets and refuses one that names a target or actions', () => {
+    expect(checkDirectedJob({ targetBranch: 0n, actions: [], traceOnly: true })).toEqual({ targetBranch: 0n, actions: [], traceOnly: true });
+    expect(() => checkDirectedJob({ targetBranch: 5n, actions: [], traceOnly: true })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_JOB' }));
+    expect(() => checkDirectedJob({ targetBranch: 0n, actions: [{ branch: 3n, kind: 'solve' }], traceOnly: true })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_JOB' }),
+    );
+  });
+
+  it('refuses a preload path that is relative or that the loader would split', () => {
+    const task = (preload: string) => resolveTask({ input: { bytes: new Uint8Array(1) }, command: { binary: '/bin/true', argv: [] }, preload }, resolveSolverOptions(), 1, new SharedArrayBuffer(8));
+    expect(task('/p/symfence_preload.so').preload).toBe('/p/symfence_preload.so');
+    for (const bad of ['rel/lib.so', '/p/a:b.so', '/p/a b.so']) expect(() => task(bad)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+  });
+});

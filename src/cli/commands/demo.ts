@@ -36,6 +36,11 @@ export function register(program: Command, io: CliIo): void {
     .addOption(new Option('--duration <duration>', `stop after this long, or as soon as every maze branch is reached (default: ${DEMO_DEFAULT_DURATION})`))
     .addOption(new Option('--workers <n>', 'concurrent solver jobs (default: one per available core)'))
     .addOption(new Option('--out-dir <dir>', 'output directory (default: a new temporary directory)'))
+    .addOption(
+      new Option('--first-run <strategy>', 'first run of each input: trace (learn its branches, then solve the unanswered ones directed) or full (solve every branch)')
+        .choices(['trace', 'full'])
+        .default('trace'),
+    )
     .option('--json', 'print the summary as one JSON object (the last line of stdout)')
     .addHelpText(
       'after',

@@ -1,0 +1,200 @@
+import { describe, expect, it } from 'vitest';
+import { FrontierLane } from '../../src/scheduler/lanes/frontier-lane.js';
+import { TargetLedger, outcomesOf } from '../../src/scheduler/target-ledger.js';
+import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { targetGroup, type ReplayJob } from '../../src/scheduler/replay-job.js';
+import { sha, tel, type TraceRow } from './scheduler-fixtures.js';
+
+const NONE: ReadonlySet<bigint> = new Set();
+
+/** A trace-only run's telemetry: every row unsolved, every opposite open. */
+function traceOf(opposites: number[]): ReturnType<typeof tel> {
+  const trace: TraceRow[] = opposites.map((o, i) => [i === 0 ? 0 : 1000 + i - 1, 1000 + i, o, 10 + i, 1, 0]);
+  return tel({ trace, open: opposites });
+}
+
+/** A directed run at `targets`: each answered (solved, not left open) unless listed in `open`. */
+function directedOf(opposites: number[], targets: readonly bigint[], open: number[] = []): ReturnType<typeof tel> {
+  const wanted = new Set(targets.map(Number));
+  const trace: TraceRow[] = opposites.map((o, i) => [i === 0 ? 0 : 1000 + i - 1, 1000 + i, o, 10 + i, 1, wanted.has(o) ? 1 : 0]);
+  const first = Number(targets[0] ?? 0n);
+  const status = open.includes(first) ? 'unknown' : 'sat';
+  return tel({ target: first, reached: true, status, trace, open: [...opposites.filter((o) => !wanted.has(o)), ...open] });
+}
+
+describe('target ledger', () => {
+  it('never allows a pair again once a run answered it, and drops proposals aimed at it', () => {
+    const ledger = new TargetLedger();
+    const job: ReplayJob = { seed: 's', targetBranch: 7n, actions: [] };
+    ledger.record(job, [7n], directedOf([7, 8], [7n]), false, 0);
+    expect(ledger.allowed('s', 7n, 1e12)).toBe(false);
+    expect(ledger.answered(7n)).toBe(true);
+    expect(ledger.filter(job, 1e12)).toBeUndefined();
+    expect(ledger.stats()).toMatchObject({ settledPairs: 1, answeredBranches: 1, droppedProposals: 1 });
+  });
+
+  it('backs off an open pair exponentially and gives it up after the attempt limit', () => {
+    const ledger = new TargetLedger({ maxAttempts: 3, retryBaseMs: 1000 });
+    const job: ReplayJob = { seed: 's', targetBranch: 9n, actions: [] };
+    ledger.record(job, [9n], directedOf([9], [9n], [9]), false, 0);
+    expect(ledger.allowed('s', 9n, 999)).toBe(false);
+    expect(ledger.allowed('s', 9n, 1000)).toBe(true);
+    ledger.record(job, [9n], null, true, 1000);
+    expect(ledger.allowed('s', 9n, 2999)).toBe(false);
+    expect(ledger.allowed('s', 9n, 3000)).toBe(true);
+    ledger.record(job, [9n], null, true, 3000);
+    expect(ledger.allowed('s', 9n, 1e12)).toBe(false);
+    expect(ledger.answered(9n)).toBe(false);
+    expect(ledger.stats().givenUp).toBe(1);
+  });
+
+  it('strips settled actions from a multi-action job and keeps its skip actions', () => {
+    const ledger = new TargetLedger();
+    ledger.noteAnswered('s', [5n]);
+    const job: ReplayJob = { seed: 's', targetBranch: 4n, actions: [{ branch: 5n, kind: 'solve' }, { branch: 6n, kind: 'sample' }, { branch: 3n, kind: 'skip' }] };
+    const kept = ledger.filter(job, 0)!;
+    expect(kept.actions).toEqual([{ branch: 6n, kind: 'sample' }, { branch: 3n, kind: 'skip' }]);
+    expect(targetGroup(kept)).toEqual([4n, 6n]);
+  });
+
+  it('reads answered branches from interesting rows that were not left open, and the primary target from its status', () => {
+    const t = tel({
+      target: 30,
+      reached: true,
+      status: 'unsat',
+      trace: [
+        [0, 1, 20, 1, 1, 1],
+        [1, 2, 21, 2, 0, 1],
+        [2, 3, 30, 3, 1, 1],
+      ],
+      open: [21],
+    });
+    const outcomes = outcomesOf(t, [20n, 21n, 30n, 40n]);
+    expect(outcomes.get(20n)).toBe('answered');
+    expect(outcomes.get(21n)).toBeUndefined();
+    expect(outcomes.get(30n)).toBe('answered');
+    expect(outcomes.get(40n)).toBeUndefined();
+  });
+
+  it('forgets the oldest pairs beyond its bound', () => {
+    const ledger = new TargetLedger({ maxPairs: 1024 });
+    for (let i = 1; i <= 1500; i++) ledger.noteAnswered(`s${i}`, [BigInt(i)]);
+    expect(ledger.stats().settledPairs).toBe(1024);
+    expect(ledger.isSettled('s1', 1n)).toBe(false);
+    expect(ledger.isSettled('s1500', 1500n)).toBe(true);
+  });
+});
+
+describe('frontier lane', () => {
+  it('proposes one directed job per open branch of a trace run, skipping in-flight and answered branches', () => {
+    const ledger = new TargetLedger();
+    ledger.noteAnswered('other', [12n]);
+    const lane = new FrontierLane({ ledger });
+    lane.observe('s', traceOf([11, 12, 13, 14]), 0, 0);
+    const jobs = lane.propose(8, 8, 0, new Set([13n])).map((p) => p.job);
+    expect(jobs.map((j) => j.targetBranch)).toEqual([11n, 14n]);
+    expect(jobs.every((j) => j.actions.length === 0 && j.seed === 's')).toBe(true);
+  });
+
+  it('groups up to targetsPerJob branches into one job, the first as primary target', () => {
+    const lane = new FrontierLane({ targetsPerJob: 3 });
+    lane.observe('s', traceOf([1, 2, 3, 4]), 0, 0);
+    const jobs = lane.propose(4, 4, 0, NONE).map((p) => p.job);
+    expect(jobs.map((j) => targetGroup(j))).toEqual([[1n, 2n, 3n], [4n]]);
+    expect(jobs[0]!.actions.map((a) => a.kind)).toEqual(['solve', 'solve']);
+  });
+
+  it('asks a branch open on two inputs only once per round, on the older input', () => {
+    const lane = new FrontierLane();
+    lane.observe('old', traceOf([5, 6]), 0, 0);
+    lane.observe('new', traceOf([6, 7]), 0, 0);
+    const jobs = lane.propose(8, 8, 0, NONE).map((p) => [p.job.seed, p.job.targetBranch]);
+    expect(jobs).toEqual([
+      ['old', 5n],
+      ['old', 6n],
+      ['new', 7n],
+    ]);
+  });
+
+  it('changes nothing when proposing, and takes dispatched branches off the record only at commit', () => {
+    const lane = new FrontierLane();
+    lane.observe('s', traceOf([1, 2]), 0, 0);
+    const before = JSON.stringify(lane.toJSON(0));
+    const proposals = lane.propose(1, 1, 0, NONE);
+    expect(JSON.stringify(lane.toJSON(0))).toBe(before);
+    lane.commit(proposals.slice(0, 1), 0);
+    expect(lane.openOf('s')).toEqual([2n]);
+  });
+
+  it('puts back a branch its directed run left open, and restores its state from a snapshot', () => {
+    const lane = new FrontierLane();
+    lane.observe('s', traceOf([1, 2]), 0, 0);
+    const [first] = lane.propose(1, 1, 0, NONE);
+    lane.commit([first!], 0);
+    lane.observe('s', directedOf([1, 2], [1n], [1]), 0, 0, { job: first!.job });
+    expect(lane.openOf('s')).toEqual([2n, 1n]);
+    const copy = new FrontierLane();
+    copy.restore(lane.toJSON(0), 0);
+    expect(copy.openOf('s')).toEqual([2n, 1n]);
+  });
+});
+
+describe('scheduler with the frontier lane', () => {
+  it('never admits an answered (input, branch) pair twice, however long it runs, when every target comes back sat', async () => {
+    const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { cooldownMs: 1000 } });
+    const seeds = [1, 2, 3].map((n) => sha(n));
+    const opposites = [101, 102, 103, 104, 105, 106];
+    for (const seed of seeds) scheduler.addSeed(seed, { bytes: 8, sha256: seed, path: `/q/${seed}` }, 0);
+    // Each input's trace run: the same branches (shared prefix), so only the first input asks them.
+    for (const seed of seeds) scheduler.observe({ seed, telemetry: traceOf(opposites), reward: 0 }, 0);
+    const admittedPairs: string[] = [];
+    let now = 0;
+    for (let round = 0; round < 200; round++) {
+      now += 17_000;
+      const admitted = await scheduler.admit(4, now);
+      for (const a of admitted) {
+        for (const target of a.group) admittedPairs.push(`${a.job.seed}/${target}`);
+        // A solver that answers sat for every target it is given.
+        scheduler.observe({ seed: a.job.seed, telemetry: directedOf(opposites, a.group), reward: 1, job: a.job }, now);
+        scheduler.release(a);
+      }
+    }
+    expect(admittedPairs.length).toBeGreaterThan(opposites.length);
+    expect(new Set(admittedPairs).size).toBe(admittedPairs.length);
+  });
+
+  it('with the frontier lane alone, asks each branch once in the whole campaign: answered on one input, not again on another', async () => {
+    const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { cooldownMs: 1000, lanes: 'frontier' } });
+    const seeds = [1, 2, 3].map((n) => sha(n));
+    const opposites = [101, 102, 103, 104];
+    for (const seed of seeds) scheduler.addSeed(seed, { bytes: 8, sha256: seed, path: `/q/${seed}` }, 0);
+    for (const seed of seeds) scheduler.observe({ seed, telemetry: traceOf(opposites), reward: 0 }, 0);
+    const asked: bigint[] = [];
+    for (let now = 0; now < 100_000; now += 5000) {
+      for (const a of await scheduler.admit(2, now)) {
+        asked.push(...a.group);
+        scheduler.observe({ seed: a.job.seed, telemetry: directedOf(opposites, a.group), reward: 1, job: a.job }, now);
+        scheduler.release(a);
+      }
+    }
+    expect([...asked].sort()).toEqual(opposites.map(BigInt));
+  });
+
+  it('retries a branch left unknown after the back-off, and stops after the attempt limit', async () => {
+    const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { cooldownMs: 1000, targetAttempts: 2, lanes: 'frontier' } });
+    const seed = sha(9);
+    scheduler.addSeed(seed, { bytes: 8, sha256: seed, path: '/q/9' }, 0);
+    scheduler.observe({ seed, telemetry: traceOf([77]), reward: 0 }, 0);
+    const runs: number[] = [];
+    for (let now = 0; now <= 20_000; now += 250) {
+      for (const a of await scheduler.admit(1, now)) {
+        runs.push(now);
+        scheduler.observe({ seed, telemetry: directedOf([77], a.group, [77]), reward: 0, job: a.job }, now);
+        scheduler.release(a);
+      }
+    }
+    expect(runs).toEqual([0, 1000]);
+    expect(scheduler.stats().targets.givenUp).toBe(1);
+  });
+});
