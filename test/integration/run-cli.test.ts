@@ -1,4 +1,4 @@
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -42,6 +42,18 @@ describe('symfence run argument checks', () => {
     expect(code).toBe(1);
     expect(err).toContain('ERR_AFL');
     expect(err.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('refuses --solver-telemetry preload for a binary it cannot interpose with ERR_PRELOAD_UNSUPPORTED and exit 2, before any seed is run', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'symfence-runcli-'));
+    dirs.push(dir);
+    mkdirSync(path.join(dir, 'main', 'queue'), { recursive: true });
+    writeFileSync(path.join(dir, 'main', 'queue', 'id:000000,orig:seed'), 'seed');
+    const { code, err } = await cli('run', '--afl-out', dir, '--afl-instance', 'main', '--afl-target', '/bin/true @@', '--solver-telemetry', 'preload', '--', '/bin/sh', '@@');
+    expect(code).toBe(2);
+    expect(err).toContain('ERR_PRELOAD_UNSUPPORTED');
+    expect(err.trim().split('\n')).toHaveLength(1);
+    expect(existsSync(path.join(dir, 'symfence'))).toBe(false);
   });
 
   it('refuses --name equal to the AFL instance', async () => {
