@@ -187,7 +187,7 @@ static struct {
   enum status target_status;
   int early_exited;
   int written;
-} g = { .output_fd = -1 };
+} g; /* zero-initialised: stays in .bss, pages are touched only when used */
 
 static uint64_t mix64(uint64_t x) {
   x ^= x >> 30;
@@ -331,6 +331,7 @@ static void initialise(void) {
   if (g.initialised) return;
   g.initialised = 1;
   g.pid = getpid();
+  g.output_fd = -1;
 
   const char *out = getenv("SYMCC_TELEMETRY_OUT");
   g.telemetry_enabled = out && *out && absolute_path(out, g.telemetry_path);
