@@ -195,6 +195,10 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
       const keptActuals = new Set<bigint>();
       const kept = expected.filter((e) => !keptActuals.has(e.actual) && keptActuals.add(e.actual));
       expect(t.branchTrace.map((r) => r.actual)).toEqual(kept.map((e) => e.actual));
+      expect(must(run(input, { env: { SYMFENCE_BRANCH_CONTEXT: String(k) } }).preload).context).toBe(k);
+    }
+    for (const bad of ['17', '-1', '4x', '']) {
+      expect(must(run(input, { env: { SYMFENCE_BRANCH_CONTEXT: bad } }).preload).context).toBe(4);
     }
   });
 
@@ -234,6 +238,18 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     expect(t.openBranches).toEqual([...new Set(ids.map((e) => e.opposite).filter((id) => !group.has(id)))]);
     expect(t.counters).toMatchObject({ queries: 3, sat: 3, generated: 3 });
     expect(must(result.preload)).toMatchObject({ mode: 'directed', solved: 3, skipped: structure.length - 3, earlyExit: false });
+  });
+
+  it('solves a group id that recurs on the path once, at its first occurrence', () => {
+    const input = 'MZ!A' + 'x'.repeat(40);
+    const ids = referenceBranchIds(plainEvents(input), 4);
+    const recurring = ids.find((e) => ids.filter((f) => f.opposite === e.opposite).length >= 3)!;
+    expect(recurring).toBeDefined();
+    const first = ids.findIndex((e) => e.opposite === recurring.opposite);
+    const result = run(input, { env: { SYMCC_TARGET_BRANCH: recurring.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: '0' } });
+    expect(result.events.map((e, i) => (e.site === 0n ? null : i)).filter((i) => i !== null)).toEqual([first]);
+    expect(must(result.telemetry).counters.queries).toBe(1);
+    expect(must(result.telemetry).openBranches).not.toContain(recurring.opposite);
   });
 
   it('reports an unsat target as unsat, and an unreached target as not reached', () => {
@@ -330,6 +346,16 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     expect(control.status).toBe(0);
     expect(must(control.preload).symbolicEvents).toBe(result.events.length);
     expect(control.telemetryDirEntries).toEqual(['telemetry.json']);
+  });
+
+  it('a forked child that exits normally writes no telemetry: only the process that read the environment does', () => {
+    // The child exits cleanly (destructors run), then the parent crashes: no file may appear.
+    const crashed = run('CRASHF' + 'x'.repeat(20), { env: { SYMFENCE_TRACE_ONLY: '1' } });
+    expect(crashed.signal).toBe('SIGABRT');
+    expect(crashed.telemetryDirEntries).toEqual([]);
+    const clean = run('MZ!AxF' + 'x'.repeat(20), { env: { SYMFENCE_TRACE_ONLY: '1' } });
+    expect(clean.status).toBe(0);
+    expect(must(clean.preload).symbolicEvents).toBe(clean.events.length);
   });
 
   it('without SYMCC_TELEMETRY_OUT it still forwards every call and writes no telemetry', () => {
