@@ -892,6 +892,7 @@ export class Coordinator {
       status,
       generated,
       interesting,
+      input: active.work.job.inputSha256,
       kind,
       ...(telemetry !== undefined
         ? {

@@ -52,6 +52,13 @@ export interface CoordinatorJob {
    * input under the `trace` first-run strategy. Absent: a solving run. Part of the work identity.
    */
   readonly mode?: 'trace';
+  /**
+   * Trace runs only: the coordinator whose lanes learn from it, part of the work identity. Every
+   * coordinator traces an input for itself (a cheap run that solves nothing, so no target is
+   * involved): the lanes' knowledge is per coordinator, and one that found the trace already done
+   * by a peer would otherwise never learn the input's branches.
+   */
+  readonly tracer?: string;
 }
 
 /**

@@ -37,10 +37,12 @@ export interface SeedWorkSourceOptions {
    * Default `full`.
    */
   readonly firstRun?: 'trace' | 'full';
+  /** The coordinator id trace runs are made for (`CoordinatorJob.tracer`). */
+  readonly tracer?: string;
 }
 
 /** An input's first run: untargeted, solving everything (`full`) or nothing (`trace`). */
-export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full'): CoordinatorJob {
+export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full', tracer?: string): CoordinatorJob {
   return {
     inputPath: seed.path,
     inputSha256: seed.sha256,
@@ -49,7 +51,7 @@ export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'ful
     group: [],
     origin: seed.origin,
     depth: seed.depth,
-    ...(firstRun === 'trace' ? { mode: 'trace' as const } : {}),
+    ...(firstRun === 'trace' ? { mode: 'trace' as const, ...(tracer !== undefined ? { tracer } : {}) } : {}),
   };
 }
 
@@ -65,6 +67,7 @@ export class SeedWorkSource implements WorkSource {
   #schedulerCredit = 0;
   readonly #aflPollMs: number;
   readonly #firstRun: 'trace' | 'full';
+  readonly #tracer: string | undefined;
   #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: SeedWorkSourceOptions) {
@@ -78,6 +81,7 @@ export class SeedWorkSource implements WorkSource {
     this.#schedulerShare = share;
     this.#aflPollMs = options.aflPollMs ?? 500;
     this.#firstRun = options.firstRun ?? 'full';
+    this.#tracer = options.tracer;
   }
 
   /** Inputs waiting to be run untargeted. */
@@ -118,7 +122,7 @@ export class SeedWorkSource implements WorkSource {
       this.#known.add(seed.sha256);
       this.#scheduler?.addSeed(seed, now);
     }
-    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full'), owner: this.#owner };
+    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer), owner: this.#owner };
   }
 
   observe(feedback: JobFeedback, now: number): void {

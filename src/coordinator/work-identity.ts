@@ -32,7 +32,7 @@ function identityOf(job: CoordinatorJob): Record<string, unknown> {
     target: job.targetBranch.toString(10),
     actions: job.actions.map((a) => [a.branch.toString(10), a.kind]),
     // Absent for solving runs, so their ids are what they always were.
-    ...(job.mode === 'trace' ? { mode: 'trace' } : {}),
+    ...(job.mode === 'trace' ? { mode: 'trace', ...(job.tracer !== undefined ? { tracer: job.tracer } : {}) } : {}),
   };
 }
 
@@ -80,6 +80,8 @@ export function jobFromWorkPayload(payload: Readonly<Record<string, unknown>>): 
   const depth = payload['depth'];
   const mode = payload['mode'];
   if (mode !== undefined && mode !== 'trace') throw new InvalidJobError(`work payload mode ${JSON.stringify(mode)} is not "trace"`);
+  const tracer = payload['tracer'];
+  if (tracer !== undefined && (typeof tracer !== 'string' || tracer.length === 0)) throw new InvalidJobError('work payload tracer is not a coordinator id');
   return {
     inputPath: path,
     inputSha256: input,
@@ -88,6 +90,6 @@ export function jobFromWorkPayload(payload: Readonly<Record<string, unknown>>): 
     group: rawGroup.map((t: unknown) => parseTarget(t, false)),
     origin: 'recovered',
     depth: typeof depth === 'number' && Number.isSafeInteger(depth) && depth >= 0 ? depth : 0,
-    ...(mode === 'trace' ? { mode } : {}),
+    ...(mode === 'trace' ? { mode, ...(typeof tracer === 'string' ? { tracer } : {}) } : {}),
   };
 }

@@ -22,6 +22,8 @@ export type ElfInfo =
       readonly runpath: readonly string[];
       /** Does a string table (dynamic, or the static symbol table's) contain this name? */
       hasSymbolName(name: string): boolean;
+      /** Does the dynamic string table (names resolved by the dynamic loader) contain it? */
+      hasDynamicSymbolName(name: string): boolean;
     };
 
 const PT_LOAD = 1;
@@ -135,6 +137,7 @@ function parse(r: Reader): ElfInfo {
   }
 
   const stringTables: Buffer[] = [];
+  let dynamicStrings: Buffer | undefined;
   const needed: string[] = [];
   let runpath: string[] = [];
   if (dynamicSegment !== undefined) {
@@ -157,6 +160,7 @@ function parse(r: Reader): ElfInfo {
     check(load !== undefined, 'DT_STRTAB lies outside every loaded segment');
     const strtab = r.bytes(load.offset + (strtabAddr - load.vaddr), strsz);
     stringTables.push(strtab);
+    dynamicStrings = strtab;
     const str = (offset: number): string => {
       check(offset < strtab.length, `string offset ${offset} past the dynamic string table`);
       const end = strtab.indexOf(0, offset);
@@ -189,8 +193,16 @@ function parse(r: Reader): ElfInfo {
     needed,
     runpath,
     hasSymbolName(name: string): boolean {
-      const needle = Buffer.from(`\0${name}\0`);
-      return stringTables.some((t) => t.indexOf(needle) >= 0 || (t.length >= name.length + 1 && t.subarray(0, name.length + 1).equals(needle.subarray(1))));
+      return stringTables.some((t) => tableHas(t, name));
+    },
+    hasDynamicSymbolName(name: string): boolean {
+      return dynamicStrings !== undefined && tableHas(dynamicStrings, name);
     },
   };
+}
+
+/** A string table holds NUL-terminated names; the first may start at offset 0. */
+function tableHas(table: Buffer, name: string): boolean {
+  const needle = Buffer.from(`\0${name}\0`);
+  return table.indexOf(needle) >= 0 || (table.length >= name.length + 1 && table.subarray(0, name.length + 1).equals(needle.subarray(1)));
 }

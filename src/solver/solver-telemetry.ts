@@ -74,7 +74,10 @@ export function decideSolverTelemetry(input: DecideTelemetryInput): SolverTeleme
     return { mode: 'runtime', reason: `${input.binary} could not be inspected (${(error as NodeJS.ErrnoException).code ?? 'error'}); using the solver's own telemetry, if any` };
   }
   const symcc = elf.kind === 'elf' && elf.hasSymbolName(SYMCC_BRANCH_HOOK);
-  const interposable = symcc && elf.kind === 'elf' && elf.dynamic;
+  // Interposable: the hook is resolved by the dynamic loader from a SymCC runtime the binary
+  // needs. A runtime linked into the executable binds its calls at link time, past any preload.
+  const runtimeNeeded = elf.kind === 'elf' && elf.needed.some(isSymccRuntimeName);
+  const interposable = elf.kind === 'elf' && elf.dynamic && runtimeNeeded && elf.hasDynamicSymbolName(SYMCC_BRANCH_HOOK);
 
   if (!interposable) {
     const why =
@@ -82,7 +85,7 @@ export function decideSolverTelemetry(input: DecideTelemetryInput): SolverTeleme
         ? `${input.binary} is not an ELF executable`
         : !symcc
           ? `${input.binary} does not call SymCC's ${SYMCC_BRANCH_HOOK}`
-          : `${input.binary} is statically linked, so its SymCC runtime cannot be interposed`;
+          : `${input.binary} has its SymCC runtime linked in statically (no SymCC runtime in DT_NEEDED), so it cannot be interposed`;
     if (requested === 'preload') throw new PreloadUnsupportedError(`--solver-telemetry preload: ${why}`, { binary: input.binary });
     if (symcc) {
       return {
@@ -110,13 +113,18 @@ export function decideSolverTelemetry(input: DecideTelemetryInput): SolverTeleme
   };
 }
 
+/** `libSymRuntime.so` (SymCC's name for every backend), or a renamed build of it. */
+export function isSymccRuntimeName(needed: string): boolean {
+  return /sym.*runtime|symcc/i.test(path.basename(needed));
+}
+
 /**
  * The SymCC runtime library the binary will load: the `DT_NEEDED` entry naming a SymCC runtime,
  * looked up as the loader would (RUNPATH with `$ORIGIN`, `LD_LIBRARY_PATH`, default directories).
  * The ld.so cache is not read; a runtime found only through it is treated as stock.
  */
 export function findSymccRuntime(elf: Extract<ElfInfo, { kind: 'elf' }>, binary: string, env: NodeJS.ProcessEnv): string | undefined {
-  const name = elf.needed.find((n) => /sym.*runtime|symcc/i.test(n));
+  const name = elf.needed.find(isSymccRuntimeName);
   if (name === undefined) return undefined;
   if (name.includes('/')) return existsSync(name) ? name : undefined;
   const origin = path.dirname(path.resolve(binary));

@@ -20,6 +20,8 @@ export interface JobLogEntry {
   readonly status: JobLogStatus;
   readonly generated: number;
   readonly interesting: number;
+  /** SHA-256 of the input the job ran on. */
+  readonly input?: string;
   /** `trace` (first run, solved nothing), `targeted` (directed at `targets`), `full` (solved every branch). */
   readonly kind?: 'trace' | 'targeted' | 'full';
   /** From the run's telemetry, when it wrote some: queries solved, symbolic branches passed over. */

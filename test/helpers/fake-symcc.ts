@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { aflToolEnv } from '../../src/solver/solver-env.js';
 import { PACKAGE_ROOT } from '../../src/util/paths.js';
 
 export const FAKE_SYMCC_SOURCE_DIR = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'fake-symcc');
@@ -164,6 +165,17 @@ export function referenceBranchIds(events: readonly { site: bigint; taken: 0 | 1
     out.push({ parent, actual, opposite });
     parent = actual;
     chain = mix64(chain ^ tokens[n]!);
+  });
+  return out;
+}
+
+/** The AFL++ side of a fake campaign: branchy built with `afl-cc` against no-op runtime stubs. */
+export function buildFakeSymccAflTarget(dir: string): string {
+  const out = path.join(dir, 'branchy.afl');
+  const src = (name: string) => path.join(FAKE_SYMCC_SOURCE_DIR, name);
+  execFileSync('afl-cc', ['-O0', '-o', out, src('branchy.c'), src('afl_stub_runtime.c')], {
+    env: aflToolEnv(process.env, { AFL_QUIET: '1' }),
+    stdio: 'pipe',
   });
   return out;
 }

@@ -16,6 +16,7 @@ let dir: string;
 let dynamicProgram: string;
 let staticProgram: string;
 let ownTelemetryProgram: string;
+let linkedInProgram: string;
 let fakePreload: string;
 
 function cc(args: string[]): void {
@@ -40,6 +41,8 @@ beforeAll(() => {
   cc(['-o', ownTelemetryProgram, mainC, `-L${path.join(dir, 'own')}`, '-lSymRuntime', '-Wl,-rpath,$ORIGIN/own']);
   staticProgram = path.join(dir, 'target-static.symcc');
   cc(['-static', '-o', staticProgram, mainC, runtimeC]);
+  linkedInProgram = path.join(dir, 'target-linked-in.symcc');
+  cc(['-o', linkedInProgram, mainC, runtimeC]);
   fakePreload = path.join(dir, 'preload.so');
   writeFileSync(fakePreload, '');
 });
@@ -101,7 +104,14 @@ describe('choosing the telemetry source', () => {
   it('auto falls back to the solver\'s own telemetry for a statically linked SymCC binary, with one warning', () => {
     const d = decide('auto', staticProgram);
     expect(d.mode).toBe('runtime');
-    expect(d.warning).toMatch(/statically linked/);
+    expect(d.warning).toMatch(/statically/);
+  });
+
+  it('treats a dynamically linked program whose SymCC runtime is compiled into the executable as not interposable', () => {
+    const d = decide('auto', linkedInProgram);
+    expect(d.mode).toBe('runtime');
+    expect(d.warning).toMatch(/statically/);
+    expect(codeOfThrown(() => decide('preload', linkedInProgram))).toBe('ERR_PRELOAD_UNSUPPORTED');
   });
 
   it('auto uses the solver\'s own telemetry, silently, for a program that is not SymCC (the reference solver runs on node)', () => {

@@ -13,6 +13,14 @@ describe('work identity of trace-only runs', () => {
     expect(jobWorkId(trace)).not.toBe(jobWorkId(full));
   });
 
+  it('gives each coordinator its own trace of an input, and keeps the tracer through a payload', () => {
+    const mine = untargetedJob(seed, 'trace', 'c1');
+    const theirs = untargetedJob(seed, 'trace', 'c2');
+    expect(jobWorkId(mine)).not.toBe(jobWorkId(theirs));
+    expect(jobFromWorkPayload(workPayloadOf(mine)).tracer).toBe('c1');
+    expect(jobWorkId(jobFromWorkPayload(workPayloadOf(mine)))).toBe(jobWorkId(mine));
+  });
+
   it('keeps the ids of solving runs what they were (no mode field in their identity)', () => {
     expect(workPayloadOf(untargetedJob(seed))).not.toHaveProperty('mode');
   });

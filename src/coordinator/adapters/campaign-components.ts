@@ -125,6 +125,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       ...(untargetedOnly ? {} : { scheduler: reservations }),
       ...(spec.initialSeeds ? { initialSeeds: spec.initialSeeds } : {}),
       firstRun: traceFirst ? 'trace' : 'full',
+      tracer: context.coordinatorId,
       // A trace run finds nothing by itself: the directed runs that follow it get half the slots.
       ...(traceFirst ? { schedulerShare: 0.5 } : {}),
     });

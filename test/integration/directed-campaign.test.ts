@@ -1,0 +1,90 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { preloadLibraryPath } from '../../src/solver/preload-library.js';
+import { readJobLog, type JobLogEntry } from '../../src/telemetry/job-log.js';
+import { fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
+import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../helpers/fake-symcc.js';
+
+function which(name: string): boolean {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim() !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** CI has all three (cc, the built preload library, Debian's afl++); elsewhere the reason is printed. */
+const unavailable = fakeSymccUnavailable() ?? (preloadLibraryPath() === null ? 'preload library not built' : !which('afl-cc') || !which('afl-showmap') ? 'afl-cc/afl-showmap missing' : null);
+
+const dirs: string[] = [];
+const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
+/** branchy inputs: several share the prefix of sites 1..4, so their branches overlap. */
+const SEEDS = ['AAAAxxyy', 'MAAAxyxy', 'MZAAyyxx', 'MZ!Axxxx', 'AAAAyyyy', 'MAAAxxxy'];
+
+function overlappingTargetPairs(jobs: readonly JobLogEntry[]): string[] {
+  const bad: string[] = [];
+  for (let i = 0; i < jobs.length; i++) {
+    for (let j = i + 1; j < jobs.length; j++) {
+      const a = jobs[i]!;
+      const b = jobs[j]!;
+      if (!a.targets.some((t) => b.targets.includes(t))) continue;
+      if (a.startMs < b.endMs && b.startMs < a.endMs) bad.push(`${a.coordinator}:${a.workId.slice(0, 8)} / ${b.coordinator}:${b.workId.slice(0, 8)}`);
+    }
+  }
+  return bad;
+}
+
+describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary through the preload library', () => {
+  it('proposes targeted jobs from the preload telemetry without any flag, and two coordinators never solve a shared target at overlapping times', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'symfence-directed-'));
+    dirs.push(root);
+    const fake = buildFakeSymcc();
+    const aflTarget = buildFakeSymccAflTarget(root);
+    const out = fakeAflOut(root, SEEDS, `${aflTarget} @@`);
+    const leases = path.join(root, 'leases');
+    const args = (name: string) => [
+      'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name,
+      '--lease-dir', leases, '--workers', '1', '--duration', '8s', '--stats-interval', '200ms', '--json', '--log-level', 'warn',
+      '--', fake.program, '@@',
+    ];
+    const runs = ['c1', 'c2'].map((name) => runCliProcess(args(name)));
+    children.push(...runs.map((r) => r.child));
+    const exits = await Promise.all(runs.map((r) => r.exit));
+    for (const e of exits) expect(e.code, e.stderr).toBe(0);
+    // auto chose the preload library without a word: no fallback warning.
+    for (const e of exits) expect(e.stderr).not.toMatch(/untargeted/);
+
+    const jobs = ['c1', 'c2'].flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl')));
+    const committed = jobs.filter((j) => COMMITTED.has(j.status));
+    expect(committed.filter((j) => j.kind === 'trace').length).toBeGreaterThan(0);
+    const targeted = committed.filter((j) => j.kind === 'targeted');
+    expect(targeted.length).toBeGreaterThan(0);
+    expect(targeted.some((j) => j.targetReached === true && j.targetStatus === 'sat')).toBe(true);
+    // Trace runs solve nothing; directed runs solve what they were given and pass over the rest.
+    for (const j of committed.filter((j) => j.kind === 'trace')) expect(j.queries).toBe(0);
+    expect(targeted.some((j) => (j.queries ?? 0) > 0 && (j.skipped ?? 0) > 0)).toBe(true);
+
+    expect(new Set(committed.map((j) => j.workId)).size).toBe(committed.length);
+    expect(overlappingTargetPairs(jobs)).toEqual([]);
+    // A pair one coordinator answered (sat/unsat) is never asked again by it.
+    for (const name of ['c1', 'c2']) {
+      const answered = targeted.filter((j) => j.coordinator === name && (j.targetStatus === 'sat' || j.targetStatus === 'unsat')).map((j) => `${j.input}/${j.targets[0]}`);
+      const asked = targeted.filter((j) => j.coordinator === name).map((j) => `${j.input}/${j.targets[0]}`);
+      for (const pair of answered) expect(asked.filter((p) => p === pair), pair).toHaveLength(1);
+      expect(committed.filter((j) => j.coordinator === name).length, `${name} made progress`).toBeGreaterThan(0);
+    }
+    const counters = ['c1', 'c2'].map((name) => (readJsonIfExists(path.join(out, name, 'stats.json')) as { counters: Record<string, number> }).counters);
+    expect(counters.reduce((n, c) => n + c.jobsTargeted!, 0)).toBe(targeted.length);
+    expect(counters.reduce((n, c) => n + c.queriesSolved!, 0)).toBeGreaterThan(0);
+    expect(counters.reduce((n, c) => n + c.targetsReached!, 0)).toBeGreaterThan(0);
+  });
+});
