@@ -78,6 +78,12 @@
  *   generatedBy     <= 4096 rows [fileName, oppositeId, siteId]; more are counted in
  *                   preload.generatedByDropped
  *
+ * QSYM's inherited verdict (directed mode): QSYM solves a site-0 call when the last call with a
+ * real site id was solved, so after each solved group branch the same constraint is passed again
+ * under a site id of ours until QSYM declines it (see clear_inherited_interest; counted in
+ * preload.qsymResets). It is on when the runtime exports QSYM's `qsym::g_solver`
+ * (`_ZN4qsym8g_solverE`), off otherwise; SYMFENCE_PRELOAD_QSYM_RESET=0/1 forces it.
+ *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
  * only be traced. An empty group never triggers it.
@@ -153,6 +159,8 @@ static struct {
   enum mode mode;
   unsigned context;
   int early_exit_enabled;
+  int qsym_reset_enabled;
+  uint64_t qsym_resets;
   uint64_t target;
   int target_in_group;
   char telemetry_path[PATH_MAX];
@@ -346,6 +354,12 @@ static void initialise(void) {
   if (context && parse_u64(context, &end, &value) && *end == '\0' && value <= MAX_CONTEXT) g.context = (unsigned)value;
   const char *early = getenv("SYMFENCE_PRELOAD_EARLY_EXIT");
   g.early_exit_enabled = !(early && strcmp(early, "0") == 0);
+  /* On by default where the runtime is QSYM's (its solver global is visible), off elsewhere:
+   * a runtime that solves every call with a real site id would answer each reset with a file. */
+  const char *reset = getenv("SYMFENCE_PRELOAD_QSYM_RESET");
+  if (reset && strcmp(reset, "0") == 0) g.qsym_reset_enabled = 0;
+  else if (reset && strcmp(reset, "1") == 0) g.qsym_reset_enabled = 1;
+  else g.qsym_reset_enabled = dlsym(RTLD_DEFAULT, "_ZN4qsym8g_solverE") != NULL;
 
   const char *target = getenv("SYMCC_TARGET_BRANCH");
   if (target && parse_u64(target, &end, &value) && *end == '\0') g.target = value;
@@ -462,9 +476,9 @@ static void write_json(FILE *f) {
   fprintf(f,
           "\"preload\":{\"version\":1,\"mode\":\"%s\",\"events\":%" PRIu64 ",\"symbolicEvents\":%" PRIu64 ",\"solved\":%" PRIu64
           ",\"skipped\":%" PRIu64 ",\"traceDropped\":%" PRIu64 ",\"openDropped\":%" PRIu64 ",\"generatedByDropped\":%" PRIu64
-          ",\"earlyExit\":%s,\"context\":%u},",
+          ",\"earlyExit\":%s,\"context\":%u,\"qsymResets\":%" PRIu64 "},",
           mode_name(g.mode), g.events, g.symbolic_events, g.solved, g.skipped, g.trace_dropped, g.open_dropped,
-          g.generated_by_dropped, g.early_exited ? "true" : "false", g.context);
+          g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_resets);
   fputs("\"generatedBy\":[", f);
   for (unsigned i = 0; i < g.generated_row_count; i++) {
     const struct generated_row *r = &g.generated_rows[i];
@@ -518,6 +532,8 @@ static void open_add(uint64_t opposite) {
   id_set_insert(g.open_set, OPEN_SLOTS, opposite);
   g.open[g.open_count++] = opposite;
 }
+
+static void clear_inherited_interest(SymExpr constraint, int taken, uint64_t opposite, uint64_t site);
 
 EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t site_id) {
   initialise();
@@ -581,5 +597,31 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
     g.early_exited = 1;
     write_telemetry();
     _exit(0);
+  }
+  if (solve && member) clear_inherited_interest(constraint, taken, opposite, site);
+}
+
+/*
+ * QSYM hands a call with site id 0 the verdict of the last call with a real site id (it takes it
+ * for a follow-up constraint of that branch): right after a solved group branch, every event we
+ * pass with site 0 would be solved too. To end that, the same constraint is passed again under a
+ * fixed site id of ours (the constraint is already on the path, so the path does not change) until
+ * QSYM finds that call not interesting: its edge's hit count stops gaining a new bit within a few
+ * calls, and an interesting call shows itself by writing a file (QSYM solves the constraint alone
+ * when it is unsat under the path). Files written meanwhile flip the same branch and are
+ * attributed to it. Bounded; only on QSYM (see the header).
+ */
+#define QSYM_RESET_SITE ((uintptr_t)0x5f73796d66656e63ULL) /* "_symfenc" */
+#define QSYM_RESET_MAX 8
+
+static void clear_inherited_interest(SymExpr constraint, int taken, uint64_t opposite, uint64_t site) {
+  if (!g.qsym_reset_enabled || g.mode != MODE_DIRECTED) return;
+  for (int i = 0; i < QSYM_RESET_MAX; i++) {
+    const uint64_t started = now_ns();
+    g.real(constraint, taken, QSYM_RESET_SITE);
+    g.solver_time_ns += now_ns() - started;
+    g.qsym_resets++;
+    const int files = attribute_outputs(opposite, site);
+    if (files <= 0) return;
   }
 }

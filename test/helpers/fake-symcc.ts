@@ -11,14 +11,14 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { aflToolEnv } from '../../src/solver/solver-env.js';
 import { PACKAGE_ROOT } from '../../src/util/paths.js';
 
 export const FAKE_SYMCC_SOURCE_DIR = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'fake-symcc');
-const SOURCES = ['fake_runtime.c', 'fake_symcc.h', 'branchy.c', 'marker_preload.c'];
+const SOURCES = ['fake_runtime.c', 'fake_symcc.h', 'branchy.c', 'marker_preload.c', 'afl_stub_runtime.c'];
 const CFLAGS = ['-std=gnu11', '-O2', '-Wall'];
 
 export interface FakeSymcc {
@@ -28,6 +28,8 @@ export interface FakeSymcc {
   readonly program: string;
   /** branchy with the fake runtime linked in statically. */
   readonly staticProgram: string;
+  /** branchy against the QSYM-like build of the fake runtime (qsym/libSymRuntime.so). */
+  readonly qsymProgram: string;
   /** A preload library whose constructor writes "loaded" to $MARKER_OUT. */
   readonly markerLibrary: string;
 }
@@ -50,6 +52,7 @@ export function buildFakeSymcc(): FakeSymcc {
     runtimeDir: dir,
     program: path.join(dir, 'branchy'),
     staticProgram: path.join(dir, 'branchy-static'),
+    qsymProgram: path.join(dir, 'branchy-qsym'),
     markerLibrary: path.join(dir, 'marker_preload.so'),
   };
   if (!existsSync(result.markerLibrary)) buildInto(dir);
@@ -68,6 +71,10 @@ function buildInto(dir: string): void {
     cc(['-c', '-o', path.join(temp, 'fake_runtime.o'), src('fake_runtime.c')]);
     execFileSync('ar', ['rcs', path.join(temp, 'libfakesymcc.a'), path.join(temp, 'fake_runtime.o')], { stdio: 'pipe' });
     cc(['-o', path.join(temp, 'branchy-static'), src('branchy.c'), path.join(temp, 'libfakesymcc.a')]);
+    // The QSYM-like build (the backend's solving rules and its solver symbol), with its own program.
+    mkdirSync(path.join(temp, 'qsym'));
+    cc(['-DFAKE_SYMCC_QSYM', '-fPIC', '-shared', '-Wl,-soname,libSymRuntime.so', '-o', path.join(temp, 'qsym', 'libSymRuntime.so'), src('fake_runtime.c')]);
+    cc(['-o', path.join(temp, 'branchy-qsym'), src('branchy.c'), `-L${path.join(temp, 'qsym')}`, '-lSymRuntime', `-Wl,-rpath,${path.join(dir, 'qsym')}`]);
     // Last: its presence marks a complete build (see buildFakeSymcc).
     cc(['-fPIC', '-shared', '-o', path.join(temp, 'marker_preload.so'), src('marker_preload.c')]);
     try {

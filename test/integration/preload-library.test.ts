@@ -240,6 +240,40 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     expect(must(result.preload)).toMatchObject({ mode: 'directed', solved: 3, skipped: structure.length - 3, earlyExit: false });
   });
 
+  /** The input offsets the outputs flip (each output differs from the input in one byte). */
+  function flippedOffsets(input: string, outputs: Map<string, Buffer>): Set<number> {
+    const original = Buffer.from(input, 'latin1');
+    const offsets = new Set<number>();
+    for (const bytes of outputs.values()) for (let i = 0; i < original.length; i++) if (bytes[i] !== original[i]) offsets.add(i);
+    return offsets;
+  }
+
+  it('on QSYM, a site-0 call after a solved branch inherits the solve: without the reset a two-target run solves outside its group', () => {
+    const input = 'MZ!A' + 'xyqxy';
+    const structure = plainEvents(input);
+    const ids = referenceBranchIds(structure, 4);
+    const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: '0', SYMFENCE_PRELOAD_QSYM_RESET: '0' };
+    const result = run(input, { program: fixture().qsymProgram, env, actions: `${ids[7]!.opposite} solve\n` });
+    expect(result.status).toBe(0);
+    const groupOffsets = new Set([structure[2]!.offset, structure[7]!.offset]);
+    expect([...flippedOffsets(input, result.outputs)].some((o) => !groupOffsets.has(o))).toBe(true);
+  });
+
+  it('on QSYM (detected by its solver symbol), the reset after each solved branch keeps a two-target run to its group', () => {
+    const input = 'MZ!A' + 'xyqxy';
+    const structure = plainEvents(input);
+    const ids = referenceBranchIds(structure, 4);
+    const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: '0' };
+    const result = run(input, { program: fixture().qsymProgram, env, actions: `${ids[7]!.opposite} solve\n` });
+    expect(result.status).toBe(0);
+    expect([...flippedOffsets(input, result.outputs)].sort()).toEqual([structure[2]!.offset, structure[7]!.offset].sort());
+    expect(new Set(result.generatedBy.map(([, opposite]) => BigInt(opposite)))).toEqual(new Set([ids[2]!.opposite, ids[7]!.opposite]));
+    expect((result.preload as unknown as { qsymResets: number }).qsymResets).toBeGreaterThan(0);
+    // Off QSYM nothing is reset: the plain fake runtime solves exactly what it is given.
+    const plain = run(input, { env, actions: `${ids[7]!.opposite} solve\n` });
+    expect((plain.preload as unknown as { qsymResets: number }).qsymResets).toBe(0);
+  });
+
   it('solves a group id that recurs on the path once, at its first occurrence', () => {
     const input = 'MZ!A' + 'x'.repeat(40);
     const ids = referenceBranchIds(plainEvents(input), 4);
