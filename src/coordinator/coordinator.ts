@@ -33,6 +33,7 @@ import { codeOf } from '../errors.js';
 import { sourceIdOf } from '../triage/afl-names.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
+import { childLogger, componentLogger } from '../telemetry/logger.js';
 import { DispatchTransaction } from './dispatch-transaction.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
 import type {
@@ -186,7 +187,7 @@ export class Coordinator {
     if (!Number.isSafeInteger(options.workers) || options.workers < 1) throw new RangeError(`workers must be a positive integer, got ${options.workers}`);
     this.#options = options;
     this.#deps = deps;
-    this.#log = deps.logger.child({ component: 'coordinator' });
+    this.#log = componentLogger(deps.logger, 'coordinator');
     this.#heartbeatIntervalMs = heartbeatIntervalMs(options.workLeaseTtlMs, deps.targetLeases ? options.targetLeaseTtlMs : undefined);
     this.#lastHeartbeatMs = deps.clock.now();
   }
@@ -530,7 +531,7 @@ export class Coordinator {
       tx,
       controller: new AbortController(),
       startMs: this.#deps.clock.now(),
-      logger: this.#log.child({ workId, targets: decimal(job.group) }),
+      logger: childLogger(this.#log, { workId, targets: decimal(job.group) }),
       phase: 'active',
       solverRunning: true,
       lost: undefined,
@@ -819,7 +820,7 @@ export class Coordinator {
 
   async #replay(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
     const counters = this.#deps.counters;
-    const log = this.#log.child({ workId: record.workId, owner: record.owner });
+    const log = childLogger(this.#log, { workId: record.workId, owner: record.owner });
     let staged: StagedResult;
     let outcome;
     try {

@@ -31,6 +31,7 @@ import { IoTargetLeases, IoWorkLeases } from './io-lease-adapters.js';
 import { IoResultCommits } from './io-result-commits.js';
 import { SchedulerAdapter } from './scheduler-adapter.js';
 import { SolverPoolAdapter, type SolverAdapterSettings } from './solver-adapter.js';
+import { componentLogger } from '../../telemetry/logger.js';
 
 /** In-flight set capacity: targets of concurrently admitted jobs (≤ 64 per job). */
 const INFLIGHT_CAPACITY = 1 << 16;
@@ -82,7 +83,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const scheduler = new Scheduler({
       local: inflight,
       ...(shared ? { shared: new IoSharedTargetClaims(io, { inflight }) } : {}),
-      logger: context.logger.child({ component: 'scheduler' }),
+      logger: componentLogger(context.logger, 'scheduler'),
     });
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters);
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
