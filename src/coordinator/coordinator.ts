@@ -821,6 +821,7 @@ export class Coordinator {
   async #replay(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
     const counters = this.#deps.counters;
     const log = childLogger(this.#log, { workId: record.workId, owner: record.owner });
+    const startMs = this.#deps.clock.now();
     let staged: StagedResult;
     let outcome;
     try {
@@ -868,6 +869,7 @@ export class Coordinator {
       counters.commitsReplayed++;
       this.#countPublished(outcome.entries, job);
       log.info({ findings: outcome.entries.length }, 'replayed a committed result');
+      this.#recordReplay(record, job, staged, outcome.entries, startMs, log);
       if (job) {
         try {
           this.#deps.source.observe({ job, workId: record.workId, status: staged.manifest.status, findings: outcome.entries }, this.#deps.clock.now());
@@ -878,6 +880,33 @@ export class Coordinator {
     }
     await this.#discardStaged(commits, staged, log);
     return outcome.outcome === 'completed';
+  }
+
+  /**
+   * The `jobs.jsonl` line of a result this coordinator replayed (docs/campaign.md "jobs.jsonl"):
+   * `replay: true`, `owner` the coordinator whose run produced it, `coordinator` us; the interval is
+   * the replay's own (no solver ran here). Written only when the replay completed the record, so a
+   * result gets one replay line however many coordinators tried.
+   */
+  #recordReplay(record: CommittingWork, job: CoordinatorJob | undefined, staged: StagedResult, entries: readonly PublishedEntry[], startMs: number, log: Logger): void {
+    const entry: JobLogEntry = {
+      workId: record.workId,
+      targets: job ? decimal(job.group) : [],
+      coordinator: this.#options.coordinatorId,
+      owner: record.owner,
+      replay: true,
+      startMs,
+      endMs: this.#deps.clock.now(),
+      status: staged.manifest.status,
+      generated: staged.manifest.items.length,
+      interesting: entries.filter((e) => e.kind === 'queue').length,
+    };
+    try {
+      this.#deps.jobLog?.append(entry);
+    } catch (error) {
+      log.error({ err: error }, 'writing jobs.jsonl failed');
+    }
+    this.#deps.events?.jobFinished?.(entry);
   }
 
   #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number): void {

@@ -19,6 +19,7 @@ import { IoService } from '../../src/io/io-service.js';
 import { LeaseLayout } from '../../src/lease/lease-layout.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
+import { JobLogFile, readJobLog } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
 import { FakeReservations, FakeSolver, FakeSource, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
@@ -59,7 +60,7 @@ async function startNode(
   outDir: string,
   id: string,
   clock: ManualClock,
-  extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean; wrapCommits?: (commits: ResultCommits) => ResultCommits } = {},
+  extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean; wrapCommits?: (commits: ResultCommits) => ResultCommits; jobLog?: JobLogFile } = {},
 ): Promise<Node> {
   const fsLayer = new FaultInjectingFsLayer();
   const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync' }, { fsLayer });
@@ -83,6 +84,7 @@ async function startNode(
       findings: publisher,
       commits: extra.wrapCommits ? extra.wrapCommits(commits) : commits,
       ...(extra.hooks ? { hooks: extra.hooks } : {}),
+      ...(extra.jobLog ? { jobLog: extra.jobLog } : {}),
     },
   );
   return { coordinator, solver, source, counters, service, table, outDir, fsLayer, commits };
@@ -230,6 +232,26 @@ describe('commit recovery', () => {
     expect(await second.coordinator.recoverCommits()).toBe(0);
     expect(await contents(path.join(outDir, 'queue'))).toEqual(expectedQueue);
     await second.service.close();
+  });
+
+  it('journals a replayed result in jobs.jsonl exactly once, marked as a replay naming the original owner and the replayer', async () => {
+    const { root, leaseRoot, clock, hold, a, workId } = await ownerHeldAfterBeginCommit();
+    await mkdir(path.join(root, 'b'), { recursive: true });
+    const journal = path.join(root, 'b', 'jobs.jsonl');
+    const jobLog = new JobLogFile(journal);
+    const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock, { jobLog });
+    clock.advance(TTL_MS);
+    expect(await b.coordinator.recoverCommits()).toBe(1);
+    // Scanning again (the record is done now) journals nothing more.
+    expect(await b.coordinator.recoverCommits()).toBe(0);
+    jobLog.close();
+    const lines = readJobLog(journal).filter((j) => j.workId === workId);
+    expect(lines).toEqual([
+      { workId, targets: [], coordinator: 'b', owner: 'a', replay: true, startMs: T0 + TTL_MS, endMs: T0 + TTL_MS, status: 'ok', generated: 3, interesting: 2 },
+    ]);
+    hold.release();
+    await a.coordinator.settled();
+    await Promise.all([a.service.close(), b.service.close()]);
   });
 
   it('replays around a corrupt record elsewhere in the work table instead of stopping at it', async () => {
