@@ -805,6 +805,12 @@ export class Coordinator {
     } catch (error) {
       this.#log.warn({ err: error }, 'sweeping staged findings failed');
     }
+    try {
+      // Temps of crashed writers (docs/leases.md "Leftover temp files"): never a live writer's.
+      if (commits.sweepTemps) counters.tempsSwept += await commits.sweepTemps(now);
+    } catch (error) {
+      this.#log.warn({ err: error, code: codeOf(error) }, 'sweeping leftover temp files failed');
+    }
     return replayed;
   }
 

@@ -52,6 +52,8 @@ export interface CampaignCounters {
   commitReplayFailures: number;
   /** Staged finding files of finished work removed by the recovery sweep. */
   stagedSwept: number;
+  /** Leftover temp files (lease records, staged findings) of writers provably gone, removed by the recovery sweep. */
+  tempsSwept: number;
   /** Busy solver slots / slots, sampled at the last scheduling round. */
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
@@ -87,6 +89,7 @@ export function createCounters(): CampaignCounters {
     commitsReplayed: 0,
     commitReplayFailures: 0,
     stagedSwept: 0,
+    tempsSwept: 0,
     fillRatio: 0,
     edgesCovered: 0,
   };
@@ -111,4 +114,5 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'commitsReplayed',
   'commitReplayFailures',
   'stagedSwept',
+  'tempsSwept',
 ]);

@@ -3,6 +3,7 @@
 // start, by another only after the work TTL — published exactly once, and failing closed on a bad
 // manifest or missing/altered bytes. Real lease table, I/O service and queue publisher, in-process,
 // on a fault-injecting filesystem layer; a fake solver and an injected clock.
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, readdir, rmdir, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -17,6 +18,7 @@ import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import { LeaseLayout } from '../../src/lease/lease-layout.js';
+import { currentWriterTag, formatWriterTag } from '../../src/lease/temp-writer.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
 import { JobLogFile, readJobLog } from '../../src/telemetry/job-log.js';
@@ -67,7 +69,7 @@ async function startNode(
   const service = await IoService.start({ coordinatorId: id, work: table, fsLayer, options: { fileBarrier: 'fsync' } }, T0);
   const client = new LocalIoClient(service);
   const publisher = await QueuePublisher.open(outDir, new IoDurableWriter(client));
-  const commits = await IoResultCommits.open(leaseRoot, client, publisher);
+  const commits = await IoResultCommits.open(leaseRoot, client, publisher, { fsLayer });
   const solver = new FakeSolver();
   const source = new FakeSource([]);
   const counters = createCounters();
@@ -504,6 +506,41 @@ describe('commit recovery', () => {
     await a.coordinator.recoverCommits();
     expect(await stagedNames(leaseRoot)).toEqual([live]);
     expect(a.counters.stagedSwept).toBe(1);
+    await a.service.close();
+  });
+
+  it('sweeps the leftover temps of a dead writer at its first recovery scan (tables once, staged/ every scan), keeping a live writer\'s, and counts them', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock);
+    const self = currentWriterTag();
+    const dead = formatWriterTag({ ...self, pid: spawnSync(process.execPath, ['-e', '']).pid! });
+    const layout = new LeaseLayout(path.join(leaseRoot, 'work'), 4);
+    const tableTemp = (tag: string, c: string) => `${layout.recordPath(c.repeat(64))}.${tag}.7.tmp`;
+    const stagedTemp = (tag: string, n: number) => path.join(leaseRoot, STAGED_DIR, `.symfence-io-${tag}-${n}.tmp`);
+    const files = [tableTemp(dead, 'a'), tableTemp(formatWriterTag(self), 'b'), stagedTemp(dead, 1), stagedTemp(formatWriterTag(self), 2)];
+    for (const file of files) {
+      await mkdir(path.dirname(file), { recursive: true });
+      await writeFile(file, 'partial');
+    }
+    const present = async () => {
+      const out: string[] = [];
+      for (const f of files) if (await readFile(f).then(() => true, () => false)) out.push(f);
+      return out;
+    };
+    await a.coordinator.tick(); // the first round runs the recovery scan
+    expect(await present()).toEqual([files[1], files[3]]);
+    expect(a.counters.tempsSwept).toBe(2);
+
+    // Later scans look at staged/ only: a table temp left now waits for the next start (or `leases check`).
+    const later = [tableTemp(dead, 'c'), stagedTemp(dead, 3)];
+    for (const file of later) {
+      await mkdir(path.dirname(file), { recursive: true });
+      await writeFile(file, 'partial');
+    }
+    await a.coordinator.recoverCommits();
+    expect(await readFile(later[0]!, 'utf8')).toBe('partial');
+    await expect(readFile(later[1]!)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(a.counters.tempsSwept).toBe(3);
     await a.service.close();
   });
 });
