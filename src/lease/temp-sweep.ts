@@ -20,8 +20,22 @@
 import path from 'node:path';
 import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import { LOCK_SUFFIX, META_FILE, RECORD_SUFFIX, TEMP_SUFFIX, LeaseLayout } from './lease-layout.js';
+import { parseOptionValue } from '../config/schema.js';
+import { LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { readTableMeta } from './table-meta.js';
 import { currentWriterTag, parseWriterTag, systemProcessProbe, type ProcessProbe, type WriterTag } from './temp-writer.js';
+
+/**
+ * `staleTempAgeMs` from a flag value (named `--stale-temp-age` in errors), else from
+ * `SYMFENCE_STALE_TEMP_AGE`, else the default. Range-checked like the schema.
+ */
+export function resolveStaleTempAgeMs(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): number {
+  const spec = LEASE_TABLE_OPTIONS.specs.staleTempAgeMs;
+  if (flag !== undefined) return parseOptionValue(`--${spec.flag}`, spec, flag) as number;
+  const raw = env[spec.env];
+  if (raw !== undefined && raw !== '') return parseOptionValue(spec.env, spec, raw) as number;
+  return LEASE_TABLE_OPTIONS.defaults.staleTempAgeMs;
+}
 
 export interface TempSweepOptions {
   /** Current time, ms since the epoch (compared with temp mtimes). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLeaseTempName, isStagedTempName, judgeTemp } from '../../src/lease/temp-sweep.js';
+import { isLeaseTempName, isStagedTempName, judgeTemp, resolveStaleTempAgeMs } from '../../src/lease/temp-sweep.js';
 import { currentWriterTag, formatWriterTag, parseWriterTag, processStartTicks, systemProcessProbe, type ProcessProbe, type WriterTag } from '../../src/lease/temp-writer.js';
 
 const SELF: WriterTag = { host: '0123456789ab', pid: 4242, startTicks: 900 };
@@ -58,5 +58,13 @@ describe('leftover temp judgement', () => {
       expect(self.startTicks).toBeGreaterThan(0);
       expect(processStartTicks(process.pid)).toBe(self.startTicks);
     }
+  });
+
+  it('takes the age bound from the flag, else SYMFENCE_STALE_TEMP_AGE, else 1 h, refusing less than a minute by name', () => {
+    expect(resolveStaleTempAgeMs(undefined, {})).toBe(3_600_000);
+    expect(resolveStaleTempAgeMs(undefined, { SYMFENCE_STALE_TEMP_AGE: '10m' })).toBe(600_000);
+    expect(resolveStaleTempAgeMs('2h', { SYMFENCE_STALE_TEMP_AGE: '10m' })).toBe(7_200_000);
+    expect(() => resolveStaleTempAgeMs(undefined, { SYMFENCE_STALE_TEMP_AGE: '5s' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('SYMFENCE_STALE_TEMP_AGE') }));
+    expect(() => resolveStaleTempAgeMs('soon', {})).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('--stale-temp-age') }));
   });
 });

@@ -9,12 +9,12 @@ import path from 'node:path';
 import { Command, Option } from 'commander';
 import { STAGED_DIR } from '../../commit/commit-manifest.js';
 import { nodeFsLayer } from '../../io/fs-layer.js';
-import { isStagedTempName, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
+import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
-import { formatDuration, parseOptionValue } from '../../config/schema.js';
+import { formatDuration } from '../../config/schema.js';
 import type { CliIo } from '../program.js';
 
 interface LeasesFlags {
@@ -49,13 +49,6 @@ function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: n
 
 interface TempsReport extends TempSweepReport {
   readonly staleTempAgeMs: number;
-}
-
-function staleTempAgeOf(flags: LeasesFlags): number {
-  const raw = flags.staleTempAge ?? process.env[STALE_TEMP_AGE_ENV];
-  const name = flags.staleTempAge !== undefined ? '--stale-temp-age' : STALE_TEMP_AGE_ENV;
-  if (raw === undefined || raw === '') return LEASE_TABLE_OPTIONS.defaults.staleTempAgeMs;
-  return parseOptionValue(name, LEASE_TABLE_OPTIONS.specs.staleTempAgeMs, raw) as number;
 }
 
 const STALE_TEMP_AGE_ENV = LEASE_TABLE_OPTIONS.specs.staleTempAgeMs.env;
@@ -125,7 +118,7 @@ export function register(program: Command, io: CliIo): void {
       const flags = { ...definedOnly(leases.opts<LeasesFlags>()), ...definedOnly(localFlags) };
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
-      const staleTempAgeMs = staleTempAgeOf(flags);
+      const staleTempAgeMs = resolveStaleTempAgeMs(flags.staleTempAge);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
       const temps = await sweepTemps(tables, nowMs, staleTempAgeMs);
       const corrupt = tables.flatMap((t) => t.corrupt);

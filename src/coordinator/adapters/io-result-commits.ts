@@ -11,7 +11,7 @@ import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
 import { nodeFsLayer, type FsLayer } from '../../io/fs-layer.js';
 import { findLeaseTables } from '../../lease/lease-inspect.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
-import { sweepLeaseTableTemps } from '../../lease/temp-sweep.js';
+import { resolveStaleTempAgeMs, sweepLeaseTableTemps } from '../../lease/temp-sweep.js';
 import type { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
 
@@ -23,7 +23,7 @@ export interface ResultCommitsClient extends StagingClient {
 
 /** How leftover temps are swept (`sweepTemps`). */
 export interface TempSweepSettings {
-  /** See `LEASE_TABLE_OPTIONS.staleTempAgeMs`. Default 1 h. */
+  /** See `LEASE_TABLE_OPTIONS.staleTempAgeMs`. Default: `SYMFENCE_STALE_TEMP_AGE`, else 1 h. */
   readonly staleTempAgeMs?: number;
   /** Default: the real filesystem. */
   readonly fsLayer?: FsLayer;
@@ -43,7 +43,8 @@ export class IoResultCommits implements ResultCommits {
     this.#client = client;
     this.#publisher = publisher;
     this.#leaseRoot = leaseRoot;
-    this.#staleTempAgeMs = LEASE_TABLE_OPTIONS.resolve({ staleTempAgeMs: temps.staleTempAgeMs }).staleTempAgeMs;
+    this.#staleTempAgeMs =
+      temps.staleTempAgeMs === undefined ? resolveStaleTempAgeMs(undefined) : LEASE_TABLE_OPTIONS.resolve({ staleTempAgeMs: temps.staleTempAgeMs }).staleTempAgeMs;
     this.#fsLayer = temps.fsLayer ?? nodeFsLayer;
   }
 
