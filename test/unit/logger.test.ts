@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { childLogger, componentLogger, createLogger, LOGGER_OPTIONS, silentLogger } from '../../src/telemetry/logger.js';
+import { childLogger, componentLogger, createLogger, LOGGER_OPTIONS, silentLogger, type Logger } from '../../src/telemetry/logger.js';
 import { findDuplicateKeys } from '../helpers/strict-json.js';
 
 /** A pino logger writing into an array of lines. */
-function capturingLogger(): { logger: ReturnType<typeof pino>; lines: string[] } {
+function capturingLogger(): { logger: Logger; lines: string[] } {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -16,7 +16,7 @@ function capturingLogger(): { logger: ReturnType<typeof pino>; lines: string[] }
       done();
     },
   });
-  return { logger: pino({ level: 'info', base: { pid: 7 } }, sink), lines };
+  return { logger: pino({ level: 'info', base: { pid: 7 } }, sink) as Logger, lines };
 }
 
 describe('logger', () => {
@@ -73,6 +73,19 @@ describe('logger', () => {
     const { logger, lines } = capturingLogger();
     logger.child({ component: 'campaign' }).child({ component: 'coordinator' }).info('x');
     expect(findDuplicateKeys(lines[0]!)).toEqual([{ at: '$', key: 'component' }]);
+  });
+  it('is the only way the sources derive loggers: no bare .child() outside the logger module', () => {
+    const root = path.resolve(import.meta.dirname, '../..');
+    const offenders: string[] = [];
+    for (const dir of ['src', 'workers']) {
+      for (const entry of readdirSync(path.join(root, dir), { recursive: true, withFileTypes: true })) {
+        if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+        const file = path.join(entry.parentPath, entry.name);
+        if (path.relative(root, file) === path.join('src', 'telemetry', 'logger.ts')) continue;
+        if (/\.child\(/.test(readFileSync(file, 'utf8'))) offenders.push(path.relative(root, file));
+      }
+    }
+    expect(offenders).toEqual([]);
   });
 });
 
