@@ -767,7 +767,8 @@ export class Coordinator {
    * our queue and marks the record done under its lock. Contract: a bad manifest, a missing or
    * altered staged finding, or an unreadable table is counted (`commitReplayFailures`), logged
    * with its code, and leaves the record committing — fail closed, never thrown. Afterwards the
-   * staged files of finished work are swept. Runs at the first tick and then every
+   * staged files of finished work, and leftover temps of writers provably gone, are swept. Each
+   * replay that completes a record writes one `replay: true` jobs.jsonl line. Runs at the first tick and then every
    * `commitScanIntervalMs`. Resolves with the number of records replayed by this call.
    */
   async recoverCommits(): Promise<number> {

@@ -6,7 +6,7 @@
  * Why not `logger.child()` directly: pino appends a child's bindings to its parent's as JSON text,
  * so a child that binds a key its parent already bound writes that key twice on every line
  * (`"component":"campaign",…,"component":"coordinator"`) — JSON that parsers read differently.
- * `childLogger` keeps each key once (docs/observability.md "Log lines"): a nested `component`
+ * `childLogger` keeps each key once (docs/campaign.md "Log lines"): a nested `component`
  * becomes a dotted path (`campaign.coordinator`), any other re-bound key takes the child's value.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
@@ -78,7 +78,8 @@ export function childLogger(parent: Logger, bindings: Readonly<Record<string, un
   if (typeof own['component'] === 'string' && typeof parentComponent === 'string') own['component'] = `${parentComponent}.${own['component']}`;
   const child = parent.child(own);
   // pino keeps the bound fields as one JSON text fragment (`,"k":v,…`, already serialized, so
-  // parsing it back is lossless): rewrite it with the keys merged when the child re-bound one.
+  // parsing it back is lossless) and the child's is the parent's plus its own: rewrite it with
+  // every key once. Once per child logger (per component, per job), never per line.
   const holder = child as unknown as Record<symbol, unknown>;
   const text = holder[CHINDINGS];
   if (typeof text === 'string' && text.length > 1) {
