@@ -8,6 +8,9 @@ import { describeDefault, type OptionSchema, type OptionSpecs } from '../config/
 export function addSchemaFlags<S extends OptionSpecs>(command: Command, schema: OptionSchema<S>): Command {
   for (const spec of Object.values(schema.specs)) {
     if (!spec.flag) continue;
+    // The default is stated once, here (from the spec, or its `defaultHelp`): a description that
+    // states one too would print two, and they drift apart.
+    if (/\bdefault\b/i.test(spec.description)) throw new Error(`option --${spec.flag} of ${schema.component}: its description states a default; use defaultHelp`);
     const extras = [`default: ${describeDefault(spec)}`];
     if (spec.env) extras.push(`env: ${spec.env}`);
     const help = `${spec.description} (${extras.join('; ')})`;

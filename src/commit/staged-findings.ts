@@ -6,14 +6,17 @@
  *
  * Lifecycle: `stage` (before beginCommit: temp, file barrier, rename, directory barrier — through
  * the I/O thread) → the manifest names them → after the record is `done`, `discard` unlinks them;
- * a crash before that leaves files of a `done` record, which `sweep` removes later. Reading
- * (`load`) verifies size and SHA-256 and fails closed with `ERR_STAGED_FINDING`.
+ * a crash before that leaves files of a `done` record, which `sweep` removes later. A crash in the
+ * middle of staging leaves a hidden temp (`.symfence-io-<writer tag>-<n>.tmp`), which `sweepTemps`
+ * removes once its writer is provably gone (src/lease/temp-sweep.ts). Reading (`load`) verifies
+ * size and SHA-256 and fails closed with `ERR_STAGED_FINDING`.
  */
 import { createHash } from 'node:crypto';
 import { readFile as readFileAsync } from 'node:fs/promises';
 import path from 'node:path';
 import { StagedFindingError } from '../errors.js';
-import { errnoCode } from '../io/fs-layer.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
+import { isStagedTempName, sweepTempsIn, type TempSweepOptions, type TempSweepReport } from '../lease/temp-sweep.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import type { CommitFinding, FindingItem, StagedResult } from '../coordinator/ports.js';
 import { buildCommitManifest, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
@@ -121,5 +124,15 @@ export class StagedFindings {
       return parsed !== null && done.has(parsed.workId);
     });
     return garbage.length === 0 ? 0 : this.#client.removeFiles(this.dir, garbage);
+  }
+
+  /**
+   * Removes staging temps of writers that are provably gone: this host's dead (or pid-reused)
+   * processes at once, another host's or untagged ones after `staleTempAgeMs`. A live stager's
+   * temp is never touched. Direct filesystem calls (`fsLayer`), not I/O-thread requests: the temps
+   * belong to no batch, and removing garbage needs no barrier.
+   */
+  sweepTemps(options: Omit<TempSweepOptions, 'fsLayer'> & { readonly fsLayer?: FsLayer }): Promise<TempSweepReport> {
+    return sweepTempsIn(this.dir, isStagedTempName, { ...options, fsLayer: options.fsLayer ?? nodeFsLayer });
   }
 }

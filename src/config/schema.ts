@@ -17,6 +17,12 @@ interface BaseSpec {
   readonly flag?: string;
   /** Environment variable (e.g. `SYMFENCE_SOLVER_TIMEOUT`); omitted = not read from the env. */
   readonly env?: string;
+  /**
+   * How `--help` states the default when the literal one does not say it, e.g. an optional string
+   * whose absence means `<afl-out>/<name>`. The description never states a default itself:
+   * `--help` adds exactly one.
+   */
+  readonly defaultHelp?: string;
 }
 
 export interface IntegerSpec extends BaseSpec {
@@ -200,6 +206,7 @@ export function resolveLayered<S extends OptionSpecs>(
 
 /** Human description of a spec's default, for `--help`. */
 export function describeDefault(spec: OptionSpec): string {
+  if (spec.defaultHelp !== undefined) return spec.defaultHelp;
   if (spec.default === undefined) return 'none';
   switch (spec.kind) {
     case 'duration':

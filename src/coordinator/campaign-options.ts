@@ -64,7 +64,8 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: undefined,
     flag: 'out-dir',
     env: 'SYMFENCE_OUT_DIR',
-    description: 'output directory (default: <afl-out>/<name>)',
+    description: 'output directory',
+    defaultHelp: '<afl-out>/<name>',
   },
   /** Shared lease directory (multi-coordinator). Default: `<outDir>/leases`, private to this coordinator. */
   leaseDir: {
@@ -72,7 +73,8 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: undefined,
     flag: 'lease-dir',
     env: 'SYMFENCE_LEASE_DIR',
-    description: 'lease directory shared by cooperating coordinators (default: private, under the output directory)',
+    description: 'lease directory shared by cooperating coordinators',
+    defaultHelp: 'private, <out-dir>/leases',
   },
   /** Coordinator id recorded in leases and jobs.jsonl. Default `<hostname>:<pid>`. */
   coordinatorId: {
@@ -80,7 +82,8 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: undefined,
     flag: 'coordinator-id',
     env: 'SYMFENCE_COORDINATOR_ID',
-    description: 'this coordinator\'s id in leases and logs (default: <hostname>:<pid>)',
+    description: 'this coordinator\'s id in leases and logs',
+    defaultHelp: '<hostname>:<pid>',
   },
   /** Exact-work lease TTL, ms. Default 120 s. */
   workLeaseTtlMs: {

@@ -14,7 +14,7 @@ import type { OptionsInput } from '../config/schema.js';
 import { InvalidOptionError } from '../errors.js';
 import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
 import { JobLogFile, type JobLogEntry } from '../telemetry/job-log.js';
-import { silentLogger } from '../telemetry/logger.js';
+import { componentLogger, silentLogger } from '../telemetry/logger.js';
 import { ProgressLine, type ProgressStream } from '../telemetry/progress-line.js';
 import type { StatsSnapshot } from '../telemetry/stats-file.js';
 import { StatsReporter } from '../telemetry/stats-reporter.js';
@@ -134,7 +134,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     this.workers = workers;
     this.#counters = createCounters();
     this.#clock = clock;
-    this.#log = logger.child({ component: 'campaign', coordinator: coordinatorId });
+    this.#log = componentLogger(logger, 'campaign', { coordinator: coordinatorId });
     this.#startedMs = clock.now();
     this.done = new Promise((resolve, reject) => {
       this.#resolveDone = resolve;
@@ -194,7 +194,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       outDir: this.outDir,
       coordinatorId: this.coordinatorId,
       workers: this.workers,
-      logger: this.#log.child({}),
+      logger: this.#log,
       counters: this.#counters,
       clock: this.#clock,
     };

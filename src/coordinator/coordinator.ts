@@ -34,6 +34,7 @@ import { sourceIdOf } from '../triage/afl-names.js';
 import { countCommittedJob, jobKindOf, type CampaignCounters } from '../telemetry/counters.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
 import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
+import { childLogger, componentLogger } from '../telemetry/logger.js';
 import { DispatchTransaction } from './dispatch-transaction.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
 import type {
@@ -187,7 +188,7 @@ export class Coordinator {
     if (!Number.isSafeInteger(options.workers) || options.workers < 1) throw new RangeError(`workers must be a positive integer, got ${options.workers}`);
     this.#options = options;
     this.#deps = deps;
-    this.#log = deps.logger.child({ component: 'coordinator' });
+    this.#log = componentLogger(deps.logger, 'coordinator');
     this.#heartbeatIntervalMs = heartbeatIntervalMs(options.workLeaseTtlMs, deps.targetLeases ? options.targetLeaseTtlMs : undefined);
     this.#lastHeartbeatMs = deps.clock.now();
   }
@@ -531,7 +532,7 @@ export class Coordinator {
       tx,
       controller: new AbortController(),
       startMs: this.#deps.clock.now(),
-      logger: this.#log.child({ workId, targets: decimal(job.group) }),
+      logger: childLogger(this.#log, { workId, targets: decimal(job.group) }),
       phase: 'active',
       solverRunning: true,
       lost: undefined,
@@ -768,7 +769,8 @@ export class Coordinator {
    * our queue and marks the record done under its lock. Contract: a bad manifest, a missing or
    * altered staged finding, or an unreadable table is counted (`commitReplayFailures`), logged
    * with its code, and leaves the record committing — fail closed, never thrown. Afterwards the
-   * staged files of finished work are swept. Runs at the first tick and then every
+   * staged files of finished work, and leftover temps of writers provably gone, are swept. Each
+   * replay that completes a record writes one `replay: true` jobs.jsonl line. Runs at the first tick and then every
    * `commitScanIntervalMs`. Resolves with the number of records replayed by this call.
    */
   async recoverCommits(): Promise<number> {
@@ -806,6 +808,12 @@ export class Coordinator {
     } catch (error) {
       this.#log.warn({ err: error }, 'sweeping staged findings failed');
     }
+    try {
+      // Temps of crashed writers (docs/leases.md "Leftover temp files"): never a live writer's.
+      if (commits.sweepTemps) counters.tempsSwept += await commits.sweepTemps(now);
+    } catch (error) {
+      this.#log.warn({ err: error, code: codeOf(error) }, 'sweeping leftover temp files failed');
+    }
     return replayed;
   }
 
@@ -821,7 +829,8 @@ export class Coordinator {
 
   async #replay(commits: ResultCommits, record: CommittingWork): Promise<boolean> {
     const counters = this.#deps.counters;
-    const log = this.#log.child({ workId: record.workId, owner: record.owner });
+    const log = childLogger(this.#log, { workId: record.workId, owner: record.owner });
+    const startMs = this.#deps.clock.now();
     let staged: StagedResult;
     let outcome;
     try {
@@ -869,6 +878,7 @@ export class Coordinator {
       counters.commitsReplayed++;
       this.#countPublished(outcome.entries, job);
       log.info({ findings: outcome.entries.length }, 'replayed a committed result');
+      this.#recordReplay(record, job, staged, outcome.entries, startMs, log);
       if (job) {
         try {
           this.#deps.source.observe({ job, workId: record.workId, status: staged.manifest.status, findings: outcome.entries }, this.#deps.clock.now());
@@ -879,6 +889,33 @@ export class Coordinator {
     }
     await this.#discardStaged(commits, staged, log);
     return outcome.outcome === 'completed';
+  }
+
+  /**
+   * The `jobs.jsonl` line of a result this coordinator replayed (docs/campaign.md "jobs.jsonl"):
+   * `replay: true`, `owner` the coordinator whose run produced it, `coordinator` us; the interval is
+   * the replay's own (no solver ran here). Written only when the replay completed the record, so a
+   * result gets one replay line however many coordinators tried.
+   */
+  #recordReplay(record: CommittingWork, job: CoordinatorJob | undefined, staged: StagedResult, entries: readonly PublishedEntry[], startMs: number, log: Logger): void {
+    const entry: JobLogEntry = {
+      workId: record.workId,
+      targets: job ? decimal(job.group) : [],
+      coordinator: this.#options.coordinatorId,
+      owner: record.owner,
+      replay: true,
+      startMs,
+      endMs: this.#deps.clock.now(),
+      status: staged.manifest.status,
+      generated: staged.manifest.items.length,
+      interesting: entries.filter((e) => e.kind === 'queue').length,
+    };
+    try {
+      this.#deps.jobLog?.append(entry);
+    } catch (error) {
+      log.error({ err: error }, 'writing jobs.jsonl failed');
+    }
+    this.#deps.events?.jobFinished?.(entry);
   }
 
   #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number, telemetry?: Telemetry): void {

@@ -294,4 +294,9 @@ export interface ResultCommits {
   discard(manifest: CommitManifest): Promise<void>;
   /** Removes staged files of work that is `done`; resolves with how many. */
   sweep(done: ReadonlySet<string>): Promise<number>;
+  /**
+   * Removes leftover temp files whose writer is provably gone (docs/leases.md "Leftover temp
+   * files"); resolves with how many. Optional: fakes may omit it.
+   */
+  sweepTemps?(nowMs: number): Promise<number>;
 }

@@ -2,7 +2,7 @@
  * Durable file publication for the AFL-visible queue, run by the I/O thread as part of a group
  * commit. AFL++ imports a peer's `id:…` entries as soon as it sees the name, so the protocol is:
  *
- *   1. stage     write each file to a hidden temp (`.symfence-io-<pid>-<tag>-<seq>.tmp`) in its directory
+ *   1. stage     write each file to a hidden temp (`.symfence-io-<writer tag>-<seq>.tmp`) in its directory
  *   2. file barrier  one pass for every temp of the batch (one syncfs, or parallel fsyncs)
  *   3. publish   rename each temp to its final name, in the caller's order
  *   4. directory barrier  one per touched directory
@@ -17,19 +17,21 @@
  * they published are unlinked again (they did not exist before), so no final name survives from a
  * failed request and the directory holds exactly what it held before it.
  */
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PublishError } from '../errors.js';
 import type { FileBarrierStrategy } from '../lease/durability-batch.js';
+import { currentWriterTagText } from '../lease/temp-writer.js';
 import { errnoCode, type FsLayer } from './fs-layer.js';
 import type { PublishedFile } from './io-requests.js';
 
 /**
- * Random per process: pids repeat across hosts and containers sharing a directory (the staged
- * findings live under a shared lease root), and a temp name must be unique among all writers.
+ * Pids repeat across hosts and containers sharing a directory (the staged findings live under a
+ * shared lease root), and a temp name must be unique among all writers: the writer tag names host,
+ * pid namespace, pid and process start time — which also lets a sweeper tell a crashed writer's
+ * leftovers from a live one's (src/lease/temp-sweep.ts).
  */
-const TEMP_TAG = randomBytes(4).toString('hex');
+const TEMP_TAG = currentWriterTagText();
 
 export interface PublicationJob {
   readonly dir: string;
@@ -110,7 +112,7 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
         }
         for (const [i, file] of job.files.entries()) {
           if (!fresh.has(i)) continue;
-          const staged: Staged = { temp: path.join(state.dir, `.symfence-io-${process.pid}-${TEMP_TAG}-${++tempSeq}.tmp`), final: path.join(state.dir, names[i]!) };
+          const staged: Staged = { temp: path.join(state.dir, `.symfence-io-${TEMP_TAG}-${++tempSeq}.tmp`), final: path.join(state.dir, names[i]!) };
           staged.fd = await fsLayer.open(staged.temp, TEMP_FLAGS, 0o644);
           state.staged.push(staged);
           await fsLayer.writeAll(staged.fd, file.bytes);

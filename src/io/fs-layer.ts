@@ -23,6 +23,8 @@ export interface FsStat {
   /** Device and inode: tell whether a path still names the file an fd was opened on. */
   readonly dev: number;
   readonly ino: number;
+  /** Last modification, ms since the epoch (how old a leftover temp file is). */
+  readonly mtimeMs: number;
 }
 
 /** Names of the operations, used by fault injection and counters. */
@@ -92,7 +94,7 @@ const FIRST_READ_BYTES = (Buffer.poolSize >>> 1) - 1;
 const MAX_READ_BYTES = 1024 * 1024;
 
 function toStat(stats: fs.Stats): FsStat {
-  return { isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size, dev: stats.dev, ino: stats.ino };
+  return { isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size, dev: stats.dev, ino: stats.ino, mtimeMs: stats.mtimeMs };
 }
 
 function errnoError(code: string, message: string): Error {

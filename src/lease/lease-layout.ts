@@ -5,13 +5,15 @@
  *   <root>/lease-table.json.lock           lock held while the metadata is created or checked
  *   <root>/<SSS>/<id>.json                 the record (SSS = shard, decimal, ≥ 3 digits)
  *   <root>/<SSS>/<id>.json.lock            its lock file: regular, mode 0600, never deleted
- *   <root>/<SSS>/<id>.json.<pid>.<n>.tmp   short-lived temp file while a record is written
+ *   <root>/<SSS>/<id>.json.<tag>.<n>.tmp   short-lived temp file while a record is written
+ *                                          (<tag>: the writer, see temp-writer.ts)
  *
  * The shard count is fixed per root and recorded in the metadata file: two coordinators that
  * disagreed on it would look for the same id at different paths and lock different files.
  */
 import path from 'node:path';
 import { assertRecordId, shardDirName, shardOf } from './identity.js';
+import { currentWriterTagText } from './temp-writer.js';
 
 export const META_FILE = 'lease-table.json';
 export const RECORD_SUFFIX = '.json';
@@ -56,10 +58,13 @@ export class LeaseLayout {
 
   /**
    * A fresh temp name next to the record. Unique within the process (counter) and across
-   * processes (pid); the record's lock is held while it exists, so no other writer uses the id.
+   * processes and hosts (the writer tag); the record's lock is held while it exists, so no other
+   * writer uses the id. The tag lets a sweeper remove it if this process dies before the rename
+   * (temp-sweep.ts); names written before tags existed (`<id>.json.<pid>.<n>.tmp`) are swept by
+   * age only.
    */
   tempPath(id: string): string {
     tempCounter += 1;
-    return `${this.recordPath(id)}.${process.pid}.${process.hrtime.bigint()}${tempCounter}${TEMP_SUFFIX}`;
+    return `${this.recordPath(id)}.${currentWriterTagText()}.${process.hrtime.bigint()}${tempCounter}${TEMP_SUFFIX}`;
   }
 }

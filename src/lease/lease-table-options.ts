@@ -95,6 +95,23 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     default: 'batched',
     description: 'directory barriers: one per touched shard (batched) or per mutation (scalar)',
   },
+  /**
+   * Age after which a leftover temp file (lease record or staged finding) is removed when its
+   * writer cannot be asked whether it is alive: it names another host, or carries no writer tag
+   * (written by an older version). Temps of this host's writers are judged by pid and process
+   * start time instead, whatever their age (docs/leases.md "Leftover temp files"). A write holds
+   * its temp for milliseconds; the bound only has to exceed the longest stall of a live writer on
+   * another host, plus clock skew between hosts. Default 1 h, at least 1 min.
+   */
+  staleTempAgeMs: {
+    kind: 'duration',
+    default: 3_600_000,
+    min: 60_000,
+    max: 30 * 86_400_000,
+    flag: 'stale-temp-age',
+    env: 'SYMFENCE_STALE_TEMP_AGE',
+    description: 'remove another host\'s (or an untagged) leftover temp file once it is this old',
+  },
 });
 
 export type LeaseTableOptions = ResolvedOptions<typeof LEASE_TABLE_OPTIONS.specs>;

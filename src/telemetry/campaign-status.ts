@@ -50,5 +50,6 @@ export function formatCampaignStatus(status: CampaignStatus): string {
     `  admission  admitted ${c.admissions}, conflicts ${c.conflicts}, back-fills ${c.backFills}, rollbacks ${c.dispatchRollbacks}, fill ${(c.fillRatio * 100).toFixed(0)}% of ${s.workers}`,
     `  leases     stale results ${c.staleResults}, steals ${c.leaseSteals}, expiries ${c.leaseExpiries}, release failures ${c.releaseFailures}, heartbeats ${c.heartbeatsOk} ok / ${c.heartbeatsFailed} failed`,
     `  solver     ${(c.solverTimeMs / 1000).toFixed(1)} s`,
+    `  recovery   replayed ${c.commitsReplayed}, replay failures ${c.commitReplayFailures}, staged swept ${c.stagedSwept}, temps swept ${c.tempsSwept}`,
   ].join('\n');
 }

@@ -64,6 +64,8 @@ export interface CampaignCounters {
   targetsReached: number;
   targetsSat: number;
   targetsUnsat: number;
+  /** Leftover temp files (lease records, staged findings) of writers provably gone, removed by the recovery sweep. */
+  tempsSwept: number;
   /** Busy solver slots / slots, sampled at the last scheduling round. */
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
@@ -107,6 +109,7 @@ export function createCounters(): CampaignCounters {
     targetsReached: 0,
     targetsSat: 0,
     targetsUnsat: 0,
+    tempsSwept: 0,
     fillRatio: 0,
     edgesCovered: 0,
   };
@@ -139,6 +142,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'targetsReached',
   'targetsSat',
   'targetsUnsat',
+  'tempsSwept',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -4,6 +4,9 @@
  * target overlapped in time, so every line carries the work id, the targets (decimal strings:
  * JSON numbers cannot hold 64-bit ids) and the wall-clock interval the solver ran in.
  *
+ * A result finished by commit recovery gets one line too, marked `replay: true` and naming its
+ * original `owner` (docs/campaign.md "jobs.jsonl").
+ *
  * Lines are written with one `write` on an `O_APPEND` descriptor, so a crash leaves at most one
  * truncated last line, never an interleaved one; readers skip a truncated last line.
  */
@@ -14,11 +17,22 @@ export type JobLogStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted' | 's
 export interface JobLogEntry {
   readonly workId: string;
   readonly targets: readonly string[];
+  /** The coordinator that wrote the line (for a replay: the one that replayed the result). */
   readonly coordinator: string;
+  /**
+   * Present only on replay lines: the result was computed by `owner` (the committing record's
+   * owner, which died or stalled after `beginCommit`) and published by `coordinator` from its
+   * staged findings. `startMs`..`endMs` is then the replay's interval, not a solver run, so checks
+   * of "no work ran twice" or "no overlapping targets" skip these lines.
+   */
+  readonly replay?: true;
+  readonly owner?: string;
   readonly startMs: number;
   readonly endMs: number;
   readonly status: JobLogStatus;
+  /** Inputs the solver generated (replay: findings the result staged). */
   readonly generated: number;
+  /** Interesting inputs published to the queue. */
   readonly interesting: number;
   /** SHA-256 of the input the job ran on. */
   readonly input?: string;

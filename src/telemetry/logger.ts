@@ -1,7 +1,13 @@
 /**
  * Logger setup. symfence logs with pino: JSON lines to a file or stderr for machines, pretty lines
  * on a TTY for humans. Embedders pass their own pino logger and symfence only derives children
- * (`{ component }`, `{ workId, targets }`) from it.
+ * (`{ component }`, `{ workId, targets }`) from it, always through `childLogger`/`componentLogger`.
+ *
+ * Why not `logger.child()` directly: pino appends a child's bindings to its parent's as JSON text,
+ * so a child that binds a key its parent already bound writes that key twice on every line
+ * (`"component":"campaign",…,"component":"coordinator"`) — JSON that parsers read differently.
+ * `childLogger` keeps each key once (docs/campaign.md "Log lines"): a nested `component`
+ * becomes a dotted path (`campaign.coordinator`), any other re-bound key takes the child's value.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
@@ -59,7 +65,32 @@ export function silentLogger(): Logger {
   return pino({ level: 'silent' });
 }
 
-/** A child logger for one component (`io`, `scheduler`, `solver`, `coordinator` …). */
-export function componentLogger(parent: Logger, component: string): Logger {
-  return parent.child({ component });
+const CHINDINGS = pino.symbols.chindingsSym;
+
+/**
+ * A child of `parent` with `bindings`, every key bound once. `component` nests: under a parent
+ * bound to `campaign`, `{ component: 'coordinator' }` binds `campaign.coordinator`. Any other key
+ * the parent already bound takes the child's value (the inner scope is the more specific one).
+ */
+export function childLogger(parent: Logger, bindings: Readonly<Record<string, unknown>>): Logger {
+  const parentComponent = parent.bindings()['component'];
+  const own = { ...bindings };
+  if (typeof own['component'] === 'string' && typeof parentComponent === 'string') own['component'] = `${parentComponent}.${own['component']}`;
+  const child = parent.child(own);
+  // pino keeps the bound fields as one JSON text fragment (`,"k":v,…`, already serialized, so
+  // parsing it back is lossless) and the child's is the parent's plus its own: rewrite it with
+  // every key once. Once per child logger (per component, per job), never per line.
+  const holder = child as unknown as Record<symbol, unknown>;
+  const text = holder[CHINDINGS];
+  if (typeof text === 'string' && text.length > 1) {
+    // JSON.parse keeps the last of repeated keys: the child's, at the parent's position.
+    const merged = JSON.parse(`{${text.slice(1)}}`) as Record<string, unknown>;
+    holder[CHINDINGS] = `,${JSON.stringify(merged).slice(1, -1)}`;
+  }
+  return child;
+}
+
+/** A child logger for one component (`io`, `scheduler`, `solver`, `coordinator` …); nests as a dotted path. */
+export function componentLogger(parent: Logger, component: string, bindings: Readonly<Record<string, unknown>> = {}): Logger {
+  return childLogger(parent, { ...bindings, component });
 }

@@ -3,6 +3,7 @@
 // start, by another only after the work TTL — published exactly once, and failing closed on a bad
 // manifest or missing/altered bytes. Real lease table, I/O service and queue publisher, in-process,
 // on a fault-injecting filesystem layer; a fake solver and an injected clock.
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, readdir, rmdir, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -17,8 +18,10 @@ import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import { LeaseLayout } from '../../src/lease/lease-layout.js';
+import { currentWriterTag, formatWriterTag } from '../../src/lease/temp-writer.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
+import { JobLogFile, readJobLog } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
 import { FakeReservations, FakeSolver, FakeSource, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
@@ -59,14 +62,14 @@ async function startNode(
   outDir: string,
   id: string,
   clock: ManualClock,
-  extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean; wrapCommits?: (commits: ResultCommits) => ResultCommits } = {},
+  extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean; wrapCommits?: (commits: ResultCommits) => ResultCommits; jobLog?: JobLogFile } = {},
 ): Promise<Node> {
   const fsLayer = new FaultInjectingFsLayer();
   const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync' }, { fsLayer });
   const service = await IoService.start({ coordinatorId: id, work: table, fsLayer, options: { fileBarrier: 'fsync' } }, T0);
   const client = new LocalIoClient(service);
   const publisher = await QueuePublisher.open(outDir, new IoDurableWriter(client));
-  const commits = await IoResultCommits.open(leaseRoot, client, publisher);
+  const commits = await IoResultCommits.open(leaseRoot, client, publisher, { fsLayer });
   const solver = new FakeSolver();
   const source = new FakeSource([]);
   const counters = createCounters();
@@ -83,6 +86,7 @@ async function startNode(
       findings: publisher,
       commits: extra.wrapCommits ? extra.wrapCommits(commits) : commits,
       ...(extra.hooks ? { hooks: extra.hooks } : {}),
+      ...(extra.jobLog ? { jobLog: extra.jobLog } : {}),
     },
   );
   return { coordinator, solver, source, counters, service, table, outDir, fsLayer, commits };
@@ -230,6 +234,26 @@ describe('commit recovery', () => {
     expect(await second.coordinator.recoverCommits()).toBe(0);
     expect(await contents(path.join(outDir, 'queue'))).toEqual(expectedQueue);
     await second.service.close();
+  });
+
+  it('journals a replayed result in jobs.jsonl exactly once, marked as a replay naming the original owner and the replayer', async () => {
+    const { root, leaseRoot, clock, hold, a, workId } = await ownerHeldAfterBeginCommit();
+    await mkdir(path.join(root, 'b'), { recursive: true });
+    const journal = path.join(root, 'b', 'jobs.jsonl');
+    const jobLog = new JobLogFile(journal);
+    const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock, { jobLog });
+    clock.advance(TTL_MS);
+    expect(await b.coordinator.recoverCommits()).toBe(1);
+    // Scanning again (the record is done now) journals nothing more.
+    expect(await b.coordinator.recoverCommits()).toBe(0);
+    jobLog.close();
+    const lines = readJobLog(journal).filter((j) => j.workId === workId);
+    expect(lines).toEqual([
+      { workId, targets: [], coordinator: 'b', owner: 'a', replay: true, startMs: T0 + TTL_MS, endMs: T0 + TTL_MS, status: 'ok', generated: 3, interesting: 2 },
+    ]);
+    hold.release();
+    await a.coordinator.settled();
+    await Promise.all([a.service.close(), b.service.close()]);
   });
 
   it('replays around a corrupt record elsewhere in the work table instead of stopping at it', async () => {
@@ -482,6 +506,41 @@ describe('commit recovery', () => {
     await a.coordinator.recoverCommits();
     expect(await stagedNames(leaseRoot)).toEqual([live]);
     expect(a.counters.stagedSwept).toBe(1);
+    await a.service.close();
+  });
+
+  it('sweeps the leftover temps of a dead writer at its first recovery scan (tables once, staged/ every scan), keeping a live writer\'s, and counts them', async () => {
+    const { root, leaseRoot, clock } = await setup();
+    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock);
+    const self = currentWriterTag();
+    const dead = formatWriterTag({ ...self, pid: spawnSync(process.execPath, ['-e', '']).pid! });
+    const layout = new LeaseLayout(path.join(leaseRoot, 'work'), 4);
+    const tableTemp = (tag: string, c: string) => `${layout.recordPath(c.repeat(64))}.${tag}.7.tmp`;
+    const stagedTemp = (tag: string, n: number) => path.join(leaseRoot, STAGED_DIR, `.symfence-io-${tag}-${n}.tmp`);
+    const files = [tableTemp(dead, 'a'), tableTemp(formatWriterTag(self), 'b'), stagedTemp(dead, 1), stagedTemp(formatWriterTag(self), 2)];
+    for (const file of files) {
+      await mkdir(path.dirname(file), { recursive: true });
+      await writeFile(file, 'partial');
+    }
+    const present = async () => {
+      const out: string[] = [];
+      for (const f of files) if (await readFile(f).then(() => true, () => false)) out.push(f);
+      return out;
+    };
+    await a.coordinator.tick(); // the first round runs the recovery scan
+    expect(await present()).toEqual([files[1], files[3]]);
+    expect(a.counters.tempsSwept).toBe(2);
+
+    // Later scans look at staged/ only: a table temp left now waits for the next start (or `leases check`).
+    const later = [tableTemp(dead, 'c'), stagedTemp(dead, 3)];
+    for (const file of later) {
+      await mkdir(path.dirname(file), { recursive: true });
+      await writeFile(file, 'partial');
+    }
+    await a.coordinator.recoverCommits();
+    expect(await readFile(later[0]!, 'utf8')).toBe('partial');
+    await expect(readFile(later[1]!)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(a.counters.tempsSwept).toBe(3);
     await a.service.close();
   });
 });

@@ -67,9 +67,9 @@ describe('stats.json of an earlier version', () => {
     const file = path.join(dir, 'stats.json');
     writeStatsAtomic(file, snapshot('a', 'stopped', 1_002_000));
     const data = JSON.parse(readFileSync(file, 'utf8')) as { counters: Record<string, number> };
-    for (const k of ['stagingFailures', 'commitPublishFailures', 'commitsReplayed', 'commitReplayFailures', 'stagedSwept']) delete data.counters[k];
+    for (const k of ['stagingFailures', 'commitPublishFailures', 'commitsReplayed', 'commitReplayFailures', 'stagedSwept', 'tempsSwept']) delete data.counters[k];
     writeFileSync(file, JSON.stringify(data));
-    expect(readStatsFile(file).counters).toMatchObject({ commitsReplayed: 0, stagedSwept: 0, jobsOk: data.counters['jobsOk'] });
+    expect(readStatsFile(file).counters).toMatchObject({ commitsReplayed: 0, stagedSwept: 0, tempsSwept: 0, jobsOk: data.counters['jobsOk'] });
     data.counters['commitsReplayed'] = 'x' as unknown as number;
     writeFileSync(file, JSON.stringify(data));
     expect(() => readStatsFile(file)).toThrow(expect.objectContaining({ code: 'ERR_CAMPAIGN_STATE' }));

@@ -1,9 +1,15 @@
 /**
  * `symfence leases <dir>` — counts of a lease directory by status and by owner;
- * `symfence leases check <dir>` — lists every corrupt record and exits 1 if there is one.
- * Read-only: safe to run next to live coordinators (the counts are a lock-free snapshot).
+ * `symfence leases check <dir>` — lists every corrupt record and exits 1 if there is one, and
+ * removes leftover temp files whose writer is provably gone (docs/leases.md "Leftover temp files").
+ * Safe to run next to live coordinators: the counts are a lock-free snapshot, and no live writer's
+ * temp is ever removed.
  */
+import path from 'node:path';
 import { Command, Option } from 'commander';
+import { STAGED_DIR } from '../../commit/commit-manifest.js';
+import { nodeFsLayer } from '../../io/fs-layer.js';
+import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
@@ -14,6 +20,7 @@ import type { CliIo } from '../program.js';
 interface LeasesFlags {
   readonly json?: boolean;
   readonly leaseTtl?: string;
+  readonly staleTempAge?: string;
 }
 
 function definedOnly(flags: LeasesFlags): LeasesFlags {
@@ -36,8 +43,28 @@ function renderTable(t: TableInspection): string {
   return `${lines.join('\n')}\n`;
 }
 
-function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number): string {
-  return `${JSON.stringify({ nowMs, leaseTtlMs, tables }, null, 2)}\n`;
+function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number, temps?: TempsReport): string {
+  return `${JSON.stringify({ nowMs, leaseTtlMs, tables, ...(temps ? { temps } : {}) }, null, 2)}\n`;
+}
+
+interface TempsReport extends TempSweepReport {
+  readonly staleTempAgeMs: number;
+}
+
+const STALE_TEMP_AGE_ENV = LEASE_TABLE_OPTIONS.specs.staleTempAgeMs.env;
+
+/** Every table's shard temps, and the staging temps of each lease root holding a table. */
+async function sweepTemps(tables: readonly TableInspection[], nowMs: number, staleTempAgeMs: number): Promise<TempsReport> {
+  const options = { nowMs, staleTempAgeMs, fsLayer: nodeFsLayer };
+  let swept = 0;
+  let kept = 0;
+  const add = (r: TempSweepReport): void => {
+    swept += r.swept;
+    kept += r.kept;
+  };
+  for (const t of tables) add(await sweepLeaseTableTemps(t.root, options));
+  for (const leaseRoot of new Set(tables.map((t) => path.dirname(t.root)))) add(await sweepTempsIn(path.join(leaseRoot, STAGED_DIR), isStagedTempName, options));
+  return { swept, kept, staleTempAgeMs };
 }
 
 const ttlOption = (): Option =>
@@ -68,12 +95,22 @@ export function register(program: Command, io: CliIo): void {
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
+    .addOption(
+      new Option(
+        '--stale-temp-age <duration>',
+        `remove another host's (or an untagged) leftover temp file once it is this old (default: ${formatDuration(LEASE_TABLE_OPTIONS.defaults.staleTempAgeMs)}; env: ${STALE_TEMP_AGE_ENV})`,
+      ),
+    )
     .addHelpText(
       'after',
       '\nA corrupt record (unparseable, wrong schema or kind, bad field, id not matching its path, not a\n' +
         'regular file) blocks its id: coordinators refuse to claim or overwrite it. Inspect and remove it\n' +
         'by hand. Exit codes: 0 no corrupt record, 1 at least one (each listed as `corrupt <path>: <why>`),\n' +
-        '2 not a lease directory or bad flag.',
+        '2 not a lease directory or bad flag.\n\n' +
+        'check also removes leftover temp files (`*.tmp` of a lease write or a staging that crashed)\n' +
+        'whose writer is provably gone: a dead process of this host, or another host\'s or an untagged\n' +
+        'temp older than --stale-temp-age. A live writer\'s temp is never removed. The last line says\n' +
+        'how many were removed and kept (`temps` in --json).',
     )
     .action(async (dir: string, localFlags: LeasesFlags) => {
       // `leases` declares the same flags and commander gives them to it even when they follow
@@ -81,15 +118,18 @@ export function register(program: Command, io: CliIo): void {
       const flags = { ...definedOnly(leases.opts<LeasesFlags>()), ...definedOnly(localFlags) };
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
+      const staleTempAgeMs = resolveStaleTempAgeMs(flags.staleTempAge);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
+      const temps = await sweepTemps(tables, nowMs, staleTempAgeMs);
       const corrupt = tables.flatMap((t) => t.corrupt);
-      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs));
+      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, temps));
       else {
         for (const bad of corrupt) io.stdout(`corrupt ${bad.path}: ${bad.reason}\n`);
         if (corrupt.length === 0) {
           const records = tables.reduce((n, t) => n + t.counts.leased + t.counts.committing + t.counts.done, 0);
           io.stdout(`ok: ${tables.length} table(s), ${records} record(s), no corrupt record\n`);
         }
+        io.stdout(`temps: swept ${temps.swept} leftover temp file(s) of writers that are gone, kept ${temps.kept} of live or possibly live writers\n`);
       }
       if (corrupt.length > 0) {
         throw new LeaseCorruptError(`${corrupt.length} corrupt lease record(s) in ${dir}`, { count: corrupt.length });

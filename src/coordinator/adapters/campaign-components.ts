@@ -34,6 +34,7 @@ import { IoTargetLeases, IoWorkLeases } from './io-lease-adapters.js';
 import { IoResultCommits } from './io-result-commits.js';
 import { SchedulerAdapter } from './scheduler-adapter.js';
 import { SolverPoolAdapter, type SolverAdapterSettings } from './solver-adapter.js';
+import { componentLogger } from '../../telemetry/logger.js';
 
 /** In-flight set capacity: targets of concurrently admitted jobs (≤ 64 per job). */
 const INFLIGHT_CAPACITY = 1 << 16;
@@ -92,9 +93,10 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
 
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
   const telemetry = spec.telemetry ?? campaignTelemetry(context.options, spec.command);
-  const telemetryLog = { component: 'solver', telemetry: telemetry.mode, reason: telemetry.reason };
-  if (telemetry.warning !== undefined) context.logger.warn(telemetryLog, telemetry.warning);
-  else context.logger.info(telemetryLog, `solver telemetry: ${telemetry.mode}`);
+  const solverLog = componentLogger(context.logger, 'solver');
+  const telemetryLog = { telemetry: telemetry.mode, reason: telemetry.reason };
+  if (telemetry.warning !== undefined) solverLog.warn(telemetryLog, telemetry.warning);
+  else solverLog.info(telemetryLog, `solver telemetry: ${telemetry.mode}`);
   const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared, leaseRoot } = await startIoThread(context, inflight);
@@ -105,7 +107,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const scheduler = new Scheduler({
       local: inflight,
       ...(shared ? { shared: new IoSharedTargetClaims(io, { inflight }) } : {}),
-      logger: context.logger.child({ component: 'scheduler' }),
+      logger: componentLogger(context.logger, 'scheduler'),
     });
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters);
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));

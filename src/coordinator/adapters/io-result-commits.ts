@@ -8,6 +8,10 @@ import type { CommitManifest, CommitStatus } from '../../commit/commit-manifest.
 import { StagedFindings, type StagingClient } from '../../commit/staged-findings.js';
 import type { DirectoryFiles } from '../../io/io-requests.js';
 import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
+import { nodeFsLayer, type FsLayer } from '../../io/fs-layer.js';
+import { findLeaseTables } from '../../lease/lease-inspect.js';
+import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
+import { resolveStaleTempAgeMs, sweepLeaseTableTemps } from '../../lease/temp-sweep.js';
 import type { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
 
@@ -17,20 +21,36 @@ export interface ResultCommitsClient extends StagingClient {
   snapshotRecords(table: 'work', options?: { readonly corrupt?: 'reject' | 'skip' }): Promise<SnapshotEntry[]>;
 }
 
+/** How leftover temps are swept (`sweepTemps`). */
+export interface TempSweepSettings {
+  /** See `LEASE_TABLE_OPTIONS.staleTempAgeMs`. Default: `SYMFENCE_STALE_TEMP_AGE`, else 1 h. */
+  readonly staleTempAgeMs?: number;
+  /** Default: the real filesystem. */
+  readonly fsLayer?: FsLayer;
+}
+
 export class IoResultCommits implements ResultCommits {
   readonly staged: StagedFindings;
   readonly #client: ResultCommitsClient;
   readonly #publisher: QueuePublisher;
+  readonly #leaseRoot: string;
+  readonly #staleTempAgeMs: number;
+  readonly #fsLayer: FsLayer;
+  #tablesSwept = false;
 
-  private constructor(staged: StagedFindings, client: ResultCommitsClient, publisher: QueuePublisher) {
+  private constructor(staged: StagedFindings, client: ResultCommitsClient, publisher: QueuePublisher, leaseRoot: string, temps: TempSweepSettings) {
     this.staged = staged;
     this.#client = client;
     this.#publisher = publisher;
+    this.#leaseRoot = leaseRoot;
+    this.#staleTempAgeMs =
+      temps.staleTempAgeMs === undefined ? resolveStaleTempAgeMs(undefined) : LEASE_TABLE_OPTIONS.resolve({ staleTempAgeMs: temps.staleTempAgeMs }).staleTempAgeMs;
+    this.#fsLayer = temps.fsLayer ?? nodeFsLayer;
   }
 
   /** `leaseRoot`: the directory holding `work/` (shared `--lease-dir`, or `<outDir>/leases`). */
-  static async open(leaseRoot: string, client: ResultCommitsClient, publisher: QueuePublisher): Promise<IoResultCommits> {
-    return new IoResultCommits(await StagedFindings.open(leaseRoot, client), client, publisher);
+  static async open(leaseRoot: string, client: ResultCommitsClient, publisher: QueuePublisher, temps: TempSweepSettings = {}): Promise<IoResultCommits> {
+    return new IoResultCommits(await StagedFindings.open(leaseRoot, client), client, publisher, leaseRoot, temps);
   }
 
   stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {
@@ -70,5 +90,20 @@ export class IoResultCommits implements ResultCommits {
 
   sweep(done: ReadonlySet<string>): Promise<number> {
     return this.staged.sweep(done);
+  }
+
+  /**
+   * Staging temps at every call (one listing of `staged/`); the lease tables' temps (a listing of
+   * every shard) once, at the first call after start — a table's temps are left only by a writer
+   * that died mid-batch, and a restart is when a dead writer's leftovers are looked for.
+   */
+  async sweepTemps(nowMs: number): Promise<number> {
+    const options = { nowMs, staleTempAgeMs: this.#staleTempAgeMs, fsLayer: this.#fsLayer };
+    let swept = (await this.staged.sweepTemps(options)).swept;
+    if (!this.#tablesSwept) {
+      this.#tablesSwept = true;
+      for (const root of await findLeaseTables(this.#leaseRoot, this.#fsLayer)) swept += (await sweepLeaseTableTemps(root, options)).swept;
+    }
+    return swept;
   }
 }
