@@ -162,8 +162,9 @@ describe('result → beginCommit → triage → complete → release', () => {
     expect(t.counters).toMatchObject({ jobsOk: 1, generated: 3, interesting: 1, crashes: 1, staleResults: 0 });
     expect(t.findings.map((f) => f.kind)).toEqual(['queue', 'crashes']);
     expect(t.jobs).toEqual([
-      { workId: jobWorkId(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1 },
+      { workId: jobWorkId(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1, input: job.inputSha256, kind: 'targeted' },
     ]);
+    expect(t.counters).toMatchObject({ jobsTargeted: 1, jobsTrace: 0, jobsFull: 0 });
     expect(t.source.observed).toHaveLength(1);
   });
 
