@@ -72,6 +72,23 @@ export interface GroupMember {
 }
 
 /**
+ * The first items of `values`, refusing (`InvalidJobError`) a value that is not iterable and one
+ * that yields more than `max` items. Checked while iterating: an endless or huge iterable costs
+ * `max + 1` steps, never the whole sequence.
+ */
+export function takeAtMost<T>(values: Iterable<T>, max: number, what: string): T[] {
+  if (values === null || values === undefined || typeof (values as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function' || typeof values === 'string') {
+    throw new InvalidJobError(`${what} is not an iterable of values (got ${values === null ? 'null' : typeof values})`, { reason: 'not iterable' });
+  }
+  const out: T[] = [];
+  for (const value of values) {
+    if (out.length === max) throw new InvalidJobError(`${what} has more than ${max} items`, { size: max + 1 });
+    out.push(value);
+  }
+  return out;
+}
+
+/**
  * Validates a target group and returns its members sorted by record id — the order of locks,
  * writes, restores and of the `targets` field stored in every member. Duplicates, out-of-range
  * values, non-bigints, an empty group and more than 64 targets are rejected with
@@ -80,15 +97,12 @@ export interface GroupMember {
 export function groupMembers(targets: Iterable<bigint>): GroupMember[] {
   const seen = new Set<bigint>();
   const members: GroupMember[] = [];
-  for (const target of targets) {
+  for (const target of takeAtMost(targets, MAX_GROUP_TARGETS, 'target group')) {
     assertTarget(target);
     if (seen.has(target)) throw new InvalidJobError(`duplicate target ${target} in group`, { target: target.toString() });
     seen.add(target);
     members.push({ target, id: targetRecordId(target) });
   }
   if (members.length === 0) throw new InvalidJobError('empty target group', {});
-  if (members.length > MAX_GROUP_TARGETS) {
-    throw new InvalidJobError(`target group has ${members.length} targets; at most ${MAX_GROUP_TARGETS} allowed`, { size: members.length });
-  }
   return members.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

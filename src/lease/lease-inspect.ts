@@ -39,8 +39,10 @@ export interface TableInspection {
 export interface InspectOptions {
   /** Current time, ms since the epoch. */
   readonly nowMs: number;
-  /** TTL used to call a leased record expired. */
+  /** TTL used to call a leased record expired when the record carries none of its own. */
   readonly leaseTtlMs: number;
+  /** Largest accepted lead of a record's time over `nowMs` (see `expiryOf`). Default 5 min. */
+  readonly maxClockSkewMs?: number;
   readonly fsLayer?: FsLayer;
 }
 
@@ -92,7 +94,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
     const owner = (owners[entry.record.owner] ??= { leased: 0, expired: 0, committing: 0, done: 0 });
     counts[status] += 1;
     owner[status] += 1;
-    if (isExpiredLease(entry.record, options.nowMs, options.leaseTtlMs)) {
+    if (isExpiredLease(entry.record, options.nowMs, options.leaseTtlMs, options.maxClockSkewMs)) {
       counts.expired += 1;
       owner.expired += 1;
     }
