@@ -54,6 +54,7 @@ export function register(program: Command, io: CliIo): void {
     await runCampaignCli<DemoSummary>(io, {
       json: flags['json'] === true,
       flags,
+      outDir: options.outDir,
       start: async (runtime) => startDemo(options, runtime, { solver }).then((demo) => ({ stop: () => demo.campaign.stop(), done: demo.done })),
       formatSummary: formatDemoSummary,
     });
