@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { OptionsInput } from '../config/schema.js';
 import { InvalidOptionError, SymfenceError } from '../errors.js';
 import { makeUserDirectory, userPathError } from '../config/user-paths.js';
+import { checkOptionsObject } from '../config/values.js';
 import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
 import { JobLogFile, type JobLogEntry } from '../telemetry/job-log.js';
 import { silentLogger } from '../telemetry/logger.js';
@@ -150,6 +151,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
    * factory's error when a component cannot be built; nothing keeps running in either case.
    */
   static async start(input: CampaignStartOptions, runtime: CampaignRuntime = {}): Promise<Campaign> {
+    checkOptionsObject(input, 'options');
+    checkOptionsObject(runtime, 'runtime');
     const { solverCommand, showmap, aflTarget, ...rest } = input;
     const options = CAMPAIGN_OPTIONS.resolve(rest);
     let components = runtime.components;

@@ -6,6 +6,7 @@
  * of the id, so records spread evenly and every coordinator computes the same path.
  */
 import { createHash } from 'node:crypto';
+import { describeValue } from '../config/values.js';
 import { InvalidJobError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 
@@ -24,8 +25,8 @@ export function isRecordId(value: unknown): value is string {
 /** Throws `InvalidJobError` unless `value` is a record id. */
 export function assertRecordId(value: unknown, what = 'record id'): asserts value is string {
   if (!isRecordId(value)) {
-    throw new InvalidJobError(`invalid ${what}: expected 64 lowercase hex characters, got ${JSON.stringify(String(value))}`, {
-      value: String(value),
+    throw new InvalidJobError(`invalid ${what}: expected 64 lowercase hex characters, got ${describeValue(value)}`, {
+      value: describeValue(value),
     });
   }
 }
@@ -42,8 +43,8 @@ export function workIdOf(payload: unknown): string {
 /** Throws `InvalidJobError` unless `target` is a bigint in 1..2^64−1. */
 export function assertTarget(target: unknown): asserts target is bigint {
   if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET) {
-    throw new InvalidJobError(`invalid target: expected a bigint in 1..2^64-1, got ${typeof target === 'bigint' ? `${target}n` : String(target)}`, {
-      value: String(target),
+    throw new InvalidJobError(`invalid target: expected a bigint in 1..2^64-1, got ${describeValue(target)}`, {
+      value: describeValue(target),
     });
   }
 }

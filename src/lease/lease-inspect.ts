@@ -6,7 +6,10 @@
  * subdirectories are table roots (a campaign's lease directory with a work and a target table).
  */
 import path from 'node:path';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { UsageError } from '../errors.js';
+import { checkTtlMs } from './lease-table-base.js';
+import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
 import { LeaseLayout, META_FILE } from './lease-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
@@ -46,6 +49,13 @@ export interface InspectOptions {
   readonly fsLayer?: FsLayer;
 }
 
+function checkInspectOptions(options: InspectOptions): void {
+  checkOptionsObject(options, 'options');
+  checkNowMs(options.nowMs);
+  checkTtlMs(options.leaseTtlMs);
+  if (options.maxClockSkewMs !== undefined) checkTtlMs(options.maxClockSkewMs, 'maxClockSkewMs');
+}
+
 async function hasMeta(fsLayer: FsLayer, dir: string): Promise<boolean> {
   try {
     await fsLayer.lstat(path.join(dir, META_FILE));
@@ -57,6 +67,7 @@ async function hasMeta(fsLayer: FsLayer, dir: string): Promise<boolean> {
 
 /** The table roots at or directly under `dir`; throws `UsageError` when there are none. */
 export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLayer): Promise<string[]> {
+  if (typeof dir !== 'string' || dir === '') throw invalidOption('dir', 'a lease directory path', dir);
   const root = path.resolve(dir);
   if (await hasMeta(fsLayer, root)) return [root];
   let names: string[];
@@ -76,6 +87,8 @@ export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLaye
 
 /** Inspects one table root. */
 export async function inspectLeaseTable(root: string, options: InspectOptions): Promise<TableInspection> {
+  checkInspectOptions(options);
+  if (typeof root !== 'string' || root === '') throw invalidOption('root', 'a lease table directory path', root);
   const fsLayer = options.fsLayer ?? nodeFsLayer;
   const meta = await readTableMeta(fsLayer, path.join(root, META_FILE));
   if (!meta) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE})`, { path: root });
@@ -104,6 +117,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
 
 /** Inspects every table at or under `dir`. */
 export async function inspectLeaseDirectory(dir: string, options: InspectOptions): Promise<TableInspection[]> {
+  checkInspectOptions(options);
   const tables = await findLeaseTables(dir, options.fsLayer);
   const out: TableInspection[] = [];
   for (const table of tables) out.push(await inspectLeaseTable(table, options));

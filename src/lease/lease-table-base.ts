@@ -2,7 +2,7 @@
  * What the work table and the target table share: opening a root (options, locker, metadata),
  * the durability context, cross-request batch execution, scans and counts, and argument checks.
  */
-import { invalidOption } from '../config/values.js';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
 import type { NativeBindings } from '../native/bindings.js';
@@ -64,6 +64,7 @@ export interface OpenedCore {
 /** Resolves options, picks the locker, creates the root durably and checks its metadata. */
 export async function openCore(root: string, input: object | undefined, deps: LeaseTableDeps, kind: RecordKind): Promise<OpenedCore> {
   if (typeof root !== 'string' || root === '') throw invalidOption('root', 'a directory path', root);
+  if (input !== undefined) checkOptionsObject(input, 'options');
   const options = LEASE_TABLE_OPTIONS.resolve(input ?? {});
   const fsLayer = deps.fsLayer ?? nodeFsLayer;
   const locker: RecordLocker = createRecordLocker(options.coordination, {
@@ -228,7 +229,7 @@ function byUpdatedThenId(a: { id: string; record: LeaseRecord }, b: { id: string
 
 /** A missing or non-object options argument is an `ERR_INVALID_OPTION`, not a `TypeError`. */
 export function checkCallOptions(options: unknown, name = 'options'): void {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw invalidOption(name, 'an options object', options);
+  checkOptionsObject(options, name);
 }
 
 export function checkLimit(limit: unknown): number {
@@ -238,8 +239,8 @@ export function checkLimit(limit: unknown): number {
 }
 
 /** A per-call TTL: finite, ≥ 0 (0 = forced takeover of any leased record). */
-export function checkTtlMs(ttlMs: unknown): number {
-  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 0) throw invalidOption('leaseTtlMs', 'a finite non-negative number of milliseconds', ttlMs);
+export function checkTtlMs(ttlMs: unknown, name = 'leaseTtlMs'): number {
+  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 0) throw invalidOption(name, 'a finite non-negative number of milliseconds', ttlMs);
   return ttlMs;
 }
 
