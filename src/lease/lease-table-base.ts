@@ -255,10 +255,13 @@ export function checkWorker(worker: unknown): number {
   return worker;
 }
 
-/** Validates and normalises a payload: a plain object, canonical-JSON serialisable (throws `ERR_INVALID_JOB`). */
-export function normalizePayload(payload: unknown, name = 'payload'): JsonObject {
+/**
+ * Validates and normalises a payload: a plain object, canonical-JSON serialisable within
+ * `maxBytes` and `MAX_PAYLOAD_DEPTH` levels (else throws `ERR_INVALID_JOB` while walking it).
+ */
+export function normalizePayload(payload: unknown, name = 'payload', maxBytes = MAX_PAYLOAD_BYTES): JsonObject {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidOption(name, 'a plain object', payload);
-  return JSON.parse(canonicalJson(payload, { maxBytes: MAX_PAYLOAD_BYTES, maxDepth: MAX_PAYLOAD_DEPTH })) as JsonObject;
+  return JSON.parse(canonicalJson(payload, { maxBytes, maxDepth: MAX_PAYLOAD_DEPTH })) as JsonObject;
 }
 
 /** A fencing token: `<owner>:<worker>:<pid>:<nowMs>:<random>` — opaque, compared by equality. */

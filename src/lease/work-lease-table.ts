@@ -17,7 +17,7 @@ import { InvalidJobError, LeaseCorruptError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import { assertRecordId, takeAtMost } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
-import { isActiveLease, type JsonObject, type LeaseRecord } from './lease-record.js';
+import { isActiveLease, MAX_COMMIT_BYTES, type JsonObject, type LeaseRecord } from './lease-record.js';
 import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, ReplayResult } from './lease-results.js';
 import {
   LeaseTableBase,
@@ -213,7 +213,7 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
   planBeginCommit(workId: string, token: string, options: BeginCommitOptions): LeaseOperation<FenceResult> {
     checkCallOptions(options);
     assertRecordId(workId, 'work id');
-    const manifest = options.commit === undefined ? undefined : normalizePayload(options.commit, 'commit');
+    const manifest = options.commit === undefined ? undefined : normalizePayload(options.commit, 'commit', MAX_COMMIT_BYTES);
     const nowMs = checkNowMs(options.nowMs);
     return {
       name: 'beginCommit',
