@@ -11,6 +11,8 @@ import { runCli } from '../../src/cli/program.js';
 import { readRecord } from '../../src/lease/record-store.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { nodeFsLayer } from '../../src/io/fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { snapshotTree } from '../helpers/lease-fixtures.js';
 import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
 
 const servers: net.Server[] = [];
@@ -195,6 +197,23 @@ describe('hostile files at record paths', () => {
     expect(await table.snapshotCounts({ nowMs: 1 * S })).toMatchObject({ corrupt: 1 });
     expect((await run('leases', 'check', root, '--json')).code).toBe(1);
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(200 * 1024 * 1024);
+  });
+
+  it('lists a record whose fstat fails with EIO as unreadable and still reports every other record; a claim over it rejects ERR_LEASE_IO and changes nothing', async () => {
+    const root = await tempRoot('symfence-hostile-');
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openWork(root, { coordination: 'single' }, { fsLayer });
+    const ids = ['a', 'b', 'c'].map((c) => c.repeat(64));
+    for (const id of ids) expect((await table.claim(id, { id }, { owner: 'alpha', nowMs: 1 * S })).ok).toBe(true);
+    const before = await snapshotTree(root);
+    const bad = table.recordPath(ids[1]!);
+    fsLayer.fail({ op: 'fstat', path: bad, times: Number.POSITIVE_INFINITY, code: 'EIO' });
+    expect(await table.snapshotCounts({ nowMs: 2 * S })).toMatchObject({ leased: 2, corrupt: 1 });
+    const records = await table.snapshotRecords({ corrupt: 'skip' });
+    expect(records.map((r) => r.id)).toEqual([ids[0], ids[2]]);
+    await expect(table.claim(ids[1]!, { id: 'x' }, { owner: 'beta', nowMs: 100 * S })).rejects.toMatchObject({ code: 'ERR_LEASE_IO' });
+    fsLayer.clearRules();
+    expect(await snapshotTree(root)).toEqual(before);
   });
 
   it('refuses a shard directory swapped for a symlink after first use with ERR_LOCK_PATH, writing nothing through the link', async () => {
