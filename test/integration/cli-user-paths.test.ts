@@ -88,6 +88,15 @@ describe('CLI user paths', () => {
     expect(existsSync(logFile)).toBe(true);
   });
 
+  it('refuses --out-dir and --log-file on sysfs, where even root may not create (EPERM, EACCES or EROFS), with a coded line', async (ctx) => {
+    if (!existsSync('/sys/kernel')) ctx.skip();
+    const outDir = '/sys/symfence-nope';
+    expectOneCodedLine(await cli(['demo', '--out-dir', outDir, '--duration', '30s', '--workers', '1']), '--out-dir', outDir);
+    const root = tempDir();
+    const logFile = '/sys/symfence-nope.log';
+    expectOneCodedLine(await cli(['demo', '--out-dir', path.join(root, 'out'), '--log-file', logFile, '--duration', '30s', '--workers', '1']), '--log-file', logFile);
+  });
+
   it('refuses an unwritable --out-dir with a coded line (skipped as root: root writes anywhere, the cases above fail for root too)', async (ctx) => {
     if (process.getuid?.() === 0) ctx.skip();
     const root = tempDir();
