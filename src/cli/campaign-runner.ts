@@ -30,11 +30,11 @@ export async function runCampaignCli<S>(io: CliIo, settings: CampaignCliSettings
   let logger: Logger;
   if (loggerOptions.file === undefined) logger = await createLogger(loggerOptions);
   else {
-    prepareUserFileDirectory(loggerOptions.file, 'file (--log-file)', 'the log file', settings.outDir);
+    prepareUserFileDirectory(loggerOptions.file, '--log-file', 'the log file', settings.outDir);
     try {
       logger = await createLogger(loggerOptions);
     } catch (error) {
-      throw userPathError('file (--log-file)', loggerOptions.file, 'the log file', error);
+      throw userPathError('--log-file', loggerOptions.file, 'the log file', error);
     }
   }
   const hooks = testHooksFromEnv(process.env);
