@@ -29,12 +29,14 @@ export interface StagingClient {
 const sha256Hex = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 /**
- * Reads a finding (a solver output or a staged copy) through `readBoundedFile`: a regular file of
- * at most `MAX_STAGED_BYTES`, symlinks not followed. Rejects with an errno-carrying error —
- * `ENOENT` when absent, `EFBIG` when too large, `EINVAL` for anything but a regular file.
+ * Reads a finding (a solver output, a parent input, or a staged copy) through `readBoundedFile`:
+ * a regular file of at most `MAX_STAGED_BYTES`. Symlinks are followed — a parent input may be one,
+ * and a staged copy's bytes are checked against its manifest's SHA-256 anyway. Rejects with an
+ * errno-carrying error: `ENOENT` when absent, `EFBIG` when too large, `EINVAL` for a FIFO, device,
+ * directory or socket (never read, never waited on).
  */
 export async function readFindingFile(file: string): Promise<Uint8Array> {
-  const read = await readBoundedFile(nodeFsLayer, file, { maxBytes: MAX_STAGED_BYTES });
+  const read = await readBoundedFile(nodeFsLayer, file, { maxBytes: MAX_STAGED_BYTES, followSymlinks: true });
   if (read.state === 'read') return read.bytes;
   const code = read.state === 'absent' ? 'ENOENT' : read.kind === 'oversized' ? 'EFBIG' : 'EINVAL';
   const why = read.state === 'absent' ? 'no such file' : read.reason;
