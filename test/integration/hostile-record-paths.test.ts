@@ -216,6 +216,19 @@ describe('hostile files at record paths', () => {
     expect(await snapshotTree(root)).toEqual(before);
   });
 
+  it('refuses a socket, FIFO or directory at a lock path with ERR_LOCK_PATH and leaves it in place', async () => {
+    const root = await tempRoot('symfence-hostile-');
+    const table = await openTarget(root, { coordination: 'single' });
+    for (const [i, kind] of (['socket', 'fifo', 'directory'] as const).entries()) {
+      const target = BigInt(100 + i);
+      const lockPath = table.lockPath(targetRecordId(target));
+      await plant(kind, lockPath);
+      const before = treeState(root);
+      await expect(table.claimGroup([target], { job: 1 }, { owner: 'x', nowMs: 1 * S }), kind).rejects.toMatchObject({ code: 'ERR_LOCK_PATH' });
+      expect(treeState(root), kind).toEqual(before);
+    }
+  });
+
   it('refuses a shard directory swapped for a symlink after first use with ERR_LOCK_PATH, writing nothing through the link', async () => {
     const root = await tempRoot('symfence-hostile-');
     const table = await openTarget(root, { coordination: 'single', shardCount: 1 });
