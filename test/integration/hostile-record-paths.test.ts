@@ -118,7 +118,7 @@ describe('hostile files at record paths', () => {
     }
   });
 
-  it('refuses claims over every hostile member with ERR_LEASE_CORRUPT results and changes nothing on disk', async () => {
+  it('refuses claims over every hostile member with a corrupt result listing each with its reason, changes nothing on disk, and fails a strict snapshot with ERR_LEASE_CORRUPT', async () => {
     const root = await tempRoot('symfence-hostile-');
     const table = await openTarget(root, { coordination: 'single' });
     const kinds = PLANTS.filter((k) => k !== 'device' || canMknod(root));
