@@ -46,7 +46,11 @@ export const MAX_HEARTBEAT_BATCH = 256;
 export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
 export interface WorkClaimOptions extends ClaimIdentity {
-  /** Per-call TTL (≥ 0; 0 = forced takeover of any leased record). Default: the table TTL. */
+  /**
+   * Per-call TTL, ms (≥ 0). 0 = forced takeover of any leased record. Otherwise the TTL this claim
+   * stores as its own (its holder renews within it) and the one used for an earlier record that
+   * carries no TTL of its own; a record with a stored TTL is judged by that. Default: the table TTL.
+   */
   readonly leaseTtlMs?: number;
 }
 
@@ -73,7 +77,8 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * before any I/O). Under the lock: corrupt → `corrupt`; done, committing, or leased and not yet
    * expired under the holder's stored TTL (`expiryOf` in lease-record.ts; TTL 0 forces) →
    * `conflict`; otherwise a brand-new leased record is written (attempts+1, steals+1 if the owner
-   * changed) carrying this claimer's TTL, and its token returned. Failure: zero mutation before publication; `LeaseIoError` after restore otherwise.
+   * changed) carrying this claimer's TTL, and its token returned. Failure: zero mutation before
+   * publication; `LeaseIoError` after restore otherwise.
    */
   planClaim(workId: string, payload: object, options: WorkClaimOptions): LeaseOperation<ClaimResult> {
     checkCallOptions(options);
