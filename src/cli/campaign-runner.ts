@@ -5,6 +5,7 @@
  */
 import { LOGGER_OPTIONS, createLogger, type Logger } from '../telemetry/logger.js';
 import { resolveLayered } from '../config/schema.js';
+import { prepareUserFileDirectory, userPathError } from '../config/user-paths.js';
 import type { CliIo } from './program.js';
 import { installShutdownSignals } from './shutdown-signals.js';
 import { testHooksFromEnv } from './test-hooks.js';
@@ -20,10 +21,22 @@ export interface CampaignCliSettings<S> {
   readonly flags: Readonly<Record<string, unknown>>;
   readonly start: (runtime: { logger: Logger; progressStream: NodeJS.WriteStream; hooks?: CoordinatorHooks }) => Promise<StartedCampaign<S>>;
   readonly formatSummary: (summary: S) => string;
+  /** The campaign's output directory when known: the only place `--log-file` may create directories. */
+  readonly outDir?: string;
 }
 
 export async function runCampaignCli<S>(io: CliIo, settings: CampaignCliSettings<S>): Promise<S> {
-  const logger = await createLogger(resolveLayered(LOGGER_OPTIONS, { env: process.env, flags: settings.flags }));
+  const loggerOptions = resolveLayered(LOGGER_OPTIONS, { env: process.env, flags: settings.flags });
+  let logger: Logger;
+  if (loggerOptions.file === undefined) logger = await createLogger(loggerOptions);
+  else {
+    prepareUserFileDirectory(loggerOptions.file, '--log-file', 'the log file', settings.outDir);
+    try {
+      logger = await createLogger(loggerOptions);
+    } catch (error) {
+      throw userPathError('--log-file', loggerOptions.file, 'the log file', error);
+    }
+  }
   const hooks = testHooksFromEnv(process.env);
   const started = await settings.start({ logger, progressStream: process.stderr, ...(hooks ? { hooks } : {}) });
   const uninstall = installShutdownSignals(() => started.stop(), (line) => io.stderr(`${line}\n`));

@@ -57,7 +57,9 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
       return exitCodeFor(error);
     }
     const message = error instanceof Error ? error.message : String(error);
-    const code = error instanceof SymfenceError ? ` [${error.code}]` : '';
+    // Every error line carries a code: ours, or ERR_INTERNAL for anything that escaped the mapping
+    // (Node's own message keeps its errno name).
+    const code = ` [${error instanceof SymfenceError ? error.code : 'ERR_INTERNAL'}]`;
     io.stderr(`symfence: ${message.split('\n')[0]}${code}\n`);
     return exitCodeFor(error);
   }

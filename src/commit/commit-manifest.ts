@@ -81,6 +81,9 @@ export interface ManifestItemInput {
 
 /** Builds a manifest (validated like a read one, so a writer can never store what a reader refuses). */
 export function buildCommitManifest(workId: string, status: CommitStatus, source: string, items: readonly ManifestItemInput[]): CommitManifest {
+  if (!Array.isArray(items)) fail(String(workId).slice(0, 64), 'items is not an array');
+  if (items.length > MAX_MANIFEST_ITEMS) fail(String(workId).slice(0, 64), `${items.length} items (at most ${MAX_MANIFEST_ITEMS})`);
+  if (!(items as readonly unknown[]).every((i) => typeof i === 'object' && i !== null)) fail(String(workId).slice(0, 64), 'an item is not an object');
   const manifest = {
     schema: COMMIT_MANIFEST_SCHEMA,
     workId,

@@ -12,14 +12,14 @@
  * size and SHA-256 and fails closed with `ERR_STAGED_FINDING`.
  */
 import { createHash } from 'node:crypto';
-import { readFile as readFileAsync } from 'node:fs/promises';
 import path from 'node:path';
 import { StagedFindingError } from '../errors.js';
+import { readBoundedFile } from '../io/bounded-read.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
 import { isStagedTempName, sweepTempsIn, type TempSweepOptions, type TempSweepReport } from '../lease/temp-sweep.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import type { CommitFinding, FindingItem, StagedResult } from '../coordinator/ports.js';
-import { buildCommitManifest, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
+import { buildCommitManifest, MAX_STAGED_BYTES, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
 
 /** The I/O-thread requests staging uses (an `IoClient` has them). */
 export interface StagingClient {
@@ -30,6 +30,21 @@ export interface StagingClient {
 }
 
 const sha256Hex = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * Reads a finding (a solver output, a parent input, or a staged copy) through `readBoundedFile`:
+ * a regular file of at most `MAX_STAGED_BYTES`. Symlinks are followed — a parent input may be one,
+ * and a staged copy's bytes are checked against its manifest's SHA-256 anyway. Rejects with an
+ * errno-carrying error: `ENOENT` when absent, `EFBIG` when too large, `EINVAL` for a FIFO, device,
+ * directory or socket (never read, never waited on).
+ */
+export async function readFindingFile(file: string): Promise<Uint8Array> {
+  const read = await readBoundedFile(nodeFsLayer, file, { maxBytes: MAX_STAGED_BYTES, followSymlinks: true });
+  if (read.state === 'read') return read.bytes;
+  const code = read.state === 'absent' ? 'ENOENT' : read.kind === 'oversized' ? 'EFBIG' : 'EINVAL';
+  const why = read.state === 'absent' ? 'no such file' : read.reason;
+  throw Object.assign(new Error(`${code}: cannot read finding ${file}: ${why}`), { code, path: file });
+}
 
 export class StagedFindings {
   readonly leaseRoot: string;
@@ -45,7 +60,7 @@ export class StagedFindings {
   }
 
   /** Makes `<leaseRoot>/staged/` exist durably. `readFile` is injectable for tests. */
-  static async open(leaseRoot: string, client: StagingClient, readFile: (file: string) => Promise<Uint8Array> = readFileAsync): Promise<StagedFindings> {
+  static async open(leaseRoot: string, client: StagingClient, readFile: (file: string) => Promise<Uint8Array> = readFindingFile): Promise<StagedFindings> {
     const staged = new StagedFindings(leaseRoot, client, readFile);
     await client.ensureDir(staged.dir);
     return staged;

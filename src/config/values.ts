@@ -5,16 +5,32 @@
  */
 import { InvalidOptionError } from '../errors.js';
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
+/** Longest description of a received value in an error message. */
+const MAX_DESCRIBED_CHARS = 200;
+
+function clip(text: string): string {
+  return text.length > MAX_DESCRIBED_CHARS ? `${text.slice(0, MAX_DESCRIBED_CHARS)}… (${text.length} characters)` : text;
+}
+
+/**
+ * A short, safe description of any received value for an error message: never throws (a
+ * 200,000-deep array, a cyclic object, a throwing `toString`) and never longer than ~200
+ * characters (a gigabyte string is not copied into the message).
+ */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return value.length > MAX_DESCRIBED_CHARS ? `${JSON.stringify(value.slice(0, MAX_DESCRIBED_CHARS))}… (${value.length} characters)` : JSON.stringify(value);
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  if (typeof value === 'symbol' || typeof value === 'function') return `a ${typeof value}`;
+  if (Array.isArray(value) && value.length > 64) return `an array of ${value.length} items`;
   try {
-    return JSON.stringify(value) ?? String(value);
+    return clip(JSON.stringify(value) ?? Object.prototype.toString.call(value));
   } catch {
     return Object.prototype.toString.call(value);
   }
 }
+
+const describe = describeValue;
 
 export function invalidOption(name: string, expected: string, value: unknown): InstanceType<typeof InvalidOptionError> {
   return new InvalidOptionError(`option ${name}: expected ${expected}, got ${describe(value)}`, {
@@ -22,6 +38,15 @@ export function invalidOption(name: string, expected: string, value: unknown): I
     expected,
     value: describe(value),
   });
+}
+
+/**
+ * Throws `ERR_INVALID_OPTION` naming `name` unless `value` is an options object (a non-null,
+ * non-array object): a missing or mistyped options argument must not surface as a `TypeError`
+ * from the first property read.
+ */
+export function checkOptionsObject(value: unknown, name: string): asserts value is object {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidOption(name, 'an options object', value);
 }
 
 const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };

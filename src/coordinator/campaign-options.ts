@@ -4,16 +4,23 @@
  */
 import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
 
+/**
+ * Most solver slots of one campaign: the solver pool's own bound (`SOLVER_OPTIONS.workers`), so a
+ * value the campaign accepts is never refused later by the pool. Each slot is a solver thread
+ * with its own V8 isolate, ~10 MB of resident memory (docs/solver.md "Memory per worker").
+ */
+export const MAX_CAMPAIGN_WORKERS = 256;
+
 export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
-  /** Solver slots. 0 = one per available core. Default 0. */
+  /** Solver slots, 0..256. 0 = one per available core. Default 0. */
   workers: {
     kind: 'integer',
     default: 0,
     min: 0,
-    max: 1024,
+    max: MAX_CAMPAIGN_WORKERS,
     flag: 'workers',
     env: 'SYMFENCE_WORKERS',
-    description: 'concurrent solver jobs (0 = one per available core)',
+    description: `concurrent solver jobs, 0-${MAX_CAMPAIGN_WORKERS} (0 = one per available core)`,
   },
   /** Per-job solver timeout, ms. Default 30 s. */
   solverTimeoutMs: {

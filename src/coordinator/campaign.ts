@@ -5,13 +5,14 @@
  * embedder's `AbortSignal` fires or `stop()` is called. The handle exposes typed events, live
  * counters and `stop()` (idempotent; every cleanup step runs even if an earlier one throws).
  */
-import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { OptionsInput } from '../config/schema.js';
-import { InvalidOptionError } from '../errors.js';
+import { InvalidOptionError, SymfenceError } from '../errors.js';
+import { makeUserDirectory, userPathError } from '../config/user-paths.js';
+import { checkOptionsObject } from '../config/values.js';
 import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
 import { JobLogFile, type JobLogEntry } from '../telemetry/job-log.js';
 import { componentLogger, silentLogger } from '../telemetry/logger.js';
@@ -150,6 +151,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
    * factory's error when a component cannot be built; nothing keeps running in either case.
    */
   static async start(input: CampaignStartOptions, runtime: CampaignRuntime = {}): Promise<Campaign> {
+    checkOptionsObject(input, 'options');
+    checkOptionsObject(runtime, 'runtime');
     const { solverCommand, showmap, aflTarget, ...rest } = input;
     const options = CAMPAIGN_OPTIONS.resolve(rest);
     let components = runtime.components;
@@ -185,10 +188,17 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   }
 
   async #start(runtime: CampaignRuntime & { readonly components: CampaignComponentsFactory }): Promise<void> {
-    mkdirSync(this.outDir, { recursive: true });
+    const option = this.options.outDir !== undefined ? 'outDir (--out-dir)' : 'aflOut (--afl-out)';
+    makeUserDirectory(this.outDir, option, 'the output directory');
     const native = loadNative();
-    if (native) this.#outDirLock = OutDirLock.acquire(this.outDir, this.coordinatorId, native);
-    else this.#log.warn({ outDir: this.outDir }, 'native addon missing: the output directory is not locked against a second campaign');
+    if (native) {
+      try {
+        this.#outDirLock = OutDirLock.acquire(this.outDir, this.coordinatorId, native);
+      } catch (error) {
+        if (error instanceof SymfenceError) throw error;
+        throw userPathError(option, this.outDir, 'the output directory', error);
+      }
+    } else this.#log.warn({ outDir: this.outDir }, 'native addon missing: the output directory is not locked against a second campaign');
     const context: CampaignContext = {
       options: this.options,
       outDir: this.outDir,

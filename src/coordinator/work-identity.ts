@@ -6,26 +6,66 @@
  * can take the work over after this one dies.
  */
 import { createHash } from 'node:crypto';
+import { describeValue } from '../config/values.js';
 import { InvalidJobError } from '../errors.js';
 import type { CoordinatorJob, JobAction } from './ports.js';
 
 export const WORK_PAYLOAD_SCHEMA = 'symfence-work/1';
 
-/** JSON with object keys sorted recursively: equal values always give equal bytes. */
+/** Deepest nesting `canonicalJson` accepts; a work identity is 3 levels deep. */
+const MAX_IDENTITY_DEPTH = 16;
+/** Most actions and group members a job may carry into its identity and payload. */
+const MAX_JOB_ITEMS = 1024;
+/** Longest input path stored in a work payload (PATH_MAX). */
+const MAX_INPUT_PATH_CHARS = 4096;
+const MAX_U64_BIGINT = (1n << 64n) - 1n;
+
+/**
+ * JSON with object keys sorted recursively: equal values always give equal bytes. Nesting deeper
+ * than 16 levels is an `InvalidJobError` (checked while walking: no `RangeError` from the stack).
+ */
 export function canonicalJson(value: unknown): string {
+  return canonicalAt(value, 1);
+}
+
+function canonicalAt(value: unknown, depth: number): string {
   if (value === null || typeof value !== 'object') {
     const text = JSON.stringify(value);
     if (text === undefined) throw new InvalidJobError(`value of type ${typeof value} has no canonical JSON form`);
     return text;
   }
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (depth > MAX_IDENTITY_DEPTH) throw new InvalidJobError(`value nested deeper than ${MAX_IDENTITY_DEPTH} levels has no canonical JSON form`);
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalAt(v, depth + 1)).join(',')}]`;
   const entries = Object.entries(value as Record<string, unknown>)
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalAt(v, depth + 1)}`).join(',')}}`;
+}
+
+function isBranch(value: unknown, allowZero: boolean): value is bigint {
+  return typeof value === 'bigint' && value >= (allowZero ? 0n : 1n) && value <= MAX_U64_BIGINT;
+}
+
+/**
+ * Throws `InvalidJobError` unless `job` has the shape identity and payload are built from: a
+ * 64-hex input digest, a u64 primary target, at most 1024 actions of known kinds on u64 branches,
+ * at most 1024 group members, a non-empty input path of at most 4096 characters.
+ */
+function checkJob(job: CoordinatorJob): void {
+  if (typeof job !== 'object' || job === null) throw new InvalidJobError(`a job must be an object, got ${describeValue(job)}`);
+  if (typeof job.inputSha256 !== 'string' || !/^[0-9a-f]{64}$/.test(job.inputSha256)) throw new InvalidJobError(`job inputSha256 must be 64 lowercase hex digits, got ${describeValue(job.inputSha256)}`);
+  if (!isBranch(job.targetBranch, true)) throw new InvalidJobError(`job targetBranch must be a bigint in 0..2^64-1, got ${describeValue(job.targetBranch)}`);
+  if (!Array.isArray(job.actions) || job.actions.length > MAX_JOB_ITEMS) throw new InvalidJobError(`job actions must be an array of at most ${MAX_JOB_ITEMS} actions, got ${describeValue(job.actions)}`);
+  for (const action of job.actions as readonly unknown[]) {
+    const a = action as Partial<JobAction> | null;
+    if (typeof a !== 'object' || a === null || !isBranch(a.branch, false) || typeof a.kind !== 'string' || !ACTION_KINDS.has(a.kind)) {
+      throw new InvalidJobError(`job action ${describeValue(action)} is not { branch: bigint, kind: solve|sample|skip }`);
+    }
+  }
 }
 
 function identityOf(job: CoordinatorJob): Record<string, unknown> {
+  checkJob(job);
   return {
     schema: WORK_PAYLOAD_SCHEMA,
     input: job.inputSha256,
@@ -43,6 +83,13 @@ export function jobWorkId(job: CoordinatorJob): string {
 
 /** What is stored with the work lease: the identity plus what a takeover needs to re-run it. */
 export function workPayloadOf(job: CoordinatorJob): Record<string, unknown> {
+  checkJob(job);
+  if (typeof job.inputPath !== 'string' || job.inputPath === '' || job.inputPath.length > MAX_INPUT_PATH_CHARS) {
+    throw new InvalidJobError(`job inputPath must be a non-empty string of at most ${MAX_INPUT_PATH_CHARS} characters, got ${describeValue(job.inputPath)}`);
+  }
+  if (!Array.isArray(job.group) || job.group.length > MAX_JOB_ITEMS || !job.group.every((t) => isBranch(t, false))) {
+    throw new InvalidJobError(`job group must be an array of at most ${MAX_JOB_ITEMS} bigint branches, got ${describeValue(job.group)}`);
+  }
   return { ...identityOf(job), path: job.inputPath, group: job.group.map((t) => t.toString(10)), origin: job.origin, depth: job.depth };
 }
 
@@ -63,6 +110,7 @@ function parseTarget(raw: unknown, allowZero: boolean): bigint {
  * coordinator). Anything malformed is an `InvalidJobError`: a foreign payload is never guessed at.
  */
 export function jobFromWorkPayload(payload: Readonly<Record<string, unknown>>): CoordinatorJob {
+  if (typeof payload !== 'object' || payload === null) throw new InvalidJobError(`work payload must be an object, got ${describeValue(payload)}`);
   if (payload['schema'] !== WORK_PAYLOAD_SCHEMA) throw new InvalidJobError(`work payload schema ${String(payload['schema'])} is not ${WORK_PAYLOAD_SCHEMA}`);
   const input = payload['input'];
   const path = payload['path'];

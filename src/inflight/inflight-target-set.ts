@@ -26,7 +26,7 @@
  */
 import { isMainThread } from 'node:worker_threads';
 import { InflightFullError, LockTimeoutError } from '../errors.js';
-import { invalidOption } from '../config/values.js';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import {
   byteLengthFor,
   H_CAPACITY,
@@ -107,6 +107,7 @@ export class InflightTargetSet {
   private readonly releaseLockWaitMs: number;
 
   private constructor(buffer: SharedArrayBuffer, options: InflightSetOptions) {
+    checkOptionsObject(options, 'options');
     this.reserveLockWaitMs = lockWait('reserveLockWaitMs', options.reserveLockWaitMs, RESERVE_LOCK_WAIT_MS);
     this.releaseLockWaitMs = lockWait('releaseLockWaitMs', options.releaseLockWaitMs, RELEASE_LOCK_WAIT_MS);
     this.buffer = buffer;

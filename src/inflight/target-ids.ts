@@ -3,7 +3,7 @@
  * 1..2^64−1 carried as a `bigint`; the set stores it as two 32-bit halves (see `layout.ts`).
  */
 import { InvalidJobError } from '../errors.js';
-import { invalidOption } from '../config/values.js';
+import { describeValue, invalidOption } from '../config/values.js';
 
 export const MAX_TARGET_ID = (1n << 64n) - 1n;
 const MAX_OWNER = 0xffff_ffff;
@@ -21,7 +21,7 @@ export class SplitTargets {
    */
   split(targets: readonly bigint[]): number {
     if (!Array.isArray(targets)) {
-      throw new InvalidJobError('a target group must be an array of bigint target ids', { targets: String(targets) });
+      throw new InvalidJobError('a target group must be an array of bigint target ids', { targets: describeValue(targets) });
     }
     const n = targets.length;
     if (n > this.lo.length) {
@@ -96,8 +96,4 @@ function duplicate(targets: readonly bigint[], index: number): InstanceType<type
   });
 }
 
-function describeTarget(value: unknown): string {
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'string') return JSON.stringify(value);
-  return String(value);
-}
+const describeTarget = describeValue;

@@ -181,8 +181,8 @@ export class FaultInjectingFsLayer implements FsLayer {
     }
   }
 
-  readAll(fd: number): Promise<Buffer> {
-    return this.run('read', this.pathOf(fd), () => this.inner.readAll(fd));
+  readAll(fd: number, maxBytes?: number): Promise<Buffer> {
+    return this.run('read', this.pathOf(fd), () => this.inner.readAll(fd, maxBytes));
   }
 
   writeAll(fd: number, data: Uint8Array): Promise<void> {

@@ -14,8 +14,12 @@ import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { loadNative } from '../native/bindings.js';
 
+/** What kind of filesystem object a stat describes. */
+export type FsFileType = 'file' | 'directory' | 'symlink' | 'fifo' | 'socket' | 'character-device' | 'block-device' | 'unknown';
+
 /** The subset of `fs.Stats` the lease code needs. */
 export interface FsStat {
+  readonly type: FsFileType;
   readonly isFile: boolean;
   readonly isDirectory: boolean;
   readonly isSymbolicLink: boolean;
@@ -47,8 +51,13 @@ export interface FsLayer {
   /** `open(2)`; `flags` are `fs.constants` bits. Resolves to a file descriptor. */
   open(path: string, flags: number, mode?: number): Promise<number>;
   close(fd: number): Promise<void>;
-  /** Reads the whole (regular) file behind `fd` from offset 0, until a short read. */
-  readAll(fd: number): Promise<Buffer>;
+  /**
+   * Reads the (regular) file behind `fd` from offset 0, until a short read or until more than
+   * `maxBytes` bytes were read (default: no bound). A result longer than `maxBytes` (at most
+   * `maxBytes + 1` bytes) tells the caller the file is larger than it accepts; use
+   * `readBoundedFile` (bounded-read.ts), which checks type and size first.
+   */
+  readAll(fd: number, maxBytes?: number): Promise<Buffer>;
   /** Writes all of `data` at the current offset (loops over short writes). */
   writeAll(fd: number, data: Uint8Array): Promise<void>;
   /** File barrier: `fsync(fd)`. */
@@ -93,8 +102,19 @@ const readdirAsync = promisify(fs.readdir);
 const FIRST_READ_BYTES = (Buffer.poolSize >>> 1) - 1;
 const MAX_READ_BYTES = 1024 * 1024;
 
+function typeOf(stats: fs.Stats): FsFileType {
+  if (stats.isFile()) return 'file';
+  if (stats.isDirectory()) return 'directory';
+  if (stats.isSymbolicLink()) return 'symlink';
+  if (stats.isFIFO()) return 'fifo';
+  if (stats.isSocket()) return 'socket';
+  if (stats.isCharacterDevice()) return 'character-device';
+  if (stats.isBlockDevice()) return 'block-device';
+  return 'unknown';
+}
+
 function toStat(stats: fs.Stats): FsStat {
-  return { isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size, dev: stats.dev, ino: stats.ino, mtimeMs: stats.mtimeMs };
+  return { type: typeOf(stats), isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size, dev: stats.dev, ino: stats.ino, mtimeMs: stats.mtimeMs };
 }
 
 function errnoError(code: string, message: string): Error {
@@ -112,20 +132,23 @@ export class NodeFsLayer implements FsLayer {
     return closeAsync(fd);
   }
 
-  async readAll(fd: number): Promise<Buffer> {
+  async readAll(fd: number, maxBytes = Number.POSITIVE_INFINITY): Promise<Buffer> {
     // One read(2) for the usual small file: a regular file returns fewer bytes than asked only at
     // end of file, so a short read ends the loop without the extra zero-byte read. A file larger
-    // than the buffer (or one that grew) keeps reading with doubled buffers until a short read.
+    // than the buffer (or one that grew) keeps reading with doubled buffers until a short read —
+    // or until one byte past `maxBytes`, so a huge (or endless) file never costs more than the
+    // bound the caller accepts.
+    const limit = maxBytes + 1;
     const chunks: Buffer[] = [];
     let position = 0;
-    let size = FIRST_READ_BYTES;
+    let size = Math.min(FIRST_READ_BYTES, limit);
     for (;;) {
       const chunk = Buffer.allocUnsafe(size);
       const { bytesRead } = await readAsync(fd, chunk, 0, chunk.length, position);
       chunks.push(chunk.subarray(0, bytesRead));
       position += bytesRead;
-      if (bytesRead < chunk.length) break;
-      size = Math.min(size * 2, MAX_READ_BYTES);
+      if (bytesRead < chunk.length || position >= limit) break;
+      size = Math.min(size * 2, MAX_READ_BYTES, limit - position);
     }
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   }

@@ -10,6 +10,11 @@
  * `bigint` are accepted. A `bigint` is written as its decimal string (u64 targets never pass
  * through `number`). NaN, ±Infinity, `undefined`, functions, symbols, class instances and cycles
  * throw `InvalidJobError` naming the path of the offending value — before anything is written.
+ *
+ * Bounded: nesting deeper than `maxDepth` (default 128) and output longer than `maxBytes` are
+ * refused with `InvalidJobError` while walking, so a hostile value (200,000 nested arrays, a
+ * gigabyte string) costs at most the bound — never a `RangeError` from the stack, never the
+ * memory of the whole text.
  */
 import { InvalidJobError } from '../errors.js';
 
@@ -28,47 +33,75 @@ function escapeString(text: string): string {
   return JSON.stringify(text).replace(/[\u007f-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
-function write(value: unknown, path: string, stack: Set<object>, out: string[]): void {
+/** Bounds of one serialisation. */
+export interface CanonicalJsonLimits {
+  /** Deepest nesting of objects and arrays (the top-level value is depth 1). Default 128. */
+  readonly maxDepth?: number;
+  /** Longest output, bytes (ASCII, without the trailing newline). Default: no bound. */
+  readonly maxBytes?: number;
+}
+
+const DEFAULT_MAX_DEPTH = 128;
+
+interface WriteState {
+  readonly stack: Set<object>;
+  readonly out: string[];
+  readonly maxDepth: number;
+  readonly maxBytes: number;
+  bytes: number;
+}
+
+function emit(state: WriteState, text: string, path: string): void {
+  state.bytes += text.length;
+  if (state.bytes > state.maxBytes) fail(path, `a value longer than ${state.maxBytes} bytes`);
+  state.out.push(text);
+}
+
+function write(value: unknown, path: string, state: WriteState, depth: number): void {
   switch (typeof value) {
     case 'string':
-      out.push(escapeString(value));
+      // The escaped form is at least as long as the string plus its quotes: refuse before escaping.
+      if (state.bytes + value.length + 2 > state.maxBytes) fail(path, `a value longer than ${state.maxBytes} bytes`);
+      emit(state, escapeString(value), path);
       return;
     case 'number':
       if (!Number.isFinite(value)) fail(path, `non-finite number ${String(value)}`);
-      out.push(Object.is(value, -0) ? '0' : JSON.stringify(value));
+      emit(state, Object.is(value, -0) ? '0' : JSON.stringify(value), path);
       return;
     case 'bigint':
-      out.push(`"${value.toString(10)}"`);
+      emit(state, `"${value.toString(10)}"`, path);
       return;
     case 'boolean':
-      out.push(value ? 'true' : 'false');
+      emit(state, value ? 'true' : 'false', path);
       return;
     case 'object': {
       if (value === null) {
-        out.push('null');
+        emit(state, 'null', path);
         return;
       }
-      if (stack.has(value)) fail(path, 'a cycle');
-      stack.add(value);
+      if (state.stack.has(value)) fail(path, 'a cycle');
+      if (depth > state.maxDepth) fail(path, `nesting deeper than ${state.maxDepth} levels`);
+      state.stack.add(value);
       if (Array.isArray(value)) {
-        out.push('[');
+        emit(state, '[', path);
         for (let i = 0; i < value.length; i += 1) {
-          if (i > 0) out.push(',');
-          write(value[i], `${path}[${i}]`, stack, out);
+          if (i > 0) emit(state, ',', path);
+          write(value[i], `${path}[${i}]`, state, depth + 1);
         }
-        out.push(']');
+        emit(state, ']', path);
       } else {
         if (!isPlainObject(value)) fail(path, `an instance of ${value.constructor?.name ?? 'a class'}`);
         const keys = Object.keys(value).sort();
-        out.push('{');
+        emit(state, '{', path);
         keys.forEach((key, i) => {
-          if (i > 0) out.push(',');
-          out.push(escapeString(key), ':');
-          write((value as Record<string, unknown>)[key], `${path}.${key}`, stack, out);
+          if (i > 0) emit(state, ',', path);
+          emit(state, escapeString(key), path);
+          emit(state, ':', path);
+          write((value as Record<string, unknown>)[key], `${path}.${key}`, state, depth + 1);
         });
-        out.push('}');
+        emit(state, '}', path);
       }
-      stack.delete(value);
+      state.stack.delete(value);
       return;
     }
     default:
@@ -77,13 +110,19 @@ function write(value: unknown, path: string, stack: Set<object>, out: string[]):
 }
 
 /** The canonical JSON text of `value` (no trailing newline). Throws `InvalidJobError`. */
-export function canonicalJson(value: unknown): string {
-  const out: string[] = [];
-  write(value, '$', new Set(), out);
-  return out.join('');
+export function canonicalJson(value: unknown, limits: CanonicalJsonLimits = {}): string {
+  const state: WriteState = {
+    stack: new Set(),
+    out: [],
+    maxDepth: limits.maxDepth ?? DEFAULT_MAX_DEPTH,
+    maxBytes: limits.maxBytes ?? Number.POSITIVE_INFINITY,
+    bytes: 0,
+  };
+  write(value, '$', state, 1);
+  return state.out.join('');
 }
 
 /** Canonical JSON plus one `\n`, as bytes: the exact content of a record file. */
-export function canonicalJsonBytes(value: unknown): Buffer {
-  return Buffer.from(`${canonicalJson(value)}\n`, 'ascii');
+export function canonicalJsonBytes(value: unknown, limits: CanonicalJsonLimits = {}): Buffer {
+  return Buffer.from(`${canonicalJson(value, limits)}\n`, 'ascii');
 }

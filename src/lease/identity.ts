@@ -6,6 +6,7 @@
  * of the id, so records spread evenly and every coordinator computes the same path.
  */
 import { createHash } from 'node:crypto';
+import { describeValue } from '../config/values.js';
 import { InvalidJobError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 
@@ -24,8 +25,8 @@ export function isRecordId(value: unknown): value is string {
 /** Throws `InvalidJobError` unless `value` is a record id. */
 export function assertRecordId(value: unknown, what = 'record id'): asserts value is string {
   if (!isRecordId(value)) {
-    throw new InvalidJobError(`invalid ${what}: expected 64 lowercase hex characters, got ${JSON.stringify(String(value))}`, {
-      value: String(value),
+    throw new InvalidJobError(`invalid ${what}: expected 64 lowercase hex characters, got ${describeValue(value)}`, {
+      value: describeValue(value),
     });
   }
 }
@@ -42,8 +43,8 @@ export function workIdOf(payload: unknown): string {
 /** Throws `InvalidJobError` unless `target` is a bigint in 1..2^64−1. */
 export function assertTarget(target: unknown): asserts target is bigint {
   if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET) {
-    throw new InvalidJobError(`invalid target: expected a bigint in 1..2^64-1, got ${typeof target === 'bigint' ? `${target}n` : String(target)}`, {
-      value: String(target),
+    throw new InvalidJobError(`invalid target: expected a bigint in 1..2^64-1, got ${describeValue(target)}`, {
+      value: describeValue(target),
     });
   }
 }
@@ -72,6 +73,23 @@ export interface GroupMember {
 }
 
 /**
+ * The first items of `values`, refusing (`InvalidJobError`) a value that is not iterable and one
+ * that yields more than `max` items. Checked while iterating: an endless or huge iterable costs
+ * `max + 1` steps, never the whole sequence.
+ */
+export function takeAtMost<T>(values: Iterable<T>, max: number, what: string): T[] {
+  if (values === null || values === undefined || typeof (values as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function' || typeof values === 'string') {
+    throw new InvalidJobError(`${what} is not an iterable of values (got ${values === null ? 'null' : typeof values})`, { reason: 'not iterable' });
+  }
+  const out: T[] = [];
+  for (const value of values) {
+    if (out.length === max) throw new InvalidJobError(`${what} has more than ${max} items`, { size: max + 1 });
+    out.push(value);
+  }
+  return out;
+}
+
+/**
  * Validates a target group and returns its members sorted by record id — the order of locks,
  * writes, restores and of the `targets` field stored in every member. Duplicates, out-of-range
  * values, non-bigints, an empty group and more than 64 targets are rejected with
@@ -80,15 +98,12 @@ export interface GroupMember {
 export function groupMembers(targets: Iterable<bigint>): GroupMember[] {
   const seen = new Set<bigint>();
   const members: GroupMember[] = [];
-  for (const target of targets) {
+  for (const target of takeAtMost(targets, MAX_GROUP_TARGETS, 'target group')) {
     assertTarget(target);
     if (seen.has(target)) throw new InvalidJobError(`duplicate target ${target} in group`, { target: target.toString() });
     seen.add(target);
     members.push({ target, id: targetRecordId(target) });
   }
   if (members.length === 0) throw new InvalidJobError('empty target group', {});
-  if (members.length > MAX_GROUP_TARGETS) {
-    throw new InvalidJobError(`target group has ${members.length} targets; at most ${MAX_GROUP_TARGETS} allowed`, { size: members.length });
-  }
   return members.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

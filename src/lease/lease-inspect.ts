@@ -6,7 +6,10 @@
  * subdirectories are table roots (a campaign's lease directory with a work and a target table).
  */
 import path from 'node:path';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { UsageError } from '../errors.js';
+import { checkTtlMs } from './lease-table-base.js';
+import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
 import { LeaseLayout, META_FILE } from './lease-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
@@ -39,9 +42,18 @@ export interface TableInspection {
 export interface InspectOptions {
   /** Current time, ms since the epoch. */
   readonly nowMs: number;
-  /** TTL used to call a leased record expired. */
+  /** TTL used to call a leased record expired when the record carries none of its own. */
   readonly leaseTtlMs: number;
+  /** Largest accepted lead of a record's time over `nowMs` (see `expiryOf`). Default 5 min. */
+  readonly maxClockSkewMs?: number;
   readonly fsLayer?: FsLayer;
+}
+
+function checkInspectOptions(options: InspectOptions): void {
+  checkOptionsObject(options, 'options');
+  checkNowMs(options.nowMs);
+  checkTtlMs(options.leaseTtlMs);
+  if (options.maxClockSkewMs !== undefined) checkTtlMs(options.maxClockSkewMs, 'maxClockSkewMs');
 }
 
 async function hasMeta(fsLayer: FsLayer, dir: string): Promise<boolean> {
@@ -55,6 +67,7 @@ async function hasMeta(fsLayer: FsLayer, dir: string): Promise<boolean> {
 
 /** The table roots at or directly under `dir`; throws `UsageError` when there are none. */
 export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLayer): Promise<string[]> {
+  if (typeof dir !== 'string' || dir === '') throw invalidOption('dir', 'a lease directory path', dir);
   const root = path.resolve(dir);
   if (await hasMeta(fsLayer, root)) return [root];
   let names: string[];
@@ -74,6 +87,8 @@ export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLaye
 
 /** Inspects one table root. */
 export async function inspectLeaseTable(root: string, options: InspectOptions): Promise<TableInspection> {
+  checkInspectOptions(options);
+  if (typeof root !== 'string' || root === '') throw invalidOption('root', 'a lease table directory path', root);
   const fsLayer = options.fsLayer ?? nodeFsLayer;
   const meta = await readTableMeta(fsLayer, path.join(root, META_FILE));
   if (!meta) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE})`, { path: root });
@@ -92,7 +107,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
     const owner = (owners[entry.record.owner] ??= { leased: 0, expired: 0, committing: 0, done: 0 });
     counts[status] += 1;
     owner[status] += 1;
-    if (isExpiredLease(entry.record, options.nowMs, options.leaseTtlMs)) {
+    if (isExpiredLease(entry.record, options.nowMs, options.leaseTtlMs, options.maxClockSkewMs)) {
       counts.expired += 1;
       owner.expired += 1;
     }
@@ -102,6 +117,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
 
 /** Inspects every table at or under `dir`. */
 export async function inspectLeaseDirectory(dir: string, options: InspectOptions): Promise<TableInspection[]> {
+  checkInspectOptions(options);
   const tables = await findLeaseTables(dir, options.fsLayer);
   const out: TableInspection[] = [];
   for (const table of tables) out.push(await inspectLeaseTable(table, options));

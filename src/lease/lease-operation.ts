@@ -112,10 +112,16 @@ export async function executeOne<R>(ctx: DurabilityContext, op: LeaseOperation<R
   return { value: outcome.value as R, report };
 }
 
-/** Validates an injected time: finite, non-negative milliseconds. */
+/**
+ * Latest accepted injected time, 2200-01-01 UTC: a plausible epoch clock. A larger value (1e308)
+ * would be stored as `updatedMs` and date a record beyond any reader's clock.
+ */
+export const MAX_NOW_MS = Date.UTC(2200, 0, 1);
+
+/** Validates an injected time: milliseconds since the epoch, 0..`MAX_NOW_MS`. */
 export function checkNowMs(nowMs: unknown, name = 'nowMs'): number {
-  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs) || nowMs < 0) {
-    throw invalidOption(name, 'a finite non-negative number of milliseconds', nowMs);
+  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs) || nowMs < 0 || nowMs > MAX_NOW_MS) {
+    throw invalidOption(name, `milliseconds since the epoch, 0..${MAX_NOW_MS} (year 2200)`, nowMs);
   }
   return nowMs;
 }

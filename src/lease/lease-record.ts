@@ -8,11 +8,39 @@
  *
  * Unknown extra fields are allowed and survive in-place updates (heartbeat, beginCommit,
  * complete), so a newer writer can add fields without older readers calling its records corrupt.
+ * `leaseTtlMs` (the holder's TTL) is such a field: records written before it existed have none
+ * and are judged with the reader's TTL (docs/lease-format.md "Expiry").
+ *
+ * Size: a record file is small canonical JSON. Its bound (`maxRecordBytes`) follows from the
+ * schema — a payload of at most `MAX_PAYLOAD_BYTES`, up to 64 targets, and for work records a
+ * commit manifest of at most `MAX_MANIFEST_ITEMS` items — and is checked before a record is read
+ * and before one is written.
  */
 import { canonicalJsonBytes } from './canonical-json.js';
 import { MAX_GROUP_TARGETS, MAX_TARGET, isRecordId, targetRecordId } from './identity.js';
 
 export const RECORD_SCHEMA = 1;
+
+/** Largest canonical JSON of a caller's payload, bytes. */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Deepest nesting of a payload (objects and arrays), counting the payload object as 1. */
+export const MAX_PAYLOAD_DEPTH = 64;
+/**
+ * Largest stored commit manifest, bytes: 100,001 items (`MAX_MANIFEST_ITEMS`,
+ * commit-manifest.ts) of at most ~270 bytes each fit with room to spare.
+ */
+export const MAX_COMMIT_BYTES = 32 * 1024 * 1024;
+/** Room for a record's own fields (ids, owner, token, times, targets) around payload and manifest. */
+const RECORD_FIELD_BYTES = 64 * 1024;
+/** Largest TTL a record may carry; a larger stored value counts as this (see `expiryOf`). */
+export const MAX_LEASE_TTL_MS = 86_400_000;
+/** Default bound on how far a record's `updatedMs` may lie ahead of the reader's clock. */
+export const DEFAULT_MAX_CLOCK_SKEW_MS = 300_000;
+
+/** Largest record file of `kind` a reader accepts (a larger one is corrupt without being read). */
+export function maxRecordBytes(kind: RecordKind): number {
+  return kind === 'work' ? MAX_PAYLOAD_BYTES + MAX_COMMIT_BYTES + RECORD_FIELD_BYTES : MAX_PAYLOAD_BYTES + RECORD_FIELD_BYTES;
+}
 
 export type LeaseStatus = 'leased' | 'committing' | 'done';
 export const LEASE_STATUSES: readonly LeaseStatus[] = ['leased', 'committing', 'done'];
@@ -40,6 +68,11 @@ export interface LeaseRecord {
   readonly token: string;
   /** Last claim / heartbeat / beginCommit time, ms since the epoch (injected clock). Expiry counts from here. */
   readonly updatedMs: number;
+  /**
+   * The holder's TTL, ms: the lease is live until `updatedMs + leaseTtlMs` whatever TTL the
+   * reader was opened with. Absent in records of writers that predate it (reader's TTL applies).
+   */
+  readonly leaseTtlMs?: number;
   /** 1 on a fresh claim, +1 on every replacement. */
   readonly attempts: number;
   /** +1 when a replacement changed the owner. */
@@ -96,6 +129,7 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
   if (!isCount(value.worker)) return 'worker is not a non-negative integer';
   if (typeof value.token !== 'string' || value.token === '') return 'token is not a non-empty string';
   if (!isTime(value.updatedMs)) return 'updatedMs is not a finite non-negative number';
+  if (value.leaseTtlMs !== undefined && (!isTime(value.leaseTtlMs) || value.leaseTtlMs === 0)) return 'leaseTtlMs is not a finite positive number';
   if (!isCount(value.attempts)) return 'attempts is not a non-negative integer';
   if (!isCount(value.steals)) return 'steals is not a non-negative integer';
   if (value.commit !== undefined && !isObject(value.commit)) return 'commit is not an object';
@@ -126,18 +160,37 @@ export function parseRecord(bytes: Buffer, expectedId: string, kind: RecordKind)
   return { state: 'valid', record: value as LeaseRecord, bytes };
 }
 
-/** The exact bytes of a record file. Throws `InvalidJobError` for an unserialisable value. */
+/**
+ * The exact bytes of a record file. Throws `InvalidJobError` for an unserialisable value or a
+ * record larger than `maxRecordBytes` (a writer never stores what a reader would call corrupt).
+ */
 export function serializeRecord(record: LeaseRecord): Buffer {
-  return canonicalJsonBytes(record);
+  return canonicalJsonBytes(record, { maxBytes: maxRecordBytes(record.kind), maxDepth: MAX_PAYLOAD_DEPTH + 4 });
 }
 
-/** True when `record` is a live lease at `nowMs` under `ttlMs` (TTL 0: nothing is live). */
-export function isActiveLease(record: LeaseRecord, nowMs: number, ttlMs: number): boolean {
-  // A future `updatedMs` (clock skew) counts as active: the age is negative, below any TTL > 0.
-  return record.status === 'leased' && ttlMs > 0 && nowMs - record.updatedMs < ttlMs;
+/**
+ * When the lease in `record` ends, as the reader at `nowMs` sees it (docs/lease-format.md
+ * "Expiry"): `updatedMs` plus the holder's stored TTL (the reader's `readerTtlMs` for a record
+ * without one), the TTL capped at `MAX_LEASE_TTL_MS`. A record dated more than `maxClockSkewMs`
+ * ahead of the reader's clock is outside the clock assumption (docs/leases.md) and ends at once:
+ * otherwise a record from a far-off clock — or a bogus time — would block its target for ever.
+ * The result is therefore never later than `nowMs + maxClockSkewMs + MAX_LEASE_TTL_MS`.
+ */
+export function expiryOf(record: LeaseRecord, nowMs: number, readerTtlMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): number {
+  if (record.updatedMs > nowMs + maxClockSkewMs) return nowMs;
+  const ttlMs = Math.min(record.leaseTtlMs ?? readerTtlMs, MAX_LEASE_TTL_MS);
+  return record.updatedMs + ttlMs;
 }
 
-/** True when a leased record has expired at `nowMs` (the boundary age == TTL is expired). */
-export function isExpiredLease(record: LeaseRecord, nowMs: number, ttlMs: number): boolean {
-  return record.status === 'leased' && !isActiveLease(record, nowMs, ttlMs);
+/**
+ * True when `record` is a live lease at `nowMs`. `readerTtlMs` 0 is an explicit forced takeover:
+ * nothing is live. Otherwise the holder's TTL decides (see `expiryOf`).
+ */
+export function isActiveLease(record: LeaseRecord, nowMs: number, readerTtlMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): boolean {
+  return record.status === 'leased' && readerTtlMs > 0 && nowMs < expiryOf(record, nowMs, readerTtlMs, maxClockSkewMs);
+}
+
+/** True when a leased record has expired at `nowMs` (the boundary `nowMs == expiry` is expired). */
+export function isExpiredLease(record: LeaseRecord, nowMs: number, readerTtlMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): boolean {
+  return record.status === 'leased' && !isActiveLease(record, nowMs, readerTtlMs, maxClockSkewMs);
 }

@@ -3,11 +3,13 @@
  * snapshot, not a transaction — records may change while it runs; a record that disappears between
  * listing and reading is skipped. Lock files and temp files are ignored.
  *
- * Corrupt entries are reported, never repaired: an unparseable or invalid record, a `.json` name
- * that is not a record id, or a record sitting in a shard that is not its own.
+ * Corrupt entries are reported, never repaired: an unparseable or invalid record, anything but a
+ * regular file of record size at a record path (record-store.ts), a `.json` name that is not a
+ * record id, a record sitting in a shard that is not its own, or a record whose read failed
+ * (EIO, EACCES …). A scan never stops at one bad entry: one damaged record must not hide the
+ * state of every other one from commit recovery or `symfence leases check`.
  */
 import { errnoCode, type FsLayer } from '../io/fs-layer.js';
-import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
 import { RECORD_SUFFIX, type LeaseLayout } from './lease-layout.js';
 import type { LeaseRecord, RecordKind } from './lease-record.js';
@@ -28,7 +30,10 @@ export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: R
       names = await fsLayer.readdir(dir);
     } catch (error) {
       if (errnoCode(error) === 'ENOENT') continue;
-      throw leaseIoError(`cannot list ${dir}: ${(error as Error).message}`, { path: dir, errno: errnoCode(error), step: 'scan' }, error);
+      // A shard that cannot be listed (a file or dangling link in its place, EIO) is reported
+      // like a bad record; the other shards are still scanned.
+      entries.push({ state: 'corrupt', id: undefined, path: dir, reason: `shard directory cannot be listed (${errnoCode(error) ?? (error as Error).message})` });
+      continue;
     }
     for (const name of names.sort()) {
       if (!name.endsWith(RECORD_SUFFIX)) continue;
@@ -42,7 +47,13 @@ export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: R
         entries.push({ state: 'corrupt', id, path: filePath, reason: `record belongs in shard ${layout.shardOf(id)}, found in ${shard}` });
         continue;
       }
-      const read = await readRecord(fsLayer, filePath, id, kind);
+      let read;
+      try {
+        read = await readRecord(fsLayer, filePath, id, kind);
+      } catch (error) {
+        entries.push({ state: 'corrupt', id, path: filePath, reason: `unreadable (${errnoCode(error) ?? (error as Error).message})` });
+        continue;
+      }
       if (read.state === 'absent') continue;
       if (read.state === 'corrupt') entries.push({ state: 'corrupt', id, path: filePath, reason: read.reason });
       else entries.push({ state: 'valid', id, path: filePath, record: read.record });

@@ -2,7 +2,7 @@
  * What the work table and the target table share: opening a root (options, locker, metadata),
  * the durability context, cross-request batch execution, scans and counts, and argument checks.
  */
-import { invalidOption } from '../config/values.js';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
 import type { NativeBindings } from '../native/bindings.js';
@@ -10,12 +10,12 @@ import { canonicalJson } from './canonical-json.js';
 import type { BatchReport, DurabilityContext } from './durability-batch.js';
 import { LeaseLayout } from './lease-layout.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
-import { isExpiredLease, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
+import { isExpiredLease, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
 import type { ExpiredLease, LeaseCounts, SnapshotEntry } from './lease-results.js';
 import { scanRecords } from './lease-scan.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
 import { createRecordLocker, type RecordLocker } from './record-lock.js';
-import { ensureDirectoryDurable } from './record-store.js';
+import { checkDirectory, ensureDirectoryDurable } from './record-store.js';
 import { ensureTableMeta } from './table-meta.js';
 import { randomBytes } from 'node:crypto';
 import { probeFilesystem } from './fs-probe.js';
@@ -64,6 +64,7 @@ export interface OpenedCore {
 /** Resolves options, picks the locker, creates the root durably and checks its metadata. */
 export async function openCore(root: string, input: object | undefined, deps: LeaseTableDeps, kind: RecordKind): Promise<OpenedCore> {
   if (typeof root !== 'string' || root === '') throw invalidOption('root', 'a directory path', root);
+  if (input !== undefined) checkOptionsObject(input, 'options');
   const options = LEASE_TABLE_OPTIONS.resolve(input ?? {});
   const fsLayer = deps.fsLayer ?? nodeFsLayer;
   const locker: RecordLocker = createRecordLocker(options.coordination, {
@@ -92,7 +93,9 @@ export async function openCore(root: string, input: object | undefined, deps: Le
     fileBarrier: options.fileBarrier,
     directoryBarrier: options.directoryBarrier,
     async ensureDirectory(dir: string): Promise<void> {
-      if (known.has(dir)) return;
+      // A known directory is re-checked (one lstat) on every batch: a shard swapped for a symlink
+      // after first use must be refused as a fresh table would refuse it, never written through.
+      if (known.has(dir)) return checkDirectory(fsLayer, dir);
       await ensureDirectoryDurable(fsLayer, dir);
       known.add(dir);
     },
@@ -170,6 +173,7 @@ export abstract class LeaseTableBase {
    * damaged record stop it from acting on all the others (`symfence leases check` lists them).
    */
   async snapshotRecords(options: { readonly limit?: number; readonly corrupt?: 'reject' | 'skip' } = {}): Promise<SnapshotEntry[]> {
+    checkCallOptions(options, 'snapshotRecords options');
     const limit = checkLimit(options.limit);
     const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
     const corrupt = entries.filter((e) => e.state === 'corrupt');
@@ -190,11 +194,12 @@ export abstract class LeaseTableBase {
    * same TTL. Corrupt, committing and done records are skipped.
    */
   async recoverExpired(options: AtTime & { readonly leaseTtlMs?: number; readonly limit?: number }): Promise<ExpiredLease[]> {
+    checkCallOptions(options);
     const nowMs = checkNowMs(options.nowMs);
     const ttlMs = options.leaseTtlMs === undefined ? this.options.leaseTtlMs : checkTtlMs(options.leaseTtlMs);
     const limit = checkLimit(options.limit);
     const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
-    const expired = entries.flatMap((e) => (e.state === 'valid' && isExpiredLease(e.record, nowMs, ttlMs) ? [{ id: e.id, record: e.record }] : []));
+    const expired = entries.flatMap((e) => (e.state === 'valid' && isExpiredLease(e.record, nowMs, ttlMs, this.options.maxClockSkewMs) ? [{ id: e.id, record: e.record }] : []));
     expired.sort(byUpdatedThenId);
     const picked = limit > 0 ? expired.slice(0, limit) : expired;
     return picked.map(({ id, record }) => ({ id, payload: record.payload, owner: record.owner, token: record.token, updatedMs: record.updatedMs }));
@@ -202,6 +207,7 @@ export abstract class LeaseTableBase {
 
   /** Counts by status; `expired` ⊆ `leased` under the table TTL; corrupt entries counted apart. */
   async snapshotCounts(options: AtTime): Promise<LeaseCounts> {
+    checkCallOptions(options);
     const nowMs = checkNowMs(options.nowMs);
     const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
     const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
@@ -211,7 +217,7 @@ export abstract class LeaseTableBase {
         continue;
       }
       counts[entry.record.status] += 1;
-      if (isExpiredLease(entry.record, nowMs, this.options.leaseTtlMs)) counts.expired += 1;
+      if (isExpiredLease(entry.record, nowMs, this.options.leaseTtlMs, this.options.maxClockSkewMs)) counts.expired += 1;
     }
     return counts;
   }
@@ -221,6 +227,11 @@ function byUpdatedThenId(a: { id: string; record: LeaseRecord }, b: { id: string
   return a.record.updatedMs - b.record.updatedMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
+/** A missing or non-object options argument is an `ERR_INVALID_OPTION`, not a `TypeError`. */
+export function checkCallOptions(options: unknown, name = 'options'): void {
+  checkOptionsObject(options, name);
+}
+
 export function checkLimit(limit: unknown): number {
   if (limit === undefined) return 0;
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0) throw invalidOption('limit', 'a non-negative integer (0 = no limit)', limit);
@@ -228,8 +239,8 @@ export function checkLimit(limit: unknown): number {
 }
 
 /** A per-call TTL: finite, ≥ 0 (0 = forced takeover of any leased record). */
-export function checkTtlMs(ttlMs: unknown): number {
-  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 0) throw invalidOption('leaseTtlMs', 'a finite non-negative number of milliseconds', ttlMs);
+export function checkTtlMs(ttlMs: unknown, name = 'leaseTtlMs'): number {
+  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 0) throw invalidOption(name, 'a finite non-negative number of milliseconds', ttlMs);
   return ttlMs;
 }
 
@@ -244,10 +255,13 @@ export function checkWorker(worker: unknown): number {
   return worker;
 }
 
-/** Validates and normalises a payload: a plain object, canonical-JSON serialisable (throws `ERR_INVALID_JOB`). */
-export function normalizePayload(payload: unknown, name = 'payload'): JsonObject {
+/**
+ * Validates and normalises a payload: a plain object, canonical-JSON serialisable within
+ * `maxBytes` and `MAX_PAYLOAD_DEPTH` levels (else throws `ERR_INVALID_JOB` while walking it).
+ */
+export function normalizePayload(payload: unknown, name = 'payload', maxBytes = MAX_PAYLOAD_BYTES): JsonObject {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidOption(name, 'a plain object', payload);
-  return JSON.parse(canonicalJson(payload)) as JsonObject;
+  return JSON.parse(canonicalJson(payload, { maxBytes, maxDepth: MAX_PAYLOAD_DEPTH })) as JsonObject;
 }
 
 /** A fencing token: `<owner>:<worker>:<pid>:<nowMs>:<random>` — opaque, compared by equality. */

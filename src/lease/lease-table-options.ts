@@ -15,14 +15,31 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     env: 'SYMFENCE_LEASE_SHARDS',
     description: 'shard directories per lease table (fixed per lease directory)',
   },
-  /** Lease lifetime without a heartbeat, ms. Default 5 min, at least 1 s. */
+  /**
+   * Lease lifetime without a heartbeat, ms. Stored in every record this table writes: readers
+   * judge a record by its holder's TTL, not their own. Default 5 min, 1 s..24 h.
+   */
   leaseTtlMs: {
     kind: 'duration',
     default: 300_000,
     min: 1000,
+    max: 86_400_000,
     flag: 'lease-ttl',
     env: 'SYMFENCE_LEASE_TTL',
     description: 'lease lifetime without a heartbeat',
+  },
+  /**
+   * How far ahead of this process's clock a record's `updatedMs` may lie (another host's clock),
+   * ms. A record dated further ahead is outside the clock assumption (docs/leases.md) and counts
+   * as expired, so no record blocks its target longer than `maxClockSkewMs + leaseTtlMs` (capped
+   * at 24 h) from now. Default 5 min.
+   */
+  maxClockSkewMs: {
+    kind: 'duration',
+    default: 300_000,
+    min: 0,
+    max: 86_400_000,
+    description: 'largest accepted lead of a record time over this clock (clock skew between hosts)',
   },
   /** How long to wait for a contended record lock before ERR_LOCK_TIMEOUT, ms. Default 60 s. */
   lockAcquireTimeoutMs: {

@@ -159,7 +159,8 @@ class BoundedRecordLocker implements RecordLocker {
       fd = await fsLayer.open(lockPath, LOCK_FLAGS, LOCK_FILE_MODE);
     } catch (error) {
       const code = errnoCode(error);
-      if (code === 'ELOOP' || code === 'EISDIR' || code === 'ENOTDIR') {
+      // ENXIO: a unix socket at the path (open(2) of a socket fails so).
+      if (code === 'ELOOP' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'ENXIO') {
         throw new LockPathError(`lock path ${lockPath} is not a regular file (${code}); refusing to lock through it`, { path: lockPath, errno: code });
       }
       throw leaseIoError(`cannot open lock file ${lockPath}: ${(error as Error).message}`, { path: lockPath, errno: code, step: 'lock-open' }, error);

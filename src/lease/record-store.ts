@@ -2,45 +2,47 @@
  * Reading records and making shard directories exist, through the fs layer. No locking here:
  * callers hold the record's lock (mutations) or accept a racy snapshot (scans).
  */
-import fs from 'node:fs';
 import { leaseIoError } from './lease-io-error.js';
 import path from 'node:path';
 import { LockPathError } from '../errors.js';
+import { readBoundedFile } from '../io/bounded-read.js';
 import { errnoCode, type FsLayer } from '../io/fs-layer.js';
-import type { LeaseLayout } from './lease-layout.js';
-import { parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
-
-// No fstat before reading. O_NOFOLLOW refuses a symlink at open; O_NONBLOCK keeps a FIFO planted
-// at the path from blocking open(2) forever (holding the record's lock and a libuv pool thread) —
-// its positioned read then fails with ESPIPE; a directory fails the read with EISDIR. Every one of
-// those ends as `corrupt`, as an fstat check would; for regular files O_NONBLOCK changes nothing.
-const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
+import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 
 /**
- * Reads one record. Absent → `absent`. A symlink, directory or other non-regular file at the
- * record path, unparseable bytes or a failed validation → `corrupt` (fails closed). Any other read
- * error (EIO, EACCES …) rejects with `LeaseIoError`: the caller has mutated nothing yet.
+ * Reads one record through `readBoundedFile` (bounded-read.ts). Absent → `absent`. A symlink,
+ * directory, FIFO, socket, device or other non-regular file at the record path, a file larger
+ * than a record of `kind` can be, unparseable bytes or a failed validation → `corrupt` with a
+ * reason (fails closed). Any other read error (EIO, EACCES …) rejects with `LeaseIoError`: the
+ * caller has mutated nothing yet.
  */
 export async function readRecord(fsLayer: FsLayer, recordPath: string, id: string, kind: RecordKind): Promise<RecordRead> {
-  let fd: number;
+  let read;
   try {
-    fd = await fsLayer.open(recordPath, READ_FLAGS);
+    read = await readBoundedFile(fsLayer, recordPath, { maxBytes: maxRecordBytes(kind) });
   } catch (error) {
     const code = errnoCode(error);
-    if (code === 'ENOENT') return { state: 'absent' };
-    if (code === 'ELOOP') return { state: 'corrupt', reason: 'record path is a symlink' };
-    throw leaseIoError(`cannot open record ${recordPath}: ${(error as Error).message}`, { path: recordPath, errno: code, step: 'read' }, error);
-  }
-  try {
-    const bytes = await fsLayer.readAll(fd);
-    return parseRecord(bytes, id, kind);
-  } catch (error) {
-    const code = errnoCode(error);
-    if (code === 'EISDIR') return { state: 'corrupt', reason: 'record path is a directory' };
-    if (code === 'EAGAIN' || code === 'ESPIPE') return { state: 'corrupt', reason: 'record path is not a regular file' };
     throw leaseIoError(`cannot read record ${recordPath}: ${(error as Error).message}`, { path: recordPath, errno: code, step: 'read' }, error);
-  } finally {
-    await fsLayer.close(fd).catch(() => undefined);
+  }
+  if (read.state === 'absent') return read;
+  if (read.state === 'refused') return { state: 'corrupt', reason: `record ${read.reason}` };
+  return parseRecord(read.bytes, id, kind);
+}
+
+/**
+ * Checks that a shard directory (or the root) is still a real directory, not a symlink or file
+ * swapped in after the table first used it. One `lstat` per batch and directory: cheap next to
+ * the lock opens that follow, and it means a record operation never writes through a link.
+ */
+export async function checkDirectory(fsLayer: FsLayer, dir: string): Promise<void> {
+  let stat;
+  try {
+    stat = await fsLayer.lstat(dir);
+  } catch (error) {
+    throw leaseIoError(`cannot stat ${dir}: ${(error as Error).message}`, { path: dir, errno: errnoCode(error), step: 'mkdir' }, error);
+  }
+  if (!stat.isDirectory) {
+    throw new LockPathError(`${dir} is not a directory${stat.isSymbolicLink ? ' (symlink)' : ''}; refusing to use it for lease records`, { path: dir });
   }
 }
 

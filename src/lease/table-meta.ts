@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import { leaseIoError } from './lease-io-error.js';
 import { invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
+import { readBoundedFile } from '../io/bounded-read.js';
 import { errnoCode, type FsLayer } from '../io/fs-layer.js';
 import { canonicalJsonBytes } from './canonical-json.js';
 import type { LeaseLayout } from './lease-layout.js';
@@ -15,6 +16,8 @@ import type { RecordKind } from './lease-record.js';
 import type { RecordLocker } from './record-lock.js';
 
 export const TABLE_META_SCHEMA = 1;
+/** Largest metadata file read: the canonical JSON is under 60 bytes. */
+const MAX_META_BYTES = 4096;
 
 export interface TableMeta {
   readonly schema: typeof TABLE_META_SCHEMA;
@@ -24,21 +27,15 @@ export interface TableMeta {
 
 /** Reads a root's metadata; undefined when there is none. Throws `LeaseCorruptError` for garbage. */
 export async function readTableMeta(fsLayer: FsLayer, metaPath: string): Promise<TableMeta | undefined> {
-  let fd: number;
+  let read;
   try {
-    // O_NONBLOCK: a FIFO at the path must not block open(2) forever (see record-store.ts).
-    fd = await fsLayer.open(metaPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    read = await readBoundedFile(fsLayer, metaPath, { maxBytes: MAX_META_BYTES });
   } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return undefined;
     throw new LeaseCorruptError(`cannot read lease table metadata ${metaPath}: ${(error as Error).message}`, { path: metaPath });
   }
-  let bytes: Buffer;
-  try {
-    if (!(await fsLayer.fstat(fd)).isFile) throw new LeaseCorruptError(`lease table metadata ${metaPath} is not a regular file`, { path: metaPath });
-    bytes = await fsLayer.readAll(fd);
-  } finally {
-    await fsLayer.close(fd).catch(() => undefined);
-  }
+  if (read.state === 'absent') return undefined;
+  if (read.state === 'refused') throw new LeaseCorruptError(`lease table metadata ${metaPath} is corrupt: ${read.reason}`, { path: metaPath, reason: read.reason });
+  const bytes = read.bytes;
   let value: Partial<TableMeta> | undefined;
   try {
     value = JSON.parse(bytes.toString('utf8')) as Partial<TableMeta>;

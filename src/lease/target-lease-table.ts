@@ -17,6 +17,7 @@ import { isActiveLease, type LeaseRecord } from './lease-record.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
 import {
   LeaseTableBase,
+  checkCallOptions,
   checkOwner,
   checkWorker,
   claimCounters,
@@ -40,18 +41,20 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   /**
    * claimGroup contract. Pre (throws before any lock file or shard directory exists): 1..64
    * distinct bigint targets, a serialisable plain-object payload, owner, worker, `nowMs`. Under
-   * every member's lock: any corrupt member → `corrupt` (all listed); any member leased and younger
-   * than the table TTL → `conflict` (all listed); either way zero mutation. Otherwise every member
+   * every member's lock: any corrupt member → `corrupt` (all listed); any member leased and not
+   * yet expired under its holder's stored TTL (`expiryOf` in lease-record.ts) → `conflict` (all listed); either way zero mutation. Otherwise every member
    * gets a new leased record with one shared token (counters per member from its own previous
    * record) and the token is returned once all of them are durable.
    */
   planClaimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): LeaseOperation<GroupClaimResult> {
+    checkCallOptions(options);
     const members = groupMembers(targets);
     const stored = normalizePayload(payload);
     const owner = checkOwner(options.owner);
     const worker = checkWorker(options.worker);
     const nowMs = checkNowMs(options.nowMs);
     const ttlMs = this.options.leaseTtlMs;
+    const skewMs = this.options.maxClockSkewMs;
     const token = makeToken(owner, worker, nowMs);
     const groupTargets = members.map((m) => m.target.toString(10));
     return {
@@ -63,7 +66,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         for (const member of members) {
           const read = view.get(member.id);
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
-          else if (read.state === 'valid' && isActiveLease(read.record, nowMs, ttlMs)) {
+          else if (read.state === 'valid' && isActiveLease(read.record, nowMs, ttlMs, skewMs)) {
             holders.push({ id: member.id, target: member.target, status: read.record.status, owner: read.record.owner, updatedMs: read.record.updatedMs });
           }
         }
@@ -82,6 +85,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             worker,
             token,
             updatedMs: nowMs,
+            leaseTtlMs: ttlMs,
             ...counters,
             target: member.target.toString(10),
             targets: groupTargets,
@@ -102,6 +106,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
    * group keeps one shared expiry point (on failure all are restored to the old one).
    */
   planHeartbeatGroup(targets: Iterable<bigint>, token: string, options: AtTime): LeaseOperation<FenceResult> {
+    checkCallOptions(options);
     const members = groupMembers(targets);
     const nowMs = checkNowMs(options.nowMs);
     return {

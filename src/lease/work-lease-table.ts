@@ -13,14 +13,15 @@
  * Every mutating method has a `plan…` twin that builds the operation without I/O, for the I/O
  * thread's cross-request batches (`executeBatch`).
  */
-import { LeaseCorruptError } from '../errors.js';
+import { InvalidJobError, LeaseCorruptError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
-import { assertRecordId } from './identity.js';
+import { assertRecordId, takeAtMost } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
-import { isActiveLease, type JsonObject, type LeaseRecord } from './lease-record.js';
+import { isActiveLease, MAX_COMMIT_BYTES, type JsonObject, type LeaseRecord } from './lease-record.js';
 import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, ReplayResult } from './lease-results.js';
 import {
   LeaseTableBase,
+  checkCallOptions,
   checkLimit,
   checkOwner,
   checkTtlMs,
@@ -41,9 +42,15 @@ import type { WorkLeaseStore } from './lease-store.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = 256;
+/** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
+export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
 export interface WorkClaimOptions extends ClaimIdentity {
-  /** Per-call TTL (≥ 0; 0 = forced takeover of any leased record). Default: the table TTL. */
+  /**
+   * Per-call TTL, ms (≥ 0). 0 = forced takeover of any leased record. Otherwise the TTL this claim
+   * stores as its own (its holder renews within it) and the one used for an earlier record that
+   * carries no TTL of its own; a record with a stored TTL is judged by that. Default: the table TTL.
+   */
   readonly leaseTtlMs?: number;
 }
 
@@ -67,18 +74,23 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
 
   /**
    * Claim contract. Pre: valid id, payload, owner, worker, `nowMs`, optional TTL (else throws,
-   * before any I/O). Under the lock: corrupt → `corrupt`; done, committing, or leased and younger
-   * than the TTL (a future `updatedMs` counts as young unless TTL is 0) → `conflict`; otherwise a
-   * brand-new leased record is written (attempts+1, steals+1 if the owner changed) and its token
-   * returned. Failure: zero mutation before publication; `LeaseIoError` after restore otherwise.
+   * before any I/O). Under the lock: corrupt → `corrupt`; done, committing, or leased and not yet
+   * expired under the holder's stored TTL (`expiryOf` in lease-record.ts; TTL 0 forces) →
+   * `conflict`; otherwise a brand-new leased record is written (attempts+1, steals+1 if the owner
+   * changed) carrying this claimer's TTL, and its token returned. Failure: zero mutation before
+   * publication; `LeaseIoError` after restore otherwise.
    */
   planClaim(workId: string, payload: object, options: WorkClaimOptions): LeaseOperation<ClaimResult> {
+    checkCallOptions(options);
     assertRecordId(workId, 'work id');
     const stored = normalizePayload(payload);
     const owner = checkOwner(options.owner);
     const worker = checkWorker(options.worker);
     const nowMs = checkNowMs(options.nowMs);
     const ttlMs = options.leaseTtlMs === undefined ? this.options.leaseTtlMs : checkTtlMs(options.leaseTtlMs);
+    // The TTL this holder promises to renew within; a forced takeover (TTL 0) holds under the table's.
+    const holderTtlMs = ttlMs > 0 ? ttlMs : this.options.leaseTtlMs;
+    const skewMs = this.options.maxClockSkewMs;
     const token = makeToken(owner, worker, nowMs);
     return {
       name: 'claim',
@@ -87,11 +99,11 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
         const read = view.get(workId);
         if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: corruptOf(workId, read) };
         const previous = read.state === 'valid' ? read.record : undefined;
-        if (previous && (previous.status !== 'leased' || isActiveLease(previous, nowMs, ttlMs))) {
+        if (previous && (previous.status !== 'leased' || isActiveLease(previous, nowMs, ttlMs, skewMs))) {
           return { ok: false, reason: 'conflict', holder: { id: workId, status: previous.status, owner: previous.owner, updatedMs: previous.updatedMs } };
         }
         const counters = claimCounters(previous, owner);
-        view.put({ schema: 1, kind: 'work', id: workId, status: 'leased', payload: stored, owner, worker, token, updatedMs: nowMs, ...counters });
+        view.put({ schema: 1, kind: 'work', id: workId, status: 'leased', payload: stored, owner, worker, token, updatedMs: nowMs, leaseTtlMs: holderTtlMs, ...counters });
         return { ok: true, token, ...counters };
       },
     };
@@ -110,8 +122,11 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * batches of a larger call stay renewed — same tokens, only the expiry differs).
    */
   planHeartbeatMany(leases: Iterable<readonly [string, string]>, options: AtTime): LeaseOperation<Omit<HeartbeatBatchResult, 'directoryBarriers'>> {
+    checkCallOptions(options);
     const entries = new Map<string, string>();
-    for (const [id, token] of leases) {
+    for (const lease of takeAtMost(leases, MAX_HEARTBEAT_LEASES, 'heartbeat leases')) {
+      if (!Array.isArray(lease)) throw new InvalidJobError('a heartbeat lease is not a [workId, token] pair', { reason: 'not a pair' });
+      const [id, token] = lease as readonly [unknown, unknown];
       assertRecordId(id, 'work id');
       entries.set(id, typeof token === 'string' ? token : '');
     }
@@ -145,7 +160,9 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
   }
 
   async heartbeatMany(leases: Iterable<readonly [string, string]>, options: AtTime): Promise<HeartbeatBatchResult> {
-    const all = [...leases];
+    checkCallOptions(options);
+    const all = takeAtMost(leases, MAX_HEARTBEAT_LEASES, 'heartbeat leases');
+    for (const lease of all) if (!Array.isArray(lease)) throw new InvalidJobError('a heartbeat lease is not a [workId, token] pair', { reason: 'not a pair' });
     checkNowMs(options.nowMs);
     const sorted = [...new Map(all).entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const result = { renewed: [] as string[], lost: [] as string[], corrupt: [] as string[], directoryBarriers: 0 };
@@ -199,8 +216,9 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * committing record → `manifest-mismatch`, no mutation. Resolves `ok` only once durable.
    */
   planBeginCommit(workId: string, token: string, options: BeginCommitOptions): LeaseOperation<FenceResult> {
+    checkCallOptions(options);
     assertRecordId(workId, 'work id');
-    const manifest = options.commit === undefined ? undefined : normalizePayload(options.commit, 'commit');
+    const manifest = options.commit === undefined ? undefined : normalizePayload(options.commit, 'commit', MAX_COMMIT_BYTES);
     const nowMs = checkNowMs(options.nowMs);
     return {
       name: 'beginCommit',
@@ -232,6 +250,7 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * `stale` (or `corrupt`), no mutation.
    */
   planCompleteOnce(workId: string, token: string, options: AtTime): LeaseOperation<CompletionResult> {
+    checkCallOptions(options);
     assertRecordId(workId, 'work id');
     const nowMs = checkNowMs(options.nowMs);
     return {
@@ -265,6 +284,7 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * the record stays committing (retry later). done with this token → `already`; else `stale`.
    */
   planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): LeaseOperation<ReplayResult> {
+    checkCallOptions(options);
     assertRecordId(workId, 'work id');
     if (typeof publish !== 'function') throw invalidOption('publish', 'a function', publish);
     const nowMs = checkNowMs(options.nowMs);
@@ -297,6 +317,7 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * `LeaseCorruptError` on any corrupt record or a committing record without a manifest.
    */
   async recoverCommittingRecords(options: { readonly limit?: number } = {}): Promise<CommittingRecord[]> {
+    checkCallOptions(options);
     const limit = checkLimit(options.limit);
     const committing = (await this.snapshotRecords()).filter((e) => e.record.status === 'committing');
     const out = committing.map(({ id, record }) => {

@@ -3,9 +3,11 @@
  * crash leaves either the old or the new state. Leases are never part of it: after a restart every
  * target is free again and the lease tables are the only truth about what is in flight.
  */
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { LaneStateError } from '../errors.js';
+import { readBoundedFile } from '../io/bounded-read.js';
+import { nodeFsLayer } from '../io/fs-layer.js';
 
 export const SCHEDULER_STATE_SCHEMA = 'symfence-scheduler-state/1';
 
@@ -33,17 +35,16 @@ export async function writeStateFile(file: string, document: unknown, maxBytes: 
   }
 }
 
-/** The stored document, or `undefined` when there is no state file yet. */
+/**
+ * The stored document, or `undefined` when there is no state file yet. Read through
+ * `readBoundedFile` (a user-chosen path: a symlink to a regular file is followed); anything but a
+ * regular file within the byte budget is `ERR_LANE_STATE`, never read.
+ */
 export async function readStateFile(file: string, maxBytes: number): Promise<unknown> {
-  let size: number;
-  try {
-    size = (await stat(file)).size;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-  if (size > maxBytes) throw new LaneStateError(`scheduler state file ${file} is ${size} bytes, over the ${maxBytes}-byte budget`, { file, size, maxBytes });
-  const text = await readFile(file, 'utf8');
+  const read = await readBoundedFile(nodeFsLayer, file, { maxBytes, followSymlinks: true });
+  if (read.state === 'absent') return undefined;
+  if (read.state === 'refused') throw new LaneStateError(`scheduler state file ${file} is not usable: ${read.reason}`, { file, reason: read.reason, maxBytes });
+  const text = read.bytes.toString('utf8');
   try {
     return JSON.parse(text);
   } catch (error) {

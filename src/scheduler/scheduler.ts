@@ -10,6 +10,7 @@
  *   saveState / loadState     lane state as JSON (never leases)
  */
 import { InvalidJobError, InvalidOptionError, LaneStateError } from '../errors.js';
+import { checkOptionsObject, describeValue } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type AdmittedJob } from './admission.js';
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
@@ -84,6 +85,7 @@ export class Scheduler {
   #telemetryRejected = 0;
 
   constructor(init: SchedulerInit) {
+    checkOptionsObject(init, 'init');
     this.options = SCHEDULER_OPTIONS.resolve(init.options ?? {});
     const enabled = this.options.lanes.split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of enabled) {
@@ -135,6 +137,7 @@ export class Scheduler {
   /** Registers (or updates) an input that jobs may run on. `now` is reserved for seed-age features. */
   addSeed(seedId: string, info: SeedInfo, now: number): void {
     checkNow(now);
+    if (typeof info !== 'object' || info === null) throw new InvalidJobError(`seed ${describeValue(seedId)}: info must be an object`, { seedId: describeValue(seedId) });
     if (typeof seedId !== 'string' || seedId.length === 0) throw new InvalidJobError('seed id must be a non-empty string', { seedId: String(seedId) });
     if (!Number.isSafeInteger(info.bytes) || info.bytes < 0) throw new InvalidJobError(`seed ${seedId}: bytes must be a non-negative integer`, { seedId, bytes: info.bytes });
     if (!/^[0-9a-f]{64}$/.test(info.sha256)) throw new InvalidJobError(`seed ${seedId}: sha256 must be 64 lowercase hex digits`, { seedId, sha256: info.sha256 });
@@ -166,6 +169,7 @@ export class Scheduler {
    */
   observe(feedback: RunFeedback, now: number): void {
     checkNow(now);
+    if (typeof feedback !== 'object' || feedback === null) throw new InvalidJobError(`observe: feedback must be an object, received ${describeValue(feedback)}`, {});
     if (!this.#seeds.has(feedback.seed)) throw new InvalidJobError(`observe: unknown seed ${JSON.stringify(feedback.seed)}`, { seed: feedback.seed });
     if (!Number.isFinite(feedback.reward)) throw new InvalidJobError(`observe: reward must be a finite number, received ${feedback.reward}`, { reward: feedback.reward });
     const context = {
@@ -210,6 +214,9 @@ export class Scheduler {
    * `claimDispatchGroup` (pass `{ group, owner }` from its result). Idempotent.
    */
   release(job: Pick<AdmittedJob, 'group' | 'owner'>): void {
+    if (typeof job !== 'object' || job === null || !Array.isArray(job.group)) {
+      throw new InvalidJobError(`release: expected { group, owner } from admit or claimDispatchGroup, received ${describeValue(job)}`, {});
+    }
     this.#admission.release(job);
   }
 

@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
 import { AbortedError, ClosedError, fromErrorData, toErrorData } from '../errors.js';
+import { checkOptionsObject } from '../config/values.js';
 import type { OptionsInput } from '../config/schema.js';
 import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.js';
 import { workerEntry } from '../util/paths.js';
@@ -88,6 +89,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   #closing: Promise<void> | null = null;
 
   constructor(options: SolverPoolOptions<T> = {}) {
+    checkOptionsObject(options, 'options');
     this.options = resolveSolverOptions(options.solver ?? {});
     this.spawnMethod = resolveSpawnMethod(this.options.spawnMethod);
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
@@ -132,6 +134,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
    */
   async run(task: SolverTask, runOptions: RunOptions = {}): Promise<SolverResult<T>> {
     if (this.#closing) throw new ClosedError('solver pool is closed');
+    checkOptionsObject(runOptions, 'runOptions');
     const signal = runOptions.signal;
     if (signal?.aborted) throw new AbortedError('solver run aborted before dispatch', { reason: String(signal.reason) });
     const taskId = this.#nextTaskId++;

@@ -111,6 +111,22 @@ describe('symfence leases', () => {
     expect(parsed.leaseTtlMs).toBe(1);
   });
 
+  it('prints an owner holding a newline and ANSI escapes on one line with the escapes visible, and raw in --json', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { coordination: 'single' });
+    const owner = 'a\nFAKE LINE\x1b[31m\u009b\u007f\\';
+    await table.claim('a'.repeat(64), { p: 1 }, { owner, nowMs: Date.now() });
+    const { code, out } = await run('leases', root);
+    expect(code).toBe(0);
+    const lines = out.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[2]).toBe('  owner a\\nFAKE LINE\\x1b[31m\\x9b\\x7f\\\\: leased 1 (expired 0)  committing 0  done 0');
+    expect(out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    const json = await run('leases', root, '--json');
+    const parsed = JSON.parse(json.out) as { tables: { owners: Record<string, unknown> }[] };
+    expect(Object.keys(parsed.tables[0]!.owners)).toEqual([owner]);
+  });
+
   it('check names a missing directory with exit 2 and one stderr line', async () => {
     const root = await tempRoot();
     const { code, err } = await run('leases', 'check', path.join(root, 'missing'));

@@ -1,5 +1,6 @@
-// The record read path without fstat: one read for a small file, whole files of any size, and
-// non-regular files at a record path still read as corrupt (never block, never pass).
+// The record read path: one fstat (type and size checked before any byte is read), one read for a
+// small file, whole files of any size, and non-regular files at a record path read as corrupt
+// (never block, never pass).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -33,14 +34,27 @@ describe('record read path', () => {
     }
   });
 
-  it('opens, reads and closes a record without an fstat', async () => {
+  it('stops reading one byte past the bound it is given', async () => {
+    const root = await tempRoot('symfence-readpath-');
+    const file = path.join(root, 'big');
+    await writeFile(file, Buffer.alloc(100_000, 7));
+    const fd = await nodeFsLayer.open(file, fs.constants.O_RDONLY);
+    try {
+      expect((await nodeFsLayer.readAll(fd, 10_000)).length).toBe(10_001);
+      expect((await nodeFsLayer.readAll(fd, 100_000)).length).toBe(100_000);
+    } finally {
+      await nodeFsLayer.close(fd);
+    }
+  });
+
+  it('opens, checks type and size with one fstat, reads once and closes a record', async () => {
     const root = await tempRoot('symfence-readpath-');
     const file = path.join(root, `${ID}.json`);
     await writeFile(file, '{"not":"a record"}');
     const fsLayer = new FaultInjectingFsLayer();
     const read = await readRecord(fsLayer, file, ID, 'target');
     expect(read.state).toBe('corrupt');
-    expect(fsLayer.calls.map((c) => c.op)).toEqual(['open', 'read', 'close']);
+    expect(fsLayer.calls.map((c) => c.op)).toEqual(['open', 'fstat', 'read', 'close']);
   });
 
   it('reads a directory at the record path as corrupt', async () => {

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { optionsFromEnv, optionsFromFlags } from '../../config/schema.js';
-import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
+import { CAMPAIGN_OPTIONS, MAX_CAMPAIGN_WORKERS } from '../../coordinator/campaign-options.js';
 import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-campaign.js';
 import { addSchemaFlags } from '../flags.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
@@ -34,7 +34,7 @@ export function register(program: Command, io: CliIo): void {
     .command('demo')
     .description('run a short campaign on the bundled maze with the reference solver (no AFL++ or SymCC needed)')
     .addOption(new Option('--duration <duration>', `stop after this long, or as soon as every maze branch is reached (default: ${DEMO_DEFAULT_DURATION})`))
-    .addOption(new Option('--workers <n>', 'concurrent solver jobs (default: one per available core)'))
+    .addOption(new Option('--workers <n>', `concurrent solver jobs, 0-${MAX_CAMPAIGN_WORKERS} (default: 0 = one per available core)`))
     .addOption(new Option('--out-dir <dir>', 'output directory (default: a new temporary directory)'))
     .addOption(
       new Option('--first-run <strategy>', 'first run of each input: trace (learn its branches, then solve the unanswered ones directed) or full (solve every branch)')
@@ -60,6 +60,7 @@ export function register(program: Command, io: CliIo): void {
     await runCampaignCli<DemoSummary>(io, {
       json: flags['json'] === true,
       flags,
+      outDir: options.outDir,
       start: async (runtime) => startDemo(options, runtime, { solver }).then((demo) => ({ stop: () => demo.campaign.stop(), done: demo.done })),
       formatSummary: formatDemoSummary,
     });

@@ -31,15 +31,27 @@ function ttlOf(flags: LeasesFlags): number {
   return flags.leaseTtl === undefined ? LEASE_TABLE_OPTIONS.defaults.leaseTtlMs : parseDurationMs('--lease-ttl', flags.leaseTtl);
 }
 
+const NAMED_ESCAPES: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t', '\\': '\\\\' };
+
+/**
+ * A string from disk made safe for a terminal line: C0 controls, DEL, C1 controls (ESC included)
+ * and backslashes are written as escapes (`\n`, `\x1b`, `\\`), so an owner name or a path can
+ * neither start a forged output line nor send terminal control sequences. `--json` needs none of
+ * this: JSON.stringify escapes them already.
+ */
+export function escapeControl(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\\]/g, (ch) => NAMED_ESCAPES[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 function renderTable(t: TableInspection): string {
   const c = t.counts;
   const lines = [
-    `${t.root} (${t.kind} table, ${t.shardCount} shards)`,
+    `${escapeControl(t.root)} (${t.kind} table, ${t.shardCount} shards)`,
     `  leased ${c.leased} (expired ${c.expired})  committing ${c.committing}  done ${c.done}  corrupt ${c.corrupt}`,
   ];
   const owners = Object.entries(t.owners).sort(([a], [b]) => a.localeCompare(b));
-  for (const [owner, o] of owners) lines.push(`  owner ${owner}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);
-  for (const bad of t.corrupt) lines.push(`  corrupt ${bad.path}: ${bad.reason}`);
+  for (const [owner, o] of owners) lines.push(`  owner ${escapeControl(owner)}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);
+  for (const bad of t.corrupt) lines.push(`  corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -68,7 +80,7 @@ async function sweepTemps(tables: readonly TableInspection[], nowMs: number, sta
 }
 
 const ttlOption = (): Option =>
-  new Option('--lease-ttl <duration>', `TTL after which a leased record counts as expired (default: ${formatDuration(LEASE_TABLE_OPTIONS.defaults.leaseTtlMs)})`);
+  new Option('--lease-ttl <duration>', `TTL after which a leased record without its own stored TTL counts as expired (default: ${formatDuration(LEASE_TABLE_OPTIONS.defaults.leaseTtlMs)})`);
 
 export function register(program: Command, io: CliIo): void {
   const leases = program
@@ -80,7 +92,7 @@ export function register(program: Command, io: CliIo): void {
     .addHelpText(
       'after',
       '\nRead-only and lock-free: safe next to running coordinators. A leased record counts as expired\n' +
-        'once it is --lease-ttl old. Corrupt records are counted here and listed by `leases check`.\n' +
+        "once its holder's stored TTL has passed (--lease-ttl for records without one). Corrupt records are counted here and listed by `leases check`.\n" +
         'Exit codes: 0 printed, 1 a shard or record could not be read, 2 not a lease directory or bad flag.',
     )
     .action(async (dir: string, flags: LeasesFlags) => {
@@ -124,7 +136,7 @@ export function register(program: Command, io: CliIo): void {
       const corrupt = tables.flatMap((t) => t.corrupt);
       if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, temps));
       else {
-        for (const bad of corrupt) io.stdout(`corrupt ${bad.path}: ${bad.reason}\n`);
+        for (const bad of corrupt) io.stdout(`corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}\n`);
         if (corrupt.length === 0) {
           const records = tables.reduce((n, t) => n + t.counts.leased + t.counts.committing + t.counts.done, 0);
           io.stdout(`ok: ${tables.length} table(s), ${records} record(s), no corrupt record\n`);

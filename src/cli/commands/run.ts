@@ -1,6 +1,7 @@
 /**
  * `symfence run --afl-out DIR --afl-instance NAME --name NAME [...] -- <symcc-binary> [args, @@]`
  */
+import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { formatDuration, optionsFromEnv, optionsFromFlags } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
@@ -22,6 +23,13 @@ export function formatRunSummary(s: CampaignSummary): string {
     `  leases: conflicts ${c.conflicts}, stale results ${c.staleResults}, steals ${c.leaseSteals}, release failures ${c.releaseFailures}`,
     `  output: ${s.outDir}`,
   ].join('\n');
+}
+
+/** The output directory the options name, when they name one (the campaign checks them fully). */
+function outDirOf(options: Readonly<Record<string, unknown>>): { outDir?: string } {
+  if (typeof options['outDir'] === 'string') return { outDir: options['outDir'] };
+  const name = typeof options['name'] === 'string' ? options['name'] : CAMPAIGN_OPTIONS.defaults.name;
+  return typeof options['aflOut'] === 'string' && typeof name === 'string' ? { outDir: path.join(options['aflOut'], name) } : {};
 }
 
 export function register(program: Command, io: CliIo): void {
@@ -54,6 +62,7 @@ export function register(program: Command, io: CliIo): void {
     await runCampaignCli<CampaignSummary>(io, {
       json: flags['json'] === true,
       flags,
+      ...outDirOf(options),
       start: async (runtime) =>
         startAflCampaign(
           options,

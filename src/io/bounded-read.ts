@@ -1,0 +1,85 @@
+/**
+ * The one way symfence reads its own small state files (lease records, lease-table.json, staged
+ * findings, scheduler state): open without blocking, check what the path names, check its size,
+ * then read at most that bound.
+ *
+ * Why each step (docs/lease-format.md "Reading a record"):
+ * - `O_NONBLOCK`: open(2) of a FIFO would wait for a writer forever (holding a record lock and a
+ *   libuv pool thread); a unix socket fails open with `ENXIO` — both are answered here, not thrown.
+ * - `O_NOFOLLOW` (unless the caller allows symlinks): a symlink planted at the path is refused.
+ * - `fstat` before reading: only a regular file is read. A device that reads like /dev/zero, a
+ *   directory, a FIFO or a socket is `refused` with a reason and never read.
+ * - the size bound before reading, and again while reading: a 3 GB (sparse) file costs one fstat,
+ *   not 3 GB of memory, and a file that grows after the fstat still stops at `maxBytes + 1`.
+ *
+ * Everything goes through the injectable `FsLayer`, so fault tests see (and can fail) each step.
+ * Errors other than "absent" and "not a readable regular file" reject with the errno error
+ * unchanged: callers wrap them in their own coded error.
+ */
+import fs from 'node:fs';
+import { errnoCode, type FsFileType, type FsLayer, type FsStat } from './fs-layer.js';
+
+export interface BoundedReadOptions {
+  /** Largest accepted file, bytes. A larger file is `refused` without being read. */
+  readonly maxBytes: number;
+  /** Follow a symlink at the final path component. Default false (a symlink is `refused`). */
+  readonly followSymlinks?: boolean;
+}
+
+/** Why a path was not read. */
+export type RefusedKind = Exclude<FsFileType, 'file'> | 'oversized';
+
+export type BoundedRead =
+  | { readonly state: 'absent' }
+  | { readonly state: 'read'; readonly bytes: Buffer; readonly stat: FsStat }
+  | { readonly state: 'refused'; readonly kind: RefusedKind; readonly reason: string };
+
+const NAMES: Readonly<Record<Exclude<FsFileType, 'file'>, string>> = {
+  directory: 'a directory',
+  symlink: 'a symlink',
+  fifo: 'a FIFO',
+  socket: 'a socket',
+  'character-device': 'a character device',
+  'block-device': 'a block device',
+  unknown: 'not a regular file',
+};
+
+function refusedType(type: Exclude<FsFileType, 'file'>): BoundedRead {
+  return { state: 'refused', kind: type, reason: `path is ${NAMES[type]}, not a regular file` };
+}
+
+function oversized(size: number, maxBytes: number): BoundedRead {
+  return { state: 'refused', kind: 'oversized', reason: `file is ${size > maxBytes + 1 ? `${size} bytes` : 'larger than the bound'}, over the ${maxBytes}-byte bound` };
+}
+
+/**
+ * Reads the regular file at `filePath` if it is at most `maxBytes` long. Resolves `absent` for a
+ * missing file, `refused` (with a reason) for anything that is not a regular file within the
+ * bound, `read` otherwise. Rejects with the errno error for other failures (EIO, EACCES …).
+ */
+export async function readBoundedFile(fsLayer: FsLayer, filePath: string, options: BoundedReadOptions): Promise<BoundedRead> {
+  const { maxBytes } = options;
+  const flags = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY | (options.followSymlinks ? 0 : fs.constants.O_NOFOLLOW);
+  let fd: number;
+  try {
+    fd = await fsLayer.open(filePath, flags);
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === 'ENOENT') return { state: 'absent' };
+    if (code === 'ELOOP' && !options.followSymlinks) return refusedType('symlink');
+    // open(2) of a unix socket fails with ENXIO; of a FIFO without a writer under O_WRONLY too
+    // (never here: we open read-only). Either way the path is not a file we read.
+    if (code === 'ENXIO') return refusedType('socket');
+    throw error;
+  }
+  try {
+    const stat = await fsLayer.fstat(fd);
+    if (stat.type !== 'file') return refusedType(stat.type);
+    if (stat.size > maxBytes) return oversized(stat.size, maxBytes);
+    const bytes = await fsLayer.readAll(fd, maxBytes);
+    if (bytes.length > maxBytes) return oversized(bytes.length, maxBytes);
+    return { state: 'read', bytes, stat };
+  } finally {
+    await fsLayer.close(fd).catch(() => undefined);
+  }
+}

@@ -1,0 +1,109 @@
+// Output and log paths the CLI cannot use end the command at once: exit 2, one stderr line with
+// `[ERR_INVALID_OPTION]`, the option's flag and the path — never a spin, never a stray directory.
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fakeAflOut, REFERENCE_SOLVER, runCliProcess } from '../helpers/cli-process.js';
+
+const dirs: string[] = [];
+const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'symfence-userpaths-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** Runs the built CLI; a child still alive after 60 s (the old procfs spin) is killed and fails the test. */
+async function cli(args: readonly string[], cwd?: string): Promise<{ code: number | null; stderr: string; stdout: string; killed: boolean }> {
+  const run = runCliProcess(args, cwd ? { cwd } : {});
+  children.push(run.child);
+  let killed = false;
+  const guard = setTimeout(() => {
+    killed = true;
+    run.child.kill('SIGKILL');
+  }, 60_000);
+  const exit = await run.exit;
+  clearTimeout(guard);
+  return { code: exit.code, stderr: exit.stderr, stdout: exit.stdout, killed };
+}
+
+function expectOneCodedLine(result: { code: number | null; stderr: string; killed: boolean }, flag: string, file: string): void {
+  expect(result.killed).toBe(false);
+  expect(result.code).toBe(2);
+  const lines = result.stderr.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toContain('[ERR_INVALID_OPTION]');
+  expect(lines[0]).toContain(flag);
+  expect(lines[0]).toContain(file);
+}
+
+describe('CLI user paths', () => {
+  it('refuses --out-dir under /proc, at a file, under a file and under a dangling symlink, creating nothing', async () => {
+    const root = tempDir();
+    const file = path.join(root, 'plain-file');
+    writeFileSync(file, 'x');
+    symlinkSync(path.join(root, 'missing-target'), path.join(root, 'dangling'));
+    const cases = ['/proc/symfence-nope', '/proc/symfence-nope/a/b', file, path.join(file, 'sub'), path.join(root, 'dangling', 'sub')];
+    for (const outDir of cases) {
+      const result = await cli(['demo', '--out-dir', outDir, '--duration', '30s', '--workers', '1']);
+      expectOneCodedLine(result, '--out-dir', outDir);
+    }
+    expect(existsSync(path.join(root, 'missing-target'))).toBe(false);
+    expect(existsSync('/proc/symfence-nope')).toBe(false);
+  });
+
+  it('refuses `run --out-dir /proc/…` with a coded line instead of spinning', async () => {
+    const root = tempDir();
+    const out = fakeAflOut(root, ['AAAA'], 'builtin:demo @@');
+    const result = await cli(['run', '--afl-out', out, '--afl-instance', 'main', '--out-dir', '/proc/symfence-nope', '--duration', '5s', '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@']);
+    expectOneCodedLine(result, '--out-dir', '/proc/symfence-nope');
+  });
+
+  it('refuses a --log-file whose directory is missing outside the output directory, under a file or on procfs, creating no directory', async () => {
+    const root = tempDir();
+    const file = path.join(root, 'plain-file');
+    writeFileSync(file, 'x');
+    const outDir = path.join(root, 'out');
+    const cases = [path.join(root, 'elsewhere', 'deeper', 'a.log'), path.join(file, 'a.log'), '/proc/symfence-nope.log'];
+    for (const logFile of cases) {
+      const result = await cli(['demo', '--out-dir', outDir, '--log-file', logFile, '--duration', '30s', '--workers', '1']);
+      expectOneCodedLine(result, '--log-file', logFile);
+    }
+    expect(existsSync(path.join(root, 'elsewhere'))).toBe(false);
+  });
+
+  it('creates a missing --log-file directory inside the output directory and runs', async () => {
+    const root = tempDir();
+    const outDir = path.join(root, 'out');
+    const logFile = path.join(outDir, 'logs', 'deep', 'a.log');
+    const result = await cli(['demo', '--out-dir', outDir, '--log-file', logFile, '--duration', '1s', '--workers', '1', '--json']);
+    expect(result.killed).toBe(false);
+    expect(result.code).toBe(0);
+    expect(existsSync(logFile)).toBe(true);
+  });
+
+  it('refuses --out-dir and --log-file on sysfs, where even root may not create (EPERM, EACCES or EROFS), with a coded line', async (ctx) => {
+    if (!existsSync('/sys/kernel')) ctx.skip();
+    const outDir = '/sys/symfence-nope';
+    expectOneCodedLine(await cli(['demo', '--out-dir', outDir, '--duration', '30s', '--workers', '1']), '--out-dir', outDir);
+    const root = tempDir();
+    const logFile = '/sys/symfence-nope.log';
+    expectOneCodedLine(await cli(['demo', '--out-dir', path.join(root, 'out'), '--log-file', logFile, '--duration', '30s', '--workers', '1']), '--log-file', logFile);
+  });
+
+  it('refuses an unwritable --out-dir with a coded line (skipped as root: root writes anywhere, the cases above fail for root too)', async (ctx) => {
+    if (process.getuid?.() === 0) ctx.skip();
+    const root = tempDir();
+    const locked = path.join(root, 'locked');
+    mkdirSync(locked, { mode: 0o500 });
+    const outDir = path.join(locked, 'out');
+    const result = await cli(['demo', '--out-dir', outDir, '--duration', '30s', '--workers', '1']);
+    expectOneCodedLine(result, '--out-dir', outDir);
+  });
+});
