@@ -19,7 +19,7 @@
  */
 import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
+import { ShowmapSetupError, SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
 import { TaskAbortCell } from './abort-cell.js';
 import { classifyExit } from './exit-classification.js';
 import { collectOutputs, type CollectedOutputs } from './output-collector.js';
@@ -192,6 +192,10 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
 
   const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
   const generated = await triageAll(task, ctx, runDir, collected, cell);
+  if (!Array.isArray(generated)) {
+    // Triage could not run at all: no verdict on any output, and not this input's fault.
+    return { ...common, ...emptyOutputs(), ...telemetry, totalGenerated: collected.totalGenerated, aborted: outcome.cancelled || cell.abortRequested, status: 'error', error: generated.setupError };
+  }
   return {
     ...common,
     // An abort that arrives after the solver exited still stops triage and drops the result.
@@ -206,7 +210,14 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   };
 }
 
-async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, collected: CollectedOutputs, cell: TaskAbortCell): Promise<GeneratedInput[]> {
+/** The triaged outputs, or the showmap set-up failure that stopped triage (`ERR_SHOWMAP_SETUP`). */
+async function triageAll(
+  task: WireTask,
+  ctx: SolverRunContext,
+  runDir: string,
+  collected: CollectedOutputs,
+  cell: TaskAbortCell,
+): Promise<GeneratedInput[] | { readonly setupError: ErrorData }> {
   const generated: GeneratedInput[] = [];
   for (const file of collected.files) {
     // Stop claiming shared coverage for a run whose result will be dropped.
@@ -231,6 +242,15 @@ async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, 
       baseEnv: ctx.baseEnv,
       ...(task.spawnMethod !== undefined ? { spawnMethod: task.spawnMethod } : {}),
     });
+    if (shown.setupFailure) {
+      const error = new ShowmapSetupError(`afl-showmap cannot run the target: ${shown.detail ?? 'set-up failed'}`, {
+        showmap: task.triage.showmap.binary,
+        target: task.triage.target.binary,
+        exitCode: shown.exitCode,
+        detail: shown.detail ?? null,
+      });
+      return { setupError: toErrorData(error) };
+    }
     if (shown.outcome === 'ok' && shown.map) {
       if (shown.map.length > ctx.bitmap.sizeBytes) {
         generated.push({ ...base, showmap: 'error' });

@@ -1,0 +1,61 @@
+/**
+ * Finding the file a program name runs, the way execvp() does: a name containing `/` is used as
+ * is (relative to the current directory); any other name is searched in the `PATH` elements in
+ * order (no `PATH`: `/bin:/usr/bin`, glibc's default), an empty element meaning the current
+ * directory. A candidate counts when it is a regular file with an execute permission for us;
+ * a candidate that exists but is not executable is remembered (EACCES) while the search goes on.
+ *
+ * Used to refuse a campaign whose solver cannot start before it claims any work, and by the
+ * launchers when the spawn shim (docs/native.md) starts the program: the shim execs a resolved
+ * path, so the lookup — and its ENOENT/EACCES — happens here, in the spawning process.
+ */
+import { accessSync, constants, statSync } from 'node:fs';
+import path from 'node:path';
+
+/** glibc's `confstr(_CS_PATH)`: the search path when the environment has no PATH. */
+export const DEFAULT_SEARCH_PATH = '/bin:/usr/bin';
+
+function errnoError(code: 'ENOENT' | 'EACCES', file: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${code}: ${code === 'ENOENT' ? 'no such executable' : 'permission denied'}: ${file}`), { code, path: file, syscall: 'execvp' });
+}
+
+/** 'ok', or why `file` cannot be executed. */
+function check(file: string): 'ok' | 'ENOENT' | 'EACCES' {
+  let stat;
+  try {
+    stat = statSync(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'EACCES' ? 'EACCES' : 'ENOENT';
+  }
+  // execve on a directory or a device fails with EACCES.
+  if (!stat.isFile()) return 'EACCES';
+  try {
+    accessSync(file, constants.X_OK);
+  } catch {
+    return 'EACCES';
+  }
+  return 'ok';
+}
+
+/**
+ * The path execvp() would execute for `file` under `searchPath` (the `PATH` of the environment the
+ * program gets). Returns it (absolute when `file` was found through a relative or PATH element);
+ * throws an Error whose `code` is `ENOENT` or `EACCES`.
+ */
+export function resolveProgramPath(file: string, searchPath: string | undefined): string {
+  if (file.length === 0) throw errnoError('ENOENT', file);
+  if (file.includes('/')) {
+    const outcome = check(file);
+    if (outcome !== 'ok') throw errnoError(outcome, file);
+    return path.resolve(file);
+  }
+  let sawAccess = false;
+  for (const dir of (searchPath ?? DEFAULT_SEARCH_PATH).split(':')) {
+    const candidate = path.resolve(dir === '' ? '.' : dir, file);
+    const outcome = check(candidate);
+    if (outcome === 'ok') return candidate;
+    if (outcome === 'EACCES') sawAccess = true;
+  }
+  throw errnoError(sawAccess ? 'EACCES' : 'ENOENT', file);
+}
