@@ -12,21 +12,22 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import path from 'node:path';
 
+const SEARCH_CONTINUES: ReadonlySet<string> = new Set(['ENOENT', 'ESTALE', 'ENOTDIR', 'ENODEV', 'EHOSTUNREACH', 'ETIMEDOUT']);
+
 /** glibc's `confstr(_CS_PATH)`: the search path when the environment has no PATH. */
 export const DEFAULT_SEARCH_PATH = '/bin:/usr/bin';
 
-function errnoError(code: 'ENOENT' | 'EACCES', file: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(`${code}: ${code === 'ENOENT' ? 'no such executable' : 'permission denied'}: ${file}`), { code, path: file, syscall: 'execvp' });
+function errnoError(code: string, file: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${code}: cannot execute ${file}`), { code, path: file, syscall: 'execvp' });
 }
 
-/** 'ok', or why `file` cannot be executed. */
-function check(file: string): 'ok' | 'ENOENT' | 'EACCES' {
+/** 'ok', or the errno name of why `file` cannot be executed (ENOENT, EACCES, ENOTDIR, ELOOP …). */
+function check(file: string): string {
   let stat;
   try {
     stat = statSync(file);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return code === 'EACCES' ? 'EACCES' : 'ENOENT';
+    return (error as NodeJS.ErrnoException).code ?? 'ENOENT';
   }
   // execve on a directory or a device fails with EACCES.
   if (!stat.isFile()) return 'EACCES';
@@ -40,22 +41,25 @@ function check(file: string): 'ok' | 'ENOENT' | 'EACCES' {
 
 /**
  * The path execvp() would execute for `file` under `searchPath` (the `PATH` of the environment the
- * program gets). Returns it (absolute when `file` was found through a relative or PATH element);
- * throws an Error whose `code` is `ENOENT` or `EACCES`.
+ * program gets), relative names taken from `cwd` (the directory the program starts in). Returns it (absolute when `file` was found through a relative or PATH element);
+ * throws an Error whose `code` is the errno name (`ENOENT`, `EACCES`, `ENOTDIR` …).
  */
-export function resolveProgramPath(file: string, searchPath: string | undefined): string {
+export function resolveProgramPath(file: string, searchPath: string | undefined, cwd: string = process.cwd()): string {
   if (file.length === 0) throw errnoError('ENOENT', file);
   if (file.includes('/')) {
-    const outcome = check(file);
+    const resolved = path.resolve(cwd, file);
+    const outcome = check(resolved);
     if (outcome !== 'ok') throw errnoError(outcome, file);
-    return path.resolve(file);
+    return resolved;
   }
   let sawAccess = false;
   for (const dir of (searchPath ?? DEFAULT_SEARCH_PATH).split(':')) {
-    const candidate = path.resolve(dir === '' ? '.' : dir, file);
+    const candidate = path.resolve(cwd, dir === '' ? '.' : dir, file);
     const outcome = check(candidate);
     if (outcome === 'ok') return candidate;
+    // execvp goes on after these and after EACCES (remembered); any other failure ends the search.
     if (outcome === 'EACCES') sawAccess = true;
+    else if (!SEARCH_CONTINUES.has(outcome)) throw errnoError(outcome, file);
   }
   throw errnoError(sawAccess ? 'EACCES' : 'ENOENT', file);
 }
