@@ -24,6 +24,7 @@ import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from '.
 import type { SolverResult, SolverTask, WireResult } from './solver-types.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
+import { ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
 import { resolveTask } from './task-resolution.js';
 import { parseTelemetryEnvelope, type TelemetryParser } from './telemetry-envelope.js';
 
@@ -93,7 +94,11 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
-    this.#scratchRoot = mkdtempSync(path.join(options.scratchParent ?? defaultScratchParent(), 'symfence-solver-'));
+    const scratchParent = options.scratchParent ?? defaultScratchParent();
+    // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone.
+    const swept = sweepStaleScratch(scratchParent);
+    if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of dead coordinators');
+    this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
     const workerData: SolverWorkerData = {
       scratchRoot: this.#scratchRoot,
       bitmapBuffer: this.bitmap.buffer,
