@@ -10,8 +10,9 @@
  * is kept. The scratch parent is assumed to be private to this host's pid namespace (/dev/shm and
  * the tmp directory are).
  */
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { removeTreeBounded } from './bounded-remove.js';
 
 export const SCRATCH_PREFIX = 'symfence-solver-';
 const OWNED_NAME = /^symfence-solver-(\d+)-(\d+)-/;
@@ -55,7 +56,8 @@ export function sweepStaleScratch(parent: string): string[] {
     const pid = Number(owner[1]);
     if (processStartTime(pid) === owner[2]) continue;
     try {
-      rmSync(path.join(parent, name), { recursive: true, force: true });
+      // A dead coordinator's run directory may hold a solver's flood: remove it without its listing in memory.
+      removeTreeBounded(path.join(parent, name));
       removed.push(name);
     } catch {
       // Someone else's (another user's) or already gone: not ours to insist on.

@@ -9,7 +9,7 @@
  * (SIGTERM, SIGKILL after the grace) and returns. So when `run()` settles — resolved or rejected —
  * the solver and everything it forked are gone and its run directory is removed.
  */
-import { accessSync, constants as fsConstants, mkdtempSync, promises as fs, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdtempSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
@@ -24,6 +24,7 @@ import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from '.
 import type { SolverResult, SolverTask, WireResult } from './solver-types.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
+import { removeTreeBounded } from './bounded-remove.js';
 import { ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
 import { resolveTask } from './task-resolution.js';
 import { parseTelemetryEnvelope, type TelemetryParser } from './telemetry-envelope.js';
@@ -160,6 +161,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       throw new AbortedError(this.#closing ? 'solver run aborted: pool closing' : 'solver run aborted', {
         status: wireResult.status,
         elapsedMs: wireResult.elapsedMs,
+        outputEntriesRead: wireResult.outputEntriesRead ?? 0,
       });
     }
     return this.#finish(wireResult);
@@ -208,7 +210,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       try {
         await this.#piscina?.destroy();
       } finally {
-        await fs.rm(this.#scratchRoot, { recursive: true, force: true });
+        // Bounded (bounded-remove.ts): a run directory left by a terminated worker may hold a flood,
+        // and a recursive fs.rm would list it whole and unlink every entry at once.
+        removeTreeBounded(this.#scratchRoot);
       }
     })();
     return this.#closing;
