@@ -6,6 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
 import { Campaign } from '../../src/coordinator/campaign.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
+import { SolverPool } from '../../src/solver/solver-pool.js';
+import { runShowmap } from '../../src/triage/showmap.js';
 import { fakeAflOut, REFERENCE_SOLVER } from '../helpers/cli-process.js';
 
 const dirs: string[] = [];
@@ -108,7 +110,7 @@ describe('a solver that becomes unavailable mid-run', () => {
 
     const halted = await cli(
       'run', '--afl-out', out, '--afl-instance', 'main', '--workers', '1', '--max-setup-failures', '2',
-      '--showmap', referenceShowmap, '--json', '--', solverPath, '@@',
+      '--showmap', referenceShowmap, '--log-level', 'silent', '--json', '--', solverPath, '@@',
     );
     expect(halted.code).toBe(1);
     expect(halted.err).toContain('[ERR_SETUP_FAILURES]');
@@ -136,5 +138,44 @@ describe('a solver that becomes unavailable mid-run', () => {
     expect(finished.map((j) => j.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
     expect(summary.counters.jobsAbandoned).toBe(0);
     expect(recordStatuses(leaseDir).filter((s) => s === 'done')).toHaveLength(seeds.length);
+  });
+});
+
+describe('afl-showmap set-up failures are told apart from hangs', () => {
+  const request = (root: string, showmap: string) => ({
+    showmap: { binary: showmap, argv: [] },
+    target: { binary: '/bin/true', argv: [] },
+    inputMode: 'stdin' as const,
+    timeoutMs: 1_000,
+    workDir: root,
+    candidate: new Uint8Array([1]),
+  });
+
+  it('reads exit 1 with a map as a hang, exit 1 without a map and a showmap that cannot start as set-up failures', async () => {
+    const root = tempRoot();
+    // Fake showmaps: argv is `-t ms -m none -b -q -o <map> -- target`, so the map path is $8.
+    const hanging = script(path.join(root, 'hanging-showmap'), 'printf x > "$8"\nexit 1');
+    const aborting = script(path.join(root, 'aborting-showmap'), 'echo "[-] PROGRAM ABORT : target not found"\nexit 1');
+    expect(await runShowmap(request(root, hanging))).toMatchObject({ outcome: 'hang', exitCode: 1 });
+    expect((await runShowmap(request(root, hanging))).setupFailure).toBeUndefined();
+    expect(await runShowmap(request(root, aborting))).toMatchObject({ outcome: 'error', exitCode: 1, setupFailure: true });
+    expect(await runShowmap(request(root, path.join(root, 'missing-showmap')))).toMatchObject({ outcome: 'error', setupFailure: true });
+  });
+
+  it('ends a solver run whose triage cannot run with ERR_SHOWMAP_SETUP and no generated inputs', async () => {
+    const root = tempRoot();
+    const solver = script(path.join(root, 'solver.sh'), 'echo one > "$SYMCC_OUTPUT_DIR/000000"; echo two > "$SYMCC_OUTPUT_DIR/000001"');
+    const pool = new SolverPool({ scratchParent: root, solver: { workers: 1 } });
+    try {
+      const result = await pool.run({
+        input: { bytes: new Uint8Array([1]) },
+        command: { binary: solver, argv: [] },
+        triage: { showmap: { binary: path.join(root, 'missing-showmap'), argv: [] }, target: { binary: '/bin/true', argv: [] } },
+      });
+      expect(result).toMatchObject({ status: 'error', generated: [], totalGenerated: 2 });
+      expect(result.error?.code).toBe('ERR_SHOWMAP_SETUP');
+    } finally {
+      await pool.close();
+    }
   });
 });
