@@ -11,6 +11,11 @@
  *
  * How the process is started is the launcher's business (process-launchers.ts): the native
  * posix_spawn path when the addon provides it, else `child_process.spawn`; `spawnMethod` forces one.
+ * With the spawn shim built, either launcher puts the program under it (docs/native.md): the shim
+ * is then the leader, forwards SIGTERM to the program's group, takes "kill now" as SIGUSR1 (hence
+ * `LaunchedProcess.kill`, not a raw group SIGKILL), and before it exits kills everything the run
+ * left behind — processes that left the group with setsid() included — so nothing outlives the run
+ * even when its coordinator is SIGKILLed.
  */
 import { launcherFor, type LaunchedProcess, type Launcher, type LaunchRequest } from './process-launchers.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
@@ -59,13 +64,14 @@ function launcher(method: SpawnMethod | undefined): Launcher {
   return autoLauncher;
 }
 
-/**
- * Contract: resolves exactly once, after the leader was reaped and its stderr reached EOF (or the
- * start failed); by then the process group has had its final SIGKILL and every timer is cleared.
- */
 /** Shortest stderr drain after exit: the last buffered chunk of a dead group is read in time. */
 const STDERR_DRAIN_FLOOR_MS = 250;
 
+/**
+ * Contract: resolves exactly once, after the leader was reaped and its stderr reached EOF (or the
+ * start failed); by then the process group has had its final SIGKILL (under the spawn shim: every
+ * process of the run is dead and reaped) and every timer is cleared.
+ */
 export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOutcome> {
   const now = options.nowMs ?? (() => performance.now());
   const stderr = new StderrCapture(options.stderrCapBytes);
