@@ -14,6 +14,12 @@
       "cflags!": ["-O3", "-O0", "-fno-omit-frame-pointer"],
       "cflags": ["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"],
       "libraries": ["-ldl"]
+    },
+    {
+      "target_name": "symfence_spawn_shim",
+      "type": "executable",
+      "sources": ["spawn_shim.c"],
+      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"]
     }
   ]
 }

@@ -30,6 +30,13 @@
  * 64 KiB, each handed to onStderr(Buffer); EOF closes the pipe. onClose() runs once the leader is
  * reaped and stderr hit EOF (Node's 'close'), after both fds are closed.
  *
+ * Spawn shim (options.shim): the program is not exec'd directly but under the symfence_spawn_shim
+ * executable (spawn_shim.c), which supervises the run: parent-death signal, RLIMIT_CPU
+ * (options.cpuLimitSec), and a subreaper that kills whatever the run left behind, also processes
+ * that called setsid(). Then options.file must be the resolved program path (no PATH search here;
+ * the caller did it, src/solver/program-lookup.ts), pid/pgid are the shim's, and the caller's
+ * "kill now" is SIGUSR1 to the shim (process-launchers.ts). See docs/native.md.
+ *
  * Threads: all state lives in a per-run struct bound to the env that started it, so several worker
  * threads can spawn at once. If the env is torn down mid-run (worker terminated), an async cleanup
  * hook SIGKILLs the group, reaps the leader, closes the handles and fds, and calls no JS.
@@ -89,6 +96,8 @@ typedef struct spawn_run {
   /* Set when JS must not be called any more (env teardown, or a start that failed half-way). */
   int silent;
   int hook_added;
+  /* Started through the spawn shim: "kill now" is SIGUSR1 to the shim, which then kills the run. */
+  int supervised;
   napi_ref on_stderr;
   napi_ref on_exit;
   napi_ref on_close;
@@ -258,11 +267,19 @@ static void on_stderr_readable(uv_poll_t *poll, int status, int events) {
 static void kill_and_reap(spawn_run *run) {
   int code, signo;
   if (run->reaped) return;
-  kill(-run->pid, SIGKILL);
+  /* A shim SIGKILLed at once could not kill what left the group: ask it first (it kills and reaps
+   * everything below it, then exits), and SIGKILL the group only if it has not exited after that. */
+  int attempts = run->supervised ? 400 : 200;
+  if (run->supervised) kill(run->pid, SIGUSR1);
+  else kill(-run->pid, SIGKILL);
   /* A SIGKILLed process is normally gone within microseconds; bound the wait to ~200 ms so a
    * process stuck in uninterruptible sleep cannot hang thread teardown (it stays a zombie then). */
-  for (int attempt = 0; attempt < 200; attempt++) {
-    if (reap(run, WNOHANG, &code, &signo)) break;
+  for (int attempt = 0; attempt < attempts; attempt++) {
+    if (reap(run, WNOHANG, &code, &signo)) {
+      run->reaped = 1;
+      return;
+    }
+    if (run->supervised && attempt == 199) kill(-run->pid, SIGKILL);
     struct timespec pause = { 0, 1000 * 1000 };
     nanosleep(&pause, NULL);
   }
@@ -459,7 +476,9 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   napi_value args[4], value, result = NULL;
   napi_valuetype type;
   spawn_request req = { 0 };
-  char *cwd = NULL;
+  char *cwd = NULL, *shim = NULL;
+  char **shim_argv = NULL;
+  int64_t cpu_limit_sec = 0;
   int stdin_fd = -1, owned_stdin_fd = -1, errpipe[2] = { -1, -1 };
   int actions_ready = 0, attr_ready = 0;
   posix_spawn_file_actions_t actions;
@@ -533,6 +552,21 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "options.stderrDrainMs must be a number");
     goto fail;
   }
+  if (!named(env, args[0], "shim", &value, &type)) goto fail;
+  if (type != napi_undefined && type != napi_null && !(shim = string_value(env, value, "options.shim"))) goto fail;
+  if (!named(env, args[0], "cpuLimitSec", &value, &type)) goto fail;
+  if (type == napi_number) {
+    double seconds;
+    napi_get_value_double(env, value, &seconds);
+    if (!(seconds >= 0 && seconds <= 1e9) || seconds != (double)(int64_t)seconds) {
+      napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "options.cpuLimitSec must be a non-negative integer");
+      goto fail;
+    }
+    cpu_limit_sec = (int64_t)seconds;
+  } else if (type != napi_undefined && type != napi_null) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "options.cpuLimitSec must be a number");
+    goto fail;
+  }
   if (!named(env, args[0], "stdinBytes", &value, &type)) goto fail;
   if (type != napi_undefined && type != napi_null) {
     bool is_typed = false;
@@ -589,7 +623,32 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   req.actions = &actions;
   req.attr = &attr;
 
-  err = spawn_search(&req, &pid);
+  if (shim) {
+    /* shim <spawner-pid> <cpu-seconds> <program-path> <argv0> [args...] */
+    char pid_text[24], cpu_text[24];
+    snprintf(pid_text, sizeof pid_text, "%ld", (long)getpid());
+    snprintf(cpu_text, sizeof cpu_text, "%lld", (long long)cpu_limit_sec);
+    shim_argv = calloc((size_t)req.argc + 5, sizeof *shim_argv);
+    if (!shim_argv) {
+      err = ENOMEM;
+      goto fail_errno_spawn;
+    }
+    shim_argv[0] = strdup(shim);
+    shim_argv[1] = strdup(pid_text);
+    shim_argv[2] = strdup(cpu_text);
+    shim_argv[3] = strdup(req.file);
+    for (uint32_t i = 0; i < req.argc; i++) shim_argv[i + 4] = strdup(req.argv[i]);
+    for (uint32_t i = 0; i < req.argc + 4; i++) {
+      if (!shim_argv[i]) {
+        err = ENOMEM;
+        goto fail_errno_spawn;
+      }
+    }
+    err = posix_spawn(&pid, shim, req.actions, req.attr, shim_argv, req.envp);
+    run->supervised = 1;
+  } else {
+    err = spawn_search(&req, &pid);
+  }
   if (err) goto fail_errno_spawn;
 
   close(errpipe[1]);
@@ -651,6 +710,8 @@ done:
   free_strings(req.argv);
   free_strings(req.envp);
   free(cwd);
+  free(shim);
+  free_strings(shim_argv);
   return result;
 }
 

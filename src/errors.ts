@@ -83,6 +83,19 @@ export const SolverOutputBudgetError = defineError('ERR_SOLVER_OUTPUT_BUDGET', '
 export const SolverSpawnError = defineError('ERR_SOLVER_SPAWN', 'SolverSpawnError');
 /** `--solver-telemetry preload` was asked for a binary the preload library cannot interpose, or the library is missing. */
 export const PreloadUnsupportedError = defineError('ERR_PRELOAD_UNSUPPORTED', 'PreloadUnsupportedError');
+/** The solver command does not name an executable file (checked at start, execvp's lookup). Exit code 2. */
+export const SolverNotFoundError = defineError('ERR_SOLVER_NOT_FOUND', 'SolverNotFoundError');
+/**
+ * afl-showmap (or the AFL target it runs) cannot be set up: the tool is missing, or it aborted
+ * before running the target (missing target, no instrumentation). Not a hang. Exit code 2 at start.
+ */
+export const ShowmapSetupError = defineError('ERR_SHOWMAP_SETUP', 'ShowmapSetupError');
+/**
+ * The campaign stopped itself: `maxSetupFailures` jobs in a row failed for a reason that is not
+ * their input's fault (solver cannot start, showmap set-up failure). Their work was abandoned, not
+ * marked done, so a rerun with a working set-up runs it.
+ */
+export const SetupFailuresError = defineError('ERR_SETUP_FAILURES', 'SetupFailuresError');
 /** AFL++ output directory, queue entry or tool is missing or malformed. */
 export const AflError = defineError('ERR_AFL', 'AflError');
 /** The operation was aborted through an AbortSignal or by shutdown. */

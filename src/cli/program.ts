@@ -36,13 +36,13 @@ export function buildProgram(io: CliIo = processIo): Command {
   return program;
 }
 
-/** Codes of a configuration refused before anything ran: exit 2, like a usage error. */
-const CONFIGURATION_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_PRELOAD_UNSUPPORTED']);
+/** Refusals of a command line that cannot work as given: exit code 2, nothing was started. */
+const CONFIGURATION_ERROR_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP', 'ERR_PRELOAD_UNSUPPORTED']);
 
 /** Exit code for a thrown value. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
-  if (error instanceof SymfenceError) return CONFIGURATION_CODES.has(error.code) ? 2 : 1;
+  if (error instanceof SymfenceError) return CONFIGURATION_ERROR_CODES.has(error.code) ? 2 : 1;
   return 1;
 }
 

@@ -164,6 +164,20 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     env: 'SYMFENCE_FIRST_RUN',
     description: 'first run of each input: trace (learn its branches, then solve the unanswered ones directed) or full (solve every branch)',
   },
+  /**
+   * Jobs failing in a row for a set-up reason (solver cannot start, afl-showmap cannot run the
+   * target) before the campaign stops with ERR_SETUP_FAILURES. Such jobs are abandoned, never
+   * marked done. Default 8.
+   */
+  maxSetupFailures: {
+    kind: 'integer',
+    default: 8,
+    min: 1,
+    max: 1_000_000,
+    flag: 'max-setup-failures',
+    env: 'SYMFENCE_MAX_SETUP_FAILURES',
+    description: 'set-up failures in a row (solver or afl-showmap cannot start) before the campaign stops',
+  },
   /** Take over other coordinators' expired work. Default true. */
   recoverExpiredWork: {
     kind: 'boolean',

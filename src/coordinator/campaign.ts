@@ -233,6 +233,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           targetLeaseTtlMs: this.options.targetLeaseTtlMs,
           maxPendingJobs: this.options.maxPendingJobs,
           recoverExpiredWork: this.options.recoverExpiredWork,
+          maxSetupFailures: this.options.maxSetupFailures,
         },
         {
           clock: this.#clock,
@@ -298,11 +299,17 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   /**
    * Stops the campaign: the coordinator rolls back in-flight dispatches, aborts solver runs and
    * releases every pending and active lease; then the final stats are written and the components
-   * closed. Idempotent: every call returns the same summary promise.
+   * closed. Idempotent: every call returns the same summary promise. It (and `done`) rejects with
+   * `ERR_SETUP_FAILURES` when the coordinator stopped itself after `maxSetupFailures` set-up
+   * failures in a row (the cleanup has run by then).
    */
   stop(): Promise<CampaignSummary> {
     this.#stopRequested = true;
-    this.#stopping ??= this.#stop();
+    if (this.#stopping === undefined) {
+      this.#stopping = this.#stop();
+      // Internal callers (duration, signal, loop end) do not await it; `done` reports the failure.
+      this.#stopping.catch(() => {});
+    }
     return this.#stopping;
   }
 
@@ -327,6 +334,10 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
         shutdown,
       };
       this.#log.info({ jobsCompleted: summary.jobsCompleted, interesting: counters.interesting, shutdown }, 'campaign stopped');
+      // The coordinator stopped itself because the set-up is broken: the campaign fails with that
+      // code (after the same full cleanup), so a CLI run exits non-zero instead of reporting success.
+      const fatal = this.#coordinator?.fatalError;
+      if (fatal !== undefined) throw fatal;
       this.#resolveDone(summary);
       return summary;
     } catch (error) {

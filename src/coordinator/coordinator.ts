@@ -29,7 +29,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
-import { codeOf } from '../errors.js';
+import { codeOf, SetupFailuresError } from '../errors.js';
 import { sourceIdOf } from '../triage/afl-names.js';
 import { countCommittedJob, jobKindOf, type CampaignCounters } from '../telemetry/counters.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
@@ -37,6 +37,7 @@ import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log
 import { childLogger, componentLogger } from '../telemetry/logger.js';
 import { DispatchTransaction } from './dispatch-transaction.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
+import { DEFAULT_MAX_SETUP_FAILURES, isSetupFailure } from './setup-failures.js';
 import type {
   AdmittedWork,
   Clock,
@@ -74,6 +75,11 @@ export interface CoordinatorOptions {
   readonly recoveryOwner?: number;
   /** How often committing records are scanned for replay, ms. Default: the work TTL. */
   readonly commitScanIntervalMs?: number;
+  /**
+   * Set-up failures in a row (solver cannot start, showmap set-up failed; see setup-failures.ts)
+   * after which the coordinator stops with `ERR_SETUP_FAILURES`. Default 8.
+   */
+  readonly maxSetupFailures?: number;
 }
 
 /**
@@ -183,6 +189,9 @@ export class Coordinator {
   #wakePending = false;
   /** `workId:token` of committing records whose manifest or staged bytes are bad: not retried. */
   readonly #unreplayable = new Set<string>();
+  /** Set-up failures since the last result that was the input's own. */
+  #setupFailureStreak = 0;
+  #fatalError: InstanceType<typeof SetupFailuresError> | undefined;
 
   constructor(options: CoordinatorOptions, deps: CoordinatorDeps) {
     if (!Number.isSafeInteger(options.workers) || options.workers < 1) throw new RangeError(`workers must be a positive integer, got ${options.workers}`);
@@ -225,6 +234,11 @@ export class Coordinator {
 
   get stopping(): boolean {
     return this.#stopping;
+  }
+
+  /** Why the coordinator stopped itself (`ERR_SETUP_FAILURES`), if it did. */
+  get fatalError(): Error | undefined {
+    return this.#fatalError;
   }
 
   /** Work ids of the running or committing jobs (for tests and status). */
@@ -582,6 +596,17 @@ export class Coordinator {
       return;
     }
 
+    if (isSetupFailure(outcome.status, outcome.errorCode)) {
+      // Not the input's fault: the work must stay claimable (abandoned, never done) so a rerun with
+      // a working set-up runs it; everything the dispatch took is given back.
+      await active.tx.rollback();
+      counters.jobsAbandoned++;
+      this.#record(active, endMs, 'abandoned', 0, 0);
+      this.#noteSetupFailure(active, outcome);
+      return;
+    }
+    this.#setupFailureStreak = 0;
+
     const commits = this.#deps.commits;
     let staged: StagedResult | undefined;
     if (commits) {
@@ -916,6 +941,20 @@ export class Coordinator {
       log.error({ err: error }, 'writing jobs.jsonl failed');
     }
     this.#deps.events?.jobFinished?.(entry);
+  }
+
+  /** Counts a set-up failure; `maxSetupFailures` in a row stop the coordinator with the error. */
+  #noteSetupFailure(active: ActiveJob, outcome: SolverOutcome): void {
+    this.#setupFailureStreak++;
+    const limit = this.#options.maxSetupFailures ?? DEFAULT_MAX_SETUP_FAILURES;
+    active.logger.error({ code: outcome.errorCode, streak: this.#setupFailureStreak, limit }, `job abandoned: ${outcome.error ?? outcome.errorCode}`);
+    if (this.#setupFailureStreak < limit || this.#fatalError !== undefined) return;
+    this.#fatalError = new SetupFailuresError(
+      `stopping: ${this.#setupFailureStreak} jobs in a row failed because of the set-up, not their input (last: ${outcome.errorCode}: ${outcome.error ?? 'no message'}); their work was abandoned, not done`,
+      { failures: this.#setupFailureStreak, lastCode: outcome.errorCode ?? null, lastError: outcome.error ?? null },
+    );
+    this.#log.error({ err: this.#fatalError }, 'too many set-up failures in a row; stopping');
+    void this.stop();
   }
 
   #record(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number, telemetry?: Telemetry): void {

@@ -143,6 +143,8 @@ export interface SolverOutcome {
   readonly elapsedMs: number;
   /** Message for `error` outcomes. */
   readonly error?: string;
+  /** Stable code of an `error` outcome (`ERR_SOLVER_SPAWN`, `ERR_SHOWMAP_SETUP` …), when known. */
+  readonly errorCode?: string;
 }
 
 export interface SolverPortTask {

@@ -9,6 +9,7 @@
  * node-gyp during `npm ci`. When it is missing, `loadNative()` returns `null`: single-coordinator
  * mode keeps working (the I/O thread is the only writer), multi-coordinator mode refuses to start.
  */
+import { accessSync, constants as fsConstants } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { NativeUnavailableError } from '../errors.js';
@@ -60,10 +61,43 @@ export interface NativeSpawnOptions {
    * (a process that left the group may hold the pipe open). Absent or 0: wait for EOF.
    */
   readonly stderrDrainMs?: number;
+  /**
+   * Start the program under this spawn shim (`SPAWN_SHIM_PATH`, see docs/native.md): `file` must
+   * then be the resolved program path; the returned pid is the shim's, and "kill now" is SIGUSR1 to
+   * it (a SIGKILLed shim could not kill what left the process group).
+   */
+  readonly shim?: string;
+  /** With `shim`: RLIMIT_CPU of the program, soft (hard = +1 s); 0 = unchanged. */
+  readonly cpuLimitSec?: number;
 }
 
 /** Where node-gyp leaves the addon. */
 export const NATIVE_ADDON_PATH = path.join(PACKAGE_ROOT, 'native-bindings', 'build', 'Release', 'symfence_native.node');
+
+/**
+ * The spawn shim node-gyp builds next to the addon (native-bindings/spawn_shim.c): the per-run
+ * supervisor that gives every solver run a parent-death signal, a CPU-time backstop and a
+ * subreaper that kills what the run left behind (docs/native.md, *Spawn shim*).
+ */
+export const SPAWN_SHIM_PATH = path.join(PACKAGE_ROOT, 'native-bindings', 'build', 'Release', 'symfence_spawn_shim');
+
+let shimChecked: string | null | undefined;
+
+/**
+ * `SPAWN_SHIM_PATH` when it is an executable file here, else null (then runs start unsupervised).
+ * `SYMFENCE_SPAWN_SHIM=0` turns the shim off (to measure its cost, or to rule it out).
+ */
+export function spawnShimPath(): string | null {
+  if (shimChecked !== undefined) return shimChecked;
+  if (process.env['SYMFENCE_SPAWN_SHIM'] === '0') return (shimChecked = null);
+  try {
+    accessSync(SPAWN_SHIM_PATH, fsConstants.X_OK);
+    shimChecked = SPAWN_SHIM_PATH;
+  } catch {
+    shimChecked = null;
+  }
+  return shimChecked;
+}
 
 let cached: NativeBindings | null | undefined;
 let loadError: Error | undefined;

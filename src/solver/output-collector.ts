@@ -4,8 +4,12 @@
  * The output directory is written by an untrusted, possibly buggy program. Rules:
  * - only regular files count; dot files (staging, `.hints` companions), symlinks (which could
  *   point anywhere, e.g. `/dev/zero`), directories, FIFOs and sockets are ignored and counted;
- * - caps on count, per-file size and total bytes are checked *before* reading and enforced again
- *   while reading (a file may grow after `lstat`): any cap exceeded refuses the whole result with
+ * - the count cap is checked *while listing*: the directory is read one entry at a time (a `Dir`
+ *   iterator, never the whole listing at once) and listing stops at the first entry over the cap —
+ *   `maxOutputFiles + 1` regular files, or as many ignored entries — so a solver that left a million
+ *   files costs a bounded read, not a million-entry array (`entriesRead` says how many were read);
+ * - caps on per-file size and total bytes are checked before reading and enforced again while
+ *   reading (a file may grow after listing): any cap exceeded refuses the whole result with
  *   `ERR_SOLVER_OUTPUT_BUDGET` (no truncation: a partial set would be silently biased);
  * - files are opened with `O_NOFOLLOW` and re-checked with `fstat`, so a name swapped for a
  *   symlink between listing and opening is refused;
@@ -14,7 +18,7 @@
  * Synchronous on purpose: it runs on a solver worker thread between two runs (see solver-run.ts).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, type Dirent } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, opendirSync, readSync, type Dir } from 'node:fs';
 import path from 'node:path';
 import { SolverOutputBudgetError } from '../errors.js';
 import type { OutputCaps } from './solver-types.js';
@@ -30,58 +34,91 @@ export interface CollectedOutputs {
   readonly totalGenerated: number;
   readonly duplicatesDropped: number;
   readonly ignoredEntries: number;
+  /** Directory entries read while listing (bounded by the count cap, see the header). */
+  readonly entriesRead: number;
 }
 
-function budgetError(resource: string, observed: number, limit: number, totalGenerated: number, name?: string): InstanceType<typeof SolverOutputBudgetError> {
+export interface CollectOptions {
+  /** Polled between files: true stops collecting (the run was aborted; its result is dropped). */
+  readonly stopRequested?: () => boolean;
+}
+
+function budgetError(
+  resource: string,
+  observed: number,
+  limit: number,
+  totalGenerated: number,
+  entriesRead: number,
+  name?: string,
+): InstanceType<typeof SolverOutputBudgetError> {
   return new SolverOutputBudgetError(`solver output over budget: ${resource} ${observed} > ${limit}${name ? ` (${name})` : ''}`, {
     resource,
     observed,
     limit,
     totalGenerated,
+    entriesRead,
     ...(name ? { name } : {}),
   });
 }
 
+/** Thrown by `collectOutputs` when `stopRequested` said stop; the caller drops the result. */
+export class CollectionStopped extends Error {
+  constructor(readonly entriesRead: number) {
+    super('output collection stopped: run aborted');
+  }
+}
+
 /**
  * Reads every acceptable file in `outputDir`. Throws `SolverOutputBudgetError` (with `details`
- * `{ resource: 'files'|'fileBytes'|'totalBytes', observed, limit, totalGenerated }`) when a cap is
- * exceeded; a missing directory yields no files.
+ * `{ resource: 'files'|'entries'|'fileBytes'|'totalBytes', observed, limit, totalGenerated,
+ * entriesRead }`) when a cap is exceeded — for `files`, `totalGenerated` is then the cap + 1 at
+ * which listing stopped, a lower bound — and `CollectionStopped` when `stopRequested` returned
+ * true; a missing directory yields no files.
  */
-export function collectOutputs(outputDir: string, caps: OutputCaps): CollectedOutputs {
-  let entries: Dirent[];
+export function collectOutputs(outputDir: string, caps: OutputCaps, options: CollectOptions = {}): CollectedOutputs {
+  let dir: Dir;
   try {
-    entries = readdirSync(outputDir, { withFileTypes: true });
+    dir = opendirSync(outputDir);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0 };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0, entriesRead: 0 };
     throw error;
   }
   let ignoredEntries = 0;
+  let entriesRead = 0;
   const names: string[] = [];
-  for (const entry of entries) {
-    if (entry.name.startsWith('.') || !entry.isFile()) {
-      ignoredEntries += 1;
-      continue;
+  try {
+    for (let entry = dir.readSync(); entry !== null; entry = dir.readSync()) {
+      entriesRead += 1;
+      if (entry.name.startsWith('.') || !entry.isFile()) {
+        ignoredEntries += 1;
+        // Junk is no cheaper to list than outputs: the same bound applies to it.
+        if (ignoredEntries > caps.maxOutputFiles) throw budgetError('entries', ignoredEntries, caps.maxOutputFiles, names.length, entriesRead);
+        continue;
+      }
+      names.push(entry.name);
+      // Stop at the first file over the cap: the result is refused whatever else is there.
+      if (names.length > caps.maxOutputFiles) throw budgetError('files', names.length, caps.maxOutputFiles, names.length, entriesRead);
+      if ((entriesRead & 1023) === 0 && options.stopRequested?.()) throw new CollectionStopped(entriesRead);
     }
-    names.push(entry.name);
+  } finally {
+    dir.closeSync();
   }
   names.sort();
   const totalGenerated = names.length;
-  if (totalGenerated > caps.maxOutputFiles) {
-    throw budgetError('files', totalGenerated, caps.maxOutputFiles, totalGenerated);
-  }
 
   const files: CollectedFile[] = [];
   const seen = new Set<string>();
   let duplicatesDropped = 0;
   let totalBytes = 0;
   for (const name of names) {
-    const bytes = readBounded(path.join(outputDir, name), name, caps.maxOutputFileBytes, totalGenerated);
+    if (options.stopRequested?.()) throw new CollectionStopped(entriesRead);
+    const bytes = readBounded(path.join(outputDir, name), name, caps.maxOutputFileBytes, totalGenerated, entriesRead);
     if (bytes === null) {
       ignoredEntries += 1;
       continue;
     }
     totalBytes += bytes.length;
-    if (totalBytes > caps.maxOutputTotalBytes) throw budgetError('totalBytes', totalBytes, caps.maxOutputTotalBytes, totalGenerated);
+    if (totalBytes > caps.maxOutputTotalBytes) throw budgetError('totalBytes', totalBytes, caps.maxOutputTotalBytes, totalGenerated, entriesRead);
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     if (seen.has(sha256)) {
       duplicatesDropped += 1;
@@ -90,11 +127,11 @@ export function collectOutputs(outputDir: string, caps: OutputCaps): CollectedOu
     seen.add(sha256);
     files.push({ name, sha256, bytes });
   }
-  return { files, totalGenerated, duplicatesDropped, ignoredEntries };
+  return { files, totalGenerated, duplicatesDropped, ignoredEntries, entriesRead };
 }
 
 /** Reads at most `limit + 1` bytes; null when the entry is not a regular file after all. */
-function readBounded(file: string, name: string, limit: number, totalGenerated: number): Uint8Array | null {
+function readBounded(file: string, name: string, limit: number, totalGenerated: number, entriesRead: number): Uint8Array | null {
   let fd: number;
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -106,7 +143,7 @@ function readBounded(file: string, name: string, limit: number, totalGenerated: 
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile()) return null;
-    if (stat.size > limit) throw budgetError('fileBytes', stat.size, limit, totalGenerated, name);
+    if (stat.size > limit) throw budgetError('fileBytes', stat.size, limit, totalGenerated, entriesRead, name);
     // One byte of slack detects a file that grew after fstat (a surviving grandchild writing).
     let buffer = Buffer.allocUnsafe(Math.min(stat.size, limit) + 1);
     let filled = 0;
@@ -114,7 +151,7 @@ function readBounded(file: string, name: string, limit: number, totalGenerated: 
       const bytesRead = readSync(fd, buffer, filled, buffer.length - filled, filled);
       if (bytesRead === 0) break;
       filled += bytesRead;
-      if (filled > limit) throw budgetError('fileBytes', filled, limit, totalGenerated, name);
+      if (filled > limit) throw budgetError('fileBytes', filled, limit, totalGenerated, entriesRead, name);
       if (filled === buffer.length) {
         const grown = Buffer.allocUnsafe(Math.min(buffer.length * 2, limit + 1));
         buffer.copy(grown, 0, 0, filled);

@@ -11,15 +11,29 @@
  *
  * How the process is started is the launcher's business (process-launchers.ts): the native
  * posix_spawn path when the addon provides it, else `child_process.spawn`; `spawnMethod` forces one.
+ * With the spawn shim built, either launcher puts the program under it (docs/native.md): the shim
+ * is then the leader, forwards SIGTERM to the program's group, takes "kill now" as SIGUSR1 (hence
+ * `LaunchedProcess.kill`, not a raw group SIGKILL), and before it exits kills everything the run
+ * left behind — processes that left the group with setsid() included — so nothing outlives the run
+ * even when its coordinator is SIGKILLed.
  */
-import { killGroup, launcherFor, type Launcher, type LaunchRequest } from './process-launchers.js';
+import { launcherFor, type LaunchedProcess, type Launcher, type LaunchRequest } from './process-launchers.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { StderrCapture } from './stderr-capture.js';
 
 export { killGroup } from './process-launchers.js';
 
-/** What to start (as for a launcher; the stderr drain follows from `killGraceMs`), and the run's policy. */
-export interface GroupRunOptions extends Omit<LaunchRequest, 'stderrDrainMs'> {
+/**
+ * The CPU-time backstop (RLIMIT_CPU under the spawn shim): the wall-clock budget of the run —
+ * timeout plus kill grace — in whole seconds, rounded up. It only matters when our own timer can
+ * no longer fire (coordinator gone): a single-threaded program cannot use more CPU than wall time.
+ */
+export function cpuLimitSec(timeoutMs: number, killGraceMs: number): number {
+  return Math.max(1, Math.ceil((timeoutMs + killGraceMs) / 1000));
+}
+
+/** What to start (as for a launcher; the stderr drain and CPU limit follow from the policy), and the run's policy. */
+export interface GroupRunOptions extends Omit<LaunchRequest, 'stderrDrainMs' | 'cpuLimitSec'> {
   readonly timeoutMs: number;
   readonly killGraceMs: number;
   readonly stderrCapBytes: number;
@@ -50,13 +64,14 @@ function launcher(method: SpawnMethod | undefined): Launcher {
   return autoLauncher;
 }
 
-/**
- * Contract: resolves exactly once, after the leader was reaped and its stderr reached EOF (or the
- * start failed); by then the process group has had its final SIGKILL and every timer is cleared.
- */
 /** Shortest stderr drain after exit: the last buffered chunk of a dead group is read in time. */
 const STDERR_DRAIN_FLOOR_MS = 250;
 
+/**
+ * Contract: resolves exactly once, after the leader was reaped and its stderr reached EOF (or the
+ * start failed); by then the process group has had its final SIGKILL (under the spawn shim: every
+ * process of the run is dead and reaped) and every timer is cleared.
+ */
 export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOutcome> {
   const now = options.nowMs ?? (() => performance.now());
   const stderr = new StderrCapture(options.stderrCapBytes);
@@ -72,7 +87,7 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     let timeoutTimer: NodeJS.Timeout | null = null;
     let graceTimer: NodeJS.Timeout | null = null;
     let settled = false;
-    let pid: number | undefined;
+    let child: LaunchedProcess | undefined;
 
     const finish = (): void => {
       if (settled) return;
@@ -91,9 +106,17 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
       });
     };
 
-    pid = launch(
+    child = launch(
       // stderr of an exited run is drained for at most the kill grace (see LaunchRequest).
-      { binary: options.binary, argv: options.argv, env: options.env, cwd: options.cwd, stdin: options.stdin, stderrDrainMs: Math.max(STDERR_DRAIN_FLOOR_MS, options.killGraceMs) },
+      {
+        binary: options.binary,
+        argv: options.argv,
+        env: options.env,
+        cwd: options.cwd,
+        stdin: options.stdin,
+        stderrDrainMs: Math.max(STDERR_DRAIN_FLOOR_MS, options.killGraceMs),
+        cpuLimitSec: cpuLimitSec(options.timeoutMs, options.killGraceMs),
+      },
       {
         stderr: (chunk) => stderr.push(chunk),
         exit: (code, signal) => {
@@ -108,15 +131,15 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
         },
       },
     );
-    if (pid === undefined || settled) return;
-    const leader = pid;
+    if (child === undefined || settled) return;
+    const leader = child;
 
     const beginKill = (): void => {
       if (killing || exit !== null || settled) return;
       killing = true;
-      killGroup(leader, 'SIGTERM');
+      leader.kill('SIGTERM');
       graceTimer = setTimeout(() => {
-        if (exit === null) killGroup(leader, 'SIGKILL');
+        if (exit === null) leader.kill('SIGKILL');
       }, options.killGraceMs);
     };
 

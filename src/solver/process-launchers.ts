@@ -10,11 +10,20 @@
  *                                   close comes at most `stderrDrainMs` after exit)
  * `exit` comes after the whole process group has been sent a final SIGKILL, so nothing the
  * leader forked outlives the run.
+ *
+ * Supervision: when the spawn shim is built (`spawnShimPath()`, docs/native.md) both launchers
+ * start the program under it. The shim then is the leader (the returned pid): it gives the program
+ * a parent-death signal and RLIMIT_CPU (`cpuLimitSec`), and kills and reaps everything the run
+ * left behind — also processes that left the group with setsid() — before it exits. Its "kill now"
+ * is SIGUSR1 (`LaunchedProcess.kill('SIGKILL')`): a SIGKILLed shim could not clean up. The
+ * program path is resolved here first (execvp's lookup, program-lookup.ts), so a missing program
+ * is still a `spawnError`, not an exit code.
  */
 import { spawn, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
-import { loadNative } from '../native/bindings.js';
+import { loadNative, spawnShimPath } from '../native/bindings.js';
 import { NativeUnavailableError } from '../errors.js';
+import { resolveProgramPath } from './program-lookup.js';
 import type { SpawnMethod } from './spawn-method.js';
 
 export interface LaunchRequest {
@@ -30,6 +39,8 @@ export interface LaunchRequest {
    * server child does) cannot be killed through it and must not hold the run open.
    */
   readonly stderrDrainMs: number;
+  /** CPU-time backstop of the program (RLIMIT_CPU soft, seconds; hard = +1), under the shim. 0/absent: none. */
+  readonly cpuLimitSec?: number;
 }
 
 export interface LaunchEvents {
@@ -40,8 +51,51 @@ export interface LaunchEvents {
   spawnError(error: NodeJS.ErrnoException): void;
 }
 
-/** Starts the child; returns its pid (= its pgid), or undefined when it could not be started. */
-export type Launcher = (request: LaunchRequest, events: LaunchEvents) => number | undefined;
+/** A started child: its pid (= its pgid) and how to signal the run. */
+export interface LaunchedProcess {
+  readonly pid: number;
+  /** Whether the spawn shim supervises the run (see the header). */
+  readonly supervised: boolean;
+  /** SIGTERM: the polite stop, to the whole run. SIGKILL: end the run now, everything in it. */
+  kill(signal: 'SIGTERM' | 'SIGKILL'): void;
+}
+
+/** Starts the child; returns it, or undefined when it could not be started. */
+export type Launcher = (request: LaunchRequest, events: LaunchEvents) => LaunchedProcess | undefined;
+
+function launched(pid: number, supervised: boolean): LaunchedProcess {
+  return {
+    pid,
+    supervised,
+    kill(signal) {
+      if (!supervised || signal === 'SIGTERM') {
+        killGroup(pid, signal);
+        return;
+      }
+      try {
+        process.kill(pid, 'SIGUSR1');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      }
+    },
+  };
+}
+
+/** The program the shim must exec, or the start failure to report (execvp's ENOENT/EACCES). */
+function resolveForShim(request: LaunchRequest): { path: string } | { error: NodeJS.ErrnoException } {
+  try {
+    return { path: resolveProgramPath(request.binary, request.env['PATH'], request.cwd ?? process.cwd()) };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'ENOENT';
+    return {
+      error: Object.assign(new Error(`spawn ${request.binary} ${code}`), { code, errno: -(osConstants.errno[code as keyof typeof osConstants.errno] ?? 2), syscall: `spawn ${request.binary}`, path: request.binary }),
+    };
+  }
+}
+
+function shimArgv(resolved: string, request: LaunchRequest): string[] {
+  return [String(process.pid), String(request.cpuLimitSec ?? 0), resolved, request.binary, ...request.argv];
+}
 
 export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
@@ -59,9 +113,21 @@ export function launcherFor(method: SpawnMethod): Launcher {
 export const launchChildProcess: Launcher = (request, events) => {
   const stdinSpec = request.stdin === null ? 'ignore' : typeof request.stdin === 'number' ? request.stdin : 'pipe';
   const stdio: StdioOptions = [stdinSpec, 'ignore', 'pipe'];
+  const shim = spawnShimPath();
+  let file = request.binary;
+  let args = [...request.argv];
+  if (shim !== null) {
+    const resolved = resolveForShim(request);
+    if ('error' in resolved) {
+      events.spawnError(resolved.error);
+      return undefined;
+    }
+    file = shim;
+    args = shimArgv(resolved.path, request);
+  }
   let child: ReturnType<typeof spawn>;
   try {
-    child = spawn(request.binary, [...request.argv], {
+    child = spawn(file, args, {
       cwd: request.cwd,
       env: request.env,
       stdio,
@@ -102,7 +168,7 @@ export const launchChildProcess: Launcher = (request, events) => {
     child.stdin.on('error', () => {});
     child.stdin.end(request.stdin as Uint8Array);
   }
-  return pid;
+  return pid === undefined ? undefined : launched(pid, shim !== null);
 };
 
 /** Signal number → the name Node reports (the first of aliases: SIGABRT, not SIGIOT; SIGIO, not SIGPOLL). */
@@ -126,20 +192,32 @@ export const launchNative: Launcher = (request, events) => {
     if (value !== undefined) env.push(`${key}=${value}`);
   }
   const stdin = request.stdin;
+  const shim = spawnShimPath();
+  let file = request.binary;
+  if (shim !== null) {
+    const resolved = resolveForShim(request);
+    if ('error' in resolved) {
+      events.spawnError(resolved.error);
+      return undefined;
+    }
+    file = resolved.path;
+  }
   try {
-    return native.spawnGroup(
+    const pid = native.spawnGroup(
       {
-        file: request.binary,
+        file,
         argv: [request.binary, ...request.argv],
         env,
         ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
         ...(stdin === null ? { stdinFd: -1 } : typeof stdin === 'number' ? { stdinFd: stdin } : { stdinBytes: stdin }),
         stderrDrainMs: request.stderrDrainMs,
+        ...(shim !== null ? { shim, cpuLimitSec: request.cpuLimitSec ?? 0 } : {}),
       },
       (chunk) => events.stderr(chunk),
       (code, signal) => events.exit(code, signal === null ? null : (SIGNAL_NAMES.get(signal) ?? null)),
       () => events.close(),
     );
+    return launched(pid, shim !== null);
   } catch (error) {
     const failure = error as NodeJS.ErrnoException;
     // Errno failures of the start itself are the program's problem, reported like Node's

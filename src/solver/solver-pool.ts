@@ -9,7 +9,7 @@
  * (SIGTERM, SIGKILL after the grace) and returns. So when `run()` settles — resolved or rejected —
  * the solver and everything it forked are gone and its run directory is removed.
  */
-import { accessSync, constants as fsConstants, mkdtempSync, promises as fs, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdtempSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
@@ -25,6 +25,8 @@ import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from '.
 import type { SolverResult, SolverTask, WireResult } from './solver-types.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
+import { removeTreeBounded } from './bounded-remove.js';
+import { ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
 import { resolveTask } from './task-resolution.js';
 import { parseTelemetryEnvelope, type TelemetryParser } from './telemetry-envelope.js';
 
@@ -95,7 +97,11 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
-    this.#scratchRoot = mkdtempSync(path.join(options.scratchParent ?? defaultScratchParent(), 'symfence-solver-'));
+    const scratchParent = options.scratchParent ?? defaultScratchParent();
+    // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone.
+    const swept = sweepStaleScratch(scratchParent);
+    if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of dead coordinators');
+    this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
     const workerData: SolverWorkerData = {
       scratchRoot: this.#scratchRoot,
       bitmapBuffer: this.bitmap.buffer,
@@ -158,6 +164,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       throw new AbortedError(this.#closing ? 'solver run aborted: pool closing' : 'solver run aborted', {
         status: wireResult.status,
         elapsedMs: wireResult.elapsedMs,
+        outputEntriesRead: wireResult.outputEntriesRead ?? 0,
       });
     }
     return this.#finish(wireResult);
@@ -206,7 +213,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       try {
         await this.#piscina?.destroy();
       } finally {
-        await fs.rm(this.#scratchRoot, { recursive: true, force: true });
+        // Bounded (bounded-remove.ts): a run directory left by a terminated worker may hold a flood,
+        // and a recursive fs.rm would list it whole and unlink every entry at once.
+        removeTreeBounded(this.#scratchRoot);
       }
     })();
     return this.#closing;

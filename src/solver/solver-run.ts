@@ -19,10 +19,11 @@
  */
 import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
+import { ShowmapSetupError, SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
 import { TaskAbortCell } from './abort-cell.js';
 import { classifyExit } from './exit-classification.js';
-import { collectOutputs, type CollectedOutputs } from './output-collector.js';
+import { removeTreeBounded } from './bounded-remove.js';
+import { CollectionStopped, collectOutputs, type CollectedOutputs } from './output-collector.js';
 import { runInProcessGroup } from './process-group.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, SolverStatus, WireResult, WireTask } from './solver-types.js';
@@ -76,7 +77,12 @@ function removeRunDir(runDir: string): void {
   } catch {
     // ENOTEMPTY / ENOENT: something was left behind, or the directory was never created.
   }
-  rmSync(runDir, { recursive: true, force: true, maxRetries: 2 });
+  try {
+    // A flooded output directory must not cost its whole listing in memory (bounded-remove.ts).
+    removeTreeBounded(runDir);
+  } catch {
+    rmSync(runDir, { recursive: true, force: true, maxRetries: 2 });
+  }
 }
 
 async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string): Promise<WireResult> {
@@ -185,18 +191,33 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
       break;
   }
 
-  // Outputs are collected on every path: a killed or crashing run may still have solved branches.
+  // An aborted run's result is dropped by the pool: reading its outputs (possibly a flood) would
+  // only delay the abort, so it is skipped — and collection stops if the abort arrives during it.
+  if (outcome.cancelled || cell.abortRequested) return { ...common, ...emptyOutputs(), aborted: true, status, ...(error ? { error } : {}) };
+  // Outputs are collected on every other path: a killed or crashing run may still have solved branches.
   let collected: CollectedOutputs;
   try {
-    collected = collectOutputs(outputDir, task.caps);
+    collected = collectOutputs(outputDir, task.caps, { stopRequested: () => cell.abortRequested });
   } catch (budget) {
+    if (budget instanceof CollectionStopped) return { ...common, ...emptyOutputs(), aborted: true, status, outputEntriesRead: budget.entriesRead };
     const data = toErrorData(budget);
     if (data.code !== 'ERR_SOLVER_OUTPUT_BUDGET') throw budget;
-    return { ...common, ...emptyOutputs(), totalGenerated: Number(data.details?.totalGenerated ?? 0), status: 'error', error: data };
+    return {
+      ...common,
+      ...emptyOutputs(),
+      totalGenerated: Number(data.details?.totalGenerated ?? 0),
+      outputEntriesRead: Number(data.details?.entriesRead ?? 0),
+      status: 'error',
+      error: data,
+    };
   }
 
   const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
   const generated = await triageAll(task, ctx, runDir, collected, cell);
+  if (!Array.isArray(generated)) {
+    // Triage could not run at all: no verdict on any output, and not this input's fault.
+    return { ...common, ...emptyOutputs(), ...telemetry, totalGenerated: collected.totalGenerated, aborted: outcome.cancelled || cell.abortRequested, status: 'error', error: generated.setupError };
+  }
   return {
     ...common,
     // An abort that arrives after the solver exited still stops triage and drops the result.
@@ -208,10 +229,18 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     totalGenerated: collected.totalGenerated,
     duplicatesDropped: collected.duplicatesDropped,
     ignoredEntries: collected.ignoredEntries,
+    outputEntriesRead: collected.entriesRead,
   };
 }
 
-async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, collected: CollectedOutputs, cell: TaskAbortCell): Promise<GeneratedInput[]> {
+/** The triaged outputs, or the showmap set-up failure that stopped triage (`ERR_SHOWMAP_SETUP`). */
+async function triageAll(
+  task: WireTask,
+  ctx: SolverRunContext,
+  runDir: string,
+  collected: CollectedOutputs,
+  cell: TaskAbortCell,
+): Promise<GeneratedInput[] | { readonly setupError: ErrorData }> {
   const generated: GeneratedInput[] = [];
   for (const file of collected.files) {
     // Stop claiming shared coverage for a run whose result will be dropped.
@@ -236,6 +265,15 @@ async function triageAll(task: WireTask, ctx: SolverRunContext, runDir: string, 
       baseEnv: ctx.baseEnv,
       ...(task.spawnMethod !== undefined ? { spawnMethod: task.spawnMethod } : {}),
     });
+    if (shown.setupFailure) {
+      const error = new ShowmapSetupError(`afl-showmap cannot run the target: ${shown.detail ?? 'set-up failed'}`, {
+        showmap: task.triage.showmap.binary,
+        target: task.triage.target.binary,
+        exitCode: shown.exitCode,
+        detail: shown.detail ?? null,
+      });
+      return { setupError: toErrorData(error) };
+    }
     if (shown.outcome === 'ok' && shown.map) {
       if (shown.map.length > ctx.bitmap.sizeBytes) {
         generated.push({ ...base, showmap: 'error' });
@@ -280,8 +318,8 @@ function clampSolverTime(solvingTimeUs: number | null, elapsedMs: number): numbe
   return Math.min(solvingTimeUs, Math.round(elapsedMs * 1000));
 }
 
-function emptyOutputs(): Pick<WireResult, 'generated' | 'totalGenerated' | 'duplicatesDropped' | 'ignoredEntries'> {
-  return { generated: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0 };
+function emptyOutputs(): Pick<WireResult, 'generated' | 'totalGenerated' | 'duplicatesDropped' | 'ignoredEntries' | 'outputEntriesRead'> {
+  return { generated: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0, outputEntriesRead: 0 };
 }
 
 function failedBeforeStart(error: ErrorData | null, aborted: boolean): WireResult {

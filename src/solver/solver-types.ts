@@ -143,6 +143,11 @@ export interface WireResult {
   readonly duplicatesDropped: number;
   /** Dot files, symlinks, directories and other non-regular entries ignored in the output dir. */
   readonly ignoredEntries: number;
+  /**
+   * Output-directory entries read while listing: bounded by the count cap (listing stops at
+   * `maxOutputFiles + 1`), 0 when the run was aborted before collection.
+   */
+  readonly outputEntriesRead?: number;
   /** Set with status `error` (spawn failure, runtime exit 255, output budget …) or for timeouts. */
   readonly error?: ErrorData;
   readonly aborted: boolean;

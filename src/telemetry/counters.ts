@@ -14,6 +14,11 @@ export interface CampaignCounters {
   jobsError: number;
   /** Runs aborted (lost lease, shutdown) and rolled back. */
   jobsAborted: number;
+  /**
+   * Jobs whose run failed for a reason that is not the input's fault (solver cannot start, showmap
+   * set-up failure): rolled back, work lease abandoned so the work is retried, never marked done.
+   */
+  jobsAbandoned: number;
   /** Results dropped because `beginCommit` refused their work fence. */
   staleResults: number;
   /** Inputs the solver generated, and those that added coverage (published to the queue). */
@@ -80,6 +85,7 @@ export function createCounters(): CampaignCounters {
     jobsCrash: 0,
     jobsError: 0,
     jobsAborted: 0,
+    jobsAbandoned: 0,
     staleResults: 0,
     generated: 0,
     interesting: 0,
@@ -143,6 +149,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'targetsSat',
   'targetsUnsat',
   'tempsSwept',
+  'jobsAbandoned',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -12,7 +12,7 @@
  */
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 
-export type JobLogStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted' | 'stale';
+export type JobLogStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted' | 'stale' | 'abandoned';
 
 export interface JobLogEntry {
   readonly workId: string;

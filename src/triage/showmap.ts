@@ -5,6 +5,13 @@
  * hung, 2 = the target crashed; anything else is a tool failure. AFL++ tools get an environment
  * without stray `AFL_*` variables (each unknown one costs a 2 s sleep per start).
  *
+ * A set-up failure is not a hang: afl-showmap that cannot run the target at all (missing or
+ * non-executable target, no instrumentation, fork server handshake failed) prints `PROGRAM ABORT`
+ * (on stdout, which we discard) and exits 1 — the exit code of the hang verdict — but, unlike a
+ * run that hung, it writes no map (checked with Debian's afl++ 4.04c: a hang there even exits 2
+ * with a map). So exit 1 without a map file, or a showmap that cannot be started, is reported as
+ * `setupFailure`: the fault is the set-up's, not the candidate's (docs/solver.md, *Triage*).
+ *
  * The reference solver's showmap-compatible mode accepts the same argv and exit codes, so triage
  * runs this exact code path with or without AFL++.
  */
@@ -37,6 +44,8 @@ export interface ShowmapResult {
   readonly map?: Uint8Array;
   readonly exitCode: number | null;
   readonly detail?: string;
+  /** afl-showmap could not run the target at all (or could not be started): no verdict on the input. */
+  readonly setupFailure?: true;
 }
 
 export function showmapArgv(request: Pick<ShowmapRequest, 'showmap' | 'target' | 'inputMode' | 'timeoutMs'>, mapPath: string, inputPath: string): string[] {
@@ -60,7 +69,9 @@ export async function runShowmap(request: ShowmapRequest): Promise<ShowmapResult
     stderrCapBytes: 4096,
     ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
   });
-  if (outcome.spawnError) return { outcome: 'error', exitCode: null, detail: `cannot start ${request.showmap.binary}: ${outcome.spawnError.code ?? outcome.spawnError.message}` };
+  if (outcome.spawnError) {
+    return { outcome: 'error', exitCode: null, setupFailure: true, detail: `cannot start ${request.showmap.binary}: ${outcome.spawnError.code ?? outcome.spawnError.message}` };
+  }
   if (outcome.timedOut) return { outcome: 'hang', exitCode: null, detail: 'showmap itself did not finish' };
   switch (outcome.code) {
     case 0: {
@@ -72,10 +83,23 @@ export async function runShowmap(request: ShowmapRequest): Promise<ShowmapResult
       }
     }
     case 1:
+      if (!(await exists(mapPath))) {
+        const said = outcome.stderr.tail.trim().slice(-300);
+        return { outcome: 'error', exitCode: 1, setupFailure: true, detail: `exit 1 without writing a map (the target never ran)${said ? `: ${said}` : ''}` };
+      }
       return { outcome: 'hang', exitCode: 1 };
     case 2:
       return { outcome: 'crash', exitCode: 2 };
     default:
       return { outcome: 'error', exitCode: outcome.code, detail: outcome.stderr.tail.slice(-500) };
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch {
+    return false;
   }
 }

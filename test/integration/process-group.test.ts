@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runInProcessGroup, type GroupRunOptions } from '../../src/solver/process-group.js';
 import { nativeSpawnAvailable, type SpawnMethod } from '../../src/solver/spawn-method.js';
 import { builtFile, PACKAGE_ROOT } from '../../src/util/paths.js';
-import { waitForExit, waitForFile } from '../helpers/processes.js';
+import { isAlive, waitForExit, waitForFile } from '../helpers/processes.js';
+import { spawnShimPath } from '../../src/native/bindings.js';
 import { SPAWN_METHODS } from '../helpers/spawn-methods.js';
 
 const fixture = (name: string): string => path.join(PACKAGE_ROOT, 'test', 'fixtures', name);
@@ -51,14 +52,26 @@ describe.each(SPAWN_METHODS)('runInProcessGroup with spawnMethod %s', (spawnMeth
     expect((await sh(spawnMethod, 'kill -s SEGV $$')).signal).toBe('SIGSEGV');
   });
 
-  it('starts the program as the leader of a new session and process group', async () => {
-    const outcome = await sh(spawnMethod, 'exec cat /proc/self/stat >&2');
-    const fields = outcome.stderr.tail.slice(outcome.stderr.tail.lastIndexOf(')') + 2).split(' ');
-    const pid = Number(outcome.stderr.tail.split(' ')[0]);
+  it('starts the program as the leader of its own process group, in a new session led by the run (the spawn shim when built)', async () => {
     // Fields after `(comm)`: state, ppid, pgrp, session.
-    expect(Number(fields[2])).toBe(pid);
-    expect(Number(fields[3])).toBe(pid);
-    expect(Number(fields[1])).toBe(process.pid);
+    const statOf = (line: string) => {
+      const fields = line.slice(line.lastIndexOf(')') + 2).split(' ');
+      return { pid: Number(line.split(' ')[0]), ppid: Number(fields[1]), pgrp: Number(fields[2]), session: Number(fields[3]) };
+    };
+    const outcome = await sh(spawnMethod, 'cat /proc/$$/stat /proc/$PPID/stat >&2');
+    const [programLine, parentLine] = outcome.stderr.tail.split('\n');
+    const program = statOf(programLine!);
+    const parent = statOf(parentLine!);
+    expect(program.pgrp).toBe(program.pid);
+    if (spawnShimPath() !== null) {
+      // The shim is our child and leads the run's session; the program has a group of its own.
+      expect(parent.ppid).toBe(process.pid);
+      expect(parent.session).toBe(parent.pid);
+      expect(program.session).toBe(parent.pid);
+    } else {
+      expect(program.ppid).toBe(process.pid);
+      expect(program.session).toBe(program.pid);
+    }
   });
 
   it('starts the program with an empty signal mask and no ignored signals (Node itself ignores SIGPIPE)', async () => {
@@ -149,7 +162,7 @@ describe.each(SPAWN_METHODS)('runInProcessGroup with spawnMethod %s', (spawnMeth
     expect(await waitForExit(grandchild!)).toBe(true);
   });
 
-  it('ends a run whose stderr is held by a process that left the group: exit code kept, no timeout, holder untouched', async () => {
+  it.skipIf(spawnShimPath() !== null)('without the spawn shim, ends a run whose stderr is held by a process that left the group: exit code kept, no timeout, holder untouched', async () => {
     const pidFile = path.join(tmp, `escaped-${spawnMethod}.pid`);
     // `setsid` puts the holder in a session of its own (AFL++'s fork server child does the same):
     // the group kill cannot reach it, so only the drain bound after exit ends the run. The
@@ -166,6 +179,18 @@ describe.each(SPAWN_METHODS)('runInProcessGroup with spawnMethod %s', (spawnMeth
       process.kill(holder, 'SIGKILL');
     }
     expect(await waitForExit(holder)).toBe(true);
+  });
+
+  it.skipIf(spawnShimPath() === null)('under the spawn shim, ends a run whose program left a setsid() grandchild holding stderr with the exit code kept, and kills that grandchild', async () => {
+    const pidFile = path.join(tmp, `escaped-shim-${spawnMethod}.pid`);
+    const outcome = await sh(spawnMethod, `setsid sleep 1000 & echo $! > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exit 3`, {
+      timeoutMs: 30_000,
+      killGraceMs: 30_000,
+    });
+    const holder = Number((await waitForFile(pidFile)).trim());
+    expect(outcome).toMatchObject({ code: 3, signal: null, timedOut: false, cancelled: false, spawnError: null });
+    // The shim reaped it before exiting: by the time the run settled it is gone, not just dying.
+    expect(isAlive(holder)).toBe(false);
   });
 
   it('reports every errno of a failed start as a spawn error, not a thrown exception', async () => {

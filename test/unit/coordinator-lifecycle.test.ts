@@ -520,3 +520,57 @@ describe('takeover of expired work', () => {
     expect(t.workLeases.records.get(workId)?.status).toBe('done');
   });
 });
+
+describe('set-up failures: abandoned, never done', () => {
+  const spawnFailure = { status: 'error' as const, generated: [], elapsedMs: 0, error: 'cannot start solver ./s: ENOENT', errorCode: 'ERR_SOLVER_SPAWN' };
+
+  it('abandons the work of a job whose solver could not start, releases everything, and publishes nothing', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(spawnFailure);
+    await t.coordinator.settled();
+    expect(t.workLeases.records.has(jobWorkId(job))).toBe(false);
+    expect(t.workLeases.calls.at(-1)).toBe(`abandon ${jobWorkId(job).slice(0, 8)}`);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.sink.entries).toEqual([]);
+    expect(t.counters).toMatchObject({ jobsAbandoned: 1, jobsError: 0, jobsOk: 0 });
+    expect(t.jobs.map((j) => j.status)).toEqual(['abandoned']);
+    expect(t.source.observed).toEqual([]);
+    expect(t.coordinator.fatalError).toBeUndefined();
+  });
+
+  it('marks a job that failed for its own reason done as before (an exit-255 error is not a set-up failure)', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve({ status: 'error', generated: [], elapsedMs: 1, error: 'runtime refused', errorCode: 'ERR_SOLVER_EXIT' });
+    await t.coordinator.settled();
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
+    expect(t.counters).toMatchObject({ jobsAbandoned: 0, jobsError: 1 });
+  });
+
+  it('stops with ERR_SETUP_FAILURES after maxSetupFailures in a row; a result of the input\'s own resets the count', async () => {
+    const t = setup({ maxSetupFailures: 2 });
+    const jobs = ['a', 'b', 'c', 'd'].map((name, i) => makeJob(name, BigInt(100 + i)));
+    for (const job of jobs) t.source.queue.push(await t.admit(job));
+    const finish = async (index: number, outcome: Parameters<(typeof t.solver.runs)[number]['resolve']>[0]) => {
+      await t.coordinator.tick();
+      await t.solver.started(index + 1);
+      t.solver.runs[index]!.resolve(outcome);
+      await t.coordinator.settled();
+    };
+    await finish(0, spawnFailure);
+    await finish(1, ok());
+    await finish(2, { ...spawnFailure, errorCode: 'ERR_SHOWMAP_SETUP' });
+    expect(t.coordinator.stopping).toBe(false);
+    await finish(3, spawnFailure);
+    expect(t.coordinator.fatalError).toMatchObject({ code: 'ERR_SETUP_FAILURES', details: { failures: 2, lastCode: 'ERR_SOLVER_SPAWN' } });
+    expect(t.coordinator.stopping).toBe(true);
+    expect(t.counters).toMatchObject({ jobsAbandoned: 3, jobsOk: 1 });
+    expect(jobs.map((job) => t.workLeases.records.get(jobWorkId(job))?.status)).toEqual([undefined, 'done', undefined, undefined]);
+  });
+});

@@ -17,7 +17,7 @@ import { runCampaignCli } from '../campaign-runner.js';
 export function formatRunSummary(s: CampaignSummary): string {
   const c = s.counters;
   return [
-    `symfence run: ${s.jobsCompleted} jobs in ${formatDuration(Math.round(s.elapsedMs / 1000) * 1000)} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}, aborted ${c.jobsAborted})`,
+    `symfence run: ${s.jobsCompleted} jobs in ${formatDuration(Math.round(s.elapsedMs / 1000) * 1000)} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}, aborted ${c.jobsAborted}, abandoned ${c.jobsAbandoned})`,
     `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}, skipped ${c.queriesSkipped}; generated per query ${generatedPerQuery(c).toFixed(2)}; targets reached ${c.targetsReached} (sat ${c.targetsSat}, unsat ${c.targetsUnsat})`,
     `  findings: queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}; edges ${c.edgesCovered}`,
     `  leases: conflicts ${c.conflicts}, stale results ${c.staleResults}, steals ${c.leaseSteals}, release failures ${c.releaseFailures}`,

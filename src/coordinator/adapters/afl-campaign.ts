@@ -4,10 +4,15 @@
  * target AFL fuzzes (from the instance's `fuzzer_stats` `command_line`, or given explicitly), and
  * interesting inputs are published to `<afl-out>/<name>/queue` for AFL++ to import.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { OptionsInput } from '../../config/schema.js';
-import { AflError, UsageError } from '../../errors.js';
+import { AflError, ShowmapSetupError, SolverNotFoundError, UsageError } from '../../errors.js';
+import { resolveProgramPath } from '../../solver/program-lookup.js';
+import { resolveSolverOptions } from '../../solver/solver-options.js';
+import { resolveSpawnMethod } from '../../solver/spawn-method.js';
+import { runShowmap } from '../../triage/showmap.js';
 import type { CommandTemplate } from '../../solver/solver-types.js';
 import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from '../../triage/afl-queue.js';
 import { Campaign, type CampaignComponentsFactory, type CampaignRuntime } from '../campaign.js';
@@ -60,8 +65,11 @@ export async function aflComponentsFactory(options: CampaignOptions, settings: A
   const showmapWords = splitCommand(settings.showmap ?? 'afl-showmap', '--showmap');
   const showmap: CommandTemplate = { binary: resolveProgram(showmapWords[0]!), argv: [...showmapWords.slice(1), ...(target.qemu ? ['-Q'] : [])] };
   const symcc: CommandTemplate = { binary: resolveProgram(settings.symcc[0]!), argv: settings.symcc.slice(1) };
+  const aflTarget: CommandTemplate = { binary: resolveProgram(target.argv[0]!), argv: target.argv.slice(1) };
+  checkSolverCommand(symcc);
   // Decided now: an explicit `--solver-telemetry preload` that cannot work is refused before any seed is spent.
   const telemetry = campaignTelemetry(options, symcc);
+  await checkShowmap(showmap, aflTarget, target.fileInput ? 'file' : 'stdin', queueDir, settings.solver);
   return (context) =>
     buildCampaignComponents(context, {
       command: symcc,
@@ -70,10 +78,69 @@ export async function aflComponentsFactory(options: CampaignOptions, settings: A
       ...(settings.solver ? { solver: settings.solver } : {}),
       triage: {
         showmap,
-        target: { binary: resolveProgram(target.argv[0]!), argv: target.argv.slice(1) },
+        target: aflTarget,
         inputMode: target.fileInput ? 'file' : 'stdin',
       },
     });
+}
+
+/**
+ * Start-up check: the solver command names an executable, found the way the launch will find it
+ * (execvp's PATH lookup). Throws `ERR_SOLVER_NOT_FOUND` — before any work record is claimed.
+ */
+function checkSolverCommand(symcc: CommandTemplate): void {
+  try {
+    resolveProgramPath(symcc.binary, process.env['PATH']);
+  } catch (error) {
+    const errno = (error as NodeJS.ErrnoException).code ?? 'ENOENT';
+    throw new SolverNotFoundError(
+      `solver ${symcc.binary} ${errno === 'EACCES' ? 'is not executable' : 'not found'} (${errno}); nothing was started and no work was claimed`,
+      { binary: symcc.binary, errno },
+    );
+  }
+}
+
+/**
+ * Start-up check: one afl-showmap run on a seed (the first queue entry, or an empty input) tells
+ * whether showmap and the AFL target work at all. A hang or a crash is a verdict on the seed and
+ * passes; a showmap that cannot start, or aborts before running the target (missing target, no
+ * instrumentation), throws `ERR_SHOWMAP_SETUP` — otherwise every generated input would be misread.
+ */
+async function checkShowmap(
+  showmap: CommandTemplate,
+  target: CommandTemplate,
+  inputMode: 'stdin' | 'file',
+  queueDir: string,
+  solver: AflRunSettings['solver'],
+): Promise<void> {
+  const options = resolveSolverOptions(solver ?? {});
+  const seed = readdirSync(queueDir)
+    .filter((name) => name.startsWith('id:'))
+    .sort()
+    .map((name) => path.join(queueDir, name))
+    .find((file) => statSync(file).isFile());
+  const workDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-showmap-check-'));
+  try {
+    const shown = await runShowmap({
+      showmap,
+      target,
+      inputMode,
+      timeoutMs: options.showmapTimeoutMs,
+      workDir,
+      candidate: seed !== undefined ? new Uint8Array(readFileSync(seed)) : new Uint8Array(0),
+      spawnMethod: resolveSpawnMethod(options.spawnMethod),
+    });
+    if (shown.setupFailure) {
+      throw new ShowmapSetupError(`afl-showmap cannot run the AFL target: ${shown.detail ?? 'set-up failed'}; nothing was started and no work was claimed`, {
+        showmap: showmap.binary,
+        target: target.binary,
+        exitCode: shown.exitCode,
+        detail: shown.detail ?? null,
+      });
+    }
+  } finally {
+    rmSync(workDir, { recursive: true, force: true });
+  }
 }
 
 /** `symfence run`: an AFL++ campaign (see `Campaign.start` with `solverCommand`). */

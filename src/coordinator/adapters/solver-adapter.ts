@@ -50,7 +50,8 @@ export class SolverPoolAdapter implements SolverPort {
       );
     } catch (error) {
       if (codeOf(error) === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
-      return { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
+      const code = codeOf(error);
+      return { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error), ...(code !== undefined ? { errorCode: code } : {}) };
     }
     const generated: TriagedInput[] = [];
     for (const g of result.generated) {
@@ -70,7 +71,7 @@ export class SolverPoolAdapter implements SolverPort {
       ...(result.telemetryError !== undefined ? { telemetryError: result.telemetryError } : {}),
       ...(result.solverTimeUs !== null ? { solverTimeUs: result.solverTimeUs } : {}),
       elapsedMs: result.elapsedMs,
-      ...(result.error ? { error: result.error.message } : {}),
+      ...(result.error ? { error: result.error.message, errorCode: result.error.code } : {}),
     };
   }
 }

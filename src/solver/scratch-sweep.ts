@@ -1,0 +1,67 @@
+/**
+ * Scratch directories of dead coordinators. A pool removes its scratch directory on `close()`,
+ * but a coordinator that was SIGKILLed (or lost its machine's power) cannot; on tmpfs the leftovers
+ * hold memory until reboot. So each pool's directory carries its owner — `symfence-solver-<pid>-<start>-…`,
+ * `<start>` being the process start time (`/proc/<pid>/stat`, clock ticks since boot), which tells
+ * a recycled pid from the owner — and a pool sweeps, at start, the directories under its scratch
+ * parent whose owner is no longer running on this host (docs/solver.md, *Scratch directories*).
+ *
+ * Only directories in this naming scheme are touched; one whose owner cannot be judged (no /proc)
+ * is kept. The scratch parent is assumed to be private to this host's pid namespace (/dev/shm and
+ * the tmp directory are).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { removeTreeBounded } from './bounded-remove.js';
+
+export const SCRATCH_PREFIX = 'symfence-solver-';
+const OWNED_NAME = /^symfence-solver-(\d+)-(\d+)-/;
+
+/** Start time of `pid` in clock ticks since boot, or null when it is not running (or unreadable). */
+export function processStartTime(pid: number): string | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // Fields after `(comm)` (which may contain spaces): state is field 3, starttime field 22.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields[19] ?? null;
+}
+
+/** The prefix for `mkdtemp` of this process's scratch directory. */
+export function ownedScratchPrefix(parent: string): string {
+  const start = processStartTime(process.pid) ?? '0';
+  return path.join(parent, `${SCRATCH_PREFIX}${process.pid}-${start}-`);
+}
+
+/**
+ * Removes the scratch directories under `parent` whose owner process is gone (dead, or its pid now
+ * belongs to a process started at another time). Never throws; returns the names removed.
+ */
+export function sweepStaleScratch(parent: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return [];
+  }
+  // Without /proc no owner can be judged alive: keep everything.
+  if (processStartTime(process.pid) === null) return [];
+  const removed: string[] = [];
+  for (const name of names) {
+    const owner = OWNED_NAME.exec(name);
+    if (!owner) continue;
+    const pid = Number(owner[1]);
+    if (processStartTime(pid) === owner[2]) continue;
+    try {
+      // A dead coordinator's run directory may hold a solver's flood: remove it without its listing in memory.
+      removeTreeBounded(path.join(parent, name));
+      removed.push(name);
+    } catch {
+      // Someone else's (another user's) or already gone: not ours to insist on.
+    }
+  }
+  return removed;
+}

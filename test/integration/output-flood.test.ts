@@ -1,0 +1,73 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultScratchParent, SolverPool } from '../../src/solver/solver-pool.js';
+import { PACKAGE_ROOT } from '../../src/util/paths.js';
+import { waitForFile } from '../helpers/processes.js';
+
+const FLOOD_FILES = 200_000;
+const CAP = 1_000;
+const flooder = { binary: path.join(PACKAGE_ROOT, 'test', 'fixtures', 'flooding-solver.sh'), argv: [] };
+
+let scratchParent: string;
+beforeAll(() => {
+  // tmpfs when available: 200k empty files are written in about a second there.
+  scratchParent = mkdtempSync(path.join(defaultScratchParent(), 'symfence-flood-'));
+});
+afterAll(() => {
+  rmSync(scratchParent, { recursive: true, force: true });
+});
+
+/** Run directories left in a pool's scratch tree (worker-*\/run-*). */
+function runDirsLeft(): string[] {
+  const left: string[] = [];
+  for (const root of readdirSync(scratchParent).filter((n) => n.startsWith('symfence-solver-'))) {
+    for (const slot of readdirSync(path.join(scratchParent, root)).filter((n) => n.startsWith('worker-') || n.startsWith('main-'))) {
+      left.push(...readdirSync(path.join(scratchParent, root, slot)).filter((n) => n.startsWith('run-')));
+    }
+  }
+  return left;
+}
+
+describe('a solver that floods its output directory', () => {
+  it('is refused at the count cap after reading at most cap + 1 entries, with memory bounded, and its run directory removed', async () => {
+    const pool = new SolverPool({ scratchParent, solver: { workers: 1, maxOutputFiles: CAP, timeoutMs: 120_000 } });
+    try {
+      // Warm-up: the worker thread, its heap and the spawn path are up before the baseline.
+      await pool.run({ input: { bytes: new Uint8Array([1]) }, command: flooder, env: { SYMFENCE_TEST_FILES: '10' } });
+      const peakBeforeKb = process.resourceUsage().maxRSS;
+      const result = await pool.run({ input: { bytes: new Uint8Array([1]) }, command: flooder, env: { SYMFENCE_TEST_FILES: String(FLOOD_FILES) } });
+      // Growth of the process's peak RSS over the flood run (ru_maxrss, KiB).
+      const peakGrowthKb = process.resourceUsage().maxRSS - peakBeforeKb;
+      expect(result.status).toBe('error');
+      expect(result.error?.code).toBe('ERR_SOLVER_OUTPUT_BUDGET');
+      expect(result.error?.details).toMatchObject({ resource: 'files', limit: CAP, observed: CAP + 1, entriesRead: CAP + 1 });
+      expect(result.outputEntriesRead).toBe(CAP + 1);
+      // A regression guard: listing, refusal and removal hold a bounded amount, whatever the flood.
+      expect(peakGrowthKb).toBeLessThan(32 * 1024);
+      expect(runDirsLeft()).toEqual([]);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('is not collected at all once the run is aborted: no entry is read, and the run directory is removed', async () => {
+    const pidFile = path.join(scratchParent, 'flood-abort.pid');
+    const pool = new SolverPool({ scratchParent, solver: { workers: 1, maxOutputFiles: CAP, timeoutMs: 120_000, killGraceMs: 100 } });
+    const controller = new AbortController();
+    try {
+      const running = pool.run(
+        { input: { bytes: new Uint8Array([1]) }, command: flooder, env: { SYMFENCE_TEST_FILES: String(FLOOD_FILES), SYMFENCE_TEST_PIDFILE: pidFile } },
+        { signal: controller.signal },
+      );
+      // The flood is complete once the solver published its pid.
+      await waitForFile(pidFile, 60_000);
+      controller.abort();
+      await expect(running).rejects.toMatchObject({ code: 'ERR_ABORTED', details: { outputEntriesRead: 0 } });
+      expect(runDirsLeft()).toEqual([]);
+    } finally {
+      await pool.close();
+    }
+  });
+});
