@@ -13,7 +13,8 @@
  * binary that cannot be interposed (statically linked) falls back to `runtime` with one warning:
  * its runs stay untargeted unless its runtime writes telemetry.
  */
-import { accessSync, closeSync, existsSync, fstatSync, openSync, readSync, statSync, constants as fsConstants } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readSync, constants as fsConstants } from 'node:fs';
+import { resolveProgramPath } from './program-lookup.js';
 import path from 'node:path';
 import { InvalidOptionError, PreloadUnsupportedError } from '../errors.js';
 import { readElfInfo, type ElfInfo } from './elf-dynamic.js';
@@ -141,21 +142,15 @@ export function findSymccRuntime(elf: Extract<ElfInfo, { kind: 'elf' }>, binary:
 }
 
 /**
- * The file `execvp` would run for `binary`: itself when it names a path, else the first
- * executable match on `PATH`; unchanged when nothing matches (the caller reports that).
+ * The file `execvp` would run for `binary` (`resolveProgramPath`); unchanged when nothing
+ * matches — the start-up check reports that as `ERR_SOLVER_NOT_FOUND`.
  */
 export function resolveOnPath(binary: string, env: NodeJS.ProcessEnv): string {
-  if (binary.includes('/')) return path.resolve(binary);
-  for (const dir of (env.PATH ?? '').split(':')) {
-    const candidate = path.join(dir === '' ? '.' : dir, binary);
-    try {
-      accessSync(candidate, fsConstants.X_OK);
-      if (statSync(candidate).isFile()) return candidate;
-    } catch {
-      // not here
-    }
+  try {
+    return resolveProgramPath(binary, env.PATH);
+  } catch {
+    return binary;
   }
-  return binary;
 }
 
 /** Does the library's file contain the telemetry schema name (it writes telemetry itself)? */

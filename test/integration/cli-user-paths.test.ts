@@ -61,7 +61,9 @@ describe('CLI user paths', () => {
   it('refuses `run --out-dir /proc/…` with a coded line instead of spinning', async () => {
     const root = tempDir();
     const out = fakeAflOut(root, ['AAAA'], 'builtin:demo @@');
-    const result = await cli(['run', '--afl-out', out, '--afl-instance', 'main', '--out-dir', '/proc/symfence-nope', '--duration', '5s', '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@']);
+    // A working triage set-up (the reference showmap mode), so the out-dir is what gets refused.
+    const showmap = `${process.execPath} ${REFERENCE_SOLVER} showmap`;
+    const result = await cli(['run', '--afl-out', out, '--afl-instance', 'main', '--out-dir', '/proc/symfence-nope', '--duration', '5s', '--showmap', showmap, '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@']);
     expectOneCodedLine(result, '--out-dir', '/proc/symfence-nope');
   });
 
