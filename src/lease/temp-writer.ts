@@ -14,6 +14,9 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
+import { processStartTicks } from '../util/process-start.js';
+
+export { processStartTicks };
 import os from 'node:os';
 import { codeOf } from '../errors.js';
 
@@ -32,24 +35,6 @@ function readOr(read: () => string, fallback: string): string {
   } catch {
     return fallback;
   }
-}
-
-/**
- * Start time of `pid` in clock ticks since boot, or undefined when it cannot be read (no such
- * process, no /proc). The command name (field 2) may hold spaces and parentheses: fields are
- * counted after its last `)`.
- */
-export function processStartTicks(pid: number | 'self'): number | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // After the command: field 3 (state) is fields[0], so field 22 (starttime) is fields[19].
-  const ticks = Number(fields[19]);
-  return Number.isSafeInteger(ticks) && ticks > 0 ? ticks : undefined;
 }
 
 /** This machine's host digest (see the file comment). */

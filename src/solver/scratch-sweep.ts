@@ -10,24 +10,18 @@
  * is kept. The scratch parent is assumed to be private to this host's pid namespace (/dev/shm and
  * the tmp directory are).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
+import { processStartTicks } from '../util/process-start.js';
 import { removeTreeBounded } from './bounded-remove.js';
 
 export const SCRATCH_PREFIX = 'symfence-solver-';
 const OWNED_NAME = /^symfence-solver-(\d+)-(\d+)-/;
 
-/** Start time of `pid` in clock ticks since boot, or null when it is not running (or unreadable). */
+/** Start time of `pid` in clock ticks since boot, as a name component; null when it is not running (or unreadable). */
 export function processStartTime(pid: number): string | null {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return null;
-  }
-  // Fields after `(comm)` (which may contain spaces): state is field 3, starttime field 22.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return fields[19] ?? null;
+  const ticks = processStartTicks(pid);
+  return ticks === undefined ? null : String(ticks);
 }
 
 /** The prefix for `mkdtemp` of this process's scratch directory. */

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { preloadLibraryPath } from '../../src/solver/preload-library.js';
-import { readJobLog, type JobLogEntry } from '../../src/telemetry/job-log.js';
+import { readJobLog } from '../../src/telemetry/job-log.js';
+import { overlappingTargetPairs } from '../helpers/job-overlap.js';
 import { fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../helpers/fake-symcc.js';
 
@@ -29,19 +30,6 @@ afterEach(() => {
 const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
 /** branchy inputs: several share the prefix of sites 1..4, so their branches overlap. */
 const SEEDS = ['AAAAxxyy', 'MAAAxyxy', 'MZAAyyxx', 'MZ!Axxxx', 'AAAAyyyy', 'MAAAxxxy'];
-
-function overlappingTargetPairs(jobs: readonly JobLogEntry[]): string[] {
-  const bad: string[] = [];
-  for (let i = 0; i < jobs.length; i++) {
-    for (let j = i + 1; j < jobs.length; j++) {
-      const a = jobs[i]!;
-      const b = jobs[j]!;
-      if (!a.targets.some((t) => b.targets.includes(t))) continue;
-      if (a.startMs < b.endMs && b.startMs < a.endMs) bad.push(`${a.coordinator}:${a.workId.slice(0, 8)} / ${b.coordinator}:${b.workId.slice(0, 8)}`);
-    }
-  }
-  return bad;
-}
 
 describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary through the preload library', () => {
   it('proposes targeted jobs from the preload telemetry without any flag, and two coordinators never solve a shared target at overlapping times', async () => {

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
-import { readJobLog, type JobLogEntry } from '../../src/telemetry/job-log.js';
+import { readJobLog } from '../../src/telemetry/job-log.js';
+import { overlappingTargetPairs } from '../helpers/job-overlap.js';
 import { fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
 const dirs: string[] = [];
@@ -25,20 +26,6 @@ function runArgs(out: string, leases: string, name: string, extra: string[] = []
     ...extra,
     '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@',
   ];
-}
-
-/** Jobs that hold a target in common must not have run at the same time. */
-function overlappingTargetPairs(jobs: readonly JobLogEntry[]): string[] {
-  const bad: string[] = [];
-  for (let i = 0; i < jobs.length; i++) {
-    for (let j = i + 1; j < jobs.length; j++) {
-      const a = jobs[i]!;
-      const b = jobs[j]!;
-      if (!a.targets.some((t) => b.targets.includes(t))) continue;
-      if (a.startMs < b.endMs && b.startMs < a.endMs) bad.push(`${a.coordinator}:${a.workId.slice(0, 8)} / ${b.coordinator}:${b.workId.slice(0, 8)}`);
-    }
-  }
-  return bad;
 }
 
 async function leaseCounts(leases: string) {
