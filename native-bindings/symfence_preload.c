@@ -78,11 +78,16 @@
  *   generatedBy     <= 4096 rows [fileName, oppositeId, siteId]; more are counted in
  *                   preload.generatedByDropped
  *
- * QSYM's inherited verdict (directed mode): QSYM solves a site-0 call when the last call with a
- * real site id was solved, so after each solved group branch the same constraint is passed again
- * under a site id of ours until QSYM declines it (see clear_inherited_interest; counted in
- * preload.qsymResets). It is on when the runtime exports QSYM's `qsym::g_solver`
- * (`_ZN4qsym8g_solverE`), off otherwise; SYMFENCE_PRELOAD_QSYM_RESET=0/1 forces it.
+ * QSYM's inherited verdict (directed mode): QSYM gives a site-0 call the verdict of the last call
+ * with a real site id (it takes it for a follow-up constraint of that branch), so after a solved
+ * group branch every later event passed with site 0 would be solved too. On QSYM (detected by the
+ * solver global it exports, `qsym::g_solver` = `_ZN4qsym8g_solverE`; SYMFENCE_PRELOAD_QSYM=0/1
+ * forces it) a directed run therefore makes exactly one solving call — its first group branch on
+ * the path — and then ends (telemetry, `_exit(0)`); the group's other branches stay open for later
+ * runs. With a fresh pruning map (the coordinator leaves SYMCC_AFL_COVERAGE_MAP unset for directed
+ * runs) QSYM always solves that one call: it is the first call with a real site id QSYM sees.
+ * A solving call that takes QSYM's whole solver timeout (>= SOLVER_TIMEOUT_NS) and writes nothing
+ * is `unknown`, not `unsat`.
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
@@ -106,6 +111,8 @@
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
+/* QSYM's Z3 timeout is 10 s: a solving call this long that wrote nothing timed out. */
+#define SOLVER_TIMEOUT_NS 9500000000ULL
 
 typedef void *SymExpr;
 typedef void (*push_fn)(SymExpr, int, uintptr_t);
@@ -137,6 +144,7 @@ struct trace_row {
 
 struct generated_row {
   uint32_t file_index;
+  uint8_t optimistic;
   uint64_t opposite, site;
 };
 
@@ -159,8 +167,7 @@ static struct {
   enum mode mode;
   unsigned context;
   int early_exit_enabled;
-  int qsym_reset_enabled;
-  uint64_t qsym_resets;
+  int qsym_one_solve;
   uint64_t target;
   int target_in_group;
   char telemetry_path[PATH_MAX];
@@ -354,12 +361,12 @@ static void initialise(void) {
   if (context && parse_u64(context, &end, &value) && *end == '\0' && value <= MAX_CONTEXT) g.context = (unsigned)value;
   const char *early = getenv("SYMFENCE_PRELOAD_EARLY_EXIT");
   g.early_exit_enabled = !(early && strcmp(early, "0") == 0);
-  /* On by default where the runtime is QSYM's (its solver global is visible), off elsewhere:
-   * a runtime that solves every call with a real site id would answer each reset with a file. */
-  const char *reset = getenv("SYMFENCE_PRELOAD_QSYM_RESET");
-  if (reset && strcmp(reset, "0") == 0) g.qsym_reset_enabled = 0;
-  else if (reset && strcmp(reset, "1") == 0) g.qsym_reset_enabled = 1;
-  else g.qsym_reset_enabled = dlsym(RTLD_DEFAULT, "_ZN4qsym8g_solverE") != NULL;
+  /* On QSYM (its solver global is visible) a directed run solves one group branch and ends;
+   * SYMFENCE_PRELOAD_QSYM=0/1 forces the detection. */
+  const char *qsym = getenv("SYMFENCE_PRELOAD_QSYM");
+  if (qsym && strcmp(qsym, "0") == 0) g.qsym_one_solve = 0;
+  else if (qsym && strcmp(qsym, "1") == 0) g.qsym_one_solve = 1;
+  else g.qsym_one_solve = dlsym(RTLD_DEFAULT, "_ZN4qsym8g_solverE") != NULL;
 
   const char *target = getenv("SYMCC_TARGET_BRANCH");
   if (target && parse_u64(target, &end, &value) && *end == '\0') g.target = value;
@@ -416,13 +423,21 @@ static int attribute_outputs(uint64_t opposite, uint64_t site) {
   int fd = output_fd();
   if (fd < 0) return -1;
   int found = 0;
-  char name[16];
+  char name[32];
   for (;;) {
+    /* QSYM names an answer found by solving the branch alone ("optimistic": unsat under the
+     * path) NNNNNN-optimistic; both kinds advance its counter. */
+    uint8_t optimistic = 0;
     snprintf(name, sizeof name, "%06" PRIu32, g.next_file);
-    if (faccessat(fd, name, F_OK, 0) != 0) break;
+    if (faccessat(fd, name, F_OK, 0) != 0) {
+      snprintf(name, sizeof name, "%06" PRIu32 "-optimistic", g.next_file);
+      if (faccessat(fd, name, F_OK, 0) != 0) break;
+      optimistic = 1;
+    }
     if (g.generated_row_count < MAX_GENERATED_ROWS) {
       struct generated_row *row = &g.generated_rows[g.generated_row_count++];
       row->file_index = g.next_file;
+      row->optimistic = optimistic;
       row->opposite = opposite;
       row->site = site;
     } else {
@@ -476,13 +491,13 @@ static void write_json(FILE *f) {
   fprintf(f,
           "\"preload\":{\"version\":1,\"mode\":\"%s\",\"events\":%" PRIu64 ",\"symbolicEvents\":%" PRIu64 ",\"solved\":%" PRIu64
           ",\"skipped\":%" PRIu64 ",\"traceDropped\":%" PRIu64 ",\"openDropped\":%" PRIu64 ",\"generatedByDropped\":%" PRIu64
-          ",\"earlyExit\":%s,\"context\":%u,\"qsymResets\":%" PRIu64 "},",
+          ",\"earlyExit\":%s,\"context\":%u,\"qsym\":%s},",
           mode_name(g.mode), g.events, g.symbolic_events, g.solved, g.skipped, g.trace_dropped, g.open_dropped,
-          g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_resets);
+          g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_one_solve ? "true" : "false");
   fputs("\"generatedBy\":[", f);
   for (unsigned i = 0; i < g.generated_row_count; i++) {
     const struct generated_row *r = &g.generated_rows[i];
-    fprintf(f, "%s[\"%06" PRIu32 "\",\"%" PRIu64 "\",\"%" PRIu64 "\"]", i ? "," : "", r->file_index, r->opposite, r->site);
+    fprintf(f, "%s[\"%06" PRIu32 "%s\",\"%" PRIu64 "\",\"%" PRIu64 "\"]", i ? "," : "", r->file_index, r->optimistic ? "-optimistic" : "", r->opposite, r->site);
   }
   fputs("]}\n", f);
 }
@@ -533,8 +548,6 @@ static void open_add(uint64_t opposite) {
   g.open[g.open_count++] = opposite;
 }
 
-static void clear_inherited_interest(SymExpr constraint, int taken, uint64_t opposite, uint64_t site);
-
 EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t site_id) {
   initialise();
   if (!resolve_real()) return;
@@ -576,8 +589,9 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
     g.solver_time_ns += now_ns() - started;
     g.queries++;
     g.solved++;
+    const uint64_t took = now_ns() - started;
     const int files = attribute_outputs(opposite, site);
-    enum status status = files < 0 ? STATUS_UNKNOWN : files > 0 ? STATUS_SAT : STATUS_UNSAT;
+    enum status status = files < 0 ? STATUS_UNKNOWN : files > 0 ? STATUS_SAT : took >= SOLVER_TIMEOUT_NS ? STATUS_UNKNOWN : STATUS_UNSAT;
     if (status == STATUS_UNKNOWN) g.unknown++;
     else if (status == STATUS_SAT) g.sat++;
     else g.unsat++;
@@ -593,35 +607,11 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
   }
   trace_add(parent, actual, opposite, site, t, (unsigned)solve);
 
-  if (solve && member && g.early_exit_enabled && g.group_solved == g.group_count) {
+  /* On QSYM a directed run ends after its first solving call (see "QSYM's inherited verdict" in
+   * the header): any later site-0 event would inherit that call's verdict and be solved too. */
+  if (solve && member && (g.qsym_one_solve || (g.early_exit_enabled && g.group_solved == g.group_count))) {
     g.early_exited = 1;
     write_telemetry();
     _exit(0);
-  }
-  if (solve && member) clear_inherited_interest(constraint, taken, opposite, site);
-}
-
-/*
- * QSYM hands a call with site id 0 the verdict of the last call with a real site id (it takes it
- * for a follow-up constraint of that branch): right after a solved group branch, every event we
- * pass with site 0 would be solved too. To end that, the same constraint is passed again under a
- * fixed site id of ours (the constraint is already on the path, so the path does not change) until
- * QSYM finds that call not interesting: its edge's hit count stops gaining a new bit within a few
- * calls, and an interesting call shows itself by writing a file (QSYM solves the constraint alone
- * when it is unsat under the path). Files written meanwhile flip the same branch and are
- * attributed to it. Bounded; only on QSYM (see the header).
- */
-#define QSYM_RESET_SITE ((uintptr_t)0x5f73796d66656e63ULL) /* "_symfenc" */
-#define QSYM_RESET_MAX 8
-
-static void clear_inherited_interest(SymExpr constraint, int taken, uint64_t opposite, uint64_t site) {
-  if (!g.qsym_reset_enabled || g.mode != MODE_DIRECTED) return;
-  for (int i = 0; i < QSYM_RESET_MAX; i++) {
-    const uint64_t started = now_ns();
-    g.real(constraint, taken, QSYM_RESET_SITE);
-    g.solver_time_ns += now_ns() - started;
-    g.qsym_resets++;
-    const int files = attribute_outputs(opposite, site);
-    if (files <= 0) return;
   }
 }

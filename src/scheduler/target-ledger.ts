@@ -47,8 +47,11 @@ export interface LedgerStats {
   readonly givenUp: number;
 }
 
-/** Per-branch outcome of one run, derived from its telemetry (`outcomesOf`). */
-export type PairOutcome = 'answered' | 'open';
+/**
+ * Per-branch outcome of one run, derived from its telemetry (`outcomesOf`). `untried`: the run
+ * ended (early exit) before its path reached the branch — no attempt is charged.
+ */
+export type PairOutcome = 'answered' | 'open' | 'untried';
 
 const SETTLED = 0 as const;
 
@@ -94,19 +97,28 @@ export class TargetLedger {
    * Untargeted jobs pass unchanged. Pure with respect to lane state (only counters move).
    */
   filter(job: ReplayJob, now: number): ReplayJob | undefined {
-    if (job.targetBranch > 0n && !this.allowed(job.seed, job.targetBranch, now)) {
-      this.#droppedProposals += 1;
-      return undefined;
-    }
-    if (job.actions.length === 0) return job;
-    const kept = job.actions.filter((a) => a.kind === 'skip' || !this.isSettled(job.seed, a.branch));
-    if (kept.length === job.actions.length) return job;
+    const primaryAllowed = job.targetBranch === 0n || this.allowed(job.seed, job.targetBranch, now);
+    if (primaryAllowed && job.actions.length === 0) return job;
+    const kept = job.actions.filter((a) => a.kind === 'skip' || this.allowed(job.seed, a.branch, now));
+    if (primaryAllowed && kept.length === job.actions.length) return job;
     this.#strippedActions += job.actions.length - kept.length;
-    if (job.targetBranch === 0n && kept.every((a) => a.kind === 'skip')) {
+    let targetBranch = job.targetBranch;
+    let actions = kept;
+    if (!primaryAllowed) {
+      // The primary is settled or backing off: the first still-open action takes its place (the
+      // group only shrinks), so one settled branch does not hold the rest of the job back.
+      const next = kept.find((a) => a.kind !== 'skip');
+      if (next === undefined) {
+        this.#droppedProposals += 1;
+        return undefined;
+      }
+      targetBranch = next.branch;
+      actions = kept.filter((a) => a !== next);
+    } else if (targetBranch === 0n && kept.every((a) => a.kind === 'skip')) {
       this.#droppedProposals += 1;
       return undefined;
     }
-    return fitToGroup(Object.freeze({ ...job, actions: Object.freeze(kept) }));
+    return fitToGroup(Object.freeze({ ...job, targetBranch, actions: Object.freeze(actions) }));
   }
 
   /**
@@ -120,7 +132,7 @@ export class TargetLedger {
     for (const branch of group) {
       const outcome = outcomes.get(branch) ?? 'open';
       if (outcome === 'answered') this.#settle(job.seed, branch, true);
-      else this.#retry(job.seed, branch, now);
+      else if (outcome === 'open') this.#retry(job.seed, branch, now);
     }
   }
 
@@ -184,15 +196,35 @@ function key(seed: string, branch: bigint): string {
 }
 
 /**
- * Which of `group` a run answered, from its telemetry: a branch is answered when the run solved it
- * (a trace row whose opposite it is, marked interesting) and did not leave it open, or when it is
- * the primary target with status `sat`/`unsat`. Everything else — `unknown`, not reached, or not
- * visible in a truncated trace — is open.
+ * Which of `group` a run answered, from its telemetry.
+ *
+ * Preload telemetry (stock SymCC): a branch is answered when a generated input was attributed to
+ * it (`generatedFor`: sat), or when it is the primary target of a directed run and its status is
+ * `unsat` (one solving call on a fresh map, which QSYM always solves: docs/solver.md). A call
+ * that wrote nothing for any other reason (QSYM's own pruning, a timeout) proves nothing. When the
+ * run ended early, a branch its trace never reached is `untried`.
+ *
+ * Runtime telemetry (a runtime that reports outcomes itself): a branch is answered when the run
+ * solved it (a trace row whose opposite it is, marked interesting) and did not leave it open, or
+ * when it is the primary target with status `sat`/`unsat`.
+ *
+ * Everything else — `unknown`, not reached, or not visible in a truncated trace — is open.
  */
 export function outcomesOf(telemetry: Telemetry, group: readonly bigint[]): Map<bigint, PairOutcome> {
   const wanted = new Set(group);
-  const open = new Set(telemetry.openBranches);
   const outcomes = new Map<bigint, PairOutcome>();
+  if (telemetry.preload !== undefined) {
+    for (const b of telemetry.generatedFor ?? []) if (wanted.has(b)) outcomes.set(b, 'answered');
+    if (telemetry.preload.mode === 'directed' && telemetry.targetBranch > 0n && wanted.has(telemetry.targetBranch) && telemetry.targetStatus === 'unsat') {
+      outcomes.set(telemetry.targetBranch, 'answered');
+    }
+    if (telemetry.preload.earlyExit) {
+      const reached = new Set(telemetry.branchTrace.map((r) => r.opposite));
+      for (const b of group) if (!outcomes.has(b) && !reached.has(b)) outcomes.set(b, 'untried');
+    }
+    return outcomes;
+  }
+  const open = new Set(telemetry.openBranches);
   for (const row of telemetry.branchTrace) {
     if (row.interesting === 1 && wanted.has(row.opposite) && !open.has(row.opposite)) outcomes.set(row.opposite, 'answered');
   }
@@ -204,10 +236,12 @@ export function outcomesOf(telemetry: Telemetry, group: readonly bigint[]): Map<
 }
 
 /**
- * Branches an untargeted run answered on its input: every trace row it solved that it did not
- * leave open (the same evidence as `outcomesOf`, over the whole trace).
+ * Branches an untargeted run answered on its input, by the same evidence as `outcomesOf`: with
+ * preload telemetry only those it generated an input for (QSYM's pruning map may have declined
+ * the others unasked), otherwise every solved row it did not leave open.
  */
 export function answeredBy(telemetry: Telemetry): bigint[] {
+  if (telemetry.preload !== undefined) return [...(telemetry.generatedFor ?? [])];
   const open = new Set(telemetry.openBranches);
   const out: bigint[] = [];
   for (const row of telemetry.branchTrace) if (row.interesting === 1 && !open.has(row.opposite)) out.push(row.opposite);

@@ -65,6 +65,11 @@ export interface Telemetry {
   readonly openBranches: readonly bigint[];
   readonly counters: SolverCounters;
   readonly preload?: PreloadReport;
+  /**
+   * Preload telemetry only (`generatedBy`): the opposite branch ids a generated input was
+   * attributed to, de-duplicated — the branches this run answered `sat`.
+   */
+  readonly generatedFor?: readonly bigint[];
 }
 
 const STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown', 'none']);
@@ -155,9 +160,11 @@ export function parseTelemetry(input: string | unknown): Telemetry {
   for (const key of COUNTER_KEYS) counters[key] = counter(c[key], `counters.${key}`);
 
   const preload = obj.preload === undefined ? undefined : parsePreload(obj.preload);
+  const generatedFor = obj.generatedBy === undefined ? undefined : parseGeneratedBy(obj.generatedBy);
 
   return Object.freeze({
     ...(preload !== undefined ? { preload } : {}),
+    ...(generatedFor !== undefined ? { generatedFor: Object.freeze(generatedFor) } : {}),
     schema: TELEMETRY_SCHEMA,
     targetBranch,
     targetReached: obj.targetReached,
@@ -179,6 +186,22 @@ function parsePreload(raw: unknown): PreloadReport {
   for (const key of PRELOAD_COUNTS) counts[key] = counter(p[key], `preload.${key}`);
   if (typeof p.earlyExit !== 'boolean') fail('preload.earlyExit', 'a boolean', p.earlyExit);
   return Object.freeze({ mode: p.mode as PreloadReport['mode'], ...counts, earlyExit: p.earlyExit });
+}
+
+/** Rows `[fileName, oppositeId, siteId]` the preload library writes, at most this many. */
+export const MAX_GENERATED_ROWS = 4096;
+
+function parseGeneratedBy(raw: unknown): bigint[] {
+  if (!Array.isArray(raw)) fail('generatedBy', 'an array', raw);
+  if (raw.length > MAX_GENERATED_ROWS) fail('generatedBy', `at most ${MAX_GENERATED_ROWS} entries`, `${raw.length} entries`);
+  const seen = new Set<bigint>();
+  raw.forEach((row, i) => {
+    const at = `generatedBy[${i}]`;
+    if (!Array.isArray(row) || row.length !== 3 || typeof row[0] !== 'string') fail(at, '[fileName, opposite, site]', row);
+    seen.add(u64(row[1], `${at}[1]`, 1n));
+    u64(row[2], `${at}[2]`, 0n);
+  });
+  return [...seen];
 }
 
 /** Serialises telemetry back to the wire form (ids as decimal strings). */

@@ -37,7 +37,12 @@ const DT_RUNPATH = 29;
 const SHT_SYMTAB = 2;
 /** A string table beyond this is not read (a real one is a few MiB at most). */
 const MAX_TABLE_BYTES = 64 * 1024 * 1024;
+/** All string tables together (a hostile file may point many headers at one huge table). */
+const MAX_TOTAL_TABLE_BYTES = 128 * 1024 * 1024;
 const MAX_HEADERS = 4096;
+/** More DT_NEEDED entries than a real binary has, or a longer name, makes the file malformed. */
+const MAX_NEEDED = 1024;
+const MAX_NAME_BYTES = 4096;
 
 interface Reader {
   readonly size: number;
@@ -164,9 +169,14 @@ function parse(r: Reader): ElfInfo {
     const str = (offset: number): string => {
       check(offset < strtab.length, `string offset ${offset} past the dynamic string table`);
       const end = strtab.indexOf(0, offset);
-      return strtab.toString('utf8', offset, end < 0 ? strtab.length : end);
+      check(end >= 0 && end - offset <= MAX_NAME_BYTES, `unterminated or over-long name at string offset ${offset}`);
+      return strtab.toString('utf8', offset, end);
     };
-    for (const e of entries) if (e.tag === DT_NEEDED) needed.push(str(e.value));
+    for (const e of entries) {
+      if (e.tag !== DT_NEEDED) continue;
+      check(needed.length < MAX_NEEDED, `more than ${MAX_NEEDED} DT_NEEDED entries`);
+      needed.push(str(e.value));
+    }
     const rp = entries.find((e) => e.tag === DT_RUNPATH) ?? entries.find((e) => e.tag === DT_RPATH);
     if (rp !== undefined) runpath = str(rp.value).split(':').filter((p) => p !== '');
   }
@@ -175,6 +185,8 @@ function parse(r: Reader): ElfInfo {
   // functions there unless stripped).
   if (shnum > 0 && shentsize >= (L.is64 ? 64 : 40) && shoff > 0 && shoff + shnum * shentsize <= r.size) {
     const sections = r.bytes(shoff, shnum * shentsize);
+    const readTables = new Set<string>();
+    let tableBytes = stringTables.reduce((n, t) => n + t.length, 0);
     const field = (i: number, off64: number, off32: number, wide: boolean): number =>
       wide ? L.word(sections, i * shentsize + (L.is64 ? off64 : off32)) : L.u32(sections, i * shentsize + (L.is64 ? off64 : off32));
     for (let i = 0; i < shnum; i++) {
@@ -183,7 +195,12 @@ function parse(r: Reader): ElfInfo {
       if (link >= shnum) continue;
       const offset = field(link, 0x18, 0x10, true);
       const size = field(link, 0x20, 0x14, true);
-      if (size <= MAX_TABLE_BYTES && offset + size <= r.size) stringTables.push(r.bytes(offset, size));
+      const key = `${offset}:${size}`;
+      if (readTables.has(key) || size > MAX_TABLE_BYTES || offset + size > r.size) continue;
+      check(tableBytes + size <= MAX_TOTAL_TABLE_BYTES, 'string tables larger than any real binary has');
+      readTables.add(key);
+      tableBytes += size;
+      stringTables.push(r.bytes(offset, size));
     }
   }
 

@@ -17,6 +17,11 @@ export const CONTRACT_VARIABLES: readonly string[] = [
   'SYMCC_S2F_ACTIONS',
   'SYMCC_TELEMETRY_OUT',
   'SYMFENCE_TRACE_ONLY',
+  // The preload library's tuning: coordinators sharing leases must name branches alike, so a
+  // stray value in one coordinator's environment never reaches its solvers.
+  'SYMFENCE_BRANCH_CONTEXT',
+  'SYMFENCE_PRELOAD_EARLY_EXIT',
+  'SYMFENCE_PRELOAD_QSYM',
 ];
 
 export interface SolverContractEnv {

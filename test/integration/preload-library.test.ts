@@ -248,30 +248,53 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     return offsets;
   }
 
-  it('on QSYM, a site-0 call after a solved branch inherits the solve: without the reset a two-target run solves outside its group', () => {
+  it('on QSYM, a site-0 call after a solved branch inherits the solve: a run that went on after its first solve would solve outside its group', () => {
     const input = 'MZ!A' + 'xyqxy';
     const structure = plainEvents(input);
     const ids = referenceBranchIds(structure, 4);
-    const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: '0', SYMFENCE_PRELOAD_QSYM_RESET: '0' };
+    // Detection forced off: the library treats the QSYM-like runtime as one that solves only what it is given.
+    const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: '0', SYMFENCE_PRELOAD_QSYM: '0' };
     const result = run(input, { program: fixture().qsymProgram, env, actions: `${ids[7]!.opposite} solve\n` });
     expect(result.status).toBe(0);
     const groupOffsets = new Set([structure[2]!.offset, structure[7]!.offset]);
     expect([...flippedOffsets(input, result.outputs)].some((o) => !groupOffsets.has(o))).toBe(true);
   });
 
-  it('on QSYM (detected by its solver symbol), the reset after each solved branch keeps a two-target run to its group', () => {
+  it('on QSYM (detected by its solver symbol), a directed run solves only its first group branch on the path and ends, whatever the early-exit setting', () => {
     const input = 'MZ!A' + 'xyqxy';
     const structure = plainEvents(input);
     const ids = referenceBranchIds(structure, 4);
-    const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: '0' };
-    const result = run(input, { program: fixture().qsymProgram, env, actions: `${ids[7]!.opposite} solve\n` });
-    expect(result.status).toBe(0);
-    expect([...flippedOffsets(input, result.outputs)].sort()).toEqual([structure[2]!.offset, structure[7]!.offset].sort());
-    expect(new Set(result.generatedBy.map(([, opposite]) => BigInt(opposite)))).toEqual(new Set([ids[2]!.opposite, ids[7]!.opposite]));
-    expect((result.preload as unknown as { qsymResets: number }).qsymResets).toBeGreaterThan(0);
-    // Off QSYM nothing is reset: the plain fake runtime solves exactly what it is given.
-    const plain = run(input, { env, actions: `${ids[7]!.opposite} solve\n` });
-    expect((plain.preload as unknown as { qsymResets: number }).qsymResets).toBe(0);
+    for (const early of ['1', '0']) {
+      const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: early };
+      const result = run(input, { program: fixture().qsymProgram, env, actions: `${ids[7]!.opposite} solve\n` });
+      expect(result.status).toBe(0);
+      expect([...flippedOffsets(input, result.outputs)]).toEqual([structure[2]!.offset]);
+      const t = must(result.telemetry);
+      expect(t.counters.queries).toBe(1);
+      expect(t.targetStatus).toBe('sat');
+      // The run ended at its first group branch: the action further on was never reached.
+      expect(t.branchTrace).toHaveLength(3);
+      expect(t.branchTrace.some((r) => r.opposite === ids[7]!.opposite)).toBe(false);
+      expect(must(result.preload)).toMatchObject({ earlyExit: true });
+      expect((result.preload as unknown as { qsym: boolean }).qsym).toBe(true);
+    }
+    // Off QSYM the same run solves both group branches.
+    const plain = run(input, { env: { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString() }, actions: `${ids[7]!.opposite} solve\n` });
+    expect(must(plain.telemetry).counters.queries).toBe(2);
+    expect((plain.preload as unknown as { qsym: boolean }).qsym).toBe(false);
+  });
+
+  it('counts an answer QSYM names NNNNNN-optimistic (unsat under the path, solved alone) as generated and attributes it', () => {
+    const input = 'MZ!A' + 'xyqxy';
+    const structure = plainEvents(input);
+    const ids = referenceBranchIds(structure, 4);
+    const target = ids[2]!.opposite;
+    const result = run(input, { program: fixture().qsymProgram, env: { SYMCC_TARGET_BRANCH: target.toString(), FAKE_SYMCC_UNSAT_SITES: String(structure[2]!.site) } });
+    expect([...result.outputs.keys()]).toEqual(['000000-optimistic']);
+    const t = must(result.telemetry);
+    expect(t.targetStatus).toBe('sat');
+    expect(t.counters).toMatchObject({ queries: 1, sat: 1, generated: 1 });
+    expect(result.generatedBy).toEqual([['000000-optimistic', target.toString(), String(structure[2]!.site)]]);
   });
 
   it('solves a group id that recurs on the path once, at its first occurrence', () => {

@@ -87,6 +87,65 @@ describe('ELF dynamic section reader', () => {
   });
 });
 
+/** A little-endian ELF64 with one PT_LOAD over the whole file and a PT_DYNAMIC of `entries`. */
+function syntheticElf(entries: [number, number][], strtab: Buffer): Buffer {
+  const dynOffset = 64 + 2 * 56;
+  const strOffset = dynOffset + entries.length * 16;
+  const file = Buffer.alloc(strOffset + strtab.length);
+  Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1]).copy(file, 0);
+  file.writeUInt16LE(2, 0x10); // ET_EXEC
+  file.writeUInt16LE(62, 0x12);
+  file.writeBigUInt64LE(64n, 0x20); // phoff
+  file.writeUInt16LE(56, 0x36);
+  file.writeUInt16LE(2, 0x38);
+  const ph = (i: number, type: number, offset: number, size: number) => {
+    const at = 64 + i * 56;
+    file.writeUInt32LE(type, at);
+    file.writeBigUInt64LE(BigInt(offset), at + 0x08);
+    file.writeBigUInt64LE(BigInt(offset), at + 0x10);
+    file.writeBigUInt64LE(BigInt(size), at + 0x20);
+  };
+  ph(0, 1, 0, file.length);
+  ph(1, 2, dynOffset, entries.length * 16);
+  entries.forEach(([tag, value], i) => {
+    file.writeBigInt64LE(BigInt(tag), dynOffset + i * 16);
+    file.writeBigUInt64LE(BigInt(value), dynOffset + i * 16 + 8);
+  });
+  strtab.copy(file, strOffset);
+  return file;
+}
+
+describe('ELF reader on hostile files', () => {
+  it('reports a file with 100k DT_NEEDED entries into an unterminated 1 MiB string table as malformed, with memory bounded', () => {
+    const strtab = Buffer.alloc(1 << 20, 0x61);
+    const dynOffset = 64 + 2 * 56;
+    const count = 100_000;
+    const entries: [number, number][] = [[5, dynOffset + (count + 3) * 16], [10, strtab.length]];
+    for (let i = 0; i < count; i++) entries.push([1, 0]);
+    entries.push([0, 0]);
+    const file = path.join(dir, 'hostile.elf');
+    writeFileSync(file, syntheticElf(entries, strtab));
+    const before = process.memoryUsage().rss;
+    const info = readElfInfo(file);
+    expect(info.kind).toBe('malformed');
+    expect(process.memoryUsage().rss - before).toBeLessThan(200 * 1024 * 1024);
+  });
+
+  it('reads a well-formed synthetic file with a terminated name', () => {
+    const strtab = Buffer.from('\0libSymRuntime.so\0_sym_push_path_constraint\0');
+    const dynOffset = 64 + 2 * 56;
+    const entries: [number, number][] = [[5, dynOffset + 4 * 16], [10, strtab.length], [1, 1], [0, 0]];
+    const file = path.join(dir, 'good.elf');
+    writeFileSync(file, syntheticElf(entries, strtab));
+    const info = readElfInfo(file);
+    expect(info.kind).toBe('elf');
+    if (info.kind === 'elf') {
+      expect(info.needed).toEqual(['libSymRuntime.so']);
+      expect(info.hasDynamicSymbolName('_sym_push_path_constraint')).toBe(true);
+    }
+  });
+});
+
 describe('choosing the telemetry source', () => {
   const decide = (requested: 'auto' | 'preload' | 'runtime' | 'off', binary: string, preloadLibrary: string | null = fakePreload) =>
     decideSolverTelemetry({ requested, binary, preloadLibrary, env: {} });

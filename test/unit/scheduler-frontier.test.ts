@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { FrontierLane } from '../../src/scheduler/lanes/frontier-lane.js';
-import { TargetLedger, outcomesOf } from '../../src/scheduler/target-ledger.js';
+import { TargetLedger, answeredBy, outcomesOf } from '../../src/scheduler/target-ledger.js';
+import { parseTelemetry } from '../../src/scheduler/telemetry.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { targetGroup, type ReplayJob } from '../../src/scheduler/replay-job.js';
-import { sha, tel, type TraceRow } from './scheduler-fixtures.js';
+import { sha, tel, telemetryJson, type TraceRow } from './scheduler-fixtures.js';
 
 const NONE: ReadonlySet<bigint> = new Set();
 
@@ -75,6 +76,40 @@ describe('target ledger', () => {
     expect(outcomes.get(21n)).toBeUndefined();
     expect(outcomes.get(30n)).toBe('answered');
     expect(outcomes.get(40n)).toBeUndefined();
+  });
+
+  it('promotes the first open action when the primary target is settled, and strips actions still backing off', () => {
+    const ledger = new TargetLedger({ retryBaseMs: 1000 });
+    ledger.noteAnswered('s', [4n]);
+    ledger.record({ seed: 's', targetBranch: 5n, actions: [] }, [5n], null, true, 0); // 5 backs off until 1000
+    const job: ReplayJob = { seed: 's', targetBranch: 4n, actions: [{ branch: 5n, kind: 'solve' }, { branch: 6n, kind: 'solve' }, { branch: 7n, kind: 'sample' }] };
+    const kept = ledger.filter(job, 500)!;
+    expect(kept.targetBranch).toBe(6n);
+    expect(targetGroup(kept)).toEqual([6n, 7n]);
+    expect(ledger.filter({ seed: 's', targetBranch: 4n, actions: [{ branch: 5n, kind: 'solve' }] }, 500)).toBeUndefined();
+  });
+
+  it('on preload telemetry, counts as answered only branches a generated input was attributed to (and a directed unsat primary)', () => {
+    const rows: TraceRow[] = [
+      [0, 1, 20, 1, 1, 1],
+      [1, 2, 21, 2, 1, 1],
+    ];
+    const preload = { mode: 'untargeted', events: 2, symbolicEvents: 2, solved: 2, skipped: 0, traceDropped: 0, openDropped: 0, earlyExit: false };
+    const untargeted = parseTelemetry({ ...telemetryJson({ trace: rows }), preload, generatedBy: [['000000', '20', '1']] });
+    expect(answeredBy(untargeted)).toEqual([20n]);
+    const directed = parseTelemetry({ ...telemetryJson({ target: 21, reached: true, status: 'unsat', trace: rows }), preload: { ...preload, mode: 'directed' }, generatedBy: [] });
+    expect(outcomesOf(directed, [21n]).get(21n)).toBe('answered');
+  });
+
+  it('charges no attempt for a group branch a run never reached because it ended early', () => {
+    const ledger = new TargetLedger({ maxAttempts: 1 });
+    const preload = { mode: 'directed', events: 1, symbolicEvents: 1, solved: 1, skipped: 0, traceDropped: 0, openDropped: 0, earlyExit: true };
+    const t = parseTelemetry({ ...telemetryJson({ target: 30, reached: true, status: 'sat', trace: [[0, 1, 30, 1, 1, 1]] }), preload, generatedBy: [['000000', '30', '1']] });
+    const job: ReplayJob = { seed: 's', targetBranch: 30n, actions: [{ branch: 31n, kind: 'solve' }] };
+    ledger.record(job, [30n, 31n], t, false, 0);
+    expect(ledger.isSettled('s', 30n)).toBe(true);
+    expect(ledger.allowed('s', 31n, 0)).toBe(true);
+    expect(ledger.stats().givenUp).toBe(0);
   });
 
   it('forgets the oldest pairs beyond its bound', () => {

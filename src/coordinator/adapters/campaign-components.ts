@@ -55,6 +55,8 @@ export interface ComponentSpec {
   readonly untargetedOnly?: boolean;
   /** Further solver options (caps, kill grace, spawn thread …); workers and timeout come from the campaign. */
   readonly solver?: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs>;
+  /** The solver honours `SYMFENCE_TRACE_ONLY` by itself (the reference solver): trace-first also without the preload library. */
+  readonly honoursTraceOnly?: boolean;
   /** Where telemetry comes from, decided before start (`decideSolverTelemetry`); decided here when absent. */
   readonly telemetry?: SolverTelemetryDecision;
 }
@@ -121,7 +123,9 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       logger: context.logger,
     });
     const solverPool = pool;
-    const traceFirst = !untargetedOnly && context.options.firstRun === 'trace';
+    // Trace-only runs need a solver that honours SYMFENCE_TRACE_ONLY: the preload library does, a
+    // runtime writing its own telemetry may not (each "trace" would then be a full solve).
+    const traceFirst = !untargetedOnly && context.options.firstRun === 'trace' && (telemetry.mode === 'preload' || spec.honoursTraceOnly === true);
     const source = new SeedWorkSource({
       ...(spec.aflQueueDir ? { afl: new AflQueueReader(spec.aflQueueDir) } : {}),
       ...(untargetedOnly ? {} : { scheduler: reservations }),

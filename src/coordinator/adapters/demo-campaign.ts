@@ -99,6 +99,7 @@ export async function startDemo(
       progress.add(bytes);
       return buildCampaignComponents(context, {
         command: referenceSolverCommand(DEMO_MAZE_SPEC, 'file'),
+        honoursTraceOnly: true,
         classify: (bitmap) => mazeClassifier(DEMO_MAZE, bitmap),
         initialSeeds: [{ path: seedPath, sha256: createHash('sha256').update(bytes).digest('hex'), depth: 0, origin: 'seed' }],
         ...(settings.solver ? { solver: settings.solver } : {}),
