@@ -83,7 +83,6 @@ async function startNode(
       reservations: new FakeReservations(),
       solver,
       source,
-      findings: publisher,
       commits: extra.wrapCommits ? extra.wrapCommits(commits) : commits,
       ...(extra.hooks ? { hooks: extra.hooks } : {}),
       ...(extra.jobLog ? { jobLog: extra.jobLog } : {}),
