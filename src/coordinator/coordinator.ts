@@ -4,15 +4,10 @@
  *   pending ─▶ active ─▶ result ─▶ stage ─▶ beginCommit ─▶ publish + done ─▶ release
  *
  * (docs/campaign.md "Lifecycle of a job"). This file keeps the state (pending queue, active jobs,
- * timers of the periodic protocols), the loop (`tick`, `run`) and the shutdown; each protocol
- * lives in its own file and gets only the collaborators it needs:
- *
- * - `lease-renewal.ts` — heartbeats of every held lease;
- * - `work-takeover.ts` — expired work of other coordinators becomes pending here;
- * - `dispatch.ts` (+ `dispatch-transaction.ts`) — pending → active, all-or-nothing;
- * - `result-commit.ts` — staging, beginCommit, fenced publication, release;
- * - `commit-recovery.ts` — replay of committing records whose owner will not finish them;
- * - `job-journal.ts` — the jobs.jsonl lines; `setup-failures.ts` — the set-up failure streak.
+ * timers of the periodic protocols), the loop (`tick`, `run`) and the shutdown. Each protocol
+ * lives in its own file and gets a narrow context with only the collaborators it needs
+ * (docs/campaign.md "Code map"): lease-renewal, work-takeover, dispatch, result-commit,
+ * commit-recovery, job-journal, setup-failures.
  *
  * The coordinator performs no I/O of its own: everything goes through the ports, and time comes
  * from the injected clock, so every transition is testable with in-memory fakes.
