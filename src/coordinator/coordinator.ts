@@ -18,7 +18,7 @@ import type { JobLogEntry, JobLogPort } from '../telemetry/job-log.js';
 import { componentLogger } from '../telemetry/logger.js';
 import { CommitRecovery } from './commit-recovery.js';
 import { dispatch, type DispatchContext } from './dispatch.js';
-import { releasePending } from './group-release.js';
+import { releasePending, type GroupReleaseContext } from './group-release.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
 import { JobJournal } from './job-journal.js';
 import type { ActiveJob, PendingJob } from './job-state.js';
@@ -120,6 +120,7 @@ export class Coordinator {
   readonly #active = new Map<string, ActiveJob>();
   readonly #dispatching = new Set<Promise<unknown>>();
   readonly #heartbeatIntervalMs: number;
+  readonly #release: GroupReleaseContext;
   readonly #renewal: LeaseRenewalContext;
   readonly #takeover: WorkTakeoverContext;
   readonly #dispatchContext: DispatchContext;
@@ -148,6 +149,7 @@ export class Coordinator {
     const { clock, counters, workLeases, reservations, commits, source } = deps;
     const targetLeases = deps.targetLeases;
     const release = { targetLeases, reservations, clock, counters, log };
+    this.#release = release;
     const journal = new JobJournal({ coordinatorId: options.coordinatorId, clock, jobLog: deps.jobLog, jobFinished: deps.events?.jobFinished });
     const finding = deps.events?.finding;
     this.#renewal = { workLeases, targetLeases, counters, log, ...(deps.events?.leaseLost ? { leaseLost: deps.events.leaseLost } : {}) };
@@ -171,16 +173,8 @@ export class Coordinator {
       inputResult: () => this.#setupFailures.reset(),
     };
     this.#recovery = new CommitRecovery({
-      coordinatorId: options.coordinatorId,
-      commits,
-      clock,
-      log,
-      counters,
-      finding,
-      source,
-      journal,
-      workLeaseTtlMs: options.workLeaseTtlMs,
-      recoverExpiredWork: options.recoverExpiredWork,
+      coordinatorId: options.coordinatorId, commits, clock, log, counters, finding, source, journal,
+      workLeaseTtlMs: options.workLeaseTtlMs, recoverExpiredWork: options.recoverExpiredWork,
       active: this.#active,
       stopping: () => this.#stopping,
     });
@@ -321,7 +315,7 @@ export class Coordinator {
     if (excess <= 0) return;
     const dropped = this.#pending.splice(this.#options.maxPendingJobs, excess);
     this.#deps.counters.safetyValveDrops += dropped.length;
-    for (const pending of dropped) await releasePending(this.#dispatchContext, pending);
+    for (const pending of dropped) await releasePending(this.#release, pending);
   }
 
   async #dispatchFree(): Promise<void> {
@@ -440,7 +434,7 @@ export class Coordinator {
     }
     await this.settled();
     const pending = this.#pending.splice(0);
-    for (const job of pending) await releasePending(this.#dispatchContext, job);
+    for (const job of pending) await releasePending(this.#release, job);
     const report = {
       abortedRuns,
       releasedPending: pending.length,
