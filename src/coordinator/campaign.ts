@@ -244,10 +244,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           reservations: components.reservations,
           solver: components.solver,
           source: components.source,
-          findings: components.findings,
           jobLog: this.#jobLog,
           ...(components.inputExists ? { inputExists: components.inputExists } : {}),
-          ...(components.commits ? { commits: components.commits } : {}),
+          commits: components.commits,
           ...(runtime.hooks ? { hooks: runtime.hooks } : {}),
           events: {
             finding: (entry: PublishedEntry, job: CoordinatorJob) => this.emit('finding', { ...entry, inputPath: job.inputPath }),

@@ -11,8 +11,6 @@
  */
 import type { ErrorData } from '../errors.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
-
-
 import type { CommitManifest, CommitStatus } from '../commit/commit-manifest.js';
 
 /** Milliseconds on a monotonic-enough clock. Injected everywhere tests must control time. */
@@ -22,7 +20,7 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
-/** One solver action of a directed job (DESIGN §3). */
+/** One solver action of a directed job (docs/scheduler.md "Jobs and target groups"). */
 export interface JobAction {
   readonly branch: bigint;
   readonly kind: 'solve' | 'sample' | 'skip';
@@ -67,7 +65,7 @@ export interface CoordinatorJob {
  */
 export interface AdmittedWork {
   readonly job: CoordinatorJob;
-  /** Shared target-group token claimed at proposal time (DESIGN §4 step 3), if any. */
+  /** Shared target-group token claimed at admission (docs/scheduler.md "Admission"), if any. */
   readonly targetToken?: string;
   /** Local reservation owner id (the in-flight set's owner number). */
   readonly owner: number;
@@ -86,13 +84,17 @@ export interface WorkLeasePort {
   heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>>;
   /** Deletes a pre-commit lease held with `token`. False when the token is stale. */
   abandon(workId: string, token: string, now: number): Promise<boolean>;
-  /** Irreversible `leased → committing` with the current token. False when stale. */
   /**
-   * With `manifest`, the durable result manifest is stored with the transition (replayable after a
-   * crash; see `ResultCommits`). Without it an existing manifest is kept.
+   * Irreversible `leased → committing` with the current token. False when stale. With `manifest`
+   * (the coordinator always passes one), the durable result manifest is stored with the
+   * transition (replayable after a crash; see `ResultCommits`). Without it an existing manifest
+   * is kept.
    */
   beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean>;
-  /** `committing → done`, permanent. False when stale. */
+  /**
+   * `committing → done`, permanent. False when stale. The coordinator completes its records
+   * through `ResultCommits.publish` (publication and `done` in one fenced step), never alone.
+   */
   complete(workId: string, token: string, now: number): Promise<boolean>;
   /** Payloads of expired `leased` records, up to `limit`, for another coordinator to take over. */
   recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]>;
@@ -191,7 +193,11 @@ export interface FindingItem {
   readonly content: Uint8Array | { readonly path: string };
 }
 
-/** Publishes findings into `<afl-out>/<name>/{queue,crashes,hangs}` (see triage/queue-publisher). */
+/**
+ * Direct publication into `<afl-out>/<name>/{queue,crashes,hangs}` (see triage/queue-publisher),
+ * without staging or a work fence. The coordinator never publishes this way: its results go
+ * through `ResultCommits` (staged, then published under the work record's lock).
+ */
 export interface FindingSink {
   /**
    * Publishes one result's findings as the next entries of their directories, naming `parentPath`'s
@@ -212,7 +218,7 @@ export interface SeedInput {
 }
 
 /**
- * The scheduler as the work source drives it (DESIGN §4): it learns seeds and results, and admits
+ * The scheduler as the work source drives it (docs/scheduler.md "Admission"): it learns seeds and results, and admits
  * targeted jobs transactionally — local reservation and shared claim taken, lane state committed
  * only for what was admitted.
  */
@@ -279,8 +285,9 @@ export interface ResultCommits {
    * failure; then no manifest exists.
    */
   stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult>;
-  /** Publishes into this coordinator's queue and marks the record done, iff it is committing with `token`. */
   /**
+   * Publishes into this coordinator's queue and marks the record done, iff it is committing with
+   * `token` (`completed`); `already` when it is done with `token`, `stale` / `corrupt` otherwise.
    * `minIdleMs` > 0 (replaying another coordinator's result): only if the record was not renewed
    * for that long, checked under its lock; otherwise `live` and nothing is published.
    */

@@ -6,6 +6,9 @@
  * it (`jobsAbandoned`), and stops the campaign once `maxSetupFailures` of them come in a row
  * (`ERR_SETUP_FAILURES`, docs/campaign.md).
  */
+import type { Logger } from 'pino';
+import { SetupFailuresError } from '../errors.js';
+import type { SolverOutcome } from './ports.js';
 
 /** `SolverOutcome.errorCode` values that say "the set-up is broken", never "this input failed". */
 export const SETUP_FAILURE_CODES: ReadonlySet<string> = new Set(['ERR_SOLVER_SPAWN', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP']);
@@ -16,3 +19,37 @@ export function isSetupFailure(status: string, errorCode: string | undefined): b
 
 /** Default of the campaign's `maxSetupFailures`: set-up failures in a row before the campaign stops. */
 export const DEFAULT_MAX_SETUP_FAILURES = 8;
+
+/**
+ * Set-up failures in a row. Contract: `fail` counts one and logs it at error; it returns the
+ * `ERR_SETUP_FAILURES` error exactly once, at the failure that reaches `limit` (the caller then
+ * stops), and undefined otherwise. `reset` — a result that was the input's own — starts over.
+ */
+export class SetupFailureStreak {
+  readonly limit: number;
+  #streak = 0;
+  #fatalError: InstanceType<typeof SetupFailuresError> | undefined;
+
+  constructor(limit: number = DEFAULT_MAX_SETUP_FAILURES) {
+    this.limit = limit;
+  }
+
+  get fatalError(): InstanceType<typeof SetupFailuresError> | undefined {
+    return this.#fatalError;
+  }
+
+  fail(outcome: SolverOutcome, logger: Logger): InstanceType<typeof SetupFailuresError> | undefined {
+    this.#streak++;
+    logger.error({ code: outcome.errorCode, streak: this.#streak, limit: this.limit }, `job abandoned: ${outcome.error ?? outcome.errorCode}`);
+    if (this.#streak < this.limit || this.#fatalError !== undefined) return undefined;
+    this.#fatalError = new SetupFailuresError(
+      `stopping: ${this.#streak} jobs in a row failed because of the set-up, not their input (last: ${outcome.errorCode}: ${outcome.error ?? 'no message'}); their work was abandoned, not done`,
+      { failures: this.#streak, lastCode: outcome.errorCode ?? null, lastError: outcome.error ?? null },
+    );
+    return this.#fatalError;
+  }
+
+  reset(): void {
+    this.#streak = 0;
+  }
+}

@@ -1,7 +1,9 @@
 /**
- * In-memory fakes of the coordinator's ports with the lease semantics of DESIGN §6 (token fencing
- * by equality, TTL expiry on an injected clock, committing records never stolen), so lifecycle
- * tests can assert on what is held after each transition.
+ * In-memory fakes of the coordinator's ports with the lease semantics of docs/leases.md (token
+ * fencing by equality, TTL expiry on an injected clock, committing records never stolen, the
+ * manifest stored with beginCommit), so lifecycle tests can assert on what is held after each
+ * transition. `FakeWorkLeases` is also the record table of `MemoryResultCommits`
+ * (memory-result-commits.ts), the production commit path in memory.
  */
 import { createHash } from 'node:crypto';
 import type {
@@ -9,12 +11,10 @@ import type {
   ClaimOutcome,
   Clock,
   CoordinatorJob,
-  FindingItem,
-  FindingSink,
+  CommitOutcome,
   JobAction,
   JobFeedback,
   LocalReservations,
-  PublishedEntry,
   RecoveredWork,
   SolverOutcome,
   SolverPort,
@@ -23,6 +23,7 @@ import type {
   WorkLeasePort,
   WorkSource,
 } from '../../src/coordinator/ports.js';
+import type { CommitRecordTable, CommitRecordView } from './memory-result-commits.js';
 
 export class ManualClock implements Clock {
   constructor(public ms = 1_000_000) {}
@@ -42,9 +43,14 @@ interface WorkRecord {
   token: string;
   updatedMs: number;
   payload: Readonly<Record<string, unknown>>;
+  /** Coordinator id of the holder (the claim payload's `coordinator`, else the table's owner). */
+  owner?: string;
+  /** The result manifest stored with beginCommit. */
+  commit?: unknown;
+  completedMs?: number;
 }
 
-export class FakeWorkLeases implements WorkLeasePort {
+export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
   readonly records = new Map<string, WorkRecord>();
   /** Make the next claims fail: 'error' throws, a reason refuses. */
   claimFailure: 'error' | 'conflict' | undefined;
@@ -64,7 +70,8 @@ export class FakeWorkLeases implements WorkLeasePort {
     if (rec && rec.status === 'done') return { granted: false, reason: 'done' };
     if (rec && (rec.status === 'committing' || now - rec.updatedMs < this.ttlMs)) return { granted: false, reason: 'conflict' };
     const token = newToken(this.owner);
-    this.records.set(workId, { status: 'leased', token, updatedMs: now, payload });
+    const owner = typeof payload['coordinator'] === 'string' ? payload['coordinator'] : this.owner;
+    this.records.set(workId, { status: 'leased', token, updatedMs: now, payload, owner });
     return { granted: true, token };
   }
 
@@ -89,20 +96,41 @@ export class FakeWorkLeases implements WorkLeasePort {
     return true;
   }
 
-  async beginCommit(workId: string, token: string): Promise<boolean> {
+  async beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean> {
     this.calls.push(`beginCommit ${workId.slice(0, 8)}`);
     const rec = this.records.get(workId);
     if (!rec || rec.token !== token || rec.status !== 'leased') return false;
     rec.status = 'committing';
+    rec.updatedMs = now;
+    if (manifest !== undefined) rec.commit = structuredClone(manifest);
     return true;
   }
 
-  async complete(workId: string, token: string): Promise<boolean> {
+  async complete(workId: string, token: string, now: number): Promise<boolean> {
     this.calls.push(`complete ${workId.slice(0, 8)}`);
     const rec = this.records.get(workId);
     if (!rec || rec.token !== token || rec.status !== 'committing') return false;
     rec.status = 'done';
+    rec.completedMs = now;
     return true;
+  }
+
+  /** The fenced publication step (as the table's replayCommitOnce): see `CommitRecordTable`. */
+  async publishUnderLock(workId: string, token: string, now: number, minIdleMs: number, publish: () => Promise<void>): Promise<Exclude<CommitOutcome, 'corrupt'>> {
+    this.calls.push(`publishCommitted ${workId.slice(0, 8)}`);
+    const rec = this.records.get(workId);
+    if (!rec || rec.token !== token) return 'stale';
+    if (rec.status === 'done') return 'already';
+    if (rec.status !== 'committing' || rec.commit === undefined) return 'stale';
+    if (now - rec.updatedMs < minIdleMs) return 'live';
+    await publish();
+    rec.status = 'done';
+    rec.completedMs = now;
+    return 'completed';
+  }
+
+  async readRecords(): Promise<readonly CommitRecordView[]> {
+    return [...this.records].map(([workId, r]) => ({ workId, ...r, owner: r.owner ?? this.owner }));
   }
 
   async recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]> {
@@ -234,25 +262,6 @@ export class FakeSource implements WorkSource {
   }
   observe(feedback: JobFeedback): void {
     this.observed.push(feedback);
-  }
-}
-
-export class FakeSink implements FindingSink {
-  readonly entries: PublishedEntry[] = [];
-  readonly batches: number[] = [];
-  /** Called before each batch is published (to observe what is held at that moment). */
-  beforePublish: (items: readonly FindingItem[]) => Promise<void> | void = () => {};
-  #ids = { queue: 0, crashes: 0, hangs: 0 };
-  async publish(items: readonly FindingItem[]): Promise<ReadonlyArray<PublishedEntry | null>> {
-    await this.beforePublish(items);
-    this.batches.push(items.length);
-    return items.map(({ kind, content }) => {
-      const id = this.#ids[kind]++;
-      const bytes = content instanceof Uint8Array ? content : new TextEncoder().encode(content.path);
-      const entry = { kind, id, path: `${kind}/id:${String(id).padStart(6, '0')}`, sha256: sha(bytes) };
-      this.entries.push(entry);
-      return entry;
-    });
   }
 }
 

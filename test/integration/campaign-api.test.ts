@@ -9,7 +9,8 @@ import { OUT_DIR_LOCK_FILE } from '../../src/coordinator/out-dir-lock.js';
 import type { SolverOutcome, SolverPort } from '../../src/coordinator/ports.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { readStatsFile, type StatsSnapshot } from '../../src/telemetry/stats-file.js';
-import { FakeReservations, FakeSink, FakeSource, FakeTargetLeases, FakeWorkLeases, makeJob } from '../helpers/coordinator-fakes.js';
+import { FakeReservations, FakeSource, FakeTargetLeases, FakeWorkLeases, makeJob } from '../helpers/coordinator-fakes.js';
+import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -44,13 +45,14 @@ function components(jobs: number, solver = new InstantSolver()) {
     reservations.tryReserveGroup(job.group, 1);
     source.queue.push({ job, owner: 1 });
   }
+  const workLeases = new FakeWorkLeases(60_000);
   const parts = {
-    workLeases: new FakeWorkLeases(60_000),
+    workLeases,
     targetLeases: targets,
     reservations,
     solver,
     source,
-    findings: new FakeSink(),
+    commits: new MemoryResultCommits(workLeases),
     closed: 0,
     async close() {
       parts.closed++;

@@ -1,8 +1,9 @@
-// Closing the commit-crash window (issue 7): a result accepted by beginCommit whose owner dies
-// before `complete` is replayed from its staged findings — by the same coordinator id at its next
-// start, by another only after the work TTL — published exactly once, and failing closed on a bad
-// manifest or missing/altered bytes. Real lease table, I/O service and queue publisher, in-process,
-// on a fault-injecting filesystem layer; a fake solver and an injected clock.
+// Closing the commit-crash window (docs/campaign.md "Commit recovery"): a result accepted by
+// beginCommit whose owner dies before it is published and done is replayed from its staged
+// findings — by the same coordinator id at its next start, by another only after the work TTL —
+// published exactly once, and failing closed on a bad manifest or missing/altered bytes. Real
+// lease table, I/O service and queue publisher, in-process, on a fault-injecting filesystem
+// layer; a fake solver and an injected clock.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, readdir, rmdir, unlink, writeFile } from 'node:fs/promises';
@@ -83,7 +84,6 @@ async function startNode(
       reservations: new FakeReservations(),
       solver,
       source,
-      findings: publisher,
       commits: extra.wrapCommits ? extra.wrapCommits(commits) : commits,
       ...(extra.hooks ? { hooks: extra.hooks } : {}),
       ...(extra.jobLog ? { jobLog: extra.jobLog } : {}),

@@ -15,7 +15,8 @@ import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js
 import { toErrorData } from '../../src/errors.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { FakeSink, FakeSolver, FakeSource, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
+import { FakeSolver, FakeSource, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
+import { leaseTableRecords, MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
 const TTL_MS = 10_000;
 const dirs: string[] = [];
@@ -178,7 +179,7 @@ describe('Coordinator over the real lease tables', () => {
     const source = new FakeSource([{ job, owner: 1, ...(claim.granted ? { targetToken: claim.token } : {}) }]);
     const coordinator = new Coordinator(
       { coordinatorId: 'me', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: true },
-      { clock, logger: silentLogger(), counters: createCounters(), workLeases: mine, targetLeases: myTargets, reservations: inflight, solver, source, findings: new FakeSink() },
+      { clock, logger: silentLogger(), counters: createCounters(), workLeases: mine, targetLeases: myTargets, reservations: inflight, solver, source, commits: new MemoryResultCommits(leaseTableRecords(work)) },
     );
     await coordinator.tick();
     expect(solver.runs).toHaveLength(1);

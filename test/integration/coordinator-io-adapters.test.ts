@@ -3,13 +3,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IoTargetLeases, IoWorkLeases } from '../../src/coordinator/adapters/io-lease-adapters.js';
+import { IoResultCommits } from '../../src/coordinator/adapters/io-result-commits.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js';
 import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
+import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { IoThread } from '../../src/io/io-thread.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { FakeSink, FakeSolver, FakeSource, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
+import { QueuePublisher } from '../../src/triage/queue-publisher.js';
+import { FakeSolver, FakeSource, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
 
 const TTL_MS = 10_000;
 /** The I/O thread ages mirrored grants against the latest request time: use wall-clock times. */
@@ -30,7 +33,7 @@ async function start() {
     inflight,
   });
   cleanups.push(() => rmSync(root, { recursive: true, force: true }), () => io.close());
-  return { io, inflight, work: new IoWorkLeases(io), targets: new IoTargetLeases(io, (g) => inflight.ownerOf(g[0]!)) };
+  return { root, io, inflight, work: new IoWorkLeases(io), targets: new IoTargetLeases(io, (g) => inflight.ownerOf(g[0]!)) };
 }
 
 describe('lease ports over the I/O thread', () => {
@@ -60,14 +63,15 @@ describe('lease ports over the I/O thread', () => {
   });
 
   it('drives a coordinator job to done with every mutation through the I/O thread', async () => {
-    const { work, targets, inflight, io } = await start();
+    const { root, work, targets, inflight, io } = await start();
+    const commits = await IoResultCommits.open(root, io, await QueuePublisher.open(path.join(root, 'out'), new IoDurableWriter(io)));
     const clock = new ManualClock(T0);
     const solver = new FakeSolver();
     const job = makeJob('a', 77n, [88n]);
     expect(inflight.tryReserveGroup(job.group, 3)).toBe(true);
     const coordinator = new Coordinator(
       { coordinatorId: 'me', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: false },
-      { clock, logger: silentLogger(), counters: createCounters(), workLeases: work, targetLeases: targets, reservations: inflight, solver, source: new FakeSource([{ job, owner: 3 }]), findings: new FakeSink() },
+      { clock, logger: silentLogger(), counters: createCounters(), workLeases: work, targetLeases: targets, reservations: inflight, solver, source: new FakeSource([{ job, owner: 3 }]), commits },
     );
     await coordinator.tick(); // no pending token: claimed at dispatch
     expect(solver.runs).toHaveLength(1);

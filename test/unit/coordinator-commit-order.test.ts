@@ -3,47 +3,14 @@
 // once done; a staging failure drops the result and releases the work; a stale result stages but
 // never publishes and leaves its copies to the sweep.
 import { describe, expect, it } from 'vitest';
-import { buildCommitManifest } from '../../src/commit/commit-manifest.js';
-import { Coordinator } from '../../src/coordinator/coordinator.js';
-import type { CommitOutcome, CommitPublication, CommitScan, FindingItem, ResultCommits, StagedResult } from '../../src/coordinator/ports.js';
+import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordinator.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { FakeReservations, FakeSink, FakeSolver, FakeSource, FakeWorkLeases, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
+import { FakeReservations, FakeSolver, FakeSource, FakeWorkLeases, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
+import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
 const TTL_MS = 30_000;
-
-class FakeCommits implements ResultCommits {
-  stageError = false;
-  outcome: CommitOutcome = 'completed';
-  constructor(private readonly log: string[]) {}
-  async stage(workId: string, items: readonly FindingItem[]): Promise<StagedResult> {
-    this.log.push(`stage ${items.length}`);
-    if (this.stageError) throw Object.assign(new Error('injected staging failure'), { code: 'ERR_PUBLISH' });
-    const findings = items.map((i) => {
-      const bytes = i.content instanceof Uint8Array ? i.content : new TextEncoder().encode(i.content.path);
-      return { kind: i.kind, bytes, sha256: sha(bytes) };
-    });
-    return { manifest: buildCommitManifest(workId, 'ok', '000000', findings.map((f) => ({ kind: f.kind, sha256: f.sha256, size: f.bytes.length }))), findings };
-  }
-  async publish(workId: string, token: string, _manifest: unknown, findings: StagedResult['findings']): Promise<CommitPublication> {
-    this.log.push(`publish ${findings.length}`);
-    const entries = this.outcome === 'completed' ? findings.map((f, id) => ({ kind: f.kind, id, path: `${f.kind}/${id}`, sha256: f.sha256 })) : [];
-    return { outcome: this.outcome, entries };
-  }
-  async scan(): Promise<CommitScan> {
-    return { committing: [], done: new Map() };
-  }
-  async load(): Promise<StagedResult> {
-    throw new Error('not used');
-  }
-  async discard(): Promise<void> {
-    this.log.push('discard');
-  }
-  async sweep(): Promise<number> {
-    return 0;
-  }
-}
 
 function setup() {
   const log: string[] = [];
@@ -54,17 +21,20 @@ function setup() {
   workLeases.beginCommit = async (workId, token, now, manifest?) => {
     log.push('beginCommit');
     manifests.push(manifest);
-    return beginCommit(workId, token, now);
+    return beginCommit(workId, token, now, manifest);
   };
-  const commits = new FakeCommits(log);
+  const commits = new MemoryResultCommits(workLeases, { log });
   const solver = new FakeSolver();
   const source = new FakeSource();
   const counters = createCounters();
+  /** Runs right after beginCommit, before the owner publishes (set by a test). */
+  const hook: { afterBeginCommit: (workId: string) => Promise<void> | void } = { afterBeginCommit: () => {} };
+  const hooks: CoordinatorHooks = { afterBeginCommit: ({ workId }) => hook.afterBeginCommit(workId) };
   const coordinator = new Coordinator(
     { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: false },
-    { clock, logger: silentLogger(), counters, workLeases, reservations: new FakeReservations(), solver, source, findings: new FakeSink(), commits },
+    { clock, logger: silentLogger(), counters, workLeases, reservations: new FakeReservations(), solver, source, commits, hooks },
   );
-  return { log, clock, workLeases, manifests, commits, solver, source, counters, coordinator };
+  return { log, clock, workLeases, manifests, commits, solver, source, counters, coordinator, hook };
 }
 
 const found = new TextEncoder().encode('new coverage');
@@ -101,9 +71,18 @@ describe('crash-safe commit order', () => {
 
   it('does not count findings a replaying coordinator published first (already)', async () => {
     const t = setup();
-    t.commits.outcome = 'already';
+    // Another coordinator sharing the lease directory replays the record between our beginCommit
+    // and our publication, as recovery does: scan, load the staged copies, fenced publish.
+    const replayer = t.commits.peer();
+    t.hook.afterBeginCommit = async (workId) => {
+      const record = (await replayer.scan()).committing.find((c) => c.workId === workId)!;
+      const staged = await replayer.load(workId, record.commit);
+      expect((await replayer.publish(workId, record.token, staged.manifest, staged.findings, t.clock.now())).outcome).toBe('completed');
+    };
     await runOne(t);
     expect(t.log).toEqual(['stage 1', 'beginCommit', 'publish 1', 'discard']);
+    expect(replayer.entries.map((e) => e.sha256)).toEqual([sha(found)]);
+    expect(t.commits.entries).toEqual([]);
     expect(t.counters).toMatchObject({ interesting: 0, jobsOk: 1, commitPublishFailures: 0 });
   });
 
@@ -117,7 +96,10 @@ describe('crash-safe commit order', () => {
 
   it('counts a refused fenced publication of its own committing record', async () => {
     const t = setup();
-    t.commits.outcome = 'stale';
+    // The table no longer shows our token on the committing record: the fenced step refuses it.
+    t.hook.afterBeginCommit = (workId) => {
+      t.workLeases.records.get(workId)!.token = 'other:1';
+    };
     await runOne(t);
     expect(t.log).toEqual(['stage 1', 'beginCommit', 'publish 1']);
     expect(t.counters).toMatchObject({ commitPublishFailures: 1, interesting: 0 });

@@ -7,7 +7,6 @@ import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import {
   FakeReservations,
-  FakeSink,
   FakeSolver,
   FakeSource,
   FakeTargetLeases,
@@ -15,6 +14,7 @@ import {
   ManualClock,
   makeJob,
 } from '../helpers/coordinator-fakes.js';
+import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
 const TTL_MS = 30_000;
 const OWNER = 1;
@@ -26,7 +26,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
   const reservations = new FakeReservations();
   const solver = new FakeSolver();
   const source = new FakeSource();
-  const sink = new FakeSink();
+  const commits = new MemoryResultCommits(workLeases);
   const counters = createCounters();
   const jobs: JobLogEntry[] = [];
   const lost: string[] = [];
@@ -42,7 +42,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
       reservations,
       solver,
       source,
-      findings: sink,
+      commits,
       jobLog: { append: (e) => jobs.push(e), close: () => {} },
       events: { leaseLost: (info) => lost.push(`${info.lease}:${info.workId}`), finding: (e) => findings.push(e) },
     },
@@ -57,7 +57,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
     return { job, owner: OWNER, targetToken: claim.token };
   }
 
-  return { clock, workLeases, targetLeases, reservations, solver, source, sink, counters, jobs, lost, findings, coordinator, admit };
+  return { clock, workLeases, targetLeases, reservations, solver, source, commits, counters, jobs, lost, findings, coordinator, admit };
 }
 
 const ok = (generated: Array<{ text: string; interesting: boolean; terminal?: 'crash' | 'timeout' }> = []) => ({
@@ -140,21 +140,22 @@ describe('dispatch: pending → active', () => {
   });
 });
 
-describe('result → beginCommit → triage → complete → release', () => {
-  it('publishes findings, completes the work, and releases the target group only after triage', async () => {
+describe('result → stage → beginCommit → publish + complete → release', () => {
+  it('publishes findings, completes the work, and releases the target group only after publication', async () => {
     const t = setup();
     const job = makeJob('a', 77n);
     t.source.queue.push(await t.admit(job));
     const order: string[] = [];
-    t.sink.beforePublish = (items) => {
-      order.push(`publish ${items.map((i) => i.kind).join('+')} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(jobWorkId(job))?.status}`);
+    t.commits.beforePublish = (findings) => {
+      order.push(`publish ${findings.map((f) => f.kind).join('+')} targetsHeld=${t.targetLeases.records.size} status=${t.workLeases.records.get(jobWorkId(job))?.status}`);
     };
     await t.coordinator.tick();
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }, { text: 'old', interesting: false }, { text: 'boom', interesting: false, terminal: 'crash' }]));
     await t.coordinator.settled();
 
     expect(order).toEqual(['publish queue+crashes targetsHeld=1 status=committing']);
-    expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${jobWorkId(job).slice(0, 8)}`, `complete ${jobWorkId(job).slice(0, 8)}`]);
+    // Publication and completion are one fenced step under the record (publishCommitted).
+    expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${jobWorkId(job).slice(0, 8)}`, `publishCommitted ${jobWorkId(job).slice(0, 8)}`]);
     expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
     expect(t.targetLeases.calls.at(-1)).toBe('release 77');
     expect(t.targetLeases.records.size).toBe(0);
@@ -178,7 +179,7 @@ describe('result → beginCommit → triage → complete → release', () => {
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
     await t.coordinator.settled();
 
-    expect(t.sink.entries).toEqual([]);
+    expect(t.commits.entries).toEqual([]);
     expect(t.counters).toMatchObject({ staleResults: 1, jobsOk: 0, interesting: 0 });
     expect(t.jobs.map((j) => j.status)).toEqual(['stale']);
     expect(t.workLeases.records.get(jobWorkId(job))?.token).toMatch(/^thief:/); // the thief's record is untouched
@@ -198,7 +199,7 @@ describe('result → beginCommit → triage → complete → release', () => {
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
     await t.coordinator.settled();
     expect(t.counters.staleResults).toBe(1);
-    expect(t.sink.entries).toEqual([]);
+    expect(t.commits.entries).toEqual([]);
   });
 
   it('counts a failed target release after commit and leaves it to the TTL', async () => {
@@ -221,7 +222,7 @@ describe('result → beginCommit → triage → complete → release', () => {
     t.solver.runs[0]!.resolve({ status: 'crash', generated: [], elapsedMs: 1 });
     t.solver.runs[1]!.resolve({ status: 'timeout', generated: [], elapsedMs: 1 });
     await t.coordinator.settled();
-    expect(t.sink.entries.map((e) => e.kind).sort()).toEqual(['crashes', 'hangs']);
+    expect(t.commits.entries.map((e) => e.kind).sort()).toEqual(['crashes', 'hangs']);
     expect(t.counters).toMatchObject({ jobsCrash: 1, jobsTimeout: 1, crashes: 1, hangs: 1 });
   });
 
@@ -257,12 +258,12 @@ describe('solver slots', () => {
     const waiting: Array<() => void> = [];
     const arrivals: Array<() => void> = [];
     const original = t.workLeases.beginCommit.bind(t.workLeases);
-    t.workLeases.beginCommit = async (workId, token) => {
+    t.workLeases.beginCommit = async (workId, token, now, manifest) => {
       await new Promise<void>((resolve) => {
         waiting.push(resolve);
         for (const notify of arrivals.splice(0)) notify();
       });
-      return original(workId, token);
+      return original(workId, token, now, manifest);
     };
     return {
       async reached(n: number): Promise<void> {
@@ -304,7 +305,7 @@ describe('solver slots', () => {
     const reached = new Promise<void>((resolve) => (publishing = resolve));
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
-    t.sink.beforePublish = async () => {
+    t.commits.beforePublish = async () => {
       publishing();
       await gate;
     };
@@ -333,7 +334,7 @@ describe('solver slots', () => {
     gate.open();
     expect((await stopping).abortedRuns).toBe(0);
     expect(t.jobs.map((j) => j.status)).toEqual(['ok']);
-    expect(t.sink.entries).toHaveLength(1);
+    expect(t.commits.entries).toHaveLength(1);
   });
 
   it('stops dispatching when as many jobs are still committing as there are workers (back-pressure)', async () => {
@@ -474,7 +475,7 @@ describe('shutdown', () => {
     let releasePublish!: () => void;
     let publishing!: () => void;
     const publishStarted = new Promise<void>((r) => (publishing = r));
-    t.sink.beforePublish = async () => {
+    t.commits.beforePublish = async () => {
       publishing();
       await new Promise<void>((r) => (releasePublish = r));
     };
@@ -484,7 +485,7 @@ describe('shutdown', () => {
     releasePublish();
     expect(await stopped).toMatchObject({ abortedRuns: 0 });
     expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
-    expect(t.sink.entries).toHaveLength(1);
+    expect(t.commits.entries).toHaveLength(1);
     expect(t.targetLeases.records.size).toBe(0);
   });
 });
@@ -535,7 +536,7 @@ describe('set-up failures: abandoned, never done', () => {
     expect(t.workLeases.calls.at(-1)).toBe(`abandon ${jobWorkId(job).slice(0, 8)}`);
     expect(t.targetLeases.records.size).toBe(0);
     expect(t.reservations.held.size).toBe(0);
-    expect(t.sink.entries).toEqual([]);
+    expect(t.commits.entries).toEqual([]);
     expect(t.counters).toMatchObject({ jobsAbandoned: 1, jobsError: 0, jobsOk: 0 });
     expect(t.jobs.map((j) => j.status)).toEqual(['abandoned']);
     expect(t.source.observed).toEqual([]);

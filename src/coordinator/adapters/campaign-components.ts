@@ -149,7 +149,6 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
         ...(telemetry.preload !== undefined ? { preload: telemetry.preload } : {}),
       }),
       source,
-      findings: publisher,
       commits,
       edgesCovered: () => solverPool.bitmap.edgesCovered(),
       inputExists: (file) => existsSync(file),

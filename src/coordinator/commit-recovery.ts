@@ -1,0 +1,175 @@
+/**
+ * Commit recovery: replays `committing` work records whose owner will not finish them
+ * (docs/campaign.md "Commit recovery"):
+ *
+ *   scan ──▶ for each committing record not running here:
+ *              ours from a previous life (same coordinator id)      → replay at once
+ *              another's, silent for a whole work TTL (and takeover on) → replay
+ *            replay = load staged findings (verified) ──▶ fenced publish + done ──▶ discard staged
+ *        ──▶ sweep staged files of work done for a TTL ──▶ sweep temps of writers provably gone
+ *
+ * Contract: a record is published exactly once whoever wins its lock — the owner, or any
+ * replaying coordinator — because publication and `done` are one step under the record's lock,
+ * and the owner's silence is re-checked there (`minIdleMs`), so an owner that renewed since the
+ * lock-free scan keeps its result (`live`). Every failure fails closed and is never thrown: a bad
+ * manifest, a missing or altered staged finding, an unreadable table or a refused publication is
+ * counted (`commitReplayFailures`), logged with its code, and leaves the record committing. A
+ * record that stays bad (bad manifest, staged finding missing or altered) is reported once per
+ * token, not at every scan. A staged copy gone because someone finished the record since the scan
+ * is not a failure. Each replay that completed a record is counted (`commitsReplayed`), its
+ * findings counted and emitted, fed back to the work source and journalled (`replay: true`).
+ */
+import type { Logger } from 'pino';
+import { codeOf } from '../errors.js';
+import { childLogger } from '../telemetry/logger.js';
+import type { JobJournal } from './job-journal.js';
+import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult, WorkSource } from './ports.js';
+import { countPublished, discardStaged, type PublicationContext } from './result-commit.js';
+import { jobFromWorkPayload } from './work-identity.js';
+
+export interface CommitRecoveryContext extends PublicationContext {
+  readonly coordinatorId: string;
+  readonly commits: ResultCommits;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly source: WorkSource;
+  readonly journal: JobJournal;
+  /** Work TTL, ms: another owner's silence before a replay, and the age of `done` before a sweep. */
+  readonly workLeaseTtlMs: number;
+  /** Replay other coordinators' records at all (our own from a previous life are always replayed). */
+  readonly recoverExpiredWork: boolean;
+  /** The jobs running or committing here, by work id: never replayed (their owner is alive — us). */
+  readonly active: ReadonlyMap<string, unknown>;
+  readonly stopping: () => boolean;
+}
+
+export class CommitRecovery {
+  readonly #ctx: CommitRecoveryContext;
+  /** `workId:token` of committing records whose manifest or staged bytes are bad: not retried. */
+  readonly #unreplayable = new Set<string>();
+
+  constructor(ctx: CommitRecoveryContext) {
+    this.#ctx = ctx;
+  }
+
+  /** One scan (see the file contract). Resolves with the number of records replayed by this call. */
+  async recover(): Promise<number> {
+    const ctx = this.#ctx;
+    if (ctx.stopping()) return 0;
+    const counters = ctx.counters;
+    // Our own jobs running while the table is read may commit and finish (discarding their staged
+    // copies) before the loop below looks at them: the snapshot would then be stale for them.
+    const runningAtScan = new Set(ctx.active.keys());
+    let scan;
+    try {
+      scan = await ctx.commits.scan();
+    } catch (error) {
+      counters.commitReplayFailures++;
+      ctx.log.error({ err: error, code: codeOf(error) }, 'scanning committing work failed; replay skipped this round');
+      return 0;
+    }
+    let replayed = 0;
+    const now = ctx.clock.now();
+    for (const record of scan.committing) {
+      if (ctx.stopping()) break;
+      if (runningAtScan.has(record.workId) || ctx.active.has(record.workId)) continue;
+      if (this.#unreplayable.has(`${record.workId}:${record.token}`)) continue;
+      const mine = record.owner === ctx.coordinatorId;
+      if (!mine && (!ctx.recoverExpiredWork || now - record.updatedMs < ctx.workLeaseTtlMs)) continue;
+      if (await this.#replay(record)) replayed++;
+    }
+    try {
+      // Only records done for a whole work TTL: the scan reads without locks, and a `done` just
+      // written can still be rolled back to `committing` by its batch (a failed barrier), which
+      // needs its staged files again. A rollback happens within its batch, long before a TTL.
+      const settled = new Set<string>();
+      for (const [workId, completedMs] of scan.done) if (now - completedMs >= ctx.workLeaseTtlMs) settled.add(workId);
+      counters.stagedSwept += await ctx.commits.sweep(settled);
+    } catch (error) {
+      ctx.log.warn({ err: error }, 'sweeping staged findings failed');
+    }
+    try {
+      // Temps of crashed writers (docs/leases.md "Leftover temp files"): never a live writer's.
+      if (ctx.commits.sweepTemps) counters.tempsSwept += await ctx.commits.sweepTemps(now);
+    } catch (error) {
+      ctx.log.warn({ err: error, code: codeOf(error) }, 'sweeping leftover temp files failed');
+    }
+    return replayed;
+  }
+
+  /** Resolves true when this call completed the record. */
+  async #replay(record: CommittingWork): Promise<boolean> {
+    const ctx = this.#ctx;
+    const counters = ctx.counters;
+    const log = childLogger(ctx.log, { workId: record.workId, owner: record.owner });
+    const startMs = ctx.clock.now();
+    let staged: StagedResult;
+    try {
+      staged = await ctx.commits.load(record.workId, record.commit);
+    } catch (error) {
+      // The owner or another replayer may have finished it (and removed the staged copies) since
+      // the scan: that is not a failure.
+      if (await this.#finishedSinceScan(record)) return false;
+      counters.commitReplayFailures++;
+      const code = codeOf(error);
+      // A bad manifest, or a staged finding that is gone or altered, stays bad: report that record
+      // once, not every scan. Anything else (a read error, a full table …) may pass: retried.
+      const reason = (error as { details?: { reason?: unknown } }).details?.reason;
+      const permanent = code === 'ERR_COMMIT_MANIFEST' || (code === 'ERR_STAGED_FINDING' && (reason === 'missing' || reason === 'mismatch'));
+      if (permanent) this.#unreplayable.add(`${record.workId}:${record.token}`);
+      log.error({ err: error, code, retried: !permanent }, 'cannot replay committing work; left committing');
+      return false;
+    }
+    let outcome;
+    try {
+      // Another coordinator's result: its silence was judged from a lock-free scan; the table
+      // re-checks it under the lock, so an owner that renewed meanwhile keeps its result.
+      const minIdleMs = record.owner === ctx.coordinatorId ? 0 : ctx.workLeaseTtlMs;
+      outcome = await ctx.commits.publish(record.workId, record.token, staged.manifest, staged.findings, ctx.clock.now(), minIdleMs);
+    } catch (error) {
+      counters.commitReplayFailures++;
+      log.error({ err: error, code: codeOf(error) }, 'replaying committing work failed; left committing');
+      return false;
+    }
+    if (outcome.outcome === 'live') {
+      log.info('the owner renewed this committing work since the scan; left to it');
+      return false;
+    }
+    if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt') {
+      counters.commitReplayFailures++;
+      log.warn({ outcome: outcome.outcome }, 'committing work changed under the replay; left alone');
+      return false;
+    }
+    let job: CoordinatorJob | undefined;
+    try {
+      job = jobFromWorkPayload(record.payload);
+    } catch {
+      job = undefined;
+    }
+    if (outcome.outcome === 'completed') {
+      counters.commitsReplayed++;
+      countPublished(ctx, outcome.entries, job);
+      log.info({ findings: outcome.entries.length }, 'replayed a committed result');
+      ctx.journal.recordReplay(record, job, staged.manifest, outcome.entries, startMs, log);
+      if (job) {
+        try {
+          ctx.source.observe({ job, workId: record.workId, status: staged.manifest.status, findings: outcome.entries }, ctx.clock.now());
+        } catch (error) {
+          log.error({ err: error }, 'feedback to the work source failed');
+        }
+      }
+    }
+    await discardStaged(ctx.commits, staged, log);
+    return outcome.outcome === 'completed';
+  }
+
+  /** True when a fresh scan no longer shows `record` committing with the same token. */
+  async #finishedSinceScan(record: CommittingWork): Promise<boolean> {
+    try {
+      const scan = await this.#ctx.commits.scan();
+      return !scan.committing.some((c) => c.workId === record.workId && c.token === record.token);
+    } catch {
+      return false;
+    }
+  }
+}

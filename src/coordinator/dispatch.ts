@@ -1,0 +1,118 @@
+/**
+ * Dispatch: pending → active (docs/campaign.md "Lifecycle of a job"). In this order:
+ *
+ *   1. the local reservation the admission took is registered for undo;
+ *   2. with a shared target table and a targeted job: the pending target token is re-validated
+ *      (a renewal with it proves the group is still ours right now), or the group is re-claimed
+ *      when the token is gone or refused; the token held is registered for undo (release);
+ *   3. the exact-work lease is claimed and registered for undo (abandon);
+ *   4. unless the coordinator is stopping, the transaction is marked sent and the active job is
+ *      handed back for the coordinator to run.
+ *
+ * Contract: on success the job holds its local reservation, a current target token (if targeted
+ * and shared) and the exact-work fence, all registered in its `DispatchTransaction` — the result
+ * commit either commits that transaction (after `beginCommit`) or rolls it back. On any failure
+ * (re-claim refused or failed, work claim refused or failed, shutdown) the dispatch is rolled back
+ * completely — newest acquisition first, nothing stays held, the scheduler's lane state is never
+ * touched — `dispatchRollbacks` (and `conflicts` for a refused claim) is counted and `undefined`
+ * is returned. Nothing is thrown.
+ */
+import type { Logger } from 'pino';
+import { childLogger } from '../telemetry/logger.js';
+import { DispatchTransaction } from './dispatch-transaction.js';
+import { releaseShared, type GroupReleaseContext } from './group-release.js';
+import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
+import { renewGroup } from './lease-renewal.js';
+import type { ClaimOutcome, WorkLeasePort } from './ports.js';
+import { jobWorkId, workPayloadOf } from './work-identity.js';
+
+export interface DispatchContext extends GroupReleaseContext {
+  readonly coordinatorId: string;
+  readonly workLeases: WorkLeasePort;
+  /** Checked last, after every claim: a dispatch that raced `stop()` gives everything back. */
+  readonly stopping: () => boolean;
+}
+
+const ioFailure: ClaimOutcome = { granted: false, reason: 'error' };
+
+export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promise<ActiveJob | undefined> {
+  const { job, owner } = pending.work;
+  const counters = ctx.counters;
+  const tx = new DispatchTransaction();
+  if (job.group.length > 0) {
+    tx.register('local-reservation', () => {
+      ctx.reservations.releaseGroup(job.group, owner);
+    });
+  }
+  const rollback = async (reason: string): Promise<undefined> => {
+    const report = await tx.rollback();
+    counters.dispatchRollbacks++;
+    ctx.log.debug({ reason, failedUndos: report.failed, targets: decimal(job.group) }, 'dispatch rolled back');
+    return undefined;
+  };
+
+  let targetToken: string | undefined;
+  const targets = ctx.targetLeases;
+  if (targets && job.group.length > 0) {
+    const now = ctx.clock.now();
+    if (pending.targetToken !== undefined) {
+      const held = await renewGroup(targets, job.group, pending.targetToken, now, ctx.log);
+      if (held === true) targetToken = pending.targetToken;
+    }
+    if (targetToken === undefined) {
+      let claim: ClaimOutcome;
+      try {
+        claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now);
+      } catch (error) {
+        ctx.log.error({ err: error, targets: decimal(job.group) }, 'target re-claim failed');
+        claim = ioFailure;
+      }
+      if (!claim.granted) {
+        if (claim.reason === 'conflict') counters.conflicts++;
+        return rollback(`target group ${claim.reason}`);
+      }
+      targetToken = claim.token;
+    }
+    const token = targetToken;
+    tx.register('target-group', async () => {
+      await releaseShared(ctx, job.group, token);
+    });
+  }
+
+  const workId = jobWorkId(job);
+  let workClaim: ClaimOutcome;
+  try {
+    workClaim = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now());
+  } catch (error) {
+    ctx.log.error({ err: error, workId }, 'work lease claim failed');
+    workClaim = ioFailure;
+  }
+  if (!workClaim.granted) {
+    if (workClaim.reason === 'conflict') counters.conflicts++;
+    return rollback(`work lease ${workClaim.reason}`);
+  }
+  const workToken = workClaim.token;
+  tx.register('work-lease', async () => {
+    await ctx.workLeases.abandon(workId, workToken, ctx.clock.now());
+  });
+
+  if (ctx.stopping()) return rollback('shutting down');
+  if (pending.recovered) counters.leaseSteals++;
+  tx.markSent();
+  counters.jobsStarted++;
+  const logger: Logger = childLogger(ctx.log, { workId, targets: decimal(job.group) });
+  return {
+    workId,
+    work: pending.work,
+    targetToken,
+    workToken,
+    tx,
+    controller: new AbortController(),
+    startMs: ctx.clock.now(),
+    logger,
+    phase: 'active',
+    solverRunning: true,
+    lost: undefined,
+    done: Promise.resolve(),
+  };
+}

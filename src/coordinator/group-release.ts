@@ -1,0 +1,47 @@
+/**
+ * Giving a target group back: the shared token (when the campaign shares a target table), then
+ * the local reservation. Used by the safety valve and shutdown (pending jobs) and by the result
+ * commit (after publication). Releases never throw: a failed shared release is counted
+ * (`releaseFailures`) and left to the lease's TTL (docs/campaign.md "Lifecycle of a job").
+ */
+import type { Logger } from 'pino';
+import type { CampaignCounters } from '../telemetry/counters.js';
+import { decimal, type PendingJob } from './job-state.js';
+import type { Clock, LocalReservations, TargetLeasePort } from './ports.js';
+
+export interface GroupReleaseContext {
+  readonly targetLeases: TargetLeasePort | undefined;
+  readonly reservations: LocalReservations;
+  readonly clock: Clock;
+  readonly counters: CampaignCounters;
+  readonly log: Logger;
+}
+
+/**
+ * Deletes the shared records of `group` carrying `token`. Results: true = released (or nothing to
+ * release); false = refused or failed, counted and left to TTL.
+ */
+export async function releaseShared(ctx: GroupReleaseContext, group: readonly bigint[], token: string): Promise<boolean> {
+  const targets = ctx.targetLeases;
+  if (!targets || group.length === 0) return true;
+  let released = false;
+  try {
+    released = await targets.releaseGroup(group, token, ctx.clock.now());
+  } catch (error) {
+    ctx.log.warn({ err: error, targets: decimal(group) }, 'target release failed; left to TTL');
+  }
+  if (!released) ctx.counters.releaseFailures++;
+  return released;
+}
+
+/**
+ * Releases everything a pending job holds: its shared token (if any), then its local reservation
+ * (always, even when the shared release failed). Returns false when the shared release failed.
+ */
+export async function releasePending(ctx: GroupReleaseContext, pending: PendingJob): Promise<boolean> {
+  const { job, owner } = pending.work;
+  let ok = true;
+  if (pending.targetToken !== undefined) ok = await releaseShared(ctx, job.group, pending.targetToken);
+  if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, owner);
+  return ok;
+}

@@ -1,0 +1,84 @@
+/**
+ * The coordinator's `jobs.jsonl` lines (docs/campaign.md "jobs.jsonl"): one per job that ran here
+ * (whatever its end: committed, stale, aborted, abandoned), and one per result this coordinator
+ * replayed for a dead owner (`replay: true`). Each line also goes to the `jobFinished` event.
+ * Writing never throws: a failed append is logged at error and the job's lifecycle carries on.
+ */
+import type { Logger } from 'pino';
+import type { CommitManifest } from '../commit/commit-manifest.js';
+import type { Telemetry } from '../scheduler/telemetry.js';
+import { jobKindOf } from '../telemetry/counters.js';
+import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
+import { decimal, type ActiveJob } from './job-state.js';
+import type { Clock, CommittingWork, CoordinatorJob, PublishedEntry } from './ports.js';
+
+export interface JobJournalContext {
+  readonly coordinatorId: string;
+  readonly clock: Clock;
+  readonly jobLog: JobLogPort | undefined;
+  readonly jobFinished: ((entry: JobLogEntry) => void) | undefined;
+}
+
+export class JobJournal {
+  readonly #ctx: JobJournalContext;
+
+  constructor(ctx: JobJournalContext) {
+    this.#ctx = ctx;
+  }
+
+  /** The line of a job that ran here; `telemetry` adds the run's query and target fields. */
+  recordRun(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number, telemetry?: Telemetry): void {
+    const kind = jobKindOf(active.work.job);
+    const entry: JobLogEntry = {
+      workId: active.workId,
+      targets: decimal(active.work.job.group),
+      coordinator: this.#ctx.coordinatorId,
+      startMs: active.startMs,
+      endMs,
+      status,
+      generated,
+      interesting,
+      input: active.work.job.inputSha256,
+      kind,
+      ...(telemetry !== undefined
+        ? {
+            queries: telemetry.counters.queries,
+            ...(telemetry.preload !== undefined ? { skipped: telemetry.preload.skipped } : {}),
+            ...(kind === 'targeted' ? { targetReached: telemetry.targetReached, targetStatus: telemetry.targetStatus } : {}),
+          }
+        : {}),
+    };
+    this.#write(entry, active.logger);
+  }
+
+  /**
+   * The line of a result replayed here: `replay: true`, `owner` the coordinator whose run produced
+   * it, `coordinator` us; the interval is the replay's own (no solver ran here). Called only when
+   * the replay completed the record, so a result gets one replay line however many coordinators
+   * tried. `job` is undefined when the record's payload no longer parses (targets then `[]`).
+   */
+  recordReplay(record: CommittingWork, job: CoordinatorJob | undefined, manifest: CommitManifest, entries: readonly PublishedEntry[], startMs: number, log: Logger): void {
+    const entry: JobLogEntry = {
+      workId: record.workId,
+      targets: job ? decimal(job.group) : [],
+      coordinator: this.#ctx.coordinatorId,
+      owner: record.owner,
+      replay: true,
+      startMs,
+      endMs: this.#ctx.clock.now(),
+      status: manifest.status,
+      generated: manifest.items.length,
+      interesting: entries.filter((e) => e.kind === 'queue').length,
+    };
+    this.#write(entry, log);
+  }
+
+  #write(entry: JobLogEntry, log: Logger): void {
+    try {
+      this.#ctx.jobLog?.append(entry);
+    } catch (error) {
+      log.error({ err: error }, 'writing jobs.jsonl failed');
+    }
+    this.#ctx.jobFinished?.(entry);
+  }
+}

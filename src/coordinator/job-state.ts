@@ -1,0 +1,42 @@
+/**
+ * What the coordinator holds per job, shared by its protocols (docs/campaign.md "Lifecycle of a
+ * job"): a pending job waiting for a slot, and an active job from dispatch until its result was
+ * committed or rolled back. The coordinator owns the collections; each protocol file mutates only
+ * the fields its contract names.
+ */
+import type { Logger } from 'pino';
+import type { DispatchTransaction } from './dispatch-transaction.js';
+import type { AdmittedWork } from './ports.js';
+
+/** Admitted work waiting for a solver slot. */
+export interface PendingJob {
+  readonly work: AdmittedWork;
+  /** The shared target token claimed at admission; forgotten (undefined) once found lost. */
+  targetToken: string | undefined;
+  /** Taken over from an expired lease of another coordinator (counted as a steal at dispatch). */
+  readonly recovered: boolean;
+}
+
+/** `active`: the dispatch's resources are still rolled back on failure; `committing`: never again. */
+export type ActivePhase = 'active' | 'committing';
+
+export interface ActiveJob {
+  readonly workId: string;
+  readonly work: AdmittedWork;
+  readonly targetToken: string | undefined;
+  readonly workToken: string;
+  /** Every acquisition of the dispatch, with its undo; committed (emptied) at beginCommit. */
+  readonly tx: DispatchTransaction;
+  readonly controller: AbortController;
+  readonly startMs: number;
+  readonly logger: Logger;
+  phase: ActivePhase;
+  /** True until the solver run settled: the job occupies a solver slot only while this holds. */
+  solverRunning: boolean;
+  /** Set by lease renewal when a lease was definitely lost; the run is then aborted. */
+  lost: 'work' | 'target' | undefined;
+  done: Promise<void>;
+}
+
+/** Targets as decimal strings, the form logs and jobs.jsonl use. */
+export const decimal = (targets: readonly bigint[]): string[] => targets.map((t) => t.toString(10));

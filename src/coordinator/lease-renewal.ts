@@ -1,0 +1,119 @@
+/**
+ * Lease renewal (heartbeats): every lease the coordinator holds is renewed once per heartbeat
+ * period (`heartbeat-period.ts`; docs/campaign.md "Heartbeats"):
+ *
+ *   1. the exact-work fences of running *and committing* jobs, in one batch;
+ *   2. the target group of every active job (running or committing), one by one;
+ *   3. the target group of every pending job that still carries a token.
+ *
+ * Contract: each lease's failure is isolated (an I/O error on one never skips the others) and
+ * counted (`heartbeatsOk` / `heartbeatsFailed`). A definite loss of a running job's lease (the
+ * table answered false, or listed its work id as lost) marks the job `lost`, counts a lease
+ * expiry, emits `leaseLost` and aborts its solver run — its result could never commit. An I/O
+ * failure (outcome unknown) aborts nothing: `beginCommit` decides later whether the result still
+ * counts. A lost pending token is forgotten, so the dispatch re-claims the group. Committing jobs
+ * are never aborted: there is no run left, and the fenced publication decides their fate.
+ */
+import type { Logger } from 'pino';
+import type { CampaignCounters } from '../telemetry/counters.js';
+import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
+import type { TargetLeasePort, WorkLeasePort } from './ports.js';
+
+export interface HeartbeatReport {
+  readonly workOk: number;
+  readonly workFailed: number;
+  readonly targetOk: number;
+  readonly targetFailed: number;
+}
+
+export interface LeaseRenewalContext {
+  readonly workLeases: WorkLeasePort;
+  readonly targetLeases: TargetLeasePort | undefined;
+  readonly counters: CampaignCounters;
+  readonly log: Logger;
+  /** Called once per definite loss of a running job's lease (work fence or target group). */
+  readonly leaseLost?: (info: { workId: string; lease: 'work' | 'target'; targets: readonly string[] }) => void;
+}
+
+/**
+ * Renews one target group. Results: true = renewed, false = definitely lost, undefined = I/O
+ * failure (unknown; logged at error, never thrown).
+ */
+export async function renewGroup(targets: TargetLeasePort, group: readonly bigint[], token: string, now: number, log: Logger): Promise<boolean | undefined> {
+  try {
+    return await targets.heartbeatGroup(group, token, now);
+  } catch (error) {
+    log.error({ err: error, targets: decimal(group) }, 'target lease renewal failed');
+    return undefined;
+  }
+}
+
+/** One round of renewals over a snapshot of the active and pending jobs (see the file contract). */
+export async function renewLeases(ctx: LeaseRenewalContext, active: readonly ActiveJob[], pending: readonly PendingJob[], now: number): Promise<HeartbeatReport> {
+  let workOk = 0;
+  let workFailed = 0;
+  let targetOk = 0;
+  let targetFailed = 0;
+
+  // Committing records are renewed too: their `updated` tells other coordinators the owner is
+  // alive and will finish the result itself (they replay it only after a whole TTL of silence).
+  const fenced = active.filter((a) => (a.phase === 'active' && a.lost === undefined) || a.phase === 'committing');
+  if (fenced.length > 0) {
+    const fences = new Map(fenced.map((a) => [a.workId, a.workToken]));
+    try {
+      const lost = await ctx.workLeases.heartbeatMany(fences, now);
+      for (const job of fenced) {
+        if (!lost.has(job.workId)) workOk++;
+        else if (job.phase === 'committing') {
+          // Finished by a replaying coordinator already (done), or gone: the fenced publication
+          // will say which; there is no run left to abort.
+          workFailed++;
+          job.logger.info('committing record no longer renewable; the fenced publication decides');
+        } else {
+          workFailed++;
+          loseLease(ctx, job, 'work');
+        }
+      }
+    } catch (error) {
+      // Outcome unknown: keep running; beginCommit decides whether the result still counts.
+      workFailed += fenced.length;
+      ctx.log.error({ err: error, leases: fenced.length }, 'work lease renewal failed');
+    }
+  }
+
+  const targets = ctx.targetLeases;
+  if (targets) {
+    for (const job of active) {
+      // Committing jobs keep their group until publication is over: renew it too, so a slow
+      // commit does not let it expire (a lost group there only costs a failed release later).
+      if (job.targetToken === undefined || job.lost !== undefined) continue;
+      const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.log);
+      if (held === true) targetOk++;
+      else {
+        targetFailed++;
+        if (held === false && job.phase === 'active') loseLease(ctx, job, 'target');
+      }
+    }
+    for (const job of pending) {
+      if (job.targetToken === undefined) continue;
+      const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.log);
+      if (held === true) targetOk++;
+      else {
+        targetFailed++;
+        if (held === false) job.targetToken = undefined;
+      }
+    }
+  }
+  ctx.counters.heartbeatsOk += workOk + targetOk;
+  ctx.counters.heartbeatsFailed += workFailed + targetFailed;
+  return { workOk, workFailed, targetOk, targetFailed };
+}
+
+/** A running job lost a lease for good: mark, count, tell, and abort its solver run. */
+function loseLease(ctx: LeaseRenewalContext, job: ActiveJob, lease: 'work' | 'target'): void {
+  job.lost = lease;
+  ctx.counters.leaseExpiries++;
+  job.logger.warn({ lease }, 'lease lost; aborting the solver run');
+  ctx.leaseLost?.({ workId: job.workId, lease, targets: decimal(job.work.job.group) });
+  job.controller.abort();
+}

@@ -1,0 +1,219 @@
+/**
+ * Result commit: what happens to an active job once its solver run settled (docs/campaign.md
+ * "Lifecycle of a job" and "Commit recovery"):
+ *
+ *   aborted / lease lost ──▶ roll back                                    (`aborted`)
+ *   set-up failure ───────▶ roll back, count the streak                   (`abandoned`)
+ *   otherwise: stage ──▶ beginCommit(manifest) ──▶ publish + done (fenced) ──▶ discard staged
+ *              ──▶ release target group and local reservation ──▶ count, feed back, journal
+ *
+ * Contract:
+ * - A result is published only after `beginCommit(workId, workToken, manifest)` accepted its work
+ *   fence. A target token never authorises a result; only the work fence does.
+ * - Staging failure: no manifest exists, so nothing can point at missing bytes; the dispatch is
+ *   rolled back (work abandoned, target group and reservation released), `stagingFailures` counted,
+ *   journal `aborted`.
+ * - beginCommit refused or failed: the result is stale — rolled back, `staleResults` counted,
+ *   journal `stale`. Its staged copies are left to the sweep: the work's new holder may have staged
+ *   the very same names (same work id and content), and removing them could strand its manifest.
+ * - After beginCommit nothing is rolled back (the record is irreversibly ours to finish). The
+ *   fenced publication answers `completed` (we published; counted here), `already` (a replaying
+ *   coordinator won; counted there) or refuses/fails (`commitPublishFailures`; the record stays
+ *   committing for recovery to replay). Staged copies are discarded once the record is done.
+ * - The target group is released only after publication; a failed release is counted and left to
+ *   TTL; the local reservation is released regardless.
+ * Nothing here throws for a port failure: every one is counted or logged.
+ */
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
+import { countCommittedJob, jobKindOf } from '../telemetry/counters.js';
+import { sourceIdOf } from '../triage/afl-names.js';
+import { releaseShared, type GroupReleaseContext } from './group-release.js';
+import type { JobJournal } from './job-journal.js';
+import type { ActiveJob } from './job-state.js';
+import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
+import { isSetupFailure } from './setup-failures.js';
+
+/**
+ * Test hooks: awaited at exact points of the lifecycle so a test can hold (or kill) a coordinator
+ * there. Never needed in production.
+ */
+export interface CoordinatorHooks {
+  /** After `beginCommit` accepted a result, before its findings are published. */
+  afterBeginCommit?(info: { readonly workId: string; readonly findings: number }): Promise<void> | void;
+}
+
+/** What publication reports: counters, and the `finding` event per published entry. */
+export interface PublicationContext {
+  readonly counters: GroupReleaseContext['counters'];
+  readonly finding: ((entry: PublishedEntry, job: CoordinatorJob) => void) | undefined;
+}
+
+export interface ResultCommitContext extends GroupReleaseContext, PublicationContext {
+  readonly workLeases: WorkLeasePort;
+  readonly commits: ResultCommits;
+  readonly source: WorkSource;
+  readonly journal: JobJournal;
+  readonly hooks: CoordinatorHooks | undefined;
+  /** A set-up failure was rolled back (`setup-failures.ts`): count it toward the streak. */
+  readonly setupFailed: (active: ActiveJob, outcome: SolverOutcome) => void;
+  /** A result that was the input's own: the set-up works, the streak starts over. */
+  readonly inputResult: () => void;
+}
+
+export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, outcome: SolverOutcome): Promise<void> {
+  const endMs = ctx.clock.now();
+  const counters = ctx.counters;
+  const { job } = active.work;
+
+  if (outcome.status === 'aborted' || active.lost !== undefined) {
+    await active.tx.rollback();
+    counters.jobsAborted++;
+    ctx.journal.recordRun(active, endMs, 'aborted', 0, 0);
+    return;
+  }
+
+  if (isSetupFailure(outcome.status, outcome.errorCode)) {
+    // Not the input's fault: the work must stay claimable (abandoned, never done) so a rerun with
+    // a working set-up runs it; everything the dispatch took is given back.
+    await active.tx.rollback();
+    counters.jobsAbandoned++;
+    ctx.journal.recordRun(active, endMs, 'abandoned', 0, 0);
+    ctx.setupFailed(active, outcome);
+    return;
+  }
+  ctx.inputResult();
+
+  let staged: StagedResult;
+  try {
+    staged = await ctx.commits.stage(active.workId, findingItems(ctx, active, outcome), {
+      status: outcome.status as CommitStatus,
+      source: sourceIdOf(path.basename(job.inputPath)),
+    });
+  } catch (error) {
+    counters.stagingFailures++;
+    active.logger.error({ err: error }, 'staging the result durably failed; result dropped and work released');
+    await active.tx.rollback();
+    ctx.journal.recordRun(active, endMs, 'aborted', outcome.generated.length, 0);
+    return;
+  }
+
+  let committed = false;
+  try {
+    committed = await ctx.workLeases.beginCommit(active.workId, active.workToken, ctx.clock.now(), manifestJson(staged.manifest));
+  } catch (error) {
+    active.logger.error({ err: error }, 'beginCommit failed');
+  }
+  if (!committed) {
+    counters.staleResults++;
+    active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
+    await active.tx.rollback();
+    ctx.journal.recordRun(active, endMs, 'stale', outcome.generated.length, 0);
+    return;
+  }
+  // From here on the work record is irreversibly ours to finish: nothing may be rolled back.
+  active.phase = 'committing';
+  active.tx.commit();
+  try {
+    await ctx.hooks?.afterBeginCommit?.({ workId: active.workId, findings: staged.manifest.items.length });
+  } catch (error) {
+    active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
+  }
+
+  const findings = await publishCommitted(ctx, active, staged);
+  const interesting = findings.filter((f) => f.kind === 'queue').length;
+  if (active.targetToken !== undefined) await releaseShared(ctx, job.group, active.targetToken);
+  if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, active.work.owner);
+
+  switch (outcome.status) {
+    case 'ok':
+      counters.jobsOk++;
+      break;
+    case 'timeout':
+      counters.jobsTimeout++;
+      break;
+    case 'crash':
+      counters.jobsCrash++;
+      break;
+    default:
+      counters.jobsError++;
+  }
+  counters.solverTimeMs += outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
+  countCommittedJob(counters, jobKindOf(job), outcome.telemetry);
+  try {
+    ctx.source.observe(
+      {
+        job,
+        workId: active.workId,
+        status: outcome.status,
+        ...(outcome.telemetry !== undefined ? { telemetry: outcome.telemetry } : {}),
+        ...(outcome.telemetryError !== undefined ? { telemetryError: outcome.telemetryError } : {}),
+        findings,
+      },
+      ctx.clock.now(),
+    );
+  } catch (error) {
+    active.logger.error({ err: error }, 'feedback to the work source failed');
+  }
+  ctx.journal.recordRun(active, endMs, outcome.status, outcome.generated.length, interesting, outcome.telemetry);
+}
+
+/**
+ * committing → done for our own result: the staged findings are published into our queue and the
+ * record marked done in one fenced step under the record's lock. Resolves with the entries this
+ * call published (empty for `already` and on every failure).
+ */
+async function publishCommitted(ctx: ResultCommitContext, active: ActiveJob, staged: StagedResult): Promise<PublishedEntry[]> {
+  let outcome;
+  try {
+    outcome = await ctx.commits.publish(active.workId, active.workToken, staged.manifest, staged.findings, ctx.clock.now());
+  } catch (error) {
+    ctx.counters.commitPublishFailures++;
+    active.logger.error({ err: error }, 'publishing the committed result failed; the record stays committing and is replayed later');
+    return [];
+  }
+  if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt' || outcome.outcome === 'live') {
+    ctx.counters.commitPublishFailures++;
+    active.logger.error({ outcome: outcome.outcome }, 'the committing record refused its own token; findings not published');
+    return [];
+  }
+  if (outcome.outcome === 'already') active.logger.info('another coordinator replayed this result first; not publishing it again');
+  else countPublished(ctx, outcome.entries, active.work.job);
+  await discardStaged(ctx.commits, staged, active.logger);
+  return [...outcome.entries];
+}
+
+/** What a result publishes: interesting, crashing and hanging inputs, and a crashing/hanging parent. */
+function findingItems(ctx: PublicationContext, active: ActiveJob, outcome: SolverOutcome): FindingItem[] {
+  const { job } = active.work;
+  const items: FindingItem[] = [];
+  for (const input of outcome.generated) {
+    ctx.counters.generated++;
+    if (input.terminal === 'crash') items.push({ kind: 'crashes', content: input.bytes });
+    else if (input.terminal === 'timeout') items.push({ kind: 'hangs', content: input.bytes });
+    else if (input.interesting) items.push({ kind: 'queue', content: input.bytes });
+  }
+  if (outcome.status === 'crash') items.push({ kind: 'crashes', content: { path: job.inputPath } });
+  else if (outcome.status === 'timeout') items.push({ kind: 'hangs', content: { path: job.inputPath } });
+  return items;
+}
+
+/** Counts published entries by kind and emits `finding` for each (when the job is known). */
+export function countPublished(ctx: PublicationContext, entries: readonly PublishedEntry[], job: CoordinatorJob | undefined): void {
+  for (const entry of entries) {
+    if (entry.kind === 'queue') ctx.counters.interesting++;
+    else if (entry.kind === 'crashes') ctx.counters.crashes++;
+    else ctx.counters.hangs++;
+    if (job) ctx.finding?.(entry, job);
+  }
+}
+
+/** Removes a finished result's staged copies; a failure is only logged (the sweep removes them). */
+export async function discardStaged(commits: ResultCommits, staged: StagedResult, logger: Logger): Promise<void> {
+  try {
+    await commits.discard(staged.manifest);
+  } catch (error) {
+    logger.warn({ err: error }, 'removing staged findings failed; the recovery sweep removes them later');
+  }
+}
