@@ -40,6 +40,7 @@ export class HintLinesFile implements HintSource {
         throw new HintInvalidError(`${where}: needs "sha256" as 64 lowercase hex digits, received ${JSON.stringify(sha256)}`, { option, file, line: index + 1 });
       }
       const { sha256: _key, ...fields } = entry as Record<string, unknown>;
+      if ('path' in fields) throw new HintInvalidError(`${where}: unknown field "path" (hints are keyed by sha256 only)`, { option, file, line: index + 1 });
       try {
         this.#bySha.set(sha256, parseHint(fields, `line ${index + 1}`));
       } catch (error) {
