@@ -4,6 +4,11 @@
  * solver pool with coverage triage, the queue publisher (through the I/O thread) and the seed
  * work source. Every durable mutation of the process goes through the one I/O thread.
  *
+ * The scheduler gets the campaign's scheduler options, its hint sources (the embedder's, then the
+ * `--hints` file) and `--guidance`; its lane state lives in `<outDir>/scheduler-state.json`
+ * (docs/scheduler.md "Lane state file"). The I/O thread gets the `--io-*` options and logs through
+ * the campaign's `io` child logger (docs/io-thread.md "Logging").
+ *
  * Without a lease directory the campaign is single-coordinator: the work table lives under
  * `<outDir>/leases/work` in `single` coordination and there is no shared target table (targets
  * are only reserved in-process). With one, both tables live under it in `multi` coordination;
@@ -12,13 +17,13 @@
  */
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { GuidanceInvalidError } from '../../errors.js';
 import { parseGuidance } from '../../scheduler/guidance-map.js';
 import { HintLinesFile } from '../../scheduler/hint-lines-file.js';
 import type { HintSource } from '../../scheduler/hints.js';
 import { LaneStateKeeper, SCHEDULER_STATE_FILE } from '../../scheduler/lane-state-keeper.js';
 import type { SchedulerOptions } from '../../scheduler/scheduler-options.js';
-import path from 'node:path';
 import { InflightTargetSet } from '../../inflight/inflight-target-set.js';
 import { IoDurableWriter, IoSharedTargetClaims } from '../../io/io-adapters.js';
 import { IoThread } from '../../io/io-thread.js';
@@ -86,7 +91,6 @@ export function campaignTelemetry(options: CampaignOptions, command: CommandTemp
  */
 export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string }> {
   const { options, outDir, coordinatorId } = context;
-  // `context.io` is resolved (`--io-*`); the thread resolves it once more, so pass it whole.
   const shared = options.leaseDir !== undefined;
   const root = shared ? path.resolve(options.leaseDir!) : path.join(outDir, 'leases');
   const io = await IoThread.start({
@@ -136,7 +140,6 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared, leaseRoot } = await startIoThread(context, inflight);
   let pool: SolverPool<Telemetry> | undefined;
-  let stateKeeper: LaneStateKeeper | undefined;
   try {
     const workLeases = new IoWorkLeases(io, context.options.workLeaseTtlMs);
     const targetLeases = shared ? new IoTargetLeases(io, (group) => inflight.ownerOf(group[0]!)) : undefined;
@@ -152,15 +155,15 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       hints: [...context.hints, ...files.hints],
       logger: schedulerLog,
     });
-    stateKeeper = new LaneStateKeeper({
+    const keeper = new LaneStateKeeper({
       scheduler,
       file: path.join(context.outDir, SCHEDULER_STATE_FILE),
       intervalMs: context.scheduler.stateIntervalMs,
       now: () => context.clock.now(),
       logger: schedulerLog,
     });
-    await stateKeeper.load();
-    const keeper = stateKeeper;
+    // Before any job: what the lanes learned in an earlier run on this out-dir is not relearned.
+    await keeper.load();
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters, sharedClaims ? { shared: sharedClaims } : {});
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
     // Findings are staged under the lease root, where every coordinator sharing it can replay them.
