@@ -53,10 +53,6 @@ export function defineError<C extends string>(code: C, fallbackName: string): Er
 export const InvalidOptionError = defineError('ERR_INVALID_OPTION', 'InvalidOptionError');
 /** Command-line usage error: unknown command, missing argument. Exit code 2. */
 export const UsageError = defineError('ERR_USAGE', 'UsageError');
-/** A target or work lease is held by someone else and has not expired. */
-export const LeaseConflictError = defineError('ERR_LEASE_CONFLICT', 'LeaseConflictError');
-/** The caller's token no longer matches the record: the lease was lost, stolen or completed. */
-export const LeaseStaleTokenError = defineError('ERR_LEASE_STALE_TOKEN', 'LeaseStaleTokenError');
 /** A lease record is unreadable, of another schema, or does not match its path. Fails closed. */
 export const LeaseCorruptError = defineError('ERR_LEASE_CORRUPT', 'LeaseCorruptError');
 /** A lease operation hit an I/O failure; touched records were restored where possible. */

@@ -6,8 +6,6 @@ export {
   SymfenceError,
   InvalidOptionError,
   UsageError,
-  LeaseConflictError,
-  LeaseStaleTokenError,
   LeaseCorruptError,
   LeaseIoError,
   LockTimeoutError,

@@ -12,7 +12,10 @@ import type { Logger } from 'pino';
 import type { OptionsInput } from '../config/schema.js';
 import { InvalidOptionError, SymfenceError } from '../errors.js';
 import { makeUserDirectory, userPathError } from '../config/user-paths.js';
-import { checkOptionsObject } from '../config/values.js';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
+import { IO_OPTIONS, type IoOptions } from '../io/io-options.js';
+import type { HintSource } from '../scheduler/hints.js';
+import { SCHEDULER_OPTIONS, type SchedulerOptions } from '../scheduler/scheduler-options.js';
 import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
 import { JobLogFile, type JobLogEntry } from '../telemetry/job-log.js';
 import { componentLogger, silentLogger } from '../telemetry/logger.js';
@@ -41,6 +44,12 @@ export interface CampaignComponents extends CoordinatorPorts {
 
 export interface CampaignContext {
   readonly options: CampaignOptions;
+  /** Scheduler options (`SCHEDULER_OPTIONS`): lanes, budgets, state interval, hints and guidance files. */
+  readonly scheduler: SchedulerOptions;
+  /** I/O thread options (`IO_OPTIONS`, the `--io-*` flags). */
+  readonly io: IoOptions;
+  /** Embedder hint sources, consulted before a `--hints` file (docs/scheduler.md "Hints"). */
+  readonly hints: readonly HintSource[];
   readonly outDir: string;
   readonly coordinatorId: string;
   readonly workers: number;
@@ -77,7 +86,37 @@ export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> &
   readonly showmap?: string;
   /** The AFL target command (after `--`); default: the instance's fuzzer_stats `command_line`. */
   readonly aflTarget?: string;
+  /** Scheduler options (`SCHEDULER_OPTIONS` input, the same names as the scheduler flags). */
+  readonly scheduler?: OptionsInput<typeof SCHEDULER_OPTIONS.specs>;
+  /** I/O thread options (`IO_OPTIONS` input, the `--io-*` flags). */
+  readonly io?: OptionsInput<typeof IO_OPTIONS.specs>;
+  /** Dispatch hint sources, consulted in order before a `scheduler.hintsFile` (docs/scheduler.md "Hints"). */
+  readonly hints?: readonly HintSource[];
 };
+
+/** The parts of `CampaignStartOptions` that belong to other components' schemas. */
+export interface CampaignComponentOptions {
+  readonly scheduler: SchedulerOptions;
+  readonly io: IoOptions;
+  readonly hints: readonly HintSource[];
+}
+
+/**
+ * Resolves the scheduler and I/O option objects and checks the hint sources. Throws
+ * `ERR_INVALID_OPTION` naming the option (`scheduler`, `io`, `hints[i]`) and the value.
+ */
+export function resolveComponentOptions(input: { readonly scheduler?: unknown; readonly io?: unknown; readonly hints?: unknown }): CampaignComponentOptions {
+  const scheduler = SCHEDULER_OPTIONS.resolve(input.scheduler ?? {});
+  const io = IO_OPTIONS.resolve(input.io ?? {});
+  const hints = input.hints ?? [];
+  if (!Array.isArray(hints)) throw invalidOption('hints', 'a list of hint sources ({ hintFor(seed) })', hints);
+  hints.forEach((source: unknown, i) => {
+    if (typeof source !== 'object' || source === null || typeof (source as { hintFor?: unknown }).hintFor !== 'function') {
+      throw invalidOption(`hints[${i}]`, 'a hint source ({ hintFor(seed) })', source);
+    }
+  });
+  return { scheduler, io, hints: Object.freeze([...(hints as HintSource[])]) };
+}
 
 export interface CampaignFinding extends PublishedEntry {
   /** The input whose solver run produced it. */
@@ -127,9 +166,12 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   #stopping: Promise<CampaignSummary> | undefined;
   #loop: Promise<ShutdownReport> | undefined;
 
-  private constructor(options: CampaignOptions, outDir: string, coordinatorId: string, workers: number, logger: Logger, clock: Clock) {
+  readonly #parts: CampaignComponentOptions;
+
+  private constructor(options: CampaignOptions, parts: CampaignComponentOptions, outDir: string, coordinatorId: string, workers: number, logger: Logger, clock: Clock) {
     super();
     this.options = options;
+    this.#parts = parts;
     this.outDir = outDir;
     this.coordinatorId = coordinatorId;
     this.workers = workers;
@@ -153,8 +195,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   static async start(input: CampaignStartOptions, runtime: CampaignRuntime = {}): Promise<Campaign> {
     checkOptionsObject(input, 'options');
     checkOptionsObject(runtime, 'runtime');
-    const { solverCommand, showmap, aflTarget, ...rest } = input;
+    const { solverCommand, showmap, aflTarget, scheduler, io, hints, ...rest } = input;
     const options = CAMPAIGN_OPTIONS.resolve(rest);
+    const parts = resolveComponentOptions({ scheduler, io, hints });
     let components = runtime.components;
     if (components === undefined) {
       if (solverCommand === undefined) {
@@ -182,7 +225,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     const outDir = resolveOutDir(options);
     const coordinatorId = options.coordinatorId ?? `${hostname()}:${process.pid}`;
     const workers = options.workers === 0 ? os.availableParallelism() : options.workers;
-    const campaign = new Campaign(options, outDir, coordinatorId, workers, runtime.logger ?? silentLogger(), runtime.clock ?? systemClock);
+    const campaign = new Campaign(options, parts, outDir, coordinatorId, workers, runtime.logger ?? silentLogger(), runtime.clock ?? systemClock);
     await campaign.#start({ ...runtime, components });
     return campaign;
   }
@@ -201,6 +244,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     } else this.#log.warn({ outDir: this.outDir }, 'native addon missing: the output directory is not locked against a second campaign');
     const context: CampaignContext = {
       options: this.options,
+      scheduler: this.#parts.scheduler,
+      io: this.#parts.io,
+      hints: this.#parts.hints,
       outDir: this.outDir,
       coordinatorId: this.coordinatorId,
       workers: this.workers,

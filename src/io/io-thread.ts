@@ -20,6 +20,8 @@ import { workerEntry } from '../util/paths.js';
 import type { DirectoryFiles, IoAnswer, IoRequest, IoRequestKind, IoStats, GroupClaimRequest, GroupFence, PublishedFile, RequestOf } from './io-requests.js';
 import type { IoRemoteApi, IoWorkerData } from './io-worker-main.js';
 import { releaseRemote, wrapPort, type Remote } from './rpc.js';
+import { createLogCounters, receiveLogRecords } from './io-log-channel.js';
+import type { Logger } from '../telemetry/logger.js';
 
 type Table = 'work' | 'target';
 
@@ -172,8 +174,13 @@ export interface IoThreadOptions {
   readonly inflight?: InflightTargetSet;
   /** Clock reading for the mirror rebuild, ms since the epoch. Default `Date.now()`. */
   readonly startNowMs?: number;
-  /** pino level of the thread's own logs on stderr. Default `silent`. */
+  /** pino level of the thread's own logs on stderr. Default `silent`. Ignored with `logger`. */
   readonly logLevel?: string;
+  /**
+   * Where the thread's log records go: each is emitted on this logger at its own level (pass
+   * the campaign's `{ component: 'io' }` child). The thread logs at this logger's level.
+   */
+  readonly logger?: Logger;
 }
 
 export class IoThread extends IoClient {
@@ -197,9 +204,17 @@ export class IoThread extends IoClient {
       ...(options.ioOptions !== undefined ? { ioOptions: options.ioOptions } : {}),
       ...(options.inflight !== undefined ? { inflightBuffer: options.inflight.buffer } : {}),
       startNowMs: options.startNowMs ?? Date.now(),
-      logLevel: options.logLevel ?? 'silent',
+      logLevel: options.logger !== undefined ? options.logger.level : (options.logLevel ?? 'silent'),
     };
-    const worker = new Worker(workerEntry('io-worker'), { workerData: data });
+    let worker: Worker;
+    if (options.logger !== undefined && options.logger.level !== 'silent') {
+      const { port1, port2 } = new MessageChannel();
+      const logCounters = createLogCounters();
+      receiveLogRecords(port1, logCounters, options.logger);
+      worker = new Worker(workerEntry('io-worker'), { workerData: { ...data, logPort: port2, logCounters }, transferList: [port2] });
+    } else {
+      worker = new Worker(workerEntry('io-worker'), { workerData: data });
+    }
     try {
       await handshake(worker);
     } catch (error) {

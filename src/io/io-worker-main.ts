@@ -11,7 +11,8 @@ import { toErrorData } from '../errors.js';
 import { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import { FencedTargetLeaseTable } from '../lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../lease/work-lease-table.js';
-import { createLogger, componentLogger, LOGGER_OPTIONS, silentLogger } from '../telemetry/logger.js';
+import { createLogger, componentLogger, LOGGER_OPTIONS, silentLogger, type Logger } from '../telemetry/logger.js';
+import { forwardingLogger } from './io-log-channel.js';
 import { effectiveFileBarrier, IO_OPTIONS } from './io-options.js';
 import type { IoRequest, IoStats } from './io-requests.js';
 import { IoService } from './io-service.js';
@@ -30,8 +31,12 @@ export interface IoWorkerData {
   readonly inflightBuffer?: SharedArrayBuffer;
   /** Clock reading for the mirror rebuild, ms since the epoch. */
   readonly startNowMs?: number;
-  /** pino level for the thread's own logs (stderr); default `silent`. */
+  /** pino level for the thread's own logs (stderr, or `logPort`); default `silent`. */
   readonly logLevel?: string;
+  /** Where log records go (io-log-channel.ts), instead of stderr; transferred at start. */
+  readonly logPort?: MessagePort;
+  /** The channel's pending/dropped counters (io-log-channel.ts). */
+  readonly logCounters?: SharedArrayBuffer;
 }
 
 /** What the thread serves over comlink. */
@@ -44,6 +49,17 @@ export interface IoRemoteApi {
   close(): Promise<void>;
 }
 
+/**
+ * The thread's logger: forwarded to the main thread when it sent a log port (the main side adds
+ * the `io` component there), else on stderr at `logLevel`, else silent.
+ */
+async function threadLogger(data: IoWorkerData): Promise<Logger> {
+  const level = data.logLevel ?? 'silent';
+  if (level === 'silent') return silentLogger();
+  if (data.logPort !== undefined && data.logCounters !== undefined) return forwardingLogger(data.logPort, data.logCounters, level);
+  return componentLogger(await createLogger(LOGGER_OPTIONS.resolve({ level, pretty: 'never' }), false), 'io');
+}
+
 export async function runIoWorker(data: IoWorkerData, parent: MessagePort): Promise<void> {
   try {
     const ioOptions = IO_OPTIONS.resolve(data.ioOptions ?? {});
@@ -52,8 +68,7 @@ export async function runIoWorker(data: IoWorkerData, parent: MessagePort): Prom
       data.targetRoot ? FencedTargetLeaseTable.open(data.targetRoot, leaseOptions) : null,
       data.workRoot ? FencedWorkLeaseTable.open(data.workRoot, leaseOptions) : null,
     ]);
-    const level = data.logLevel ?? 'silent';
-    const logger = componentLogger(level === 'silent' ? silentLogger() : await createLogger(LOGGER_OPTIONS.resolve({ level, pretty: 'never' }), false), 'io');
+    const logger = await threadLogger(data);
     const service = await IoService.start(
       {
         coordinatorId: data.coordinatorId,

@@ -104,14 +104,6 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
   }
 }
 
-/** Runs one operation; returns its value or throws its error. */
-export async function executeOne<R>(ctx: DurabilityContext, op: LeaseOperation<R>): Promise<{ value: R; report: BatchReport }> {
-  const { outcomes, report } = await executeOperations(ctx, [op as LeaseOperation<unknown>]);
-  const outcome = outcomes[0]!;
-  if (!outcome.ok) throw outcome.error;
-  return { value: outcome.value as R, report };
-}
-
 /**
  * Latest accepted injected time, 2200-01-01 UTC: a plausible epoch clock. A larger value (1e308)
  * would be stored as `updatedMs` and date a record beyond any reader's clock.

@@ -1,6 +1,7 @@
 /**
- * Lane state on disk: one JSON document, written atomically (hidden temp file, fsync, rename) so a
- * crash leaves either the old or the new state. Leases are never part of it: after a restart every
+ * Lane state on disk: one JSON document, written atomically and durably (hidden temp file, fsync,
+ * rename, directory fsync) so a crash leaves either the old or the new state, and a state the
+ * caller was told is saved survives power loss. Leases are never part of it: after a restart every
  * target is free again and the lease tables are the only truth about what is in flight.
  */
 import { mkdir, open, rename, rm } from 'node:fs/promises';
@@ -32,6 +33,14 @@ export async function writeStateFile(file: string, document: unknown, maxBytes: 
   } catch (error) {
     await rm(temp, { force: true });
     throw error;
+  }
+  // The rename is durable only once the directory entry is: without this a crash could bring
+  // back the old state (or none) after the save was reported done.
+  const dirHandle = await open(dir, 'r');
+  try {
+    await dirHandle.sync();
+  } finally {
+    await dirHandle.close();
   }
 }
 

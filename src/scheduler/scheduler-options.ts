@@ -3,6 +3,15 @@
  */
 import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
 
+/**
+ * Lanes enabled when `lanes` is not set. The concurrency lane ranks by guidance distances alone,
+ * so without guidance it never proposes anything: it joins the default only when guidance is
+ * given (`GUIDED_LANES`), see docs/scheduler.md "Lanes".
+ */
+export const DEFAULT_LANES = 'frontier,prefix,cstg,edge,fallback';
+/** The default lanes when the scheduler has guidance (`--guidance`). */
+export const GUIDED_LANES = 'frontier,prefix,cstg,concurrency,edge,fallback';
+
 export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
   cooldownMs: {
     kind: 'duration',
@@ -95,10 +104,11 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
   },
   lanes: {
     kind: 'string',
-    default: 'frontier,prefix,cstg,concurrency,edge,fallback',
+    default: DEFAULT_LANES,
     flag: 'lanes',
     env: 'SYMFENCE_LANES',
-    description: 'enabled lanes, comma-separated, in priority order (frontier first, then prefix and cstg interleaved)',
+    description: 'enabled lanes, comma-separated, in priority order (frontier first, then prefix and cstg interleaved; concurrency needs --guidance)',
+    defaultHelp: `${DEFAULT_LANES} (with --guidance: ${GUIDED_LANES})`,
   },
   maxStateBytes: {
     kind: 'size',
@@ -108,6 +118,41 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
     flag: 'scheduler-state-max',
     env: 'SYMFENCE_SCHEDULER_STATE_MAX',
     description: 'largest lane-state file written or read',
+  },
+  /**
+   * How often a campaign saves its lane state to `<outDir>/scheduler-state.json` (it also saves
+   * at stop), ms. 0 = only at stop. Default 5 min.
+   */
+  stateIntervalMs: {
+    kind: 'duration',
+    default: 300_000,
+    min: 0,
+    max: 86_400_000,
+    flag: 'scheduler-state-interval',
+    env: 'SYMFENCE_SCHEDULER_STATE_INTERVAL',
+    description: 'how often a campaign saves its lane state to <out-dir>/scheduler-state.json besides at stop (0 = only at stop)',
+  },
+  /**
+   * Dispatch hints file (JSON lines keyed by input SHA-256, docs/scheduler.md "Hints"), read once
+   * at start; a bad file refuses the start (`ERR_HINT_INVALID`). Default none.
+   */
+  hintsFile: {
+    kind: 'string',
+    default: undefined,
+    flag: 'hints',
+    env: 'SYMFENCE_HINTS',
+    description: 'dispatch hints file: JSON lines keyed by input sha256 (docs/scheduler.md "Hints")',
+  },
+  /**
+   * Site → distance guidance file (`parseGuidance` forms, docs/scheduler.md "Guidance"), read
+   * once at start; enables the concurrency lane when `lanes` is not set. Default none.
+   */
+  guidanceFile: {
+    kind: 'string',
+    default: undefined,
+    flag: 'guidance',
+    env: 'SYMFENCE_GUIDANCE',
+    description: 'site-to-distance guidance file; enables the concurrency lane (docs/scheduler.md "Guidance")',
   },
 });
 

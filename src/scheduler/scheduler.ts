@@ -24,7 +24,7 @@ import { FrontierLane } from './lanes/frontier-lane.js';
 import type { Lane, LaneName } from './lanes/lane.js';
 import { PrefixDagLane } from './lanes/prefix-dag-lane.js';
 import type { ReplayJob } from './replay-job.js';
-import { SCHEDULER_OPTIONS, type SchedulerOptions } from './scheduler-options.js';
+import { GUIDED_LANES, SCHEDULER_OPTIONS, type SchedulerOptions } from './scheduler-options.js';
 import type { ScoringPolicy } from './scoring.js';
 import { applyHints, type ContractOutcome, type DispatchPlan } from './target-contract.js';
 import type { Telemetry } from './telemetry.js';
@@ -86,7 +86,10 @@ export class Scheduler {
 
   constructor(init: SchedulerInit) {
     checkOptionsObject(init, 'init');
-    this.options = SCHEDULER_OPTIONS.resolve(init.options ?? {});
+    const input = (init.options ?? {}) as { lanes?: unknown };
+    const guided = init.guidance !== undefined && init.guidance.size > 0;
+    // Unset lanes + guidance: the concurrency lane joins (without guidance it proposes nothing).
+    this.options = SCHEDULER_OPTIONS.resolve(input.lanes === undefined && guided ? { ...input, lanes: GUIDED_LANES } : input);
     const enabled = this.options.lanes.split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of enabled) {
       if (!(LANE_NAMES as readonly string[]).includes(name) || enabled.indexOf(name) !== enabled.lastIndexOf(name)) {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { releaseRemote, wrapPort, type Remote } from '../../src/io/rpc.js';
 import { builtFile } from '../../src/util/paths.js';
-import { LeaseConflictError, LockTimeoutError, SymfenceError } from '../../src/errors.js';
+import { LeaseCorruptError, LockTimeoutError, SymfenceError } from '../../src/errors.js';
 import type { RpcEchoApi } from '../fixtures/rpc-echo-worker.js';
 
 describe('comlink RPC with symfence error transport', () => {
@@ -24,12 +24,12 @@ describe('comlink RPC with symfence error transport', () => {
   });
 
   it('rethrows a lease error raised in the thread as the same class with the same code', async () => {
-    const error = await remote.conflict('88').then(
+    const error = await remote.corrupt('88').then(
       () => undefined,
       (e: unknown) => e,
     );
-    expect(error).toBeInstanceOf(LeaseConflictError);
-    expect((error as SymfenceError).code).toBe('ERR_LEASE_CONFLICT');
+    expect(error).toBeInstanceOf(LeaseCorruptError);
+    expect((error as SymfenceError).code).toBe('ERR_LEASE_CORRUPT');
     expect((error as SymfenceError).details).toEqual({ target: '88' });
   });
 

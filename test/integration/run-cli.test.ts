@@ -71,4 +71,33 @@ describe('symfence run argument checks', () => {
     expect(err).toContain('--workers');
     expect(err).toContain('"many"');
   });
+
+  it('takes the scheduler and --io-* options, naming a bad one (option and value) with exit 2 before anything starts', async () => {
+    const { out } = await cli('run', '--help');
+    for (const flag of ['--lanes', '--hints', '--guidance', '--scheduler-state-interval', '--io-max-batch', '--io-queue-capacity', '--io-file-barrier']) expect(out).toContain(flag);
+    for (const [flag, value] of [
+      ['--io-max-batch', '0'],
+      ['--scheduler-state-interval', 'soon'],
+      ['--io-file-barrier', 'sometimes'],
+      ['--frontier-targets', '65'],
+    ] as const) {
+      const { code, err } = await cli('run', '--afl-out', '/nonexistent-afl-out', '--afl-instance', 'main', flag, value, '--', './t');
+      expect(code).toBe(2);
+      expect(err).toContain('ERR_INVALID_OPTION');
+      expect(err).toContain(flag);
+    }
+  });
+
+  it('refuses a bad --hints file with ERR_HINT_INVALID naming --hints', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'symfence-run-hints-'));
+    dirs.push(dir);
+    const queue = path.join(dir, 'afl', 'main', 'queue');
+    mkdirSync(queue, { recursive: true });
+    const hints = path.join(dir, 'hints.jsonl');
+    writeFileSync(hints, 'not json\n');
+    const { code, err } = await cli('run', '--afl-out', path.join(dir, 'afl'), '--afl-instance', 'main', '--hints', hints, '--afl-target', 'true', '--showmap', 'true', '--', 'true');
+    expect(code).not.toBe(0);
+    expect(err).toContain('ERR_HINT_INVALID');
+    expect(err).toContain(`--hints ${hints} line 1`);
+  });
 });

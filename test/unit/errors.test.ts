@@ -4,7 +4,6 @@ import { pathToFileURL } from 'node:url';
 import {
   SymfenceError,
   InvalidOptionError,
-  LeaseConflictError,
   LeaseCorruptError,
   LockTimeoutError,
   fromErrorData,
@@ -16,13 +15,13 @@ import { builtFile } from '../../src/util/paths.js';
 
 describe('SymfenceError', () => {
   it('carries a stable code and details on every subclass', () => {
-    const error = new LeaseConflictError('target 88 is leased', { target: '88' });
+    const error = new LeaseCorruptError('target 88 record is corrupt', { target: '88' });
     expect(error).toBeInstanceOf(SymfenceError);
     expect(error).toBeInstanceOf(Error);
-    expect(error.code).toBe('ERR_LEASE_CONFLICT');
-    expect(error.name).toBe('LeaseConflictError');
+    expect(error.code).toBe('ERR_LEASE_CORRUPT');
+    expect(error.name).toBe('LeaseCorruptError');
     expect(error.details).toEqual({ target: '88' });
-    expect(LeaseConflictError.code).toBe('ERR_LEASE_CONFLICT');
+    expect(LeaseCorruptError.code).toBe('ERR_LEASE_CORRUPT');
   });
 
   it('registers each code once', () => {
@@ -59,8 +58,8 @@ describe('SymfenceError', () => {
   });
 
   it('loses class and code in a plain structured clone, which is why errors travel as data', () => {
-    const cloned = structuredClone(new LeaseConflictError('x')) as Error & { code?: string };
-    expect(cloned).not.toBeInstanceOf(LeaseConflictError);
+    const cloned = structuredClone(new LeaseCorruptError('x')) as Error & { code?: string };
+    expect(cloned).not.toBeInstanceOf(LeaseCorruptError);
     expect(cloned.code).toBeUndefined();
   });
 
@@ -68,8 +67,8 @@ describe('SymfenceError', () => {
     const errorsUrl = pathToFileURL(builtFile('src/errors.js')).href;
     const worker = new Worker(
       `import { parentPort } from 'node:worker_threads';
-       const { LeaseStaleTokenError, toErrorData } = await import(${JSON.stringify(errorsUrl)});
-       try { throw new LeaseStaleTokenError('token moved on', { id: 'abc' }); }
+       const { LockTimeoutError, toErrorData } = await import(${JSON.stringify(errorsUrl)});
+       try { throw new LockTimeoutError('lock busy past the deadline', { id: 'abc' }); }
        catch (e) { parentPort.postMessage(toErrorData(e)); }`,
       { eval: true, type: 'module' } as never,
     );
@@ -81,9 +80,9 @@ describe('SymfenceError', () => {
     expect(isErrorData(data)).toBe(true);
     const rebuilt = fromErrorData(data as never);
     // The worker loaded its own copy of the module graph; the registry maps the code back to ours.
-    const { LeaseStaleTokenError } = await import('../../src/errors.js');
-    expect(rebuilt).toBeInstanceOf(LeaseStaleTokenError);
-    expect(rebuilt.code).toBe('ERR_LEASE_STALE_TOKEN');
+    const { LockTimeoutError } = await import('../../src/errors.js');
+    expect(rebuilt).toBeInstanceOf(LockTimeoutError);
+    expect(rebuilt.code).toBe('ERR_LOCK_TIMEOUT');
     expect(rebuilt.details).toEqual({ id: 'abc' });
   });
 });

@@ -1,8 +1,8 @@
 /**
- * `symfence demo [--duration 60s] [--workers N] [--json] [solver options]`: the embedded default
- * campaign — the reference solver over the bundled maze, built-in coverage, no AFL++ or SymCC. The
- * solver options are those of `symfence run` (caps, kill grace, spawn thread …), so the demo can
- * try them out.
+ * `symfence demo [--duration 60s] [--workers N] [--json] [solver, scheduler, --io-* options]`: the
+ * embedded default campaign — the reference solver over the bundled maze, built-in coverage, no
+ * AFL++ or SymCC. The solver, scheduler and I/O options are those of `symfence run` (caps, lanes,
+ * hints, lane-state interval, batch sizes …), so the demo can try them out.
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -14,6 +14,8 @@ import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-cam
 import { addSchemaFlags } from '../flags.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
+import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
+import { IO_OPTIONS } from '../../io/io-options.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
 
@@ -49,15 +51,21 @@ export function register(program: Command, io: CliIo): void {
       '\nThe reference solver behaves like a SymCC binary over a small declarative maze; it exists to\nexercise and demonstrate the runtime. The summary says how many maze branches were reached.',
     );
   addSchemaFlags(command, SOLVER_CAMPAIGN_OPTIONS);
+  addSchemaFlags(command, SCHEDULER_OPTIONS);
+  addSchemaFlags(command, IO_OPTIONS);
   addSchemaFlags(command, LOGGER_OPTIONS);
   command.action(async (flags: Record<string, unknown>) => {
     // Resolved first so a bad solver flag is reported before anything starts (as in `run`).
     const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
+    const scheduler = SCHEDULER_OPTIONS.resolve({ ...optionsFromEnv(SCHEDULER_OPTIONS), ...optionsFromFlags(SCHEDULER_OPTIONS, flags) });
+    const ioOptions = IO_OPTIONS.resolve({ ...optionsFromEnv(IO_OPTIONS), ...optionsFromFlags(IO_OPTIONS, flags) });
     const options = {
       ...optionsFromFlags(CAMPAIGN_OPTIONS, flags),
       durationMs: (flags['duration'] as string | undefined) ?? DEMO_DEFAULT_DURATION,
       outDir: (flags['outDir'] as string | undefined) ?? mkdtempSync(path.join(os.tmpdir(), 'symfence-demo-')),
       name: 'demo',
+      scheduler,
+      io: ioOptions,
     };
     await runCampaignCli<DemoSummary>(io, {
       json: flags['json'] === true,

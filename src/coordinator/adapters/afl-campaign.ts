@@ -15,7 +15,8 @@ import { resolveSpawnMethod } from '../../solver/spawn-method.js';
 import { runShowmap } from '../../triage/showmap.js';
 import type { CommandTemplate } from '../../solver/solver-types.js';
 import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from '../../triage/afl-queue.js';
-import { Campaign, type CampaignComponentsFactory, type CampaignRuntime } from '../campaign.js';
+import { Campaign, resolveComponentOptions, type CampaignComponentsFactory, type CampaignRuntime, type CampaignStartOptions } from '../campaign.js';
+import { checkOptionsObject } from '../../config/values.js';
 import { CAMPAIGN_OPTIONS, type CampaignOptions } from '../campaign-options.js';
 import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { buildCampaignComponents, campaignTelemetry } from './campaign-components.js';
@@ -143,12 +144,19 @@ async function checkShowmap(
   }
 }
 
-/** `symfence run`: an AFL++ campaign (see `Campaign.start` with `solverCommand`). */
+/**
+ * `symfence run`: an AFL++ campaign (see `Campaign.start` with `solverCommand`). `input` takes the
+ * campaign options plus `scheduler`, `io` and `hints`, as `Campaign.start` does.
+ */
 export async function startAflCampaign(
-  input: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>,
+  input: Omit<CampaignStartOptions, 'solverCommand' | 'showmap' | 'aflTarget'>,
   settings: AflRunSettings,
   runtime: Omit<CampaignRuntime, 'components'>,
 ): Promise<Campaign> {
-  const components = await aflComponentsFactory(CAMPAIGN_OPTIONS.resolve(input), settings);
+  checkOptionsObject(input, 'options');
+  const { scheduler, io, hints, ...campaign } = input;
+  // Checked before the AFL++ checks run, so a bad scheduler or I/O option is reported first.
+  resolveComponentOptions({ scheduler, io, hints });
+  const components = await aflComponentsFactory(CAMPAIGN_OPTIONS.resolve(campaign), settings);
   return Campaign.start(input, { ...runtime, components });
 }

@@ -4,6 +4,11 @@
  * solver pool with coverage triage, the queue publisher (through the I/O thread) and the seed
  * work source. Every durable mutation of the process goes through the one I/O thread.
  *
+ * The scheduler gets the campaign's scheduler options, its hint sources (the embedder's, then the
+ * `--hints` file) and `--guidance`; its lane state lives in `<outDir>/scheduler-state.json`
+ * (docs/scheduler.md "Lane state file"). The I/O thread gets the `--io-*` options and logs through
+ * the campaign's `io` child logger (docs/io-thread.md "Logging").
+ *
  * Without a lease directory the campaign is single-coordinator: the work table lives under
  * `<outDir>/leases/work` in `single` coordination and there is no shared target table (targets
  * are only reserved in-process). With one, both tables live under it in `multi` coordination;
@@ -11,7 +16,14 @@
  * rename do not behave (or when the native addon is missing).
  */
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { GuidanceInvalidError } from '../../errors.js';
+import { parseGuidance } from '../../scheduler/guidance-map.js';
+import { HintLinesFile } from '../../scheduler/hint-lines-file.js';
+import type { HintSource } from '../../scheduler/hints.js';
+import { LaneStateKeeper, SCHEDULER_STATE_FILE } from '../../scheduler/lane-state-keeper.js';
+import type { SchedulerOptions } from '../../scheduler/scheduler-options.js';
 import { InflightTargetSet } from '../../inflight/inflight-target-set.js';
 import { IoDurableWriter, IoSharedTargetClaims } from '../../io/io-adapters.js';
 import { IoThread } from '../../io/io-thread.js';
@@ -88,12 +100,39 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
     workRoot: path.join(root, 'work'),
     ...(shared ? { targetRoot: path.join(root, 'targets') } : {}),
     leaseOptions: { leaseTtlMs: shared ? options.targetLeaseTtlMs : options.workLeaseTtlMs, coordination: shared ? 'multi' : 'single' },
+    ioOptions: { ...context.io },
     inflight,
+    // The thread's warnings and errors ("I/O batch failed unexpectedly") reach the campaign log.
+    logger: componentLogger(context.logger, 'io'),
   });
   return { io, shared, leaseRoot: root };
 }
 
+/**
+ * The scheduler's files named by its options: the `--hints` file (JSON lines, checked whole) and
+ * the `--guidance` file. Read before anything is created; a bad file refuses the start with
+ * `ERR_HINT_INVALID` / `ERR_GUIDANCE_INVALID` naming the option.
+ */
+export async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ hints: readonly HintSource[]; guidance?: ReadonlyMap<bigint, number> }> {
+  const hints = options.hintsFile !== undefined ? [await HintLinesFile.load(options.hintsFile, '--hints')] : [];
+  if (options.guidanceFile === undefined) return { hints };
+  const file = options.guidanceFile;
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    const errno = (error as NodeJS.ErrnoException).code ?? 'EIO';
+    throw new GuidanceInvalidError(`--guidance ${file}: cannot be read (${errno})`, { option: '--guidance', file, errno });
+  }
+  try {
+    return { hints, guidance: parseGuidance(text) };
+  } catch (error) {
+    throw new GuidanceInvalidError(`--guidance ${file}: ${(error as Error).message}`, { option: '--guidance', file });
+  }
+}
+
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
+  const files = await loadSchedulerFiles(context.scheduler);
   const telemetry = spec.telemetry ?? campaignTelemetry(context.options, spec.command);
   const solverLog = componentLogger(context.logger, 'solver');
   const telemetryLog = { telemetry: telemetry.mode, reason: telemetry.reason };
@@ -106,12 +145,28 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
   try {
     const workLeases = new IoWorkLeases(io, context.options.workLeaseTtlMs);
     const targetLeases = shared ? new IoTargetLeases(io, (group) => inflight.ownerOf(group[0]!)) : undefined;
+    const sharedClaims = shared ? new IoSharedTargetClaims(io, { inflight }) : undefined;
+    const schedulerLog = componentLogger(context.logger, 'scheduler');
+    const { stateIntervalMs: _interval, hintsFile: _hints, guidanceFile: _guidance, ...schedulerOptions } = context.scheduler;
     const scheduler = new Scheduler({
       local: inflight,
-      ...(shared ? { shared: new IoSharedTargetClaims(io, { inflight }) } : {}),
-      logger: componentLogger(context.logger, 'scheduler'),
+      ...(sharedClaims ? { shared: sharedClaims } : {}),
+      options: schedulerOptions,
+      ...(files.guidance ? { guidance: files.guidance } : {}),
+      // Embedder sources first, then the --hints file: a later hint overrides an earlier one's fields.
+      hints: [...context.hints, ...files.hints],
+      logger: schedulerLog,
     });
-    const reservations = new SchedulerAdapter(scheduler, inflight, context.counters);
+    const keeper = new LaneStateKeeper({
+      scheduler,
+      file: path.join(context.outDir, SCHEDULER_STATE_FILE),
+      intervalMs: context.scheduler.stateIntervalMs,
+      now: () => context.clock.now(),
+      logger: schedulerLog,
+    });
+    // Before any job: what the lanes learned in an earlier run on this out-dir is not relearned.
+    await keeper.load();
+    const reservations = new SchedulerAdapter(scheduler, inflight, context.counters, sharedClaims ? { shared: sharedClaims } : {});
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
     // Findings are staged under the lease root, where every coordinator sharing it can replay them.
     const commits = await IoResultCommits.open(leaseRoot, io, publisher);
@@ -135,6 +190,8 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       // A trace run finds nothing by itself: the directed runs that follow it get half the slots.
       ...(traceFirst ? { schedulerShare: 0.5 } : {}),
     });
+    // Periodic saves start only once the campaign's components all exist.
+    keeper.start();
     return {
       pool: solverPool,
       workLeases,
@@ -152,9 +209,11 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       commits,
       edgesCovered: () => solverPool.bitmap.edgesCovered(),
       inputExists: (file) => existsSync(file),
-      // Solver runs first (they may still publish through the I/O thread), then the thread.
+      // Lane state first (the coordinator has stopped: the lanes know everything they will),
+      // then solver runs (they may still publish through the I/O thread), then the thread.
       close: async () => {
         try {
+          await keeper.close();
           await solverPool.close();
         } finally {
           await io.close();

@@ -12,8 +12,7 @@ import { DEMO_MAZE } from '../../reference/demo-maze.js';
 import { mazeBranchCount, mazeEdgeHits, reachedBranches, traceMaze, type Maze } from '../../reference/maze.js';
 import { referenceSolverCommand } from '../../reference/reference-commands.js';
 import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
-import { Campaign, type CampaignRuntime, type CampaignSummary } from '../campaign.js';
-import type { CAMPAIGN_OPTIONS } from '../campaign-options.js';
+import { Campaign, type CampaignRuntime, type CampaignStartOptions, type CampaignSummary } from '../campaign.js';
 import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { buildCampaignComponents } from './campaign-components.js';
 
@@ -80,10 +79,11 @@ export interface DemoHandle {
 /**
  * Starts the demo. `options` are campaign options; `outDir` defaults to the caller's choice (the
  * CLI passes a fresh temporary directory). The seed is written to `<outDir>/seeds/seed`.
- * `settings.solver`: further solver options (caps, kill grace, spawn thread …), as for `run`.
+ * `settings.solver`: further solver options (caps, kill grace, spawn thread …), as for `run`;
+ * `options.scheduler`, `options.io` and `options.hints` as for `Campaign.start`.
  */
 export async function startDemo(
-  options: OptionsInput<typeof CAMPAIGN_OPTIONS.specs>,
+  options: Omit<CampaignStartOptions, 'solverCommand' | 'showmap' | 'aflTarget'>,
   runtime: Omit<CampaignRuntime, 'components'>,
   settings: { readonly solver?: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs> } = {},
 ): Promise<DemoHandle> {

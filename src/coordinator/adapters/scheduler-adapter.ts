@@ -9,12 +9,22 @@
  * also forgets its targets in the admission's in-flight view (otherwise they would stay excluded
  * from proposals forever). Everything else (recovered work the coordinator reserves itself) goes
  * straight to the in-flight set. `releaseGroup` picks the route by the reservation's owner id.
+ *
+ * Hints (docs/scheduler.md "Hints"): every admitted job goes through `Scheduler.planDispatch`,
+ * which applies the hint sources under the target contract (target-contract.ts). A job admitted
+ * with targets keeps exactly its leased group. An untargeted job that a hint gives a target claims
+ * that group here, at dispatch time, under the job's owner id (local reservation, then the shared
+ * claim with a lease directory) before it is handed to the coordinator; the coordinator then
+ * treats the claimed group and token like an admitted one. If the claim is refused the job runs
+ * untargeted, as admitted, holding nothing.
  */
 import { statSync } from 'node:fs';
 import type { AdmittedJob } from '../../scheduler/admission.js';
 import type { LocalReservations } from '../../scheduler/admission-ports.js';
 import type { ReplayJob } from '../../scheduler/replay-job.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
+import type { SharedTargetClaims } from '../../scheduler/admission-ports.js';
+import { claimDispatchGroup } from '../../scheduler/target-contract.js';
 import type { CampaignCounters } from '../../telemetry/counters.js';
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler } from '../ports.js';
 
@@ -26,12 +36,26 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   readonly #admitted = new Map<number, AdmittedJob>();
 
   readonly #counters: CampaignCounters | undefined;
+  readonly #shared: SharedTargetClaims | undefined;
+  /** Groups claimed at dispatch for hint-targeted untargeted jobs, by owner id. */
+  readonly #hintGroups = new Map<number, readonly bigint[]>();
+  #hintClaims = 0;
+  #hintClaimsRefused = 0;
 
-  /** `counters`, when given, receives the admission's conflicts and back-fills. */
-  constructor(scheduler: Scheduler, inflight: LocalReservations, counters?: CampaignCounters) {
+  /**
+   * `counters`, when given, receives the admission's conflicts and back-fills. `ports.shared`:
+   * the shared target table (multi-coordinator), for the dispatch-time claims of hint targets.
+   */
+  constructor(scheduler: Scheduler, inflight: LocalReservations, counters?: CampaignCounters, ports: { readonly shared?: SharedTargetClaims } = {}) {
     this.#scheduler = scheduler;
     this.#inflight = inflight;
     this.#counters = counters;
+    this.#shared = ports.shared;
+  }
+
+  /** Dispatch-time claims of hint targets: granted, and refused (the job then ran untargeted). */
+  hintStats(): { readonly claims: number; readonly refused: number } {
+    return { claims: this.#hintClaims, refused: this.#hintClaimsRefused };
   }
 
   addSeed(seed: SeedInput, now: number): void {
@@ -63,18 +87,44 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
         continue;
       }
       this.#admitted.set(a.owner, a);
+      const dispatched = await this.#applyHints(a, now);
       const job: CoordinatorJob = {
         inputPath: seed.path,
         inputSha256: seed.sha256,
-        targetBranch: a.job.targetBranch,
-        actions: a.job.actions,
-        group: a.group,
-        origin: `scheduler:${a.lane}`,
+        targetBranch: dispatched.job.targetBranch,
+        actions: dispatched.job.actions,
+        group: dispatched.group,
+        origin: `scheduler:${a.lane}${dispatched.hinted ? '+hint' : ''}`,
         depth: seed.depth,
       };
-      out.push({ job, owner: a.owner, ...(a.targetToken !== undefined ? { targetToken: a.targetToken } : {}) });
+      out.push({ job, owner: a.owner, ...(dispatched.token !== undefined ? { targetToken: dispatched.token } : {}) });
     }
     return out;
+  }
+
+  /**
+   * The job as dispatched. Contract: a job admitted with a group leaves with exactly that group
+   * and token (hints may only change focus and strategy, which the solver does not take yet). An
+   * untargeted job whose hint names a target leaves with that group only if the claim at dispatch
+   * time was granted; a refused or failed claim holds nothing and the job leaves untargeted.
+   */
+  async #applyHints(a: AdmittedJob, now: number): Promise<{ job: ReplayJob; group: readonly bigint[]; token?: string; hinted: boolean }> {
+    const admitted = { job: a.job, group: a.group, ...(a.targetToken !== undefined ? { token: a.targetToken } : {}), hinted: false };
+    const outcome = this.#scheduler.planDispatch(a);
+    if (!outcome.needsClaim) return admitted;
+    let claim;
+    try {
+      claim = await claimDispatchGroup(outcome.group, a.owner, { local: this.#inflight, ...(this.#shared ? { shared: this.#shared } : {}) }, now);
+    } catch {
+      claim = { ok: false as const };
+    }
+    if (!claim.ok) {
+      this.#hintClaimsRefused += 1;
+      return admitted;
+    }
+    this.#hintClaims += 1;
+    this.#hintGroups.set(a.owner, outcome.group);
+    return { job: outcome.plan.job, group: outcome.group, ...(claim.token !== undefined ? { token: claim.token } : {}), hinted: true };
   }
 
   observe(feedback: JobFeedback, now: number): void {
@@ -110,7 +160,11 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     if (admitted !== undefined) {
       this.#admitted.delete(owner);
       this.#scheduler.release(admitted);
-      return admitted.group.length;
+      const hinted = this.#hintGroups.get(owner);
+      if (hinted === undefined) return admitted.group.length;
+      // A group claimed at dispatch for a hint is a plain in-flight reservation under this owner.
+      this.#hintGroups.delete(owner);
+      return this.#inflight.releaseGroup(hinted, owner);
     }
     return this.#inflight.releaseGroup(targets, owner);
   }

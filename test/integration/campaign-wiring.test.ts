@@ -1,0 +1,134 @@
+// The demo campaign over the real parts: lane state persistence across restarts, a corrupt state
+// file set aside, scheduler/I/O options and the hints file checked at start.
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startDemo } from '../../src/coordinator/adapters/demo-campaign.js';
+import { Campaign } from '../../src/coordinator/campaign.js';
+import { SCHEDULER_STATE_FILE } from '../../src/scheduler/lane-state-keeper.js';
+import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { FakeReservations, FakeSink, FakeSource, FakeWorkLeases } from '../helpers/coordinator-fakes.js';
+
+const dirs: string[] = [];
+function tmp(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'symfence-wiring-'));
+  dirs.push(dir);
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function capture() {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      for (const text of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(text) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines };
+}
+
+const DEMO = { workers: 1, durationMs: '60s', statsIntervalMs: '1s' } as const;
+
+/** Stops the demo once `jobs` jobs have finished (or it completes by itself); resolves with its summary. */
+async function runJobs(demo: Awaited<ReturnType<typeof startDemo>>, jobs: number) {
+  let finished = 0;
+  demo.campaign.on('jobFinished', () => {
+    if (++finished >= jobs) void demo.campaign.stop();
+  });
+  return demo.done;
+}
+
+/** Lane sizes a fresh scheduler gets from a saved state document. */
+function laneSizesOf(document: unknown): Record<string, number> {
+  const s = new Scheduler({ local: new MapLocalReservations() });
+  s.restore(document, Date.now());
+  return { ...s.stats().laneSizes };
+}
+
+describe('campaign lane state', () => {
+  it('saves lane state at stop, and a campaign restarted on the same out-dir starts from it', async () => {
+    const outDir = tmp();
+    const summary = await runJobs(await startDemo({ ...DEMO, outDir }, {}), 4);
+    expect(summary.jobsCompleted).toBeGreaterThan(0);
+    const file = path.join(outDir, SCHEDULER_STATE_FILE);
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { schema: string };
+    expect(saved.schema).toBe('symfence-scheduler-state/1');
+    const savedSizes = laneSizesOf(saved);
+    expect(Object.values(savedSizes).some((n) => n > 0)).toBe(true);
+
+    const { logger, lines } = capture();
+    const second = await startDemo({ ...DEMO, outDir }, { logger });
+    await second.campaign.stop();
+    const loaded = lines.find((l) => l['msg'] === 'scheduler lane state loaded');
+    expect(loaded).toMatchObject({ component: 'campaign.scheduler', file, lanes: savedSizes });
+  });
+
+  it('sets a corrupt state file aside with a warning naming it and its code, and runs', async () => {
+    const outDir = tmp();
+    const file = path.join(outDir, SCHEDULER_STATE_FILE);
+    writeFileSync(file, '{"schema":"symfence-scheduler-state/1","lanes":');
+    const { logger, lines } = capture();
+    const summary = await runJobs(await startDemo({ ...DEMO, outDir }, { logger }), 2);
+    expect(summary.jobsCompleted).toBeGreaterThan(0);
+    const warned = lines.find((l) => l['msg'] === 'scheduler lane state unusable; set aside, lanes start empty');
+    expect(warned).toMatchObject({ level: 40, file, code: 'ERR_LANE_STATE' });
+    const asideName = readdirSync(outDir).find((n) => n.startsWith(`${SCHEDULER_STATE_FILE}.corrupt-`));
+    expect(asideName).toBeDefined();
+    expect(warned!['movedTo']).toBe(path.join(outDir, asideName!));
+    expect(readFileSync(path.join(outDir, asideName!), 'utf8')).toBe('{"schema":"symfence-scheduler-state/1","lanes":');
+    // The campaign's own state replaced it at stop.
+    expect((JSON.parse(readFileSync(file, 'utf8')) as { schema: string }).schema).toBe('symfence-scheduler-state/1');
+  });
+});
+
+describe('campaign scheduler and I/O options', () => {
+  const fakeParts = () => ({ workLeases: new FakeWorkLeases(60_000), reservations: new FakeReservations(), solver: { run: async () => ({ status: 'ok' as const, elapsedMs: 0, generated: [] }) }, source: new FakeSource(), findings: new FakeSink() });
+
+  it.each([
+    ['scheduler', { scheduler: { prefixNodes: 'lots' } }, 'prefixNodes'],
+    ['scheduler', { scheduler: { stateIntervalMs: -1 } }, 'stateIntervalMs'],
+    ['io', { io: { maxBatchRequests: 0 } }, 'maxBatchRequests'],
+    ['io', { io: { fileBarrier: 'sometimes' } }, 'fileBarrier'],
+    ['hints', { hints: [{ notAHintSource: true }] }, 'hints[0]'],
+  ])('refuses a bad %s option with ERR_INVALID_OPTION naming it, before building anything', async (_what, input, option) => {
+    const outDir = tmp();
+    let built = false;
+    const error = await Campaign.start({ outDir, ...(input as object) }, {
+      components: async () => {
+        built = true;
+        return fakeParts();
+      },
+    }).catch((e: unknown) => e as { code?: string; message?: string });
+    expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining(option) });
+    expect(built).toBe(false);
+  });
+
+  it('refuses a bad hints file at start with ERR_HINT_INVALID naming --hints, leaving the out-dir free', async () => {
+    const outDir = tmp();
+    const hints = path.join(outDir, 'hints.jsonl');
+    writeFileSync(hints, '{"sha256":"xyz"}\n');
+    const error = await startDemo({ ...DEMO, outDir, scheduler: { hintsFile: hints } }, {}).catch((e: unknown) => e as { code?: string; message?: string });
+    expect(error).toMatchObject({ code: 'ERR_HINT_INVALID', message: expect.stringContaining(`--hints ${hints} line 1`) });
+    expect(existsSync(path.join(outDir, SCHEDULER_STATE_FILE))).toBe(false);
+    // Nothing kept running or holding the directory: a good start succeeds right away.
+    const demo = await startDemo({ ...DEMO, outDir }, {});
+    await demo.campaign.stop();
+  });
+
+  it('refuses a bad guidance file at start with ERR_GUIDANCE_INVALID naming --guidance', async () => {
+    const outDir = tmp();
+    const guidance = path.join(outDir, 'guidance.txt');
+    writeFileSync(guidance, '12 far\n');
+    await expect(startDemo({ ...DEMO, outDir, scheduler: { guidanceFile: guidance } }, {})).rejects.toMatchObject({
+      code: 'ERR_GUIDANCE_INVALID',
+      message: expect.stringContaining('--guidance'),
+    });
+  });
+});
