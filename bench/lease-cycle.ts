@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { FaultInjectingFsLayer } from '../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../src/fs/fault-fs-layer.js';
 import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
 import { loadNative } from '../src/native/bindings.js';
 import { runGroupCommitSection } from './_groupcommit.js';

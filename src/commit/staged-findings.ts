@@ -14,8 +14,8 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { StagedFindingError } from '../errors.js';
-import { readBoundedFile } from '../io/bounded-read.js';
-import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
+import { readBoundedFile } from '../fs/bounded-read.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { isStagedTempName, sweepTempsIn, type TempSweepOptions, type TempSweepReport } from '../lease/temp-sweep.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import type { CommitFinding, FindingItem, StagedResult } from '../coordinator/ports.js';

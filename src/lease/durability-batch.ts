@@ -26,7 +26,7 @@
  */
 import fs from 'node:fs';
 import { leaseIoError } from './lease-io-error.js';
-import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';

@@ -27,8 +27,8 @@ import { CollectionStopped, collectOutputs, type CollectedOutputs } from './outp
 import { runInProcessGroup } from './process-group.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, SolverStatus, WireResult, WireTask } from './solver-types.js';
-import type { CoverageBitmap } from '../triage/coverage-bitmap.js';
-import { runShowmap } from '../triage/showmap.js';
+import type { CoverageBitmap } from './coverage-bitmap.js';
+import { runShowmap } from './showmap.js';
 
 /** Telemetry larger than this is refused as unreadable rather than parsed. */
 export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;

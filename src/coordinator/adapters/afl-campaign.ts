@@ -12,7 +12,7 @@ import { AflError, ShowmapSetupError, SolverNotFoundError, UsageError } from '..
 import { resolveProgramPath } from '../../solver/program-lookup.js';
 import { resolveSolverOptions } from '../../solver/solver-options.js';
 import { resolveSpawnMethod } from '../../solver/spawn-method.js';
-import { runShowmap } from '../../triage/showmap.js';
+import { runShowmap } from '../../solver/showmap.js';
 import type { CommandTemplate } from '../../solver/solver-types.js';
 import { parseAflCommandLine, readAflTargetCommand, type AflTargetCommand } from '../../triage/afl-queue.js';
 import { Campaign, type CampaignComponentsFactory, type CampaignRuntime } from '../campaign.js';

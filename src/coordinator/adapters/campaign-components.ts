@@ -22,7 +22,7 @@ import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import type { OptionsInput } from '../../config/schema.js';
 import type { CommandTemplate, InputMode, TriageSettings } from '../../solver/solver-types.js';
 import { AflQueueReader } from '../../triage/afl-queue.js';
-import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
+import type { CoverageBitmap } from '../../solver/coverage-bitmap.js';
 import { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CampaignComponents, CampaignContext } from '../campaign.js';
 import type { CampaignOptions } from '../campaign-options.js';
