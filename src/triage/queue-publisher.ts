@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AflError } from '../errors.js';
-import type { FindingItem, FindingSink, PublishedEntry } from '../coordinator/ports.js';
+import type { FindingItem, FindingSink, PublishedEntry } from '../core/findings.js';
 import { MAX_AFL_ID, formatAflId, nextAflId, sourceIdOf } from './afl-names.js';
 import type { DurableFile, DurableWriter } from './durable-writer.js';
 
