@@ -24,7 +24,7 @@ import type { CommandTemplate, InputMode, TriageSettings } from '../../solver/so
 import { AflQueueReader } from '../../triage/afl-queue.js';
 import type { CoverageBitmap } from '../../solver/coverage-bitmap.js';
 import { QueuePublisher } from '../../triage/queue-publisher.js';
-import type { CampaignComponents, CampaignContext } from '../campaign.js';
+import type { CampaignComponents, CampaignContext } from '../campaign-context.js';
 import type { CampaignOptions } from '../campaign-options.js';
 import { decideSolverTelemetry, resolveOnPath, type SolverTelemetryDecision } from '../../solver/solver-telemetry.js';
 import { preloadLibraryPath } from '../../solver/preload-library.js';
