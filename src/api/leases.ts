@@ -49,3 +49,6 @@ export type { IoThreadOptions } from '../io/io-thread.js';
 export { IO_OPTIONS } from '../io/io-options.js';
 export type { IoOptions } from '../io/io-options.js';
 export { IoWorkLeases, IoTargetLeases } from '../coordinator/adapters/io-lease-adapters.js';
+// The scheduler's shared target claims (`SharedTargetClaims`, symfence/scheduler) over the I/O thread.
+export { IoSharedTargetClaims } from '../io/io-adapters.js';
+export type { SharedTargetClaimsOptions, TargetClaimsClient } from '../io/io-adapters.js';
