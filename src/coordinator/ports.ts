@@ -22,7 +22,7 @@ export type { Clock } from '../core/clock.js';
 export type { CommitFinding, FindingItem, FindingSink, PublishedEntry } from '../core/findings.js';
 export type { StagedResult } from '../commit/staged-findings.js';
 
-/** One solver action of a directed job (DESIGN §3). */
+/** One solver action of a directed job (docs/scheduler.md "Jobs and target groups"). */
 export interface JobAction {
   readonly branch: bigint;
   readonly kind: 'solve' | 'sample' | 'skip';
@@ -67,7 +67,7 @@ export interface CoordinatorJob {
  */
 export interface AdmittedWork {
   readonly job: CoordinatorJob;
-  /** Shared target-group token claimed at proposal time (DESIGN §4 step 3), if any. */
+  /** Shared target-group token claimed at admission (docs/scheduler.md "Admission", step 3), if any. */
   readonly targetToken?: string;
   /** Local reservation owner id (the in-flight set's owner number). */
   readonly owner: number;
@@ -187,7 +187,7 @@ export interface SeedInput {
 }
 
 /**
- * The scheduler as the work source drives it (DESIGN §4): it learns seeds and results, and admits
+ * The scheduler as the work source drives it (docs/scheduler.md "Admission"): it learns seeds and results, and admits
  * targeted jobs transactionally — local reservation and shared claim taken, lane state committed
  * only for what was admitted.
  */

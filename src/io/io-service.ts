@@ -1,6 +1,6 @@
 /**
  * The I/O service: the only code in a process that mutates lease records and the AFL-visible
- * queue (DESIGN §2, §6). It runs inside the I/O thread (`workers/io-worker.ts`) and, for tests and
+ * queue (docs/io-thread.md). It runs inside the I/O thread (`workers/io-worker.ts`) and, for tests and
  * benches, in any thread.
  *
  * Request flow. `submit()` puts a request into a bounded queue (callers wait while it is full).

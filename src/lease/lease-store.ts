@@ -2,7 +2,7 @@
  * The lease store as the coordinator and the I/O thread see it: no paths, no files, no locks.
  * `FencedWorkLeaseTable` and `FencedTargetLeaseTable` implement these over a shared directory;
  * a coordination service (etcd: leases with keep-alive, multi-key transactions) can implement
- * them later (DESIGN §11). Code above `src/lease/` should depend on these interfaces.
+ * them later. Code above `src/lease/` should depend on these interfaces.
  *
  * Contract shared by every implementation: expected outcomes are values (nothing changed when
  * `ok` is false), failures are thrown `SymfenceError`s; a success is reported only once the change

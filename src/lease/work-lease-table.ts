@@ -1,5 +1,5 @@
 /**
- * `FencedWorkLeaseTable`: exact-work leases (DESIGN §5–§6). One record per work id; the lifecycle
+ * `FencedWorkLeaseTable`: exact-work leases (docs/leases.md, docs/lease-format.md "Records"). One record per work id; the lifecycle
  *
  *   (absent) --claim--> leased --beginCommit--> committing --complete--> done
  *                        | ^ heartbeat            | heartbeat

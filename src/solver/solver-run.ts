@@ -1,5 +1,5 @@
 /**
- * One SymCC run, on the worker thread: the solver contract (DESIGN §8) end to end.
+ * One SymCC run, on the worker thread: the solver contract (docs/solver.md "The SymCC contract") end to end.
  *
  *   fresh run dir ── input (file mode: copy / stdin mode: pipe or fd)
  *        │            output/ (exists before start: QSYM exits 255 otherwise)

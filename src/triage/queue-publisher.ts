@@ -1,6 +1,6 @@
 /**
  * Publishes findings where AFL++ imports them: `<afl-out>/<name>/queue/` (interesting inputs),
- * `crashes/` and `hangs/`, named `id:NNNNNN,src:NNNNNN` (reference/driver.md §2.4).
+ * `crashes/` and `hangs/`, named `id:NNNNNN,src:NNNNNN` as AFL++ names its own (docs/campaign.md "Output directory").
  *
  * - Ids are strictly increasing per directory and resume after a restart: the next id is one past
  *   the highest `id:` name found at `open()` (AFL's sync cursor skips ids below the last one it

@@ -1,5 +1,5 @@
 /**
- * In-memory fakes of the coordinator's ports with the lease semantics of DESIGN §6 (token fencing
+ * In-memory fakes of the coordinator's ports with the lease semantics of docs/leases.md (token fencing
  * by equality, TTL expiry on an injected clock, committing records never stolen), so lifecycle
  * tests can assert on what is held after each transition.
  */

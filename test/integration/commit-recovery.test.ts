@@ -1,4 +1,4 @@
-// Closing the commit-crash window (issue 7): a result accepted by beginCommit whose owner dies
+// Closing the commit-crash window (docs/campaign.md "Commit recovery"): a result accepted by beginCommit whose owner dies
 // before `complete` is replayed from its staged findings — by the same coordinator id at its next
 // start, by another only after the work TTL — published exactly once, and failing closed on a bad
 // manifest or missing/altered bytes. Real lease table, I/O service and queue publisher, in-process,
