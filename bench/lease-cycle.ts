@@ -1,8 +1,7 @@
 /**
  * lease-cycle: one 64-target claimGroup + releaseGroup per cycle on the local disk.
  *
- * A/B in the same run: `scalar` (a directory barrier after every rename/unlink — the protocol
- * before per-shard batching) against `batched` (one directory barrier per touched shard), for 1
+ * A/B in the same run: `scalar` (a directory barrier after every rename/unlink, no batching) against `batched` (one directory barrier per touched shard), for 1
  * and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
  * medians. Barrier counts come from the counting fs layer (same wrapper in every mode).
  *
@@ -10,7 +9,7 @@
  * The groupcommit mode (K concurrent callers through the I/O thread, and the floor) lives in
  * bench/_groupcommit.ts and runs on the last shard configuration.
  * Last line: one JSON object. Top-level fields are the 8-shard (last configured) results;
- * `by_shards` has every configuration. A later `groupcommit` mode (I/O thread) slots into MODES.
+ * `by_shards` has every configuration.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
