@@ -1,8 +1,8 @@
 /**
  * lease-cycle: one 64-target claimGroup + releaseGroup per cycle on the local disk.
  *
- * A/B in the same run: `scalar` (a directory barrier after every rename/unlink, no batching) against `batched` (one directory barrier per touched shard), for 1
- * and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
+ * A/B in the same run: `scalar` (a directory barrier after every rename/unlink, no batching)
+ * against `batched` (one directory barrier per touched shard), for 1 and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
  * medians. Barrier counts come from the counting fs layer (same wrapper in every mode).
  *
  * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--k 1,4,16] [--no-groupcommit] [--dir <tmp>]
