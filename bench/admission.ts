@@ -1,6 +1,6 @@
 /**
  * Admission fill under external rejection: transactional admission with work-conserving back-fill
- * (the whole ranked backlog, one batched shared claim per pass) against the pre-F310 baseline that
+ * (the whole ranked backlog, one batched shared claim per pass) against a baseline that
  * truncates proposals to `limit` before admitting them.
  *
  *   npm run bench -- admission [--reject 0.5] [--limit 16] [--seeds 1200] [--rounds 200] [--repeats 5]

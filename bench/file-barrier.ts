@@ -1,6 +1,6 @@
 /**
  * Bench: how to make a batch of freshly written temp files durable with the fewest, cheapest
- * barriers (issue 4, "fewer file barriers"). Per batch of N files of a lease record's size:
+ * barriers (docs/native.md "Which file barrier is faster"). Per batch of N files of a lease record's size:
  *
  * - `serial`   — write + fsync each file in turn (the one-barrier-per-file protocol, the baseline);
  * - `parallel` — write all, then fsync all at once on the libuv pool (`Promise.all(handle.sync())`);

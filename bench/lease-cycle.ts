@@ -1,23 +1,22 @@
 /**
  * lease-cycle: one 64-target claimGroup + releaseGroup per cycle on the local disk.
  *
- * A/B in the same run: `scalar` (a directory barrier after every rename/unlink — the protocol
- * before per-shard batching) against `batched` (one directory barrier per touched shard), for 1
- * and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
+ * A/B in the same run: `scalar` (a directory barrier after every rename/unlink, no batching)
+ * against `batched` (one directory barrier per touched shard), for 1 and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
  * medians. Barrier counts come from the counting fs layer (same wrapper in every mode).
  *
  * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--k 1,4,16] [--no-groupcommit] [--dir <tmp>]
  * The groupcommit mode (K concurrent callers through the I/O thread, and the floor) lives in
  * bench/_groupcommit.ts and runs on the last shard configuration.
  * Last line: one JSON object. Top-level fields are the 8-shard (last configured) results;
- * `by_shards` has every configuration. A later `groupcommit` mode (I/O thread) slots into MODES.
+ * `by_shards` has every configuration.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { FaultInjectingFsLayer } from '../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../src/fs/fault-fs-layer.js';
 import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
 import { loadNative } from '../src/native/bindings.js';
 import { runGroupCommitSection } from './_groupcommit.js';

@@ -1,7 +1,7 @@
 /**
  * Bench `spawn-contract`: where the CPU of one solver run goes, piece by piece, on one thread.
  * Each variant spawns `/bin/true` `runs` times at `concurrency` and adds one more piece of the
- * SymCC contract (DESIGN §8) to the previous variant; the column that matters is this process's CPU
+ * SymCC contract (docs/solver.md "The SymCC contract") to the previous variant; the column that matters is this process's CPU
  * (user + system) per run, because wall time on the shared development machine is mostly other
  * tenants' load. The baseline is the first row (bare `spawn`, stdio ignored); every other row is
  * reported as the CPU it adds over the row before it. Variants are interleaved round by round and

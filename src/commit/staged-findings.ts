@@ -14,12 +14,18 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { StagedFindingError } from '../errors.js';
-import { readBoundedFile } from '../io/bounded-read.js';
-import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
+import { readBoundedFile } from '../fs/bounded-read.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { isStagedTempName, sweepTempsIn, type TempSweepOptions, type TempSweepReport } from '../lease/temp-sweep.js';
 import type { PublishedFile } from '../io/io-requests.js';
-import type { CommitFinding, FindingItem, StagedResult } from '../coordinator/ports.js';
+import type { CommitFinding, FindingItem } from '../core/findings.js';
 import { buildCommitManifest, MAX_STAGED_BYTES, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
+
+/** A staged result: the manifest naming the staged copies, and the findings with their bytes. */
+export interface StagedResult {
+  readonly manifest: CommitManifest;
+  readonly findings: readonly CommitFinding[];
+}
 
 /** The I/O-thread requests staging uses (an `IoClient` has them). */
 export interface StagingClient {

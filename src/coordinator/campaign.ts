@@ -27,6 +27,7 @@ import { CAMPAIGN_OPTIONS, type CampaignOptions } from './campaign-options.js';
 import { Coordinator, type CoordinatorHooks, type CoordinatorPorts, type ShutdownReport } from './coordinator.js';
 import { loadNative } from '../native/bindings.js';
 import { OutDirLock } from './out-dir-lock.js';
+import type { CampaignComponents, CampaignComponentsFactory, CampaignContext } from './campaign-context.js';
 import {
   systemClock,
   type Clock,
@@ -34,31 +35,9 @@ import {
   type PublishedEntry,
 } from './ports.js';
 
-/** What a campaign runs on. Built by a factory once the output directory exists. */
-export interface CampaignComponents extends CoordinatorPorts {
-  /** Non-zero bytes of the global coverage bitmap, for `edgesCovered`. */
-  readonly edgesCovered?: () => number;
-  /** Releases the components' resources (threads, files). Called once, last. */
-  close?(): Promise<void>;
-}
-
-export interface CampaignContext {
-  readonly options: CampaignOptions;
-  /** Scheduler options (`SCHEDULER_OPTIONS`): lanes, budgets, state interval, hints and guidance files. */
-  readonly scheduler: SchedulerOptions;
-  /** I/O thread options (`IO_OPTIONS`, the `--io-*` flags). */
-  readonly io: IoOptions;
-  /** Embedder hint sources, consulted before a `--hints` file (docs/scheduler.md "Hints"). */
-  readonly hints: readonly HintSource[];
-  readonly outDir: string;
-  readonly coordinatorId: string;
-  readonly workers: number;
-  readonly logger: Logger;
-  readonly counters: CampaignCounters;
-  readonly clock: Clock;
-}
-
-export type CampaignComponentsFactory = (context: CampaignContext) => Promise<CampaignComponents>;
+// Defined in campaign-context.ts so the composition roots (adapters/) build components without
+// importing this file, which loads them.
+export type { CampaignComponents, CampaignContext, CampaignComponentsFactory } from './campaign-context.js';
 
 export interface CampaignRuntime {
   /**
@@ -214,8 +193,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           value: JSON.stringify(solverCommand),
         });
       }
-      // Loaded lazily: the AFL++ wiring depends on this module.
-      const { aflComponentsFactory } = await import('./adapters/afl-campaign.js');
+      // Loaded lazily: only AFL++ campaigns need the real components.
+      const { aflComponentsFactory } = await import('./adapters/afl-components.js');
       components = await aflComponentsFactory(options, {
         symcc: solverCommand,
         ...(showmap !== undefined ? { showmap } : {}),

@@ -12,13 +12,15 @@
 import type { ErrorData } from '../errors.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
 import type { CommitManifest, CommitStatus } from '../commit/commit-manifest.js';
+import type { StagedResult } from '../commit/staged-findings.js';
+import type { CommitFinding, FindingItem, PublishedEntry } from '../core/findings.js';
 
-/** Milliseconds on a monotonic-enough clock. Injected everywhere tests must control time. */
-export interface Clock {
-  now(): number;
-}
-
-export const systemClock: Clock = { now: () => Date.now() };
+// Defined below the coordinator so the layers that implement or share them (commit/, triage/,
+// telemetry/) need not import this file; re-exported so the ports stay one import for the lifecycle.
+export { systemClock } from '../core/clock.js';
+export type { Clock } from '../core/clock.js';
+export type { CommitFinding, FindingItem, FindingSink, PublishedEntry } from '../core/findings.js';
+export type { StagedResult } from '../commit/staged-findings.js';
 
 /** One solver action of a directed job (docs/scheduler.md "Jobs and target groups"). */
 export interface JobAction {
@@ -65,7 +67,7 @@ export interface CoordinatorJob {
  */
 export interface AdmittedWork {
   readonly job: CoordinatorJob;
-  /** Shared target-group token claimed at admission (docs/scheduler.md "Admission"), if any. */
+  /** Shared target-group token claimed at admission (docs/scheduler.md "Admission", step 3), if any. */
   readonly targetToken?: string;
   /** Local reservation owner id (the in-flight set's owner number). */
   readonly owner: number;
@@ -179,35 +181,6 @@ export interface JobFeedback {
   readonly findings: readonly PublishedEntry[];
 }
 
-/** One file published into an AFL-visible directory. */
-export interface PublishedEntry {
-  readonly kind: 'queue' | 'crashes' | 'hangs';
-  readonly path: string;
-  readonly id: number;
-  readonly sha256: string;
-}
-
-/** One finding to publish: bytes, or a file to copy (such as a crashing parent input). */
-export interface FindingItem {
-  readonly kind: PublishedEntry['kind'];
-  readonly content: Uint8Array | { readonly path: string };
-}
-
-/**
- * Direct publication into `<afl-out>/<name>/{queue,crashes,hangs}` (see triage/queue-publisher),
- * without staging or a work fence. The coordinator never publishes this way: its results go
- * through `ResultCommits` (staged, then published under the work record's lock).
- */
-export interface FindingSink {
-  /**
-   * Publishes one result's findings as the next entries of their directories, naming `parentPath`'s
-   * id as their source; one durability barrier per touched directory for the whole batch. The
-   * answer lists, per item and in order, the entry or `null` when that content was already
-   * published there (de-duplicated by digest).
-   */
-  publish(items: readonly FindingItem[], parentPath: string): Promise<ReadonlyArray<PublishedEntry | null>>;
-}
-
 /** An input known to the campaign: an AFL queue entry, an initial seed or one of our findings. */
 export interface SeedInput {
   readonly path: string;
@@ -227,20 +200,6 @@ export interface TargetScheduler {
   /** Up to `limit` admitted targeted jobs; never more. */
   admit(limit: number, now: number): Promise<readonly AdmittedWork[]>;
   observe(feedback: JobFeedback, now: number): void;
-}
-
-/** One finding of a committed result, with its bytes (generated input or crashing parent). */
-export interface CommitFinding {
-  readonly kind: PublishedEntry['kind'];
-  readonly bytes: Uint8Array;
-  /** Lowercase hex SHA-256 of `bytes`. */
-  readonly sha256: string;
-}
-
-/** A staged result: the manifest naming the staged copies, and the findings with their bytes. */
-export interface StagedResult {
-  readonly manifest: CommitManifest;
-  readonly findings: readonly CommitFinding[];
 }
 
 /** A `committing` work record as a recovering coordinator sees it. */

@@ -6,8 +6,7 @@
  * - targeted jobs admitted by the scheduler (their leases are already held). While fresh inputs
  *   wait, the scheduler gets only `schedulerShare` of the slots (a running credit, so the share
  *   holds even when slots free up one at a time); with nothing fresh it may fill every slot.
- *   (The origin's driver does the same with its replay share: fresh inputs reach new code
- *   fastest, directed replays work the branches they left open.)
+ *   (Fresh inputs reach new code fastest; directed replays work the branches they left open.)
  *
  * Sources 2 and 3 are untargeted whole-input runs: no target group, only the exact-work lease.
  * Under the `trace` first-run strategy they solve nothing and only record the input's branches;

@@ -1,5 +1,5 @@
 /**
- * Exact work identity (DESIGN §3): the SHA-256 of the canonical JSON of everything that decides
+ * Exact work identity (docs/lease-format.md "Paths"): the SHA-256 of the canonical JSON of everything that decides
  * what a solver run computes — the input's digest, the primary target and the actions. The input's
  * path is deliberately not part of it: the same bytes reached through two queue entries are the
  * same work. The payload stored with a work lease carries the path as well, so another coordinator

@@ -22,7 +22,7 @@ import path from 'node:path';
 import { PublishError } from '../errors.js';
 import type { FileBarrierStrategy } from '../lease/durability-batch.js';
 import { currentWriterTagText } from '../lease/temp-writer.js';
-import { errnoCode, type FsLayer } from './fs-layer.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import type { PublishedFile } from './io-requests.js';
 
 /**

@@ -5,9 +5,9 @@
  * - `IoSharedTargetClaims` implements the scheduler's `SharedTargetClaims`
  *   (src/scheduler/admission-ports.ts): one admission round = one `claimGroups` request = one
  *   group commit.
- * - `IoDurableWriter` matches the campaign's `DurableWriter` (src/triage/durable-writer.ts, not on
- *   main yet, so matched by shape — TypeScript types structurally): AFL queue publication through
- *   the I/O thread, so only that thread mutates the queue directory.
+ * - `IoDurableWriter` is the queue publisher's `DurableWriter` (src/triage/durable-writer.ts), matched
+ *   by shape (TypeScript types structurally): AFL queue publication through the I/O thread, so only
+ *   that thread mutates the queue directory.
  */
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { SharedClaimOutcome, SharedTargetClaims } from '../scheduler/admission-ports.js';

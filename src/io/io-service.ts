@@ -1,6 +1,6 @@
 /**
  * The I/O service: the only code in a process that mutates lease records and the AFL-visible
- * queue (DESIGN §2, §6). It runs inside the I/O thread (`workers/io-worker.ts`) and, for tests and
+ * queue (docs/io-thread.md). It runs inside the I/O thread (`workers/io-worker.ts`) and, for tests and
  * benches, in any thread.
  *
  * Request flow. `submit()` puts a request into a bounded queue (callers wait while it is full).
@@ -37,7 +37,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { createBatchAdmitter } from './batch-planner.js';
 import { BoundedQueue } from './bounded-queue.js';
 import { checkPublishedName, ensureDirectoryTree, publishFiles, type PublicationJob } from './file-publication.js';
-import { errnoCode, nodeFsLayer, type FsLayer } from './fs-layer.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { effectiveFileBarrier, IO_OPTIONS, type IoOptions } from './io-options.js';
 import type { BatchClaimResult, IoAnswer, IoRequest, IoRequestKind, IoStats, PublishedFile, RequestOf } from './io-requests.js';
 import { MirrorCoherence } from './mirror-coherence.js';

@@ -1,5 +1,5 @@
 /**
- * Keeps the process's in-flight target set (the SharedArrayBuffer mirror, DESIGN §7) coherent with
+ * Keeps the process's in-flight target set (the SharedArrayBuffer mirror, docs/inflight.md) coherent with
  * the durable target leases the I/O thread grants and loses on this process's behalf.
  *
  * The one rule: **every durable target grant is backed by a local reservation of the same owner,
@@ -7,7 +7,7 @@
  *
  * - Insert: before it runs a durable claim, the I/O thread makes sure the whole group is reserved
  *   for the request's `mirrorOwner`. Members the caller already reserved under that owner count
- *   (the scheduler reserves first, DESIGN §4 step 2); free members are reserved by the I/O thread;
+ *   (the scheduler reserves first, docs/scheduler.md "Admission" step 2); free members are reserved by the I/O thread;
  *   a member held by another local owner refuses the claim as `local-conflict` with no disk
  *   access. When the durable claim is refused or fails, the I/O thread drops only what it reserved
  *   itself; the caller's own reservation stays the caller's to release.

@@ -1,7 +1,7 @@
 /**
  * A durability batch: the unit of "lock, decide, make durable, publish, release" that every
  * mutating lease operation runs through — one call's worth today, many requests' worth once the
- * I/O thread groups commits (issue 4). Phases, in this order and no other:
+ * I/O thread groups commits (docs/io-thread.md "Barrier pass"). Phases, in this order and no other:
  *
  *   1. lock      every record lock of the batch, ascending record id (no deadlock between
  *                coordinators: everyone takes overlapping locks in the same order)
@@ -26,7 +26,7 @@
  */
 import fs from 'node:fs';
 import { leaseIoError } from './lease-io-error.js';
-import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';

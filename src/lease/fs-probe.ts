@@ -1,5 +1,5 @@
 /**
- * Filesystem qualification for a shared lease directory (DESIGN §6, issue 3).
+ * Filesystem qualification for a shared lease directory (docs/fs-probe.md).
  *
  * The lease tables' guarantees rest on a few filesystem properties that are easy to lose on
  * network or FUSE filesystems: fsync of files and directories, rename replacing an existing name

@@ -1,5 +1,5 @@
 /**
- * Identities of lease records (DESIGN §3): work ids, target record ids, shards, target groups.
+ * Identities of lease records (docs/lease-format.md "Paths"): work ids, target record ids, shards, target groups.
  *
  * A target record id depends only on the target, so two seeds that share target 88 meet on the
  * same record and the same lock, whichever coordinator asks. Shard placement uses the first 32 bits

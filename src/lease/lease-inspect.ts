@@ -10,7 +10,7 @@ import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { UsageError } from '../errors.js';
 import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
-import { errnoCode, nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { LeaseLayout, META_FILE } from './lease-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';

@@ -9,7 +9,7 @@
  * (EIO, EACCES …). A scan never stops at one bad entry: one damaged record must not hide the
  * state of every other one from commit recovery or `symfence leases check`.
  */
-import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { isRecordId } from './identity.js';
 import { RECORD_SUFFIX, type LeaseLayout } from './lease-layout.js';
 import type { LeaseRecord, RecordKind } from './lease-record.js';

@@ -2,7 +2,7 @@
  * The lease store as the coordinator and the I/O thread see it: no paths, no files, no locks.
  * `FencedWorkLeaseTable` and `FencedTargetLeaseTable` implement these over a shared directory;
  * a coordination service (etcd: leases with keep-alive, multi-key transactions) can implement
- * them later (DESIGN §11). Code above `src/lease/` should depend on these interfaces.
+ * them later. Code above `src/lease/` should depend on these interfaces.
  *
  * Contract shared by every implementation: expected outcomes are values (nothing changed when
  * `ok` is false), failures are thrown `SymfenceError`s; a success is reported only once the change
@@ -22,7 +22,24 @@ import type {
   SnapshotEntry,
 } from './lease-results.js';
 import type { AtTime, ClaimIdentity, ReplayOptions } from './lease-table-base.js';
-import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './work-lease-table.js';
+import type { JsonObject } from './lease-record.js';
+
+export interface WorkClaimOptions extends ClaimIdentity {
+  /**
+   * Per-call TTL, ms (≥ 0). 0 = forced takeover of any leased record. Otherwise the TTL this claim
+   * stores as its own (its holder renews within it) and the one used for an earlier record that
+   * carries no TTL of its own; a record with a stored TTL is judged by that. Default: the table TTL.
+   */
+  readonly leaseTtlMs?: number;
+}
+
+export interface BeginCommitOptions extends AtTime {
+  /** Durable result manifest, replayable after a crash. Omitted: an existing manifest is kept. */
+  readonly commit?: JsonObject;
+}
+
+/** Publishes a committed result; called under the record's lock by `replayCommitOnce`. */
+export type CommitPublisher = (commit: JsonObject) => void | Promise<void>;
 
 /** What both stores offer: scans, counts, and batched execution of planned operations. */
 export interface LeaseStoreCommon {

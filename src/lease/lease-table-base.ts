@@ -4,7 +4,7 @@
  */
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
-import { nodeFsLayer, type FsLayer } from '../io/fs-layer.js';
+import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import type { NativeBindings } from '../native/bindings.js';
 import { canonicalJson } from './canonical-json.js';
 import type { BatchReport, DurabilityContext } from './durability-batch.js';

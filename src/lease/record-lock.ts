@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import { leaseIoError } from './lease-io-error.js';
 import { performance } from 'node:perf_hooks';
 import { LockPathError, LockTimeoutError, NativeUnavailableError } from '../errors.js';
-import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { loadNative, nativeLoadError, type NativeBindings } from '../native/bindings.js';
 import { LockFdCache, type LockFileIdentity } from './lock-fd-cache.js';
 

@@ -5,8 +5,8 @@
 import { leaseIoError } from './lease-io-error.js';
 import path from 'node:path';
 import { LockPathError } from '../errors.js';
-import { readBoundedFile } from '../io/bounded-read.js';
-import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { readBoundedFile } from '../fs/bounded-read.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 
 /**

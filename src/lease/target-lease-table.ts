@@ -1,5 +1,5 @@
 /**
- * `FencedTargetLeaseTable`: all-or-nothing leases on target groups (DESIGN §4, §6). A job's group
+ * `FencedTargetLeaseTable`: all-or-nothing leases on target groups (docs/leases.md, docs/lease-format.md). A job's group
  * (≤ 64 branch targets) is claimed before dispatch so that no two coordinators solve the same
  * branch at once, heartbeated while the job runs, and released (records deleted) after triage.
  *

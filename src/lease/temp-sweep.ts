@@ -18,7 +18,7 @@
  * having changed any record.
  */
 import path from 'node:path';
-import { errnoCode, type FsLayer } from '../io/fs-layer.js';
+import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { LOCK_SUFFIX, META_FILE, RECORD_SUFFIX, TEMP_SUFFIX, LeaseLayout } from './lease-layout.js';
 import { parseOptionValue } from '../config/schema.js';
 import { LEASE_TABLE_OPTIONS } from './lease-table-options.js';

@@ -1,5 +1,5 @@
 /**
- * `FencedWorkLeaseTable`: exact-work leases (DESIGN §5–§6). One record per work id; the lifecycle
+ * `FencedWorkLeaseTable`: exact-work leases (docs/leases.md, docs/lease-format.md "Records"). One record per work id; the lifecycle
  *
  *   (absent) --claim--> leased --beginCommit--> committing --complete--> done
  *                        | ^ heartbeat            | heartbeat
@@ -38,29 +38,15 @@ import {
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import { canonicalJson } from './canonical-json.js';
-import type { WorkLeaseStore } from './lease-store.js';
+import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions, WorkLeaseStore } from './lease-store.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = 256;
 /** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
 export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
-export interface WorkClaimOptions extends ClaimIdentity {
-  /**
-   * Per-call TTL, ms (≥ 0). 0 = forced takeover of any leased record. Otherwise the TTL this claim
-   * stores as its own (its holder renews within it) and the one used for an earlier record that
-   * carries no TTL of its own; a record with a stored TTL is judged by that. Default: the table TTL.
-   */
-  readonly leaseTtlMs?: number;
-}
-
-export interface BeginCommitOptions extends AtTime {
-  /** Durable result manifest, replayable after a crash. Omitted: an existing manifest is kept. */
-  readonly commit?: JsonObject;
-}
-
-/** Publishes a committed result; called under the record's lock by `replayCommitOnce`. */
-export type CommitPublisher = (commit: JsonObject) => void | Promise<void>;
+// Declared with the store interface that takes them (lease-store.ts).
+export type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './lease-store.js';
 
 function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {
   return { id, detail: read.reason };

@@ -18,7 +18,7 @@
  */
 import { createHash } from 'node:crypto';
 import { MazeInvalidError } from '../errors.js';
-import { COUNT_CLASS } from '../triage/coverage-bitmap.js';
+import { COUNT_CLASS } from '../solver/coverage-bitmap.js';
 
 export const MAZE_SCHEMA = 'symfence-maze/1';
 

@@ -1,5 +1,5 @@
 /**
- * Transactional admission (DESIGN §4): lanes propose without side effects; a proposal becomes a
+ * Transactional admission (docs/scheduler.md "Admission"): lanes propose without side effects; a proposal becomes a
  * job only when its whole target group is reserved locally (in-flight set) and claimed in the
  * shared target table; only then is it committed to its lane.
  *

@@ -7,8 +7,8 @@
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { LaneStateError } from '../errors.js';
-import { readBoundedFile } from '../io/bounded-read.js';
-import { nodeFsLayer } from '../io/fs-layer.js';
+import { readBoundedFile } from '../fs/bounded-read.js';
+import { nodeFsLayer } from '../fs/fs-layer.js';
 
 export const SCHEDULER_STATE_SCHEMA = 'symfence-scheduler-state/1';
 

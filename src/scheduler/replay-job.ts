@@ -1,5 +1,5 @@
 /**
- * Job identity (DESIGN §3): a `ReplayJob` is one SymCC run on one seed, with an optional primary
+ * Job identity (docs/scheduler.md "Jobs and target groups"): a `ReplayJob` is one SymCC run on one seed, with an optional primary
  * target branch and an ordered S2F action plan for other opposite branches on the same path.
  */
 import { InvalidJobError } from '../errors.js';

@@ -1,5 +1,5 @@
 /**
- * The target contract (DESIGN §4, reference I16): the target group a job was admitted (leased)
+ * The target contract (docs/scheduler.md "Hints and the target contract"): the target group a job was admitted (leased)
  * for is exactly the group its solver runs. Hints may change how a job runs (focus, strategy) but
  * never what it targets once its group is leased; an untargeted job may pick up a target from a
  * hint, and then that new group must be claimed before dispatch (`claimDispatchGroup`).

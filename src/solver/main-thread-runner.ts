@@ -9,7 +9,7 @@
  * run from one thread avoids that. The cost: run-directory bookkeeping and output reading are
  * synchronous (see solver-run.ts) and now block the calling thread for their duration.
  */
-import type { CoverageBitmap } from '../triage/coverage-bitmap.js';
+import type { CoverageBitmap } from './coverage-bitmap.js';
 import { runSolverTask, type SolverRunContext } from './solver-run.js';
 import type { WireResult, WireTask } from './solver-types.js';
 import { createSolverRunContext, type SolverWorkerData } from './solver-worker-main.js';

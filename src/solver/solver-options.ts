@@ -17,7 +17,7 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     env: 'SYMFENCE_SOLVER_WORKERS',
     description: 'solver worker threads, each running one SymCC process at a time',
   },
-  /** Wall-clock limit of one solver run, in ms. Default 30 s (the origin's SYMCC_TIMEOUT). */
+  /** Wall-clock limit of one solver run, in ms. Default 30 s. */
   timeoutMs: {
     kind: 'duration',
     default: 30_000,
@@ -90,7 +90,7 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     description: 'size of the AFL coverage map shared by the solver threads',
   },
   /**
-   * Which thread spawns the solver processes. `worker` (default, DESIGN §2): each solver worker
+   * Which thread spawns the solver processes. `worker` (default, docs/solver.md "Per-run overhead"): each solver worker
    * thread spawns and waits for its own runs. `main`: the pool's thread runs the same contract
    * itself, `workers` runs at a time, with no worker threads — libuv spawns with fork(), and a fork
    * from a process whose other threads are busy costs the parent about twice the CPU

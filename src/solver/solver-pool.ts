@@ -18,7 +18,7 @@ import { checkOptionsObject } from '../config/values.js';
 import type { OptionsInput } from '../config/schema.js';
 import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.js';
 import { workerEntry } from '../util/paths.js';
-import { CoverageBitmap } from '../triage/coverage-bitmap.js';
+import { CoverageBitmap } from './coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
 import { MainThreadSolverRunner } from './main-thread-runner.js';
 import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';

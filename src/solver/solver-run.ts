@@ -1,5 +1,5 @@
 /**
- * One SymCC run, on the worker thread: the solver contract (DESIGN §8) end to end.
+ * One SymCC run, on the worker thread: the solver contract (docs/solver.md "The SymCC contract") end to end.
  *
  *   fresh run dir ── input (file mode: copy / stdin mode: pipe or fd)
  *        │            output/ (exists before start: QSYM exits 255 otherwise)
@@ -27,8 +27,8 @@ import { CollectionStopped, collectOutputs, type CollectedOutputs } from './outp
 import { runInProcessGroup } from './process-group.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, SolverStatus, WireResult, WireTask } from './solver-types.js';
-import type { CoverageBitmap } from '../triage/coverage-bitmap.js';
-import { runShowmap } from '../triage/showmap.js';
+import type { CoverageBitmap } from './coverage-bitmap.js';
+import { runShowmap } from './showmap.js';
 
 /** Telemetry larger than this is refused as unreadable rather than parsed. */
 export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;

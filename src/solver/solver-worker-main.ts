@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
-import { CoverageBitmap } from '../triage/coverage-bitmap.js';
+import { CoverageBitmap } from './coverage-bitmap.js';
 import { solverBaseEnv } from './solver-env.js';
 import { runSolverTask, type SolverRunContext } from './solver-run.js';
 import type { WireResult, WireTask } from './solver-types.js';

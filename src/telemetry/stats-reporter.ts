@@ -4,7 +4,7 @@
  * counters; the caller owns the timer, so tests call it directly with an injected clock.
  */
 import path from 'node:path';
-import type { Clock } from '../coordinator/ports.js';
+import type { Clock } from '../core/clock.js';
 import type { CampaignCounters } from './counters.js';
 import { PlotDataFile } from './plot-data.js';
 import { formatProgressLine, type ProgressLine } from './progress-line.js';

@@ -1,5 +1,5 @@
 /**
- * AFL++ queue entry names (reference/driver.md §2.4): `id:NNNNNN,orig:<seed>` for seeds,
+ * AFL++ queue entry names: `id:NNNNNN,orig:<seed>` for seeds,
  * `id:NNNNNN,src:NNNNNN,op:…[,+cov]` for found inputs, `id:NNNNNN,sync:<peer>,src:NNNNNN` for
  * imports. AFL's sync only looks at names starting with `id:` and parses the id that follows, so a
  * producer's ids must be strictly increasing and staging files must never start with `id:`.

@@ -1,6 +1,6 @@
 /**
  * Reading an AFL++ instance: its queue (which inputs to run SymCC on next) and the target command
- * line it fuzzes (reference/driver.md §2.2–2.3).
+ * line it fuzzes (its `fuzzer_stats` `command_line`; docs/campaign.md "Commands").
  *
  * Ranking, best first: names ending in `+cov` (AFL found new coverage with them), then initial
  * seeds (`orig:`), then smaller files (cheaper to solve), then newer entries (higher name). A

@@ -1,6 +1,6 @@
 /**
  * Publishes findings where AFL++ imports them: `<afl-out>/<name>/queue/` (interesting inputs),
- * `crashes/` and `hangs/`, named `id:NNNNNN,src:NNNNNN` (reference/driver.md §2.4).
+ * `crashes/` and `hangs/`, named `id:NNNNNN,src:NNNNNN` as AFL++ names its own (docs/campaign.md "Output directory").
  *
  * - Ids are strictly increasing per directory and resume after a restart: the next id is one past
  *   the highest `id:` name found at `open()` (AFL's sync cursor skips ids below the last one it
@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AflError } from '../errors.js';
-import type { FindingItem, FindingSink, PublishedEntry } from '../coordinator/ports.js';
+import type { FindingItem, FindingSink, PublishedEntry } from '../core/findings.js';
 import { MAX_AFL_ID, formatAflId, nextAflId, sourceIdOf } from './afl-names.js';
 import type { DurableFile, DurableWriter } from './durable-writer.js';
 

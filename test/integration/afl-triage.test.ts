@@ -9,8 +9,8 @@ import { runReference } from '../../src/reference/reference-run.js';
 import { referenceSolverCommand, referenceTriage } from '../../src/reference/reference-commands.js';
 import { aflToolEnv } from '../../src/solver/solver-env.js';
 import { SolverPool } from '../../src/solver/solver-pool.js';
-import { CoverageBitmap } from '../../src/triage/coverage-bitmap.js';
-import { runShowmap } from '../../src/triage/showmap.js';
+import { CoverageBitmap } from '../../src/solver/coverage-bitmap.js';
+import { runShowmap } from '../../src/solver/showmap.js';
 
 function which(tool: string): string | null {
   const found = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });

@@ -16,7 +16,7 @@ import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordi
 import type { CommitScan, ResultCommits, SolverOutcome, TriagedInput } from '../../src/coordinator/ports.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { IoDurableWriter } from '../../src/io/io-adapters.js';
-import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer, type FaultRule } from '../../src/fs/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import { LeaseLayout } from '../../src/lease/lease-layout.js';
 import { currentWriterTag, formatWriterTag } from '../../src/lease/temp-writer.js';

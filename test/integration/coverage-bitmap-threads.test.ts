@@ -1,7 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { expect, it } from 'vitest';
-import { CoverageBitmap } from '../../src/triage/coverage-bitmap.js';
+import { CoverageBitmap } from '../../src/solver/coverage-bitmap.js';
 import { builtFile } from '../../src/util/paths.js';
 
 const THREADS = 4;
@@ -43,7 +43,7 @@ it('claims each new bit exactly once when several threads merge overlapping maps
   const bitmap = new CoverageBitmap(MAP_BYTES);
   const start = new Int32Array(new SharedArrayBuffer(8));
   const maps = deterministicMaps(12345);
-  const moduleUrl = pathToFileURL(builtFile('src/triage/coverage-bitmap.js')).href;
+  const moduleUrl = pathToFileURL(builtFile('src/solver/coverage-bitmap.js')).href;
   const workers = Array.from({ length: THREADS }, (_, t) => {
     const order = t % 2 === 0 ? maps : [...maps].reverse();
     return new Worker(threadSource, { eval: true, workerData: { moduleUrl, buffer: bitmap.buffer, start: start.buffer, maps: order } });

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { ensureDirectoryDurable } from '../../src/lease/record-store.js';
 import type { LeaseOperation } from '../../src/lease/lease-operation.js';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { exists, tempRoot } from '../helpers/lease-fixtures.js';
 
 describe('FaultInjectingFsLayer', () => {

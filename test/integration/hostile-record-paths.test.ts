@@ -10,8 +10,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
 import { readRecord } from '../../src/lease/record-store.js';
 import { targetRecordId } from '../../src/lease/identity.js';
-import { nodeFsLayer } from '../../src/io/fs-layer.js';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { nodeFsLayer } from '../../src/fs/fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { snapshotTree } from '../helpers/lease-fixtures.js';
 import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
 

@@ -5,7 +5,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import { codeOfAsync } from '../helpers/error-code.js';
 import { ID_A0, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';

@@ -3,7 +3,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer, type FaultRule } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer, type FaultRule } from '../../src/fs/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { loadNative } from '../../src/native/bindings.js';

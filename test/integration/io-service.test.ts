@@ -1,7 +1,7 @@
 // The I/O service run in-thread over the counting / fault-injecting fs layer: group commit,
 // exact barrier counts, fault injection at every step of a batch, backpressure, mirror coherence.
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import type { BatchClaimResult, TargetClaimResult } from '../../src/io/io-requests.js';
 import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';

@@ -2,7 +2,7 @@
 // lock-fd cache keeps every barrier and every byte with fewer calls; a record read costs one
 // fstat (type and size are checked before any byte is read, docs/lease-format.md).
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { S, openTarget, recordFiles, tempRoot } from '../helpers/lease-fixtures.js';
 
 const GROUP = Array.from({ length: 16 }, (_, i) => BigInt(i + 1));

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { mkdir, rename, symlink, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { createFlockLocker, createInProcessLocker, type RecordLocker } from '../../src/lease/record-lock.js';
 import { tempRoot } from '../helpers/lease-fixtures.js';

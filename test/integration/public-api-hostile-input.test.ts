@@ -2,24 +2,21 @@
 // TypeError or RangeError — checks iterables while iterating (an endless generator is refused at
 // its 65th target), bounds payload depth and size before serialising, and touches no file.
 import { describe, expect, it } from 'vitest';
+import { Campaign, SymfenceError, startDemo } from '../../src/index.js';
 import {
-  Campaign,
   FencedTargetLeaseTable,
   FencedWorkLeaseTable,
-  InflightTargetSet,
-  Scheduler,
-  SolverPool,
-  SymfenceError,
   buildCommitManifest,
   canonicalJson,
   groupMembers,
   inspectLeaseDirectory,
   jobFromWorkPayload,
   jobWorkId,
-  startDemo,
   workIdOf,
   workPayloadOf,
-} from '../../src/index.js';
+} from '../../src/api/leases.js';
+import { InflightTargetSet, Scheduler } from '../../src/api/scheduler.js';
+import { SolverPool } from '../../src/api/solver.js';
 import { S, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 
 function* endless(): Generator<bigint> {

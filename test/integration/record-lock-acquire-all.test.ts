@@ -2,7 +2,7 @@
 // and nothing left open or held on any failure.
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { createInProcessLocker } from '../../src/lease/record-lock.js';
 import { tempRoot } from '../helpers/lease-fixtures.js';
 

@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
-import { nodeFsLayer } from '../../src/io/fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
+import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { readRecord } from '../../src/lease/record-store.js';
 import { tempRoot } from '../helpers/lease-fixtures.js';
 

@@ -7,7 +7,7 @@ import { runCli } from '../../src/cli/program.js';
 import { Campaign } from '../../src/coordinator/campaign.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { SolverPool } from '../../src/solver/solver-pool.js';
-import { runShowmap } from '../../src/triage/showmap.js';
+import { runShowmap } from '../../src/solver/showmap.js';
 import { fakeAflOut, REFERENCE_SOLVER } from '../helpers/cli-process.js';
 
 const dirs: string[] = [];

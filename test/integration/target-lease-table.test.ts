@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';

@@ -1,7 +1,7 @@
 import { mkdir, symlink, utimes, writeFile, lstat, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FaultInjectingFsLayer } from '../../src/io/fault-fs-layer.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { workIdOf } from '../../src/lease/identity.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { loadNative } from '../../src/native/bindings.js';

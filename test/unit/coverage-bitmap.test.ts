@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { COUNT_CLASS, CoverageBitmap, classifyCounts } from '../../src/triage/coverage-bitmap.js';
+import { COUNT_CLASS, CoverageBitmap, classifyCounts } from '../../src/solver/coverage-bitmap.js';
 
 describe('CoverageBitmap', () => {
   it('buckets raw hit counts exactly like AFL', () => {

@@ -39,7 +39,7 @@ function targets(jobs: readonly { job: { targetBranch: bigint } }[]): bigint[] {
   return jobs.map((j) => j.job.targetBranch);
 }
 
-describe('admission across Prefix and CSTG (F310)', () => {
+describe('admission across Prefix and CSTG', () => {
   it('admits one job when Prefix and CSTG propose the same target, and CSTG commits nothing', async () => {
     const { s, local } = scheduler(['prefix-seed', 'cstg-seed'], { lanes: 'prefix,cstg' });
     s.lane('prefix')!.restore(prefixSnapshot([{ id: 77, seeds: ['prefix-seed'] }]), NOW);
@@ -236,7 +236,7 @@ describe('admission across Prefix and CSTG (F310)', () => {
   });
 });
 
-describe('admission of the replay lanes (F310/F311)', () => {
+describe('admission of the replay lanes', () => {
   it('admits one job when two edge rows point at one target, and the rows were scheduled exactly once in total', async () => {
     const { s } = scheduler(['a', 'b'], { lanes: 'edge' });
     const edge = s.lane('edge')!;

@@ -11,7 +11,7 @@ import type { SymfenceError } from '../../src/errors.js';
 import { cstgSnapshot, prefixSnapshot, tel } from './scheduler-fixtures.js';
 
 const NONE: ReadonlySet<bigint> = new Set();
-const S = 1000; // ms per second: tests speak in the origin's seconds
+const S = 1000; // ms per second: tests speak in seconds
 
 function proposeAndCommit(lane: Lane, limit: number, now: number): readonly Proposal[] {
   const proposals = lane.propose(limit, limit, now, NONE).slice(0, limit);

@@ -6,7 +6,7 @@ import { DEMO_MAZE } from '../../src/reference/demo-maze.js';
 import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js';
 import type { SolverPool } from '../../src/solver/solver-pool.js';
 import type { SolverResult, SolverTask } from '../../src/solver/solver-types.js';
-import { CoverageBitmap } from '../../src/triage/coverage-bitmap.js';
+import { CoverageBitmap } from '../../src/solver/coverage-bitmap.js';
 import { makeJob } from '../helpers/coordinator-fakes.js';
 
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);

@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { Command, Option } from 'commander';
 import { STAGED_DIR } from '../../commit/commit-manifest.js';
-import { nodeFsLayer } from '../../io/fs-layer.js';
+import { nodeFsLayer } from '../../fs/fs-layer.js';
 import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';

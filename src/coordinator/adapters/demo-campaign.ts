@@ -11,7 +11,7 @@ import type { OptionsInput } from '../../config/schema.js';
 import { DEMO_MAZE } from '../../reference/demo-maze.js';
 import { mazeBranchCount, mazeEdgeHits, reachedBranches, traceMaze, type Maze } from '../../reference/maze.js';
 import { referenceSolverCommand } from '../../reference/reference-commands.js';
-import type { CoverageBitmap } from '../../triage/coverage-bitmap.js';
+import type { CoverageBitmap } from '../../solver/coverage-bitmap.js';
 import { Campaign, type CampaignRuntime, type CampaignStartOptions, type CampaignSummary } from '../campaign.js';
 import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { buildCampaignComponents } from './campaign-components.js';

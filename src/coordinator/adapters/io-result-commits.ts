@@ -8,7 +8,7 @@ import type { CommitManifest, CommitStatus } from '../../commit/commit-manifest.
 import { StagedFindings, type StagingClient } from '../../commit/staged-findings.js';
 import type { DirectoryFiles } from '../../io/io-requests.js';
 import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
-import { nodeFsLayer, type FsLayer } from '../../io/fs-layer.js';
+import { nodeFsLayer, type FsLayer } from '../../fs/fs-layer.js';
 import { findLeaseTables } from '../../lease/lease-inspect.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { resolveStaleTempAgeMs, sweepLeaseTableTemps } from '../../lease/temp-sweep.js';

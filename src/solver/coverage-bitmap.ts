@@ -14,7 +14,7 @@
  * ever added, which also makes the cheap non-atomic pre-check below safe (a bit seen set stays set).
  * This class is the only code that touches the buffer.
  */
-import type { CoverageNovelty } from '../solver/solver-types.js';
+import type { CoverageNovelty } from './solver-types.js';
 
 export const DEFAULT_MAP_SIZE_BYTES = 65_536;
 

@@ -17,10 +17,10 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { aflToolEnv, substituteInputPath } from '../solver/solver-env.js';
-import { runInProcessGroup } from '../solver/process-group.js';
-import type { SpawnMethod } from '../solver/spawn-method.js';
-import type { CommandTemplate, ShowmapOutcome } from '../solver/solver-types.js';
+import { aflToolEnv, substituteInputPath } from './solver-env.js';
+import { runInProcessGroup } from './process-group.js';
+import type { SpawnMethod } from './spawn-method.js';
+import type { CommandTemplate, ShowmapOutcome } from './solver-types.js';
 
 /** Extra wall time granted to afl-showmap beyond its own `-t` before we kill it. */
 const SHOWMAP_SLACK_MS = 2_000;

@@ -1,0 +1,54 @@
+/**
+ * `symfence/leases`: the fenced lease tables on a shared directory, their inspection, the
+ * filesystem probe, the I/O thread that runs them for a process, and the identities stored in
+ * them (docs/leases.md, docs/lease-format.md, docs/io-thread.md).
+ */
+export { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from '../lease/work-lease-table.js';
+export { FencedTargetLeaseTable } from '../lease/target-lease-table.js';
+export { LEASE_TABLE_OPTIONS } from '../lease/lease-table-options.js';
+export type { LeaseTableOptions } from '../lease/lease-table-options.js';
+export type { LeaseTableDeps, AtTime, ClaimIdentity } from '../lease/lease-table-base.js';
+export type { WorkLeaseStore, TargetLeaseStore, LeaseStoreCommon, WorkClaimOptions, BeginCommitOptions, CommitPublisher } from '../lease/lease-store.js';
+export type {
+  ClaimResult,
+  GroupClaimResult,
+  FenceResult,
+  CompletionResult,
+  HeartbeatBatchResult,
+  LeaseHolder,
+  CorruptMember,
+  ExpiredLease,
+  CommittingRecord,
+  SnapshotEntry,
+  LeaseCounts,
+} from '../lease/lease-results.js';
+export type { LeaseRecord, LeaseStatus, RecordKind, JsonObject } from '../lease/lease-record.js';
+export type { LeaseOperation, RecordView, OperationOutcome, ExecutionResult } from '../lease/lease-operation.js';
+export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from '../lease/durability-batch.js';
+export type { CoordinationMode, LockerKind } from '../lease/record-lock.js';
+export { canonicalJson, canonicalJsonBytes } from '../lease/canonical-json.js';
+export { workIdOf, targetRecordId, shardOf, shardDirName, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from '../lease/identity.js';
+export type { GroupMember } from '../lease/identity.js';
+
+// Inspection (what `symfence leases` prints) and the filesystem probe.
+export { inspectLeaseDirectory, inspectLeaseTable, findLeaseTables } from '../lease/lease-inspect.js';
+export type { TableInspection, OwnerCounts, CorruptRecordReport, InspectOptions } from '../lease/lease-inspect.js';
+export { probeFilesystem, FS_PROBE_STEP_NAMES } from '../lease/fs-probe.js';
+export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from '../lease/fs-probe.js';
+export type { FsLayer, FsOperation, FsStat } from '../fs/fs-layer.js';
+
+// The work identity of a job (the work-lease id) and the result manifest stored with beginCommit.
+export { jobWorkId, workPayloadOf, jobFromWorkPayload } from '../coordinator/work-identity.js';
+export { COMMIT_MANIFEST_SCHEMA, buildCommitManifest, parseCommitManifest } from '../commit/commit-manifest.js';
+export type { CommitManifest, CommitItem, CommitItemKind, CommitStatus } from '../commit/commit-manifest.js';
+
+// The tables as coordinator ports: directly, or through the process's I/O thread.
+export { WorkLeaseAdapter, TargetLeaseAdapter } from '../coordinator/adapters/lease-adapters.js';
+export { IoThread, IoClient } from '../io/io-thread.js';
+export type { IoThreadOptions } from '../io/io-thread.js';
+export { IO_OPTIONS } from '../io/io-options.js';
+export type { IoOptions } from '../io/io-options.js';
+export { IoWorkLeases, IoTargetLeases } from '../coordinator/adapters/io-lease-adapters.js';
+// The scheduler's shared target claims (`SharedTargetClaims`, symfence/scheduler) over the I/O thread.
+export { IoSharedTargetClaims } from '../io/io-adapters.js';
+export type { SharedTargetClaimsOptions, TargetClaimsClient } from '../io/io-adapters.js';
