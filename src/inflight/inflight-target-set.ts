@@ -392,9 +392,9 @@ export class InflightTargetSet {
     const words = this.words;
     const base = slotBase(slot);
     const tag = words[base + S_TAG]!;
-    Atomics.store(words, base + S_KEY_LO, lo);
-    Atomics.store(words, base + S_KEY_HI, hi);
-    // An unchanged owner word needs no store: readers would read the same value either way.
+    // A word that already holds the value needs no store: readers read the same value either way.
+    if (words[base + S_KEY_LO] !== lo) Atomics.store(words, base + S_KEY_LO, lo);
+    if (words[base + S_KEY_HI] !== hi) Atomics.store(words, base + S_KEY_HI, hi);
     if (words[base + S_OWNER] !== (owner | 0)) Atomics.store(words, base + S_OWNER, owner | 0);
     Atomics.store(words, base + S_TAG, nextTag(tag, STATE_LIVE));
     return tag & STATE_MASK;

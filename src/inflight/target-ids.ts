@@ -23,13 +23,13 @@ const HI_WORD = LITTLE_ENDIAN ? 1 : 0;
 
 /**
  * Whether `target` is a bigint in 1..2^64−1; on true its halves are in `halves[LO_WORD]` and
- * `halves[HI_WORD]`. The store wraps modulo 2^64, so `asUintN(64, t) === t` rejects negatives and
- * values ≥ 2^64 (one optimised comparison), and a zero pair rejects 0n (and 2^64, which wraps to 0).
+ * `halves[HI_WORD]`. Two comparisons with literal bigints allocate nothing (unlike
+ * `BigInt.asUintN(64, t) === t`, which materialises a second BigInt and so feeds the GC).
  */
 function loadTarget(target: unknown): target is bigint {
-  if (typeof target !== 'bigint') return false;
+  if (typeof target !== 'bigint' || target <= 0n || target >= 0x1_0000_0000_0000_0000n) return false;
   wide[0] = target;
-  return (halves[LO_WORD]! | halves[HI_WORD]!) !== 0 && BigInt.asUintN(64, target) === target;
+  return true;
 }
 
 /**
