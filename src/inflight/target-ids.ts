@@ -5,7 +5,6 @@
 import { InvalidJobError } from '../errors.js';
 import { describeValue, invalidOption } from '../config/values.js';
 
-export const MAX_TARGET_ID = (1n << 64n) - 1n;
 const MAX_OWNER = 0xffff_ffff;
 /** Above this group size, duplicate detection uses a Set instead of pairwise comparison. */
 const PAIRWISE_DUPLICATE_LIMIT = 64;
