@@ -1,30 +1,32 @@
 /**
- * The in-flight target set (DESIGN §7): which branch targets some job of this process is solving
- * right now, shared by every thread through one SharedArrayBuffer. It sits in front of the durable
- * target lease table as a fast, synchronous local filter; the durable table stays authoritative.
+ * The in-flight target set: which branch targets some job of this process is solving right now,
+ * shared by every thread through one SharedArrayBuffer. It sits in front of the durable target
+ * lease table as a fast, synchronous local filter; the durable table stays authoritative. The
+ * design is explained in docs/inflight.md.
  *
- * Concurrency scheme (the choice DESIGN §7 leaves open):
- * - **Mutations** (reserve, release, rebuild) run under one short writer mutex in the buffer. A
- *   group reserve checks every member, then inserts every member, inside one critical section, so
- *   two reservers can never both admit a target (no double admission), and a reserve that fails
- *   has written nothing (all-or-nothing, no rollback needed).
- * - **The main thread never blocks in `Atomics.wait`**: it spins on the mutex. Worker threads spin
- *   briefly, then sleep on the mutex word (`Atomics.wait` with 1 ms slices; the unlocker notifies).
- *   Critical sections are O(group size) slot writes, so spins are short unless the holder thread
- *   is descheduled. A reserve that cannot get the mutex within `reserveLockWaitMs` (20 ms) gives up and
- *   returns false — the transient false conflict DESIGN allows; a release waits up to
- *   `releaseLockWaitMs` (10 s), then throws `LockTimeoutError` (only a thread terminated inside a
- *   critical section could cause that).
- * - **Reads** (`has`, `ownerOf`, `size`) take no lock. Entries never move except in a rebuild,
- *   which is bracketed by a sequence lock that readers re-check; a slot's TAG version makes the
- *   two-word key read consistent (see `layout.ts`). A reader may see a group that is being
- *   reserved partially; the all-or-nothing guarantee is between reservers.
+ * Concurrency scheme:
+ * - **Mutations** (reserve, release, rebuild) run under one short writer mutex in the buffer
+ *   (`writer-mutex.ts`), taken once per group call. A group reserve checks every member, then
+ *   inserts every member, inside one critical section, so two reservers can never both admit a
+ *   target (no double admission), and a reserve that fails has written nothing (all-or-nothing,
+ *   no rollback needed). A reserve that cannot get the mutex within `reserveLockWaitMs` gives up
+ *   and returns false (a transient false conflict); a release waits up to `releaseLockWaitMs`,
+ *   then throws `LockTimeoutError` (only a thread terminated inside a critical section could
+ *   cause that).
+ * - **Under the mutex** every read is a plain typed-array read: only mutex holders write, and the
+ *   mutex's seq-cst acquire/release orders their accesses. Writes that a lock-free reader can
+ *   observe (a slot's KEY/OWNER/TAG, the counters) stay `Atomics.store`, because only seq-cst
+ *   writes give the readers' TAG-version check its meaning (see `layout.ts`).
+ * - **Reads** (`has`, `ownerOf`, `size`, and the fail-fast pre-check of a contended reserve) take
+ *   no lock and read through `Atomics`. Entries never move except in a rebuild, which is
+ *   bracketed by a sequence lock that readers re-check; a slot's TAG version makes the two-word
+ *   key read consistent. A reader may see a group that is being reserved partially; the
+ *   all-or-nothing guarantee is between reservers.
  * - **Deletion** leaves a tombstone so probe chains stay intact. A run of tombstones that ends at
  *   an empty slot is turned back into empty slots at once (no live chain can pass through it), and
  *   when tombstones plus live entries would pass `MAX_OCCUPIED_LOAD`, the next reserve rebuilds the
  *   table in place without tombstones.
  */
-import { isMainThread } from 'node:worker_threads';
 import { InflightFullError, LockTimeoutError } from '../errors.js';
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import {
@@ -33,7 +35,6 @@ import {
   H_LAYOUT_VERSION,
   H_LIVE_COUNT,
   H_MAGIC,
-  H_MUTEX,
   H_REBUILD_SEQ,
   H_SLOT_COUNT,
   H_TOMB_COUNT,
@@ -41,9 +42,6 @@ import {
   MAGIC,
   MAX_CAPACITY,
   MAX_OCCUPIED_LOAD,
-  MUTEX_CONTENDED,
-  MUTEX_FREE,
-  MUTEX_HELD,
   S_KEY_HI,
   S_KEY_LO,
   S_OWNER,
@@ -57,6 +55,7 @@ import {
   TAG_VERSION_STEP,
 } from './layout.js';
 import { checkOwner, homeSlotOf, SplitTargets, splitOne } from './target-ids.js';
+import { lockWithin, tryLockNow, unlock } from './writer-mutex.js';
 
 /** Default of `reserveLockWaitMs`. */
 export const RESERVE_LOCK_WAIT_MS = 20;
@@ -78,11 +77,6 @@ export interface InflightSetOptions {
    */
   readonly releaseLockWaitMs?: number;
 }
-/** Spins before a worker thread starts sleeping on the mutex word. */
-const SPINS_BEFORE_SLEEP = 256;
-/** Spins between two clock reads while waiting for the mutex. */
-const SPINS_PER_CLOCK_READ = 1024;
-const SLEEP_SLICE_MS = 1;
 
 /** Counters for tests, docs and status output; read without the mutex, so only approximately consistent. */
 export interface InflightStats {
@@ -92,6 +86,9 @@ export interface InflightStats {
   readonly tombstones: number;
   readonly rebuilds: number;
 }
+
+/** `locate` result for an absent key whose chain has no free slot (cannot happen below the load limits). */
+const NO_FREE_SLOT = -1;
 
 export class InflightTargetSet {
   /** The shared memory; pass it to another thread and `attach` it there. */
@@ -103,6 +100,8 @@ export class InflightTargetSet {
   private readonly mask: number;
   private readonly maxOccupied: number;
   private readonly scratch = new SplitTargets();
+  /** Per member of the group being reserved: where the locked check saw it could be inserted. */
+  private freeSlots = new Int32Array(64);
   private readonly reserveLockWaitMs: number;
   private readonly releaseLockWaitMs: number;
 
@@ -167,30 +166,18 @@ export class InflightTargetSet {
    */
   tryReserveGroup(targets: readonly bigint[], owner: number): boolean {
     checkOwner(owner);
-    const count = this.scratch.split(targets);
+    const count = this.scratch.split(targets, this.mask);
     if (count === 0) return true;
-    const { lo, hi } = this.scratch;
-    // Lock-free pre-check: a visible conflict fails without touching the mutex.
-    for (let i = 0; i < count; i++) {
-      if (this.findLive(lo[i]!, hi[i]!) >= 0) return false;
+    const words = this.words;
+    if (!tryLockNow(words)) {
+      // Contended: a conflict visible without the mutex fails at once instead of waiting for it.
+      if (this.anyMemberLive(count)) return false;
+      if (!lockWithin(words, this.reserveLockWaitMs)) return false;
     }
-    if (!this.lock(this.reserveLockWaitMs)) return false;
     try {
-      for (let i = 0; i < count; i++) {
-        if (this.locate(lo[i]!, hi[i]!) >= 0) return false;
-      }
-      const live = Atomics.load(this.words, H_LIVE_COUNT);
-      if (live + count > this.capacity) {
-        throw new InflightFullError(
-          `in-flight target set is full: ${live} of ${this.capacity} targets held, a group of ${count} does not fit; nothing was reserved`,
-          { capacity: this.capacity, size: live, groupSize: count },
-        );
-      }
-      if (live + Atomics.load(this.words, H_TOMB_COUNT) + count > this.maxOccupied) this.rebuild();
-      for (let i = 0; i < count; i++) this.insert(lo[i]!, hi[i]!, owner);
-      return true;
+      return this.reserveLocked(count, owner);
     } finally {
-      this.unlock();
+      unlock(words);
     }
   }
 
@@ -204,41 +191,34 @@ export class InflightTargetSet {
    */
   releaseGroup(targets: readonly bigint[], owner: number): number {
     checkOwner(owner);
-    const count = this.scratch.split(targets);
+    const count = this.scratch.split(targets, this.mask);
     if (count === 0) return 0;
-    const { lo, hi } = this.scratch;
-    if (!this.lock(this.releaseLockWaitMs)) {
+    const words = this.words;
+    if (!tryLockNow(words) && !lockWithin(words, this.releaseLockWaitMs)) {
       throw new LockTimeoutError(
         `in-flight target set: writer mutex still held after ${this.releaseLockWaitMs} ms; nothing was released`,
         { waitMs: this.releaseLockWaitMs },
       );
     }
-    let released = 0;
     try {
-      for (let i = 0; i < count; i++) {
-        const slot = this.locate(lo[i]!, hi[i]!);
-        if (slot >= 0 && Atomics.load(this.words, slotBase(slot) + S_OWNER) >>> 0 === owner) {
-          this.remove(slot);
-          released++;
-        }
-      }
+      return this.releaseLocked(count, owner);
     } finally {
-      this.unlock();
+      unlock(words);
     }
-    return released;
   }
 
   /** Whether some owner holds `target`. Lock-free. */
   has(target: bigint): boolean {
     const [lo, hi] = splitOne(target);
-    return this.findLive(lo, hi) >= 0;
+    return this.findLive(lo, hi, homeSlotOf(lo, hi, this.mask)) >= 0;
   }
 
   /** The owner holding `target`, or 0 when none does. Lock-free. */
   ownerOf(target: bigint): number {
     const [lo, hi] = splitOne(target);
+    const home = homeSlotOf(lo, hi, this.mask);
     for (;;) {
-      const slot = this.findLive(lo, hi);
+      const slot = this.findLive(lo, hi, home);
       if (slot < 0) return 0;
       const base = slotBase(slot);
       const tag = Atomics.load(this.words, base + S_TAG);
@@ -270,23 +250,32 @@ export class InflightTargetSet {
     };
   }
 
-  // ---- lock-free reads -------------------------------------------------------------------
+  // ---- lock-free reads: every access through Atomics ---------------------------------------
+
+  /** Whether any member of the split group is visibly LIVE. */
+  private anyMemberLive(count: number): boolean {
+    const { lo, hi, home } = this.scratch;
+    for (let i = 0; i < count; i++) {
+      if (this.findLive(lo[i]!, hi[i]!, home[i]!) >= 0) return true;
+    }
+    return false;
+  }
 
   /** Slot of the LIVE entry for (lo, hi), or -1. Retries across a concurrent rebuild. */
-  private findLive(lo: number, hi: number): number {
+  private findLive(lo: number, hi: number, home: number): number {
     const words = this.words;
     for (;;) {
       const seq = Atomics.load(words, H_REBUILD_SEQ);
       if ((seq & 1) === 0) {
-        const slot = this.probe(lo, hi);
+        const slot = this.probe(lo, hi, home);
         if (Atomics.load(words, H_REBUILD_SEQ) === seq) return slot;
       }
     }
   }
 
-  private probe(lo: number, hi: number): number {
+  private probe(lo: number, hi: number, home: number): number {
     const words = this.words;
-    let slot = homeSlotOf(lo, hi, this.mask);
+    let slot = home;
     for (let step = 0; step < this.slotCount; step++) {
       const base = slotBase(slot);
       const tag = Atomics.load(words, base + S_TAG);
@@ -303,79 +292,150 @@ export class InflightTargetSet {
     return -1;
   }
 
-  // ---- mutations, only under the writer mutex ----------------------------------------------
+  // ---- mutations, only under the writer mutex: plain reads, atomic stores where readers look --
 
-  /** Slot holding (lo, hi) as LIVE, or -1. Caller holds the mutex, so nothing moves. */
-  private locate(lo: number, hi: number): number {
+  /**
+   * The critical section of `tryReserveGroup`: check every member, then insert every member.
+   * One pass over each chain serves both: `locate` also reports the first free slot of the chain,
+   * which stays the right insert position unless an earlier member of the group took it.
+   */
+  private reserveLocked(count: number, owner: number): boolean {
     const words = this.words;
-    let slot = homeSlotOf(lo, hi, this.mask);
+    const { lo, hi, home } = this.scratch;
+    if (this.freeSlots.length < count) this.freeSlots = new Int32Array(this.scratch.lo.length);
+    const freeSlots = this.freeSlots;
+    for (let i = 0; i < count; i++) {
+      const found = this.locate(lo[i]!, hi[i]!, home[i]!);
+      if (found >= 0) return false;
+      freeSlots[i] = -2 - found;
+    }
+    const live = words[H_LIVE_COUNT]!;
+    if (live + count > this.capacity) {
+      throw new InflightFullError(
+        `in-flight target set is full: ${live} of ${this.capacity} targets held, a group of ${count} does not fit; nothing was reserved`,
+        { capacity: this.capacity, size: live, groupSize: count },
+      );
+    }
+    let tombs = words[H_TOMB_COUNT]!;
+    const rebuilt = live + tombs + count > this.maxOccupied;
+    if (rebuilt) {
+      this.rebuild();
+      tombs = 0;
+    }
+    const tombsBefore = tombs;
+    for (let i = 0; i < count; i++) {
+      let slot = rebuilt ? NO_FREE_SLOT : freeSlots[i]!;
+      if (slot < 0 || (words[slotBase(slot) + S_TAG]! & STATE_MASK) === STATE_LIVE) slot = this.firstFree(home[i]!);
+      if (this.fill(slot, lo[i]!, hi[i]!, owner) === STATE_TOMBSTONE) tombs--;
+    }
+    if (tombs !== tombsBefore) Atomics.store(words, H_TOMB_COUNT, tombs);
+    Atomics.store(words, H_LIVE_COUNT, live + count);
+    return true;
+  }
+
+  /** The critical section of `releaseGroup`. */
+  private releaseLocked(count: number, owner: number): number {
+    const words = this.words;
+    const { lo, hi, home } = this.scratch;
+    let released = 0;
+    let tombDelta = 0;
+    for (let i = 0; i < count; i++) {
+      const slot = this.locate(lo[i]!, hi[i]!, home[i]!);
+      if (slot >= 0 && words[slotBase(slot) + S_OWNER]! >>> 0 === owner) {
+        tombDelta += this.remove(slot);
+        released++;
+      }
+    }
+    // Counters only change when they must: each store is a seq-cst write seen by lock-free `size()`.
+    if (tombDelta !== 0) Atomics.store(words, H_TOMB_COUNT, words[H_TOMB_COUNT]! + tombDelta);
+    if (released > 0) Atomics.store(words, H_LIVE_COUNT, words[H_LIVE_COUNT]! - released);
+    return released;
+  }
+
+  /**
+   * Slot holding (lo, hi) as LIVE if ≥ 0. Otherwise the key is absent and the result is
+   * `-2 - free`, `free` being the first non-LIVE slot of its chain (or `NO_FREE_SLOT`).
+   * Caller holds the mutex, so nothing moves and plain reads are exact.
+   */
+  private locate(lo: number, hi: number, home: number): number {
+    const words = this.words;
+    let free = NO_FREE_SLOT;
+    let slot = home;
     for (let step = 0; step < this.slotCount; step++) {
       const base = slotBase(slot);
-      const state = Atomics.load(words, base + S_TAG) & STATE_MASK;
-      if (state === STATE_EMPTY) return -1;
-      if (state === STATE_LIVE && Atomics.load(words, base + S_KEY_LO) === lo && Atomics.load(words, base + S_KEY_HI) === hi) {
-        return slot;
+      const state = words[base + S_TAG]! & STATE_MASK;
+      if (state === STATE_LIVE) {
+        if (words[base + S_KEY_LO] === lo && words[base + S_KEY_HI] === hi) return slot;
+      } else {
+        if (free < 0) free = slot;
+        if (state === STATE_EMPTY) break;
       }
       slot = (slot + 1) & this.mask;
     }
-    return -1;
+    return -2 - free;
   }
 
-  /**
-   * Puts an absent key into the first non-LIVE slot of its chain. The key and owner are written
-   * before the TAG turns LIVE, so a reader that sees LIVE sees the whole entry.
-   */
-  private insert(lo: number, hi: number, owner: number): void {
+  /** First non-LIVE slot of the chain starting at `home`. Below the load limits one always exists. */
+  private firstFree(home: number): number {
     const words = this.words;
-    let slot = homeSlotOf(lo, hi, this.mask);
-    for (;;) {
-      const base = slotBase(slot);
-      const tag = Atomics.load(words, base + S_TAG);
-      const state = tag & STATE_MASK;
-      if (state !== STATE_LIVE) {
-        Atomics.store(words, base + S_KEY_LO, lo);
-        Atomics.store(words, base + S_KEY_HI, hi);
-        Atomics.store(words, base + S_OWNER, owner | 0);
-        Atomics.store(words, base + S_TAG, nextTag(tag, STATE_LIVE));
-        if (state === STATE_TOMBSTONE) Atomics.sub(words, H_TOMB_COUNT, 1);
-        Atomics.add(words, H_LIVE_COUNT, 1);
-        return;
-      }
-      slot = (slot + 1) & this.mask;
-    }
+    let slot = home;
+    while ((words[slotBase(slot) + S_TAG]! & STATE_MASK) === STATE_LIVE) slot = (slot + 1) & this.mask;
+    return slot;
   }
 
   /**
-   * Turns a LIVE slot into a tombstone, then empties the run of tombstones ending at it if the
-   * next slot is empty: a chain that reaches an empty slot stops there, so no live entry lies
-   * beyond such a run and no probe chain can break.
+   * Makes a non-LIVE slot a LIVE entry; returns the slot's previous state. Key and owner are
+   * stored before the TAG turns LIVE, all seq-cst, so a reader that sees the LIVE tag sees the
+   * whole entry, and a reader that saw the slot's previous tag notices the version change.
    */
-  private remove(slot: number): void {
+  private fill(slot: number, lo: number, hi: number, owner: number): number {
     const words = this.words;
     const base = slotBase(slot);
-    Atomics.store(words, base + S_TAG, nextTag(Atomics.load(words, base + S_TAG), STATE_TOMBSTONE));
-    Atomics.sub(words, H_LIVE_COUNT, 1);
-    Atomics.add(words, H_TOMB_COUNT, 1);
-    const next = slotBase((slot + 1) & this.mask);
-    if ((Atomics.load(words, next + S_TAG) & STATE_MASK) !== STATE_EMPTY) return;
-    let cursor = slot;
-    for (let step = 0; step < this.slotCount; step++) {
-      const at = slotBase(cursor) + S_TAG;
-      const tag = Atomics.load(words, at);
-      if ((tag & STATE_MASK) !== STATE_TOMBSTONE) return;
-      Atomics.store(words, at, nextTag(tag, STATE_EMPTY));
-      Atomics.sub(words, H_TOMB_COUNT, 1);
-      cursor = (cursor - 1) & this.mask;
-    }
+    const tag = words[base + S_TAG]!;
+    // A word that already holds the value needs no store: readers read the same value either way.
+    if (words[base + S_KEY_LO] !== lo) Atomics.store(words, base + S_KEY_LO, lo);
+    if (words[base + S_KEY_HI] !== hi) Atomics.store(words, base + S_KEY_HI, hi);
+    if (words[base + S_OWNER] !== (owner | 0)) Atomics.store(words, base + S_OWNER, owner | 0);
+    Atomics.store(words, base + S_TAG, nextTag(tag, STATE_LIVE));
+    return tag & STATE_MASK;
   }
 
   /**
-   * Re-inserts every live entry into a table without tombstones. Entries move, so the rebuild
-   * sequence is odd throughout and lock-free readers retry until it is even again.
+   * Takes a LIVE slot out; returns the change in the tombstone count. If the next slot is empty,
+   * the slot becomes empty at once together with the run of tombstones just before it: a chain
+   * that reaches an empty slot stops there, so no live entry lies beyond such a run and no probe
+   * chain can break. Otherwise it becomes a tombstone so the chain through it stays intact.
+   */
+  private remove(slot: number): number {
+    const words = this.words;
+    const at = slotBase(slot) + S_TAG;
+    if ((words[slotBase((slot + 1) & this.mask) + S_TAG]! & STATE_MASK) !== STATE_EMPTY) {
+      Atomics.store(words, at, nextTag(words[at]!, STATE_TOMBSTONE));
+      return 1;
+    }
+    Atomics.store(words, at, nextTag(words[at]!, STATE_EMPTY));
+    let delta = 0;
+    let cursor = (slot - 1) & this.mask;
+    for (let step = 1; step < this.slotCount; step++) {
+      const before = slotBase(cursor) + S_TAG;
+      const tag = words[before]!;
+      if ((tag & STATE_MASK) !== STATE_TOMBSTONE) break;
+      Atomics.store(words, before, nextTag(tag, STATE_EMPTY));
+      delta--;
+      cursor = (cursor - 1) & this.mask;
+    }
+    return delta;
+  }
+
+  /**
+   * Re-inserts every live entry into a table without tombstones and sets the tombstone count to
+   * 0 (the live count is unchanged). Entries move, so the rebuild sequence is odd throughout and
+   * lock-free readers retry until it is even again; every store is seq-cst so that a reader that
+   * sees the sequence unchanged saw none of them.
    */
   private rebuild(): void {
     const words = this.words;
-    const live = Atomics.load(words, H_LIVE_COUNT);
+    const live = words[H_LIVE_COUNT]!;
     const keptLo = new Int32Array(live);
     const keptHi = new Int32Array(live);
     const keptOwner = new Int32Array(live);
@@ -383,44 +443,23 @@ export class InflightTargetSet {
     Atomics.add(words, H_REBUILD_SEQ, 1);
     for (let slot = 0; slot < this.slotCount; slot++) {
       const base = slotBase(slot);
-      const tag = Atomics.load(words, base + S_TAG);
+      const tag = words[base + S_TAG]!;
       const state = tag & STATE_MASK;
       if (state === STATE_LIVE) {
-        keptLo[kept] = Atomics.load(words, base + S_KEY_LO);
-        keptHi[kept] = Atomics.load(words, base + S_KEY_HI);
-        keptOwner[kept] = Atomics.load(words, base + S_OWNER);
+        keptLo[kept] = words[base + S_KEY_LO]!;
+        keptHi[kept] = words[base + S_KEY_HI]!;
+        keptOwner[kept] = words[base + S_OWNER]!;
         kept++;
       }
       if (state !== STATE_EMPTY) Atomics.store(words, base + S_TAG, nextTag(tag, STATE_EMPTY));
     }
-    Atomics.store(words, H_LIVE_COUNT, 0);
     Atomics.store(words, H_TOMB_COUNT, 0);
-    for (let i = 0; i < kept; i++) this.insert(keptLo[i]!, keptHi[i]!, keptOwner[i]!);
-    Atomics.add(words, H_REBUILD_SEQ, 1);
-  }
-
-  /** Takes the writer mutex within `waitMs`; false on timeout. */
-  private lock(waitMs: number): boolean {
-    const words = this.words;
-    if (Atomics.compareExchange(words, H_MUTEX, MUTEX_FREE, MUTEX_HELD) === MUTEX_FREE) return true;
-    const deadline = performance.now() + waitMs;
-    for (let spins = 1; ; spins++) {
-      if (Atomics.load(words, H_MUTEX) === MUTEX_FREE && Atomics.compareExchange(words, H_MUTEX, MUTEX_FREE, MUTEX_HELD) === MUTEX_FREE) {
-        return true;
-      }
-      if (!isMainThread && spins >= SPINS_BEFORE_SLEEP) {
-        // Mark the mutex contended so the holder's unlock wakes us; we may own it right away.
-        if (Atomics.exchange(words, H_MUTEX, MUTEX_CONTENDED) === MUTEX_FREE) return true;
-        Atomics.wait(words, H_MUTEX, MUTEX_CONTENDED, SLEEP_SLICE_MS);
-        if (performance.now() > deadline) return false;
-      } else if (spins % SPINS_PER_CLOCK_READ === 0 && performance.now() > deadline) {
-        return false;
-      }
+    for (let i = 0; i < kept; i++) {
+      const lo = keptLo[i]!;
+      const hi = keptHi[i]!;
+      this.fill(this.firstFree(homeSlotOf(lo, hi, this.mask)), lo, hi, keptOwner[i]! >>> 0);
     }
-  }
-
-  private unlock(): void {
-    if (Atomics.exchange(this.words, H_MUTEX, MUTEX_FREE) === MUTEX_CONTENDED) Atomics.notify(this.words, H_MUTEX, 1);
+    Atomics.add(words, H_REBUILD_SEQ, 1);
   }
 }
 

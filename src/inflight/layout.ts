@@ -1,6 +1,8 @@
 /**
  * Memory layout of the shared in-flight target set. Every index into the buffer is named here;
- * `InflightTargetSet` is the only code that reads or writes the buffer, always through `Atomics`.
+ * `InflightTargetSet` (with its `writer-mutex.ts`) is the only code that reads or writes the
+ * buffer. Lock-free readers go through `Atomics`; under the writer mutex reads are plain and only
+ * the writes a lock-free reader can observe are `Atomics.store` (see docs/inflight.md).
  *
  * The buffer is one `Int32Array`: a 16-word header, then `slotCount` slots of 4 words each.
  *
@@ -19,11 +21,12 @@
  *      +----------------------------+-------------+-------------+---------------+
  * ```
  *
- * Why two 32-bit halves instead of a `BigUint64Array`: `Atomics.load` on a BigUint64Array
- * allocates a BigInt per probe, which dominates the cost of a lookup. A reader makes the two-word
- * read consistent with the slot's TAG instead: the TAG's version changes on every state change of
- * the slot, and writers only touch KEY/OWNER while the slot is not LIVE, so "same TAG before and
- * after reading the key" means the key belongs to that LIVE entry.
+ * Why two 32-bit halves instead of a `BigUint64Array`: reading a BigUint64Array element yields a
+ * heap BigInt per probe, which would dominate the cost of a lookup; two Int32 words compare as
+ * plain numbers. A lock-free reader makes the two-word read consistent with the slot's TAG: the
+ * TAG's version changes on every state change of the slot, and writers only touch KEY/OWNER while
+ * the slot is not LIVE, with seq-cst stores ordered after the TAG change that left LIVE, so "same
+ * TAG before and after reading the key" means the key belongs to that LIVE entry.
  */
 
 /** "SYMF" in ASCII: `attach()` refuses a buffer that was not made by `InflightTargetSet.create`. */

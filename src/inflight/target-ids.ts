@@ -5,21 +5,48 @@
 import { InvalidJobError } from '../errors.js';
 import { describeValue, invalidOption } from '../config/values.js';
 
-export const MAX_TARGET_ID = (1n << 64n) - 1n;
 const MAX_OWNER = 0xffff_ffff;
 /** Above this group size, duplicate detection uses a Set instead of pairwise comparison. */
 const PAIRWISE_DUPLICATE_LIMIT = 64;
 
-/** Reusable scratch for split halves: grows to the largest group seen, never shrinks. */
+/**
+ * Conversion view for splitting a bigint without BigInt arithmetic: storing into a BigUint64Array
+ * and reading the two Int32 words back costs no allocation, whereas `t >> 32n` allocates a BigInt
+ * per target. Module-level and used synchronously, so one view serves every instance in a thread.
+ */
+const wide = new BigUint64Array(1);
+const halves = new Int32Array(wide.buffer);
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const LO_WORD = LITTLE_ENDIAN ? 0 : 1;
+const HI_WORD = LITTLE_ENDIAN ? 1 : 0;
+
+/**
+ * Whether `target` is a bigint in 1..2^64−1; on true its halves are in `halves[LO_WORD]` and
+ * `halves[HI_WORD]`. Two comparisons with literal bigints allocate nothing (unlike
+ * `BigInt.asUintN(64, t) === t`, which materialises a second BigInt and so feeds the GC).
+ */
+function loadTarget(target: unknown): target is bigint {
+  if (typeof target !== 'bigint' || target <= 0n || target >= 0x1_0000_0000_0000_0000n) return false;
+  wide[0] = target;
+  return true;
+}
+
+/**
+ * Reusable scratch for split halves and home slots: grows to the largest group seen, never
+ * shrinks, so a group call allocates nothing.
+ */
 export class SplitTargets {
   lo = new Int32Array(64);
   hi = new Int32Array(64);
+  /** Home slot of each member for the table mask passed to `split`. */
+  home = new Int32Array(64);
 
   /**
    * Validates `targets` (an array of distinct bigints in 1..2^64−1) and writes their halves into
-   * `lo`/`hi`. Returns the count. Throws `InvalidJobError` naming the first bad entry.
+   * `lo`/`hi` and their home slots (for `mask`) into `home`. Returns the count. Throws
+   * `InvalidJobError` naming the first bad entry.
    */
-  split(targets: readonly bigint[]): number {
+  split(targets: readonly bigint[], mask: number): number {
     if (!Array.isArray(targets)) {
       throw new InvalidJobError('a target group must be an array of bigint target ids', { targets: describeValue(targets) });
     }
@@ -29,22 +56,29 @@ export class SplitTargets {
       while (size < n) size *= 2;
       this.lo = new Int32Array(size);
       this.hi = new Int32Array(size);
+      this.home = new Int32Array(size);
     }
+    const { lo, hi, home } = this;
     for (let i = 0; i < n; i++) {
       const target = targets[i];
-      if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET_ID) {
+      if (!loadTarget(target)) {
         throw new InvalidJobError(`target id at index ${i} must be a bigint in 1..2^64-1, got ${describeTarget(target)}`, {
           index: i,
           target: describeTarget(target),
         });
       }
-      this.lo[i] = Number(BigInt.asUintN(32, target)) | 0;
-      this.hi[i] = Number(target >> 32n) | 0;
+      const l = halves[LO_WORD]!;
+      const h = halves[HI_WORD]!;
+      lo[i] = l;
+      hi[i] = h;
+      home[i] = homeSlotOf(l, h, mask);
     }
     if (n <= PAIRWISE_DUPLICATE_LIMIT) {
       for (let i = 1; i < n; i++) {
+        const l = lo[i];
+        const h = hi[i];
         for (let j = 0; j < i; j++) {
-          if (this.lo[i] === this.lo[j] && this.hi[i] === this.hi[j]) throw duplicate(targets, i);
+          if (l === lo[j] && h === hi[j]) throw duplicate(targets, i);
         }
       }
     } else if (new Set(targets).size !== n) {
@@ -67,12 +101,12 @@ export function checkOwner(owner: number): void {
 
 /** Halves of one target id, validated; for single-target reads. */
 export function splitOne(target: bigint): [lo: number, hi: number] {
-  if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET_ID) {
+  if (!loadTarget(target)) {
     throw new InvalidJobError(`target id must be a bigint in 1..2^64-1, got ${describeTarget(target)}`, {
       target: describeTarget(target),
     });
   }
-  return [Number(BigInt.asUintN(32, target)) | 0, Number(target >> 32n) | 0];
+  return [halves[LO_WORD]!, halves[HI_WORD]!];
 }
 
 /**

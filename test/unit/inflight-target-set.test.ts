@@ -101,6 +101,25 @@ describe('InflightTargetSet', () => {
     expect(set.stats()).toMatchObject({ size: 0, tombstones: 0 });
   });
 
+  it('gives every member of one group that shares a probe chain its own slot, tombstones included', () => {
+    const set = InflightTargetSet.create(16);
+    const { slotCount } = set.stats();
+    const [a, b, c, d, e] = collidingTargets(slotCount, 5, 5);
+    expect(set.tryReserveGroup([a!, b!], 1)).toBe(true);
+    expect(set.releaseGroup([a!], 1)).toBe(1);
+    expect(set.stats().tombstones).toBe(1);
+    // c, d and e all find the chain's first free slot (a's tombstone) while they are checked;
+    // only the first of them may take it, the others must go further down the chain.
+    expect(set.tryReserveGroup([c!, d!, e!], 2)).toBe(true);
+    expect(set.stats()).toMatchObject({ size: 4, tombstones: 0 });
+    expect([b, c, d, e].map((t) => set.ownerOf(t!))).toEqual([1, 2, 2, 2]);
+    expect(set.has(a!)).toBe(false);
+    expect(set.releaseGroup([c!, d!, e!, b!], 2)).toBe(3);
+    expect(set.ownerOf(b!)).toBe(1);
+    expect(set.releaseGroup([b!], 1)).toBe(1);
+    expect(set.stats()).toMatchObject({ size: 0, tombstones: 0 });
+  });
+
   it('rebuilds without tombstones when they would crowd out empty slots, keeping every entry', () => {
     const set = InflightTargetSet.create(6);
     const { slotCount } = set.stats();
