@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { invalidOption } from '../../config/values.js';
 import type { FsLayer } from '../../fs/fs-layer.js';
-import type { FileBarrierStrategy } from '../../lease/durability-batch.js';
+import type { FileBarrierStrategy } from '../../fs/durable-files.js';
 import type { LeaseOperation, OperationOutcome } from '../../lease/lease-operation.js';
 import type { TargetLeaseStore, WorkLeaseStore } from '../../lease/lease-store.js';
 import type { PublicationJob } from '../file-publication.js';
