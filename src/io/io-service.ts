@@ -6,8 +6,9 @@
  * Request flow. `submit()` puts a request into a bounded queue (callers wait while it is full).
  * One loop takes every queued request that may share a group commit (`createBatchAdmitter`: a
  * request touching a record already in the batch waits for the next batch, keeping its place),
- * plans each request's lease operations (bad input fails that request alone, before any I/O),
- * then runs the batch:
+ * plans each request through its kind (`requests/`, one file per kind, listed in
+ * `requests/registry.ts`; bad input fails that request alone, before any I/O), then runs the
+ * batch:
  *
  *   target ops ──► one durability batch of the target table ─┐
  *   work ops   ──► one durability batch of the work table   ─┼─ concurrently; each: locks
