@@ -10,6 +10,8 @@
  * Content is durable before its name exists (2 before 3), and every name is durable before the
  * request is answered (4). A final name that already exists is refused before anything is written
  * (AFL names are unique; overwriting one would change an entry AFL may already have imported).
+ * Steps 1, 2 and 4 are the shared durable-file steps (src/fs/durable-files.ts), run over the
+ * whole batch at once.
  *
  * Failure contract, per request: a failure in 1 fails that request only (its temps are removed);
  * a failure of the shared file barrier fails every request of the batch (their content is not
@@ -17,11 +19,10 @@
  * they published are unlinked again (they did not exist before), so no final name survives from a
  * failed request and the directory holds exactly what it held before it.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { PublishError } from '../errors.js';
-import type { FileBarrierStrategy } from '../lease/durability-batch.js';
 import { currentWriterTagText } from '../lease/temp-writer.js';
+import { barrierDirectories, barrierFiles, createTempFile, type FileBarrierStrategy } from '../fs/durable-files.js';
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import type { PublishedFile } from './io-requests.js';
 
@@ -52,7 +53,6 @@ export interface PublicationReport {
   readonly directoryBarriers: number;
 }
 
-const TEMP_FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
 let tempSeq = 0;
 
 interface Staged {
@@ -112,13 +112,17 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
         }
         for (const [i, file] of job.files.entries()) {
           if (!fresh.has(i)) continue;
-          const staged: Staged = { temp: path.join(state.dir, `.symfence-io-${TEMP_TAG}-${++tempSeq}.tmp`), final: path.join(state.dir, names[i]!) };
-          staged.fd = await fsLayer.open(staged.temp, TEMP_FLAGS, 0o644);
-          state.staged.push(staged);
-          await fsLayer.writeAll(staged.fd, file.bytes);
+          const temp = path.join(state.dir, `.symfence-io-${TEMP_TAG}-${++tempSeq}.tmp`);
+          let fd: number;
+          try {
+            fd = await createTempFile(fsLayer, temp, file.bytes, 0o644);
+          } catch (error) {
+            throw publishError('stage', temp, error);
+          }
+          state.staged.push({ temp, final: path.join(state.dir, names[i]!), fd });
         }
       } catch (error) {
-        state.error = error instanceof PublishError ? error : publishError('stage', state.staged.at(-1)?.temp ?? state.dir, error);
+        state.error = error instanceof PublishError ? error : publishError('stage', state.dir, error);
       }
     }),
   );
@@ -126,21 +130,9 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
   // 2. file barrier: one pass for every temp still alive.
   const live = states.filter((s) => s.error === null && s.staged.length > 0);
   const fds = live.flatMap((s) => s.staged.map((st) => st.fd!));
-  if (fds.length > 0) {
-    try {
-      if (fileBarrier === 'syncfs') {
-        fileBarriers += 1;
-        await fsLayer.syncfs(fds[0]!);
-      } else {
-        fileBarriers += fds.length;
-        const results = await Promise.allSettled(fds.map((fd) => fsLayer.fsync(fd)));
-        const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
-        if (failed) throw failed.reason;
-      }
-    } catch (error) {
-      for (const state of live) state.error = publishError('file-barrier', state.dir, error);
-    }
-  }
+  const pass = await barrierFiles(fsLayer, fileBarrier, fds);
+  fileBarriers += pass.barriers;
+  if (pass.failure) for (const state of live) state.error = publishError('file-barrier', state.dir, pass.failure.reason);
   await closeAll(fsLayer, states);
 
   // 3. publish, in order per job; 4. one directory barrier per touched directory.
@@ -159,7 +151,7 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
     }
   }
   const dirs = [...new Set(states.filter((s) => s.error === null && (s.published.length > 0 || s.alwaysBarrier)).map((s) => s.dir))].sort();
-  const dirResults = await Promise.allSettled(dirs.map((dir) => fsLayer.syncDirectory(dir)));
+  const dirResults = await barrierDirectories(fsLayer, dirs);
   directoryBarriers += dirs.length;
   dirs.forEach((dir, i) => {
     const result = dirResults[i]!;

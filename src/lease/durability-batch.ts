@@ -24,16 +24,15 @@
  * the restore itself went through; if not, leftover records carry a token nobody received and
  * expire after their TTL).
  */
-import fs from 'node:fs';
 import { leaseIoError } from './lease-io-error.js';
+import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../fs/durable-files.js';
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-store.js';
 
-/** How temp-file content is made durable before publication. */
-export type FileBarrierStrategy = 'fsync' | 'syncfs';
+export type { FileBarrierStrategy } from '../fs/durable-files.js';
 /** `batched`: one directory barrier per touched shard. `scalar`: one per rename/unlink. */
 export type DirectoryBarrierMode = 'batched' | 'scalar';
 
@@ -76,7 +75,6 @@ interface Mutation {
   temp?: string;
 }
 
-const TEMP_FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
 const RECORD_MODE = 0o644;
 
 type BatchState = 'open' | 'committed' | 'failed' | 'released';
@@ -231,7 +229,7 @@ export class DurabilityBatch {
       }
     }
     if (this.ctx.directoryBarrier === 'batched') {
-      const results = await Promise.allSettled(directories.map((dir) => this.ctx.fsLayer.syncDirectory(dir)));
+      const results = await barrierDirectories(this.ctx.fsLayer, directories);
       directoryBarriers += directories.length;
       const failedIndex = results.findIndex((r) => r.status === 'rejected');
       if (failedIndex >= 0) {
@@ -272,34 +270,24 @@ export class DurabilityBatch {
       const opened = await Promise.allSettled(
         writes.map(async (m) => {
           const temp = layout.tempPath(m.id);
-          const fd = await fsLayer.open(temp, TEMP_FLAGS, RECORD_MODE);
+          // A temp whose write failed is already removed; one that was never opened is not ours.
+          const fd = await createTempFile(fsLayer, temp, m.next!.bytes, RECORD_MODE);
           m.temp = temp;
           fds.push(fd);
-          await fsLayer.writeAll(fd, m.next!.bytes);
         }),
       );
       const failed = opened.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
       if (failed) throw failed.reason;
       step = 'file-barrier';
-      let barriers = 0;
-      if (fds.length > 0) {
-        if (this.ctx.fileBarrier === 'syncfs') {
-          barriers = 1;
-          await fsLayer.syncfs(fds[0]!);
-        } else {
-          barriers = fds.length;
-          const synced = await Promise.allSettled(fds.map((fd) => fsLayer.fsync(fd)));
-          const syncFailed = synced.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
-          if (syncFailed) throw syncFailed.reason;
-        }
-      }
+      const pass = await barrierFiles(fsLayer, this.ctx.fileBarrier, fds);
+      if (pass.failure) throw pass.failure.reason;
       step = 'close';
-      const closes = await Promise.allSettled(fds.splice(0).map((fd) => fsLayer.close(fd)));
+      const closes = await closeFiles(fsLayer, fds.splice(0));
       const closeFailed = closes.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
       if (closeFailed) throw closeFailed.reason;
-      return barriers;
+      return pass.barriers;
     } catch (error) {
-      await Promise.allSettled(fds.map((fd) => fsLayer.close(fd)));
+      await closeFiles(fsLayer, fds);
       await this.removeTemps(list);
       this.state = 'failed';
         throw leaseIoError(`lease write failed during ${step}: ${(error as Error).message}; nothing was published`, {
@@ -351,19 +339,11 @@ export class DurabilityBatch {
         }
         continue;
       }
-      const temp = layout.tempPath(mutation.id);
-      let fd: number | undefined;
       try {
-        fd = await fsLayer.open(temp, TEMP_FLAGS, RECORD_MODE);
-        await fsLayer.writeAll(fd, mutation.previous);
-        await fsLayer.fsync(fd);
-        await fsLayer.close(fd);
-        fd = undefined;
-        await fsLayer.rename(temp, mutation.recordPath);
+        // The exact previous bytes, durable before they take the record's name again.
+        await replaceFileDurably(fsLayer, layout.tempPath(mutation.id), mutation.recordPath, mutation.previous, RECORD_MODE);
       } catch {
         ok = false;
-        if (fd !== undefined) await fsLayer.close(fd).catch(() => undefined);
-        await fsLayer.unlink(temp).catch(() => undefined);
       }
     }
     for (const dir of dirs) {

@@ -4,11 +4,13 @@
  * durable before the call resolves. AFL++ reads a peer's `id:` entries as soon as it sees them, so
  * a name must never point at a partial file, not even after a crash.
  *
- * `FsDirectWriter` does this with plain fs calls in the coordinator's thread; the I/O thread
+ * `FsDirectWriter` does this in the coordinator's thread, through the injectable fs layer and the
+ * shared durable-file steps (src/fs/durable-files.ts), one file at a time; the I/O thread
  * implements the same port when it owns every durable mutation.
  */
-import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
+import { createTempFile } from '../fs/durable-files.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 
 export interface DurableFile {
   /** Final name inside the directory (must not start with `.`). */
@@ -36,58 +38,76 @@ export interface BarrierOps {
   fsyncDir(dir: string): Promise<void>;
 }
 
+/** The real barriers, on the real filesystem. */
 export const realBarriers: BarrierOps = {
   fsyncFile: (handle) => handle.sync(),
-  async fsyncDir(dir) {
-    const handle = await open(dir, 'r');
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-  },
+  fsyncDir: (dir) => nodeFsLayer.syncDirectory(dir),
 };
 
 let stagingSeq = 0;
 
 export class FsDirectWriter implements DurableWriter {
   readonly #barriers: BarrierOps;
+  readonly #fsLayer: FsLayer;
 
-  constructor(barriers: BarrierOps = realBarriers) {
-    this.#barriers = barriers;
+  /** `barriers` default: the barriers of `fsLayer` (default: the real filesystem). */
+  constructor(barriers?: BarrierOps, fsLayer: FsLayer = nodeFsLayer) {
+    this.#fsLayer = fsLayer;
+    this.#barriers = barriers ?? { fsyncFile: (handle) => handle.sync(), fsyncDir: (dir) => fsLayer.syncDirectory(dir) };
   }
 
   async ensureDir(dir: string): Promise<void> {
-    await mkdir(dir, { recursive: true });
+    await makeDirectories(this.#fsLayer, path.resolve(dir));
     await this.#barriers.fsyncDir(path.dirname(dir));
   }
 
   async list(dir: string): Promise<string[]> {
-    return readdir(dir);
+    return this.#fsLayer.readdir(dir);
   }
 
   async publish(dir: string, files: readonly DurableFile[]): Promise<void> {
     if (files.length === 0) return;
+    const fsLayer = this.#fsLayer;
     const staged: Array<{ staging: string; final: string }> = [];
     try {
       for (const file of files) {
         if (file.name.startsWith('.') || file.name.includes('/')) throw new Error(`invalid published name ${JSON.stringify(file.name)}`);
         // Hidden and never `id:`-prefixed: AFL's sync ignores it while it is incomplete.
         const staging = path.join(dir, `.symfence-publish-${process.pid}-${++stagingSeq}.tmp`);
+        const fd = await createTempFile(fsLayer, staging, file.bytes);
         staged.push({ staging, final: path.join(dir, file.name) });
-        const handle = await open(staging, 'wx');
         try {
-          await handle.writeFile(file.bytes);
-          await this.#barriers.fsyncFile(handle);
+          await this.#barriers.fsyncFile({ sync: () => fsLayer.fsync(fd) });
         } finally {
-          await handle.close();
+          await fsLayer.close(fd);
         }
       }
-      for (const { staging, final } of staged) await rename(staging, final);
+      // Every content barrier is done before the first name appears.
+      for (const { staging, final } of staged) await fsLayer.rename(staging, final);
       await this.#barriers.fsyncDir(dir);
     } catch (error) {
-      await Promise.all(staged.map(({ staging }) => unlink(staging).catch(() => {})));
+      await Promise.all(staged.map(({ staging }) => fsLayer.unlink(staging).catch(() => {})));
       throw error;
+    }
+  }
+}
+
+/** `mkdir -p` through the fs layer. */
+async function makeDirectories(fsLayer: FsLayer, dir: string): Promise<void> {
+  try {
+    await fsLayer.mkdir(dir);
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === 'EEXIST') {
+      if ((await fsLayer.lstat(dir)).isDirectory) return;
+      throw error;
+    }
+    if (code !== 'ENOENT' || path.dirname(dir) === dir) throw error;
+    await makeDirectories(fsLayer, path.dirname(dir));
+    try {
+      await fsLayer.mkdir(dir);
+    } catch (again) {
+      if (errnoCode(again) !== 'EEXIST') throw again;
     }
   }
 }

@@ -1,0 +1,100 @@
+/**
+ * The steps of a durable file write, shared by every writer that must never let a name point at
+ * partial content — lease records (src/lease/durability-batch.ts), the AFL-visible queue and
+ * staged findings (src/io/file-publication.ts) and the in-thread queue writer
+ * (src/triage/durable-writer.ts):
+ *
+ *   1. temp         create a fresh hidden temp exclusively next to the final name, write the bytes
+ *   2. file barrier make the temps' content durable (one fsync per file, or one syncfs)
+ *   3. rename       move each temp to its final name (the caller's order and undo rules)
+ *   4. dir barrier  make the new names durable (one per touched directory)
+ *
+ * Content is durable before its name exists (2 before 3), and a name is durable before the caller
+ * reports success (4 before answering). Batching callers run each step over many files at once,
+ * so the steps are separate functions; `replaceFileDurably` runs 1–3 for a single file. Everything
+ * goes through the injectable `FsLayer`, so fault injection can fail any step and look at the
+ * bytes left on disk (docs/io-thread.md "Barrier pass").
+ */
+import fs from 'node:fs';
+import type { FsLayer } from './fs-layer.js';
+
+/** How temp-file content is made durable before publication. */
+export type FileBarrierStrategy = 'fsync' | 'syncfs';
+
+/** Exclusive create, never through a symlink: a temp name is ours alone. */
+const TEMP_FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
+
+/**
+ * Step 1: creates `temp` exclusively and writes all of `bytes`; resolves to the open descriptor
+ * (the caller closes it after the file barrier). If the write fails the temp is closed and
+ * unlinked here (it is ours); if the open fails nothing was created, and the name is left alone
+ * (an `EEXIST` name belongs to someone else).
+ */
+export async function createTempFile(fsLayer: FsLayer, temp: string, bytes: Uint8Array, mode = 0o644): Promise<number> {
+  const fd = await fsLayer.open(temp, TEMP_FLAGS, mode);
+  try {
+    await fsLayer.writeAll(fd, bytes);
+    return fd;
+  } catch (error) {
+    await fsLayer.close(fd).catch(() => undefined);
+    await fsLayer.unlink(temp).catch(() => undefined);
+    throw error;
+  }
+}
+
+/** What a file barrier pass did: barriers issued, and the first failure (null = all durable). */
+export interface FileBarrierPass {
+  readonly barriers: number;
+  readonly failure: { readonly reason: unknown } | null;
+}
+
+/**
+ * Step 2: one barrier pass over every descriptor — one `syncfs` for the filesystem, or one
+ * `fsync` per file issued in parallel (all are awaited before a failure is reported, so no
+ * barrier is still running when the caller starts undoing). Never rejects.
+ */
+export async function barrierFiles(fsLayer: FsLayer, strategy: FileBarrierStrategy, fds: readonly number[]): Promise<FileBarrierPass> {
+  if (fds.length === 0) return { barriers: 0, failure: null };
+  if (strategy === 'syncfs') {
+    try {
+      await fsLayer.syncfs(fds[0]!);
+      return { barriers: 1, failure: null };
+    } catch (reason) {
+      return { barriers: 1, failure: { reason } };
+    }
+  }
+  const results = await Promise.allSettled(fds.map((fd) => fsLayer.fsync(fd)));
+  const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+  return { barriers: fds.length, failure: failed ? { reason: failed.reason } : null };
+}
+
+/** Closes every descriptor in parallel; resolves with each close's outcome, in order. */
+export function closeFiles(fsLayer: FsLayer, fds: readonly number[]): Promise<PromiseSettledResult<void>[]> {
+  return Promise.allSettled(fds.map((fd) => fsLayer.close(fd)));
+}
+
+/** Step 4: one barrier per directory, in parallel; resolves with each outcome, in order. */
+export function barrierDirectories(fsLayer: FsLayer, dirs: readonly string[]): Promise<PromiseSettledResult<void>[]> {
+  return Promise.allSettled(dirs.map((dir) => fsLayer.syncDirectory(dir)));
+}
+
+/**
+ * Steps 1–3 for one file: `bytes` reach `final` only after they are durable in `temp`, and an
+ * existing `final` is replaced atomically. On failure the temp is closed and removed and `final`
+ * is untouched (unless the rename itself failed after taking effect). The directory barrier is
+ * the caller's: it usually covers several files.
+ */
+export async function replaceFileDurably(fsLayer: FsLayer, temp: string, final: string, bytes: Uint8Array, mode = 0o644): Promise<void> {
+  const fd = await createTempFile(fsLayer, temp, bytes, mode);
+  let open = true;
+  try {
+    await fsLayer.fsync(fd);
+    open = false;
+    await fsLayer.close(fd);
+    await fsLayer.rename(temp, final);
+  } catch (error) {
+    if (open) await fsLayer.close(fd).catch(() => undefined);
+    await fsLayer.unlink(temp).catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Target claims with mirror coherence, shared by `claimGroup` and `claimGroups`: every operation
+ * is planned (validated) first, so a bad group rejects the request before anything is reserved;
+ * then each group is reserved locally in the in-flight mirror, and settled after the commit.
+ */
+import { toErrorData } from '../../errors.js';
+import { invalidOption } from '../../config/values.js';
+import type { LeaseOperation, OperationOutcome } from '../../lease/lease-operation.js';
+import type { GroupClaimResult } from '../../lease/lease-results.js';
+import type { BatchClaimResult, GroupClaimRequest } from '../io-requests.js';
+import type { PlanContext } from './request-kind.js';
+
+export interface PlannedClaims {
+  readonly ops: LeaseOperation<unknown>[];
+  /** Per group: the claim's result, or (I/O failure, lock timeout) a `failed` entry and its error. */
+  finish(outcomes: readonly OperationOutcome<unknown>[]): { results: BatchClaimResult[]; errors: unknown[] };
+}
+
+export function planTargetClaims(groups: readonly GroupClaimRequest[], nowMs: number, ctx: PlanContext): PlannedClaims {
+  const store = ctx.targetStore();
+  const planned = groups.map((g) => {
+    const mirrorOwner = checkMirrorOwner(g?.mirrorOwner);
+    return { group: g, mirrorOwner, op: store.planClaimGroup(g.targets, g.payload, { owner: ctx.coordinatorId, worker: mirrorOwner, nowMs }) };
+  });
+  const prepared = planned.map((p) => ({ ...p, local: ctx.mirror.prepareClaim(p.group.targets, p.mirrorOwner) }));
+  const ops = prepared.filter((p) => p.local.ok).map((p) => p.op as LeaseOperation<unknown>);
+  return {
+    ops,
+    finish: (outcomes) => {
+      let next = 0;
+      const results: BatchClaimResult[] = [];
+      const errors: unknown[] = [];
+      for (const p of prepared) {
+        if (!p.local.ok) {
+          results.push(p.local);
+          errors.push(undefined);
+          continue;
+        }
+        const outcome = outcomes[next++];
+        const result = outcome?.ok ? (outcome.value as GroupClaimResult) : undefined;
+        ctx.mirror.settleClaim(p.group.targets, p.mirrorOwner, p.local.selfReserved, result, nowMs);
+        if (result) {
+          results.push(result);
+          errors.push(undefined);
+          continue;
+        }
+        const error = outcome ? (outcome as { error: unknown }).error : new Error('I/O service lost a claim outcome');
+        const data = toErrorData(error);
+        results.push({ ok: false, reason: 'failed', code: data.code, message: data.message });
+        errors.push(error);
+      }
+      return { results, errors };
+    },
+  };
+}
+
+function checkMirrorOwner(owner: unknown): number {
+  if (typeof owner !== 'number' || !Number.isInteger(owner) || owner < 1 || owner > 0xffff_ffff) {
+    throw invalidOption('mirrorOwner', 'an integer in 1..2^32−1 (the in-flight set owner number)', owner);
+  }
+  return owner;
+}

@@ -1,0 +1,87 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { barrierFiles, createTempFile, replaceFileDurably } from '../../src/fs/durable-files.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
+import { FsDirectWriter } from '../../src/triage/durable-writer.js';
+
+const dirs: string[] = [];
+function tmp(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'symfence-durable-'));
+  dirs.push(dir);
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
+
+describe('durable-file steps', () => {
+  it('replaces a file only after its new content passed a file barrier', async () => {
+    const dir = tmp();
+    const final = path.join(dir, 'record');
+    writeFileSync(final, 'old');
+    const fsLayer = new FaultInjectingFsLayer();
+    let fileBarriersAtRename = -1;
+    fsLayer.hook({ op: 'rename', run: () => void (fileBarriersAtRename = fsLayer.barriers().file) });
+    await replaceFileDurably(fsLayer, path.join(dir, '.record.tmp'), final, bytes('new'));
+    expect(fileBarriersAtRename).toBe(1);
+    expect(readFileSync(final, 'utf8')).toBe('new');
+    expect(readdirSync(dir)).toEqual(['record']);
+  });
+
+  it('leaves the exact previous bytes and no temp when the file barrier fails', async () => {
+    const dir = tmp();
+    const final = path.join(dir, 'record');
+    writeFileSync(final, 'previous bytes');
+    const fsLayer = new FaultInjectingFsLayer();
+    fsLayer.fail({ op: 'fsync', code: 'EIO' });
+    await expect(replaceFileDurably(fsLayer, path.join(dir, '.record.tmp'), final, bytes('new'))).rejects.toMatchObject({ code: 'EIO' });
+    expect(readFileSync(final, 'utf8')).toBe('previous bytes');
+    expect(readdirSync(dir)).toEqual(['record']);
+  });
+
+  it('removes a temp whose write failed, and never touches a name another writer created', async () => {
+    const dir = tmp();
+    const fsLayer = new FaultInjectingFsLayer();
+    fsLayer.fail({ op: 'write', code: 'ENOSPC' });
+    await expect(createTempFile(fsLayer, path.join(dir, '.a.tmp'), bytes('a'))).rejects.toMatchObject({ code: 'ENOSPC' });
+    expect(readdirSync(dir)).toEqual([]);
+    writeFileSync(path.join(dir, '.b.tmp'), 'theirs');
+    await expect(createTempFile(fsLayer, path.join(dir, '.b.tmp'), bytes('mine'))).rejects.toMatchObject({ code: 'EEXIST' });
+    expect(readFileSync(path.join(dir, '.b.tmp'), 'utf8')).toBe('theirs');
+  });
+
+  it('reports a failed fsync pass after every barrier settled, counting one barrier per file', async () => {
+    const dir = tmp();
+    const fsLayer = new FaultInjectingFsLayer();
+    const fds = [await createTempFile(fsLayer, path.join(dir, '.a.tmp'), bytes('a')), await createTempFile(fsLayer, path.join(dir, '.b.tmp'), bytes('b'))];
+    fsLayer.fail({ op: 'fsync', path: '.a.tmp', code: 'EIO' });
+    const pass = await barrierFiles(fsLayer, 'fsync', fds);
+    expect(pass.barriers).toBe(2);
+    expect(pass.failure?.reason).toMatchObject({ code: 'EIO' });
+    expect(fsLayer.count('fsync')).toBe(2);
+    for (const fd of fds) await fsLayer.close(fd);
+  });
+});
+
+describe('FsDirectWriter through the fs layer', () => {
+  it('names no file before every file of the batch is durable, and leaves no staging file when a rename fails', async () => {
+    const dir = tmp();
+    const fsLayer = new FaultInjectingFsLayer();
+    const writer = new FsDirectWriter(undefined, fsLayer);
+    let fileBarriersAtFirstRename = -1;
+    fsLayer.hook({ op: 'rename', nth: 1, run: () => void (fileBarriersAtFirstRename = fsLayer.barriers().file) });
+    await writer.publish(dir, [{ name: 'id:000000', bytes: bytes('a') }, { name: 'id:000001', bytes: bytes('b') }]);
+    expect(fileBarriersAtFirstRename).toBe(2);
+    expect(fsLayer.barriers().directory).toBe(1);
+    expect(readdirSync(dir).sort()).toEqual(['id:000000', 'id:000001']);
+
+    fsLayer.fail({ op: 'rename', path: 'id:000002', code: 'EIO' });
+    await expect(writer.publish(dir, [{ name: 'id:000002', bytes: bytes('c') }])).rejects.toMatchObject({ code: 'EIO' });
+    expect(readdirSync(dir).sort()).toEqual(['id:000000', 'id:000001']);
+    expect(readFileSync(path.join(dir, 'id:000001'), 'utf8')).toBe('b');
+  });
+});
