@@ -11,7 +11,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Admission } from '../src/scheduler/admission.js';
-import type { SharedClaimOutcome, SharedTargetClaims } from '../src/scheduler/admission-ports.js';
+import type { ClaimOutcome, SharedTargetClaims } from '../src/scheduler/admission-ports.js';
 import type { LaneName, Proposal } from '../src/scheduler/lanes/lane.js';
 import { MapLocalReservations } from '../src/scheduler/map-local-reservations.js';
 import { targetGroup } from '../src/scheduler/replay-job.js';
@@ -54,9 +54,9 @@ class RandomSharedTable implements SharedTargetClaims {
   calls = 0;
   #tokens = 0;
   constructor(private readonly random: () => number) {}
-  async claimGroups(groups: readonly (readonly bigint[])[]): Promise<readonly SharedClaimOutcome[]> {
+  async claimGroups(groups: readonly (readonly bigint[])[]): Promise<readonly ClaimOutcome[]> {
     this.calls += 1;
-    return groups.map(() => (this.random() < reject ? { granted: false, reason: 'conflict' } : { granted: true, token: `t${++this.#tokens}` }));
+    return groups.map(() => (this.random() < reject ? { ok: false, reason: 'conflict' } : { ok: true, token: `t${++this.#tokens}` }));
   }
   async releaseGroups(): Promise<void> {}
 }
@@ -95,7 +95,7 @@ async function naiveAdmit(admission: Admission, scheduler: Scheduler, local: Map
   let admitted = 0;
   reserved.forEach((r, i) => {
     local.releaseGroup(r.group, 1); // the round is over either way: keep the next round comparable
-    if (!outcomes[i]!.granted) return;
+    if (!outcomes[i]!.ok) return;
     admitted += 1;
     byLane.set(r.p.lane, [...(byLane.get(r.p.lane) ?? []), r.p]);
   });

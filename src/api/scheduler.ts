@@ -21,7 +21,7 @@ export type { ScoringPolicy, PrefixFeatures, CstgFeatures, EdgeFeatures, Concurr
 // Admission: local reservations (the in-flight set) and shared target claims.
 export { Admission } from '../scheduler/admission.js';
 export type { AdmittedJob, AdmissionOptions, AdmissionStats } from '../scheduler/admission.js';
-export type { LocalReservations, SharedTargetClaims, SharedClaimOutcome } from '../scheduler/admission-ports.js';
+export type { LocalReservations, SharedTargetClaims, ClaimOutcome } from '../scheduler/admission-ports.js';
 export { MapLocalReservations } from '../scheduler/map-local-reservations.js';
 export { InflightTargetSet } from '../inflight/inflight-target-set.js';
 export type { InflightStats, InflightSetOptions } from '../inflight/inflight-target-set.js';

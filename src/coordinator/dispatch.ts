@@ -33,7 +33,7 @@ export interface DispatchContext extends GroupReleaseContext {
   readonly stopping: () => boolean;
 }
 
-const ioFailure: ClaimOutcome = { granted: false, reason: 'error' };
+const ioFailure: ClaimOutcome = { ok: false, reason: 'error' };
 
 export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promise<ActiveJob | undefined> {
   const { job, owner } = pending.work;
@@ -67,7 +67,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
         ctx.log.error({ err: error, targets: decimal(job.group) }, 'target re-claim failed');
         claim = ioFailure;
       }
-      if (!claim.granted) {
+      if (!claim.ok) {
         if (claim.reason === 'conflict') counters.conflicts++;
         return rollback(`target group ${claim.reason}`);
       }
@@ -87,7 +87,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     ctx.log.error({ err: error, workId }, 'work lease claim failed');
     workClaim = ioFailure;
   }
-  if (!workClaim.granted) {
+  if (!workClaim.ok) {
     if (workClaim.reason === 'conflict') counters.conflicts++;
     return rollback(`work lease ${workClaim.reason}`);
   }

@@ -10,6 +10,7 @@
  * unknown — callers treat both as "not held" but count them apart.
  */
 import type { ErrorData } from '../errors.js';
+import type { ClaimOutcome } from '../lease/claim-outcome.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
 import type { CommitManifest, CommitStatus } from '../commit/commit-manifest.js';
 import type { StagedResult } from '../commit/staged-findings.js';
@@ -73,10 +74,8 @@ export interface AdmittedWork {
   readonly owner: number;
 }
 
-/** Outcome of a shared claim: a token, or why not. `error` = I/O failure, outcome unknown. */
-export type ClaimOutcome =
-  | { readonly granted: true; readonly token: string }
-  | { readonly granted: false; readonly reason: 'conflict' | 'corrupt' | 'error' | 'done' };
+/** Outcome of a claim: a token, or why not (`error` = I/O failure, outcome unknown). */
+export type { ClaimOutcome } from '../lease/claim-outcome.js';
 
 /** Exact-work lease table (FencedWorkLeaseTable). */
 export interface WorkLeasePort {
@@ -116,12 +115,8 @@ export interface TargetLeasePort {
   releaseGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
 }
 
-/** The process-local in-flight target set (InflightTargetSet) as the scheduler uses it. */
-export interface LocalReservations {
-  tryReserveGroup(targets: readonly bigint[], owner: number): boolean;
-  /** Returns how many members were released. */
-  releaseGroup(targets: readonly bigint[], owner: number): number;
-}
+/** The process-local in-flight target set (InflightTargetSet), declared with the scheduler's ports. */
+export type { LocalReservations } from '../scheduler/admission-ports.js';
 
 /** A generated input as the solver pool reports it after coverage triage. */
 export interface TriagedInput {

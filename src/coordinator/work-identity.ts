@@ -1,46 +1,30 @@
 /**
- * Exact work identity (docs/lease-format.md "Paths"): the SHA-256 of the canonical JSON of everything that decides
- * what a solver run computes — the input's digest, the primary target and the actions. The input's
- * path is deliberately not part of it: the same bytes reached through two queue entries are the
- * same work. The payload stored with a work lease carries the path as well, so another coordinator
- * can take the work over after this one dies.
+ * Exact work identity (docs/lease-format.md "Paths"): the SHA-256 of the canonical JSON
+ * (src/lease/canonical-json.ts) of everything that decides what a solver run computes — the
+ * input's digest, the primary target, the actions, and for a trace run its mode and tracer. The
+ * input's path is deliberately not part of it: the same bytes reached through two queue entries
+ * are the same work. The payload stored with a work lease (`workPayloadOf`) carries the path as
+ * well, so another coordinator can take the work over after this one dies.
  */
-import { createHash } from 'node:crypto';
 import { describeValue } from '../config/values.js';
 import { InvalidJobError } from '../errors.js';
+import type { CanonicalJsonLimits } from '../lease/canonical-json.js';
+import { workIdOf } from '../lease/identity.js';
 import type { CoordinatorJob, JobAction } from './ports.js';
 
 export const WORK_PAYLOAD_SCHEMA = 'symfence-work/1';
 
-/** Deepest nesting `canonicalJson` accepts; a work identity is 3 levels deep. */
-const MAX_IDENTITY_DEPTH = 16;
+/**
+ * How the identity is serialised for its digest. Depth: a work identity is 3 levels deep, so 16
+ * refuses hostile nesting early. `utf8`: a non-ASCII tracer id is digested as itself, the form
+ * every work id on disk was computed with.
+ */
+const IDENTITY_JSON: CanonicalJsonLimits = { maxDepth: 16, nonAscii: 'utf8' };
 /** Most actions and group members a job may carry into its identity and payload. */
 const MAX_JOB_ITEMS = 1024;
 /** Longest input path stored in a work payload (PATH_MAX). */
 const MAX_INPUT_PATH_CHARS = 4096;
 const MAX_U64_BIGINT = (1n << 64n) - 1n;
-
-/**
- * JSON with object keys sorted recursively: equal values always give equal bytes. Nesting deeper
- * than 16 levels is an `InvalidJobError` (checked while walking: no `RangeError` from the stack).
- */
-export function canonicalJson(value: unknown): string {
-  return canonicalAt(value, 1);
-}
-
-function canonicalAt(value: unknown, depth: number): string {
-  if (value === null || typeof value !== 'object') {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new InvalidJobError(`value of type ${typeof value} has no canonical JSON form`);
-    return text;
-  }
-  if (depth > MAX_IDENTITY_DEPTH) throw new InvalidJobError(`value nested deeper than ${MAX_IDENTITY_DEPTH} levels has no canonical JSON form`);
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalAt(v, depth + 1)).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalAt(v, depth + 1)}`).join(',')}}`;
-}
 
 function isBranch(value: unknown, allowZero: boolean): value is bigint {
   return typeof value === 'bigint' && value >= (allowZero ? 0n : 1n) && value <= MAX_U64_BIGINT;
@@ -76,9 +60,9 @@ function identityOf(job: CoordinatorJob): Record<string, unknown> {
   };
 }
 
-/** Lowercase hex SHA-256 of the job's canonical identity. */
+/** The job's work id: `workIdOf` (src/lease/identity.ts) of its identity — never of its payload. */
 export function jobWorkId(job: CoordinatorJob): string {
-  return createHash('sha256').update(canonicalJson(identityOf(job))).digest('hex');
+  return workIdOf(identityOf(job), IDENTITY_JSON);
 }
 
 /** What is stored with the work lease: the identity plus what a takeover needs to re-run it. */

@@ -10,7 +10,8 @@
  *   that thread mutates the queue directory.
  */
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
-import type { SharedClaimOutcome, SharedTargetClaims } from '../scheduler/admission-ports.js';
+import { groupClaimOutcome, type ClaimOutcome } from '../lease/claim-outcome.js';
+import type { SharedTargetClaims } from '../scheduler/admission-ports.js';
 import type { BatchClaimResult, GroupClaimRequest, GroupFence, PublishedFile } from './io-requests.js';
 
 
@@ -50,10 +51,10 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
    * Claims every group in one request. Never rejects: an I/O failure of the whole request makes
    * every outcome `error` (nothing is held: failed claims are restored by the lease table).
    */
-  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly SharedClaimOutcome[]> {
-    const outcomes: (SharedClaimOutcome | undefined)[] = groups.map((g) => (g.length === 0 ? { granted: false, reason: 'error', detail: 'empty target group' } : undefined));
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly ClaimOutcome[]> {
+    const outcomes: (ClaimOutcome | undefined)[] = groups.map((g) => (g.length === 0 ? { ok: false, reason: 'error', detail: 'empty target group' } : undefined));
     const sent = groups.flatMap((group, index) => (group.length === 0 ? [] : [{ index, group }]));
-    if (sent.length === 0) return outcomes as SharedClaimOutcome[];
+    if (sent.length === 0) return outcomes as ClaimOutcome[];
     let results: BatchClaimResult[];
     try {
       results = await this.#client.claimGroups(
@@ -62,13 +63,13 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
       );
     } catch (error) {
       const detail = `${(error as { code?: string }).code ?? 'ERR'}: ${(error as Error)?.message ?? String(error)}`;
-      for (const { index } of sent) outcomes[index] = { granted: false, reason: 'error', detail };
-      return outcomes as SharedClaimOutcome[];
+      for (const { index } of sent) outcomes[index] = { ok: false, reason: 'error', detail };
+      return outcomes as ClaimOutcome[];
     }
     sent.forEach(({ index }, i) => {
-      outcomes[index] = toOutcome(results[i]);
+      outcomes[index] = claimOutcomeOfAnswer(results[i]);
     });
-    return outcomes as SharedClaimOutcome[];
+    return outcomes as ClaimOutcome[];
   }
 
   /** Releases in one request; rejects on an I/O failure (the leases then expire after their TTL). */
@@ -83,18 +84,24 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
   }
 }
 
-function toOutcome(result: BatchClaimResult | undefined): SharedClaimOutcome {
-  if (!result) return { granted: false, reason: 'error', detail: 'no answer for this group' };
-  if (result.ok) return { granted: true, token: result.token };
+/**
+ * The I/O thread's answer to one target-group claim as a port outcome, with a `detail` for logs:
+ * a local conflict is a `conflict` (someone holds a member), a failed claim an `error`, a missing
+ * answer an `error` too. Used by the scheduler's claims here and the coordinator's
+ * `IoTargetLeases`, so both read the thread's answers the same way.
+ */
+export function claimOutcomeOfAnswer(result: BatchClaimResult | undefined): ClaimOutcome {
+  if (!result) return { ok: false, reason: 'error', detail: 'no answer for this group' };
+  if (result.ok) return groupClaimOutcome(result);
   switch (result.reason) {
     case 'conflict':
-      return { granted: false, reason: 'conflict', detail: result.holders.map((h) => `${h.target}@${h.owner}`).join(',') };
+      return { ok: false, reason: 'conflict', detail: result.holders.map((h) => `${h.target}@${h.owner}`).join(',') };
     case 'local-conflict':
-      return { granted: false, reason: 'conflict', detail: `held locally: ${result.targets.join(',')}` };
+      return { ok: false, reason: 'conflict', detail: `held locally: ${result.targets.join(',')}` };
     case 'corrupt':
-      return { granted: false, reason: 'corrupt', detail: result.corrupt.map((c) => `${c.target}: ${c.detail}`).join('; ') };
+      return { ok: false, reason: 'corrupt', detail: result.corrupt.map((c) => `${c.target}: ${c.detail}`).join('; ') };
     case 'failed':
-      return { granted: false, reason: 'error', detail: `${result.code}: ${result.message}` };
+      return { ok: false, reason: 'error', detail: `${result.code}: ${result.message}` };
   }
 }
 

@@ -10,6 +10,7 @@
  * local holder — the scheduler uses one per admitted job) and is stored durably as the records'
  * `worker` field, which is how a restart rebuilds the mirror with the same owners.
  */
+import type { ClaimRefused } from '../lease/claim-outcome.js';
 import type { GroupClaimResult } from '../lease/lease-results.js';
 import type { IoAnswers, IoRequest, IoRequestKind } from './requests/registry.js';
 
@@ -36,9 +37,7 @@ export interface GroupFence {
  * A target claim refused before the durable table was asked: a member is held in this process's
  * in-flight set by another local owner. Nothing was written, nothing reserved.
  */
-export interface LocalConflict {
-  readonly ok: false;
-  readonly reason: 'local-conflict';
+export interface LocalConflict extends ClaimRefused<'local-conflict'> {
   readonly targets: readonly bigint[];
 }
 
@@ -48,9 +47,7 @@ export type TargetClaimResult = GroupClaimResult | LocalConflict;
  * One group of a `claimGroups` request whose claim failed (I/O failure, lock timeout): the
  * outcome is unknown-but-restored, nothing is held. `code` is the error's stable code.
  */
-export interface ClaimFailure {
-  readonly ok: false;
-  readonly reason: 'failed';
+export interface ClaimFailure extends ClaimRefused<'failed'> {
   readonly code: string;
   readonly message: string;
 }

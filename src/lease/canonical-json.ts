@@ -1,9 +1,11 @@
 /**
- * Canonical JSON: the only serialiser lease records and work ids use.
+ * Canonical JSON: the only serialiser lease records and work ids use (the work identity of a job,
+ * src/coordinator/work-identity.ts, digests it too).
  *
  * Same value → same bytes, always: object keys are sorted (by UTF-16 code unit, recursively),
- * there is no whitespace, and every non-ASCII character is written as `\uXXXX`, so the bytes do
- * not depend on insertion order or on the reader's encoding handling. Determinism is what lets a
+ * there is no whitespace, and every non-ASCII character is written as `\uXXXX` (unless
+ * `nonAscii: 'utf8'`), so the bytes do not depend on insertion order or on the reader's encoding
+ * handling. Determinism is what lets a
  * failed group mutation restore byte-identical records and what makes a work id a stable digest.
  *
  * Strict by design: only plain objects, arrays, strings, finite numbers, booleans, null and
@@ -27,18 +29,29 @@ function isPlainObject(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
-function escapeString(text: string): string {
+function escapeString(text: string, ascii: boolean): string {
   // JSON.stringify already escapes quotes, backslashes, control characters and lone surrogates;
   // the replace makes the output pure ASCII.
-  return JSON.stringify(text).replace(/[\u007f-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const json = JSON.stringify(text);
+  if (!ascii) return json;
+  return json.replace(/[\u007f-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** Bounds of one serialisation. */
 export interface CanonicalJsonLimits {
   /** Deepest nesting of objects and arrays (the top-level value is depth 1). Default 128. */
   readonly maxDepth?: number;
-  /** Longest output, bytes (ASCII, without the trailing newline). Default: no bound. */
+  /**
+   * Longest output, bytes (ASCII, without the trailing newline; UTF-16 code units with
+   * `nonAscii: 'utf8'`). Default: no bound.
+   */
   readonly maxBytes?: number;
+  /**
+   * `escape` (default): every non-ASCII character as `\uXXXX` — the form of record files.
+   * `utf8`: non-ASCII characters as themselves, as `JSON.stringify` writes them — the form work
+   * ids have always digested (as UTF-8), kept so that no id of a record on disk changes.
+   */
+  readonly nonAscii?: 'escape' | 'utf8';
 }
 
 const DEFAULT_MAX_DEPTH = 128;
@@ -48,6 +61,7 @@ interface WriteState {
   readonly out: string[];
   readonly maxDepth: number;
   readonly maxBytes: number;
+  readonly ascii: boolean;
   bytes: number;
 }
 
@@ -62,7 +76,7 @@ function write(value: unknown, path: string, state: WriteState, depth: number): 
     case 'string':
       // The escaped form is at least as long as the string plus its quotes: refuse before escaping.
       if (state.bytes + value.length + 2 > state.maxBytes) fail(path, `a value longer than ${state.maxBytes} bytes`);
-      emit(state, escapeString(value), path);
+      emit(state, escapeString(value, state.ascii), path);
       return;
     case 'number':
       if (!Number.isFinite(value)) fail(path, `non-finite number ${String(value)}`);
@@ -95,7 +109,7 @@ function write(value: unknown, path: string, state: WriteState, depth: number): 
         emit(state, '{', path);
         keys.forEach((key, i) => {
           if (i > 0) emit(state, ',', path);
-          emit(state, escapeString(key), path);
+          emit(state, escapeString(key, state.ascii), path);
           emit(state, ':', path);
           write((value as Record<string, unknown>)[key], `${path}.${key}`, state, depth + 1);
         });
@@ -116,6 +130,7 @@ export function canonicalJson(value: unknown, limits: CanonicalJsonLimits = {}):
     out: [],
     maxDepth: limits.maxDepth ?? DEFAULT_MAX_DEPTH,
     maxBytes: limits.maxBytes ?? Number.POSITIVE_INFINITY,
+    ascii: limits.nonAscii !== 'utf8',
     bytes: 0,
   };
   write(value, '$', state, 1);
@@ -124,5 +139,6 @@ export function canonicalJson(value: unknown, limits: CanonicalJsonLimits = {}):
 
 /** Canonical JSON plus one `\n`, as bytes: the exact content of a record file. */
 export function canonicalJsonBytes(value: unknown, limits: CanonicalJsonLimits = {}): Buffer {
-  return Buffer.from(`${canonicalJson(value, limits)}\n`, 'ascii');
+  // UTF-8 equals ASCII for the default output, and keeps `nonAscii: 'utf8'` text intact.
+  return Buffer.from(`${canonicalJson(value, limits)}\n`, 'utf8');
 }

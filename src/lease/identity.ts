@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { describeValue } from '../config/values.js';
 import { InvalidJobError } from '../errors.js';
-import { canonicalJson } from './canonical-json.js';
+import { canonicalJson, type CanonicalJsonLimits } from './canonical-json.js';
 
 /** At most this many targets in one group (and one group operation). */
 export const MAX_GROUP_TARGETS = 64;
@@ -35,9 +35,15 @@ function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
-/** Exact work id: SHA-256 of the canonical JSON of the full work payload. */
-export function workIdOf(payload: unknown): string {
-  return sha256Hex(canonicalJson(payload));
+/**
+ * A work id: the lowercase hex SHA-256 of the UTF-8 of `canonicalJson(identity, limits)`.
+ * `identity` is what makes two pieces of work the same work — for a coordinator job, the value
+ * `jobWorkId` builds (src/coordinator/work-identity.ts), which leaves the input path out; the
+ * payload stored in the record (which carries the path) is a separate value and is not hashed.
+ * Throws `InvalidJobError` (`ERR_INVALID_JOB`) for a value canonical JSON refuses.
+ */
+export function workIdOf(identity: unknown, limits: CanonicalJsonLimits = {}): string {
+  return sha256Hex(canonicalJson(identity, limits));
 }
 
 /** Throws `InvalidJobError` unless `target` is a bigint in 1..2^64−1. */

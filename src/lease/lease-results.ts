@@ -5,6 +5,7 @@
  * `ERR_LOCK_PATH`, `ERR_LEASE_IO`, `ERR_NATIVE_UNAVAILABLE`). Every negative result has mutated
  * nothing.
  */
+import type { ClaimGranted, ClaimRefused } from './claim-outcome.js';
 import type { JsonObject, LeaseRecord, LeaseStatus } from './lease-record.js';
 
 /** The record that blocked a claim. */
@@ -21,17 +22,19 @@ export interface CorruptMember {
   readonly detail: string;
 }
 
+/** A work claim: the claim outcome (src/lease/claim-outcome.ts) with the table's detail. */
 export type ClaimResult =
-  | { readonly ok: true; readonly token: string; readonly attempts: number; readonly steals: number; readonly previousOwner: string }
+  | (ClaimGranted & { readonly attempts: number; readonly steals: number; readonly previousOwner: string })
   /** A live lease, a `committing` or a `done` record holds the id. */
-  | { readonly ok: false; readonly reason: 'conflict'; readonly holder: LeaseHolder }
-  | { readonly ok: false; readonly reason: 'corrupt'; readonly corrupt: CorruptMember };
+  | (ClaimRefused<'conflict'> & { readonly holder: LeaseHolder })
+  | (ClaimRefused<'corrupt'> & { readonly corrupt: CorruptMember });
 
+/** A target-group claim: the claim outcome with the table's detail. */
 export type GroupClaimResult =
-  | { readonly ok: true; readonly token: string; readonly ids: readonly string[] }
+  | (ClaimGranted & { readonly ids: readonly string[] })
   /** Some members are held (all conflicting members are listed). */
-  | { readonly ok: false; readonly reason: 'conflict'; readonly holders: readonly (LeaseHolder & { readonly target: bigint })[] }
-  | { readonly ok: false; readonly reason: 'corrupt'; readonly corrupt: readonly (CorruptMember & { readonly target: bigint })[] };
+  | (ClaimRefused<'conflict'> & { readonly holders: readonly (LeaseHolder & { readonly target: bigint })[] })
+  | (ClaimRefused<'corrupt'> & { readonly corrupt: readonly (CorruptMember & { readonly target: bigint })[] });
 
 /** Heartbeat, abandon, beginCommit, heartbeatGroup, releaseGroup. */
 export type FenceResult =

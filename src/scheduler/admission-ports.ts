@@ -4,19 +4,24 @@
  * SharedArrayBuffer mirror, src/inflight/) and the durable target table reached through the I/O
  * thread (src/lease/, src/io/).
  */
+import type { ClaimOutcome } from '../lease/claim-outcome.js';
 
-/** The process-local in-flight set (the real one is InflightTargetSet over a SharedArrayBuffer). */
+// One claim outcome from the lease tables to the coordinator (src/lease/claim-outcome.ts).
+export type { ClaimOutcome } from '../lease/claim-outcome.js';
+
+/**
+ * The process-local in-flight set (the real one is InflightTargetSet over a SharedArrayBuffer);
+ * the coordinator's ports (src/coordinator/ports.ts) use this same interface.
+ */
 export interface LocalReservations {
-  tryReserveGroup(targets: readonly bigint[], owner: number): boolean; // all-or-nothing
+  /** All-or-nothing: reserves every member under `owner`, or none. */
+  tryReserveGroup(targets: readonly bigint[], owner: number): boolean;
+  /** Returns how many members were released. */
   releaseGroup(targets: readonly bigint[], owner: number): number;
 }
 
 /** The durable shared target table, reached through the I/O thread: ONE call per round. */
 export interface SharedTargetClaims {
-  claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly SharedClaimOutcome[]>;
+  claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly ClaimOutcome[]>;
   releaseGroups(claims: readonly { targets: readonly bigint[]; token: string }[], now: number): Promise<void>;
 }
-
-export type SharedClaimOutcome =
-  | { readonly granted: true; readonly token: string }
-  | { readonly granted: false; readonly reason: 'conflict' | 'corrupt' | 'error'; readonly detail?: string };

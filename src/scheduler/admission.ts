@@ -12,7 +12,7 @@
 import { AdmissionProtocolError, InvalidOptionError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { LocalReservations, SharedClaimOutcome, SharedTargetClaims } from './admission-ports.js';
+import type { LocalReservations, ClaimOutcome, SharedTargetClaims } from './admission-ports.js';
 import type { Lane, LaneName, Proposal } from './lanes/lane.js';
 import { seedTargetKey, targetGroup, type ReplayJob } from './replay-job.js';
 import type { TargetLedger } from './target-ledger.js';
@@ -218,7 +218,7 @@ export class Admission {
         const outcomes = await this.#claim(pending, now);
         pending.forEach((p, i) => {
           const outcome = outcomes[i];
-          if (outcome === undefined || outcome.granted) {
+          if (outcome === undefined || outcome.ok) {
             seen.add(seedTargetKey(p.proposal.job));
             if (p.rank >= limit) backFills += 1;
             admitted.push({
@@ -227,7 +227,7 @@ export class Admission {
               lane: p.proposal.lane,
               owner: p.owner,
               origin: p.proposal.origin,
-              ...(outcome?.granted ? { targetToken: outcome.token } : {}),
+              ...(outcome?.ok ? { targetToken: outcome.token } : {}),
             });
             return;
           }
@@ -260,9 +260,9 @@ export class Admission {
   }
 
   /** Shared-claim step for one pass: outcome per pending job (`undefined` = no claim needed). */
-  async #claim(pending: readonly Pending[], now: number): Promise<(SharedClaimOutcome | undefined)[]> {
+  async #claim(pending: readonly Pending[], now: number): Promise<(ClaimOutcome | undefined)[]> {
     const targeted = pending.map((p, i) => ({ p, i })).filter(({ p }) => p.group.length > 0);
-    const outcomes: (SharedClaimOutcome | undefined)[] = pending.map(() => undefined);
+    const outcomes: (ClaimOutcome | undefined)[] = pending.map(() => undefined);
     if (this.#shared === undefined || targeted.length === 0) return outcomes;
     this.#stats.sharedClaimCalls += 1;
     const answer = await this.#shared.claimGroups(

@@ -4,6 +4,7 @@
  * never what it targets once its group is leased; an untargeted job may pick up a target from a
  * hint, and then that new group must be claimed before dispatch (`claimDispatchGroup`).
  */
+import type { ClaimRefusalReason, ClaimRefused } from '../lease/claim-outcome.js';
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { Focus, Hint } from './hints.js';
 import { fitToGroup, normalizeActions, targetGroup, type ReplayJob } from './replay-job.js';
@@ -56,9 +57,11 @@ export function applyHints(base: DispatchPlan, hints: readonly (Hint | undefined
   return { plan, group, needsClaim: frozenGroup.length === 0 && group.length > 0 };
 }
 
+/** A dispatch-time claim: granted (with a token when a shared table was asked), or a refused claim. */
 export type DispatchClaim =
   | { readonly ok: true; readonly group: readonly bigint[]; readonly owner: number; readonly token?: string }
-  | { readonly ok: false; readonly reason: 'local-conflict' | 'conflict' | 'corrupt' | 'error'; readonly detail?: string };
+  /** `local-conflict`: another local owner holds a member; nothing was asked of the shared table. */
+  | ClaimRefused<ClaimRefusalReason | 'local-conflict'>;
 
 /**
  * Claims a hint-given group at dispatch time: local reserve (whole group) then, with a shared
@@ -81,7 +84,7 @@ export async function claimDispatchGroup(
     ports.local.releaseGroup(group, owner);
     throw error;
   }
-  if (outcome?.granted) return { ok: true, group, owner, token: outcome.token };
+  if (outcome?.ok) return { ok: true, group, owner, token: outcome.token };
   ports.local.releaseGroup(group, owner);
   return { ok: false, reason: outcome?.reason ?? 'error', ...(outcome?.detail !== undefined ? { detail: outcome.detail } : {}) };
 }

@@ -65,14 +65,14 @@ export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
   async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
     this.calls.push(`claim ${workId.slice(0, 8)}`);
     if (this.claimFailure === 'error') throw new Error('injected claim I/O error');
-    if (this.claimFailure) return { granted: false, reason: this.claimFailure };
+    if (this.claimFailure) return { ok: false, reason: this.claimFailure };
     const rec = this.records.get(workId);
-    if (rec && rec.status === 'done') return { granted: false, reason: 'done' };
-    if (rec && (rec.status === 'committing' || now - rec.updatedMs < this.ttlMs)) return { granted: false, reason: 'conflict' };
+    if (rec && rec.status === 'done') return { ok: false, reason: 'done' };
+    if (rec && (rec.status === 'committing' || now - rec.updatedMs < this.ttlMs)) return { ok: false, reason: 'conflict' };
     const token = newToken(this.owner);
     const owner = typeof payload['coordinator'] === 'string' ? payload['coordinator'] : this.owner;
     this.records.set(workId, { status: 'leased', token, updatedMs: now, payload, owner });
-    return { granted: true, token };
+    return { ok: true, token };
   }
 
   async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
@@ -174,11 +174,11 @@ export class FakeTargetLeases implements TargetLeasePort {
     if (this.claimError) throw new Error('injected target claim I/O error');
     for (const t of group) {
       const rec = this.records.get(t);
-      if (rec && now - rec.updatedMs < this.ttlMs) return { granted: false, reason: 'conflict' };
+      if (rec && now - rec.updatedMs < this.ttlMs) return { ok: false, reason: 'conflict' };
     }
     const token = newToken(this.owner);
     for (const t of group) this.records.set(t, { token, updatedMs: now });
-    return { granted: true, token };
+    return { ok: true, token };
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {

@@ -42,26 +42,26 @@ describe('WorkLeaseAdapter over FencedWorkLeaseTable', () => {
     const job = makeJob('a');
     const id = jobWorkId(job);
     const claim = await mine.claim(id, workPayloadOf(job), 1_000);
-    expect(claim.granted).toBe(true);
-    expect(await theirs.claim(id, workPayloadOf(job), 2_000)).toEqual({ granted: false, reason: 'conflict' });
-    const token = claim.granted ? claim.token : '';
+    expect(claim.ok).toBe(true);
+    expect(await theirs.claim(id, workPayloadOf(job), 2_000)).toEqual({ ok: false, reason: 'conflict' });
+    const token = claim.ok ? claim.token : '';
     expect([...(await mine.heartbeatMany(new Map([[id, token], [sha('nope'), 'x:1']]), 3_000))]).toEqual([sha('nope')]);
     expect(await mine.beginCommit(id, 'stale-token', 3_000)).toBe(false);
     expect(await mine.beginCommit(id, token, 3_000)).toBe(true);
     expect(await mine.abandon(id, token)).toBe(false); // committing cannot be abandoned
     expect(await mine.complete(id, token, 3_500)).toBe(true);
-    expect(await theirs.claim(id, workPayloadOf(job), 1_000_000)).toEqual({ granted: false, reason: 'done' });
+    expect(await theirs.claim(id, workPayloadOf(job), 1_000_000)).toEqual({ ok: false, reason: 'done' });
   });
 
   it('hands out expired work with its payload, which another owner can then claim', async () => {
     const { mine, theirs } = await tables();
     const job = makeJob('orphan', 7n);
     const id = jobWorkId(job);
-    expect((await mine.claim(id, workPayloadOf(job), 1_000)).granted).toBe(true);
+    expect((await mine.claim(id, workPayloadOf(job), 1_000)).ok).toBe(true);
     expect(await theirs.recoverExpired(10, 1_000 + TTL_MS - 1)).toEqual([]);
     const expired = await theirs.recoverExpired(10, 1_000 + TTL_MS);
     expect(expired).toEqual([{ workId: id, payload: expect.objectContaining({ path: job.inputPath, target: '7' }) }]);
-    expect((await theirs.claim(id, workPayloadOf(job), 1_000 + TTL_MS)).granted).toBe(true);
+    expect((await theirs.claim(id, workPayloadOf(job), 1_000 + TTL_MS)).ok).toBe(true);
   });
 });
 
@@ -69,10 +69,10 @@ describe('TargetLeaseAdapter over FencedTargetLeaseTable', () => {
   it('claims groups all-or-nothing, fences heartbeat and release by token', async () => {
     const { myTargets, theirTargets } = await tables();
     const claim = await myTargets.claimGroup([11n, 22n], {}, 1_000);
-    expect(claim.granted).toBe(true);
-    const token = claim.granted ? claim.token : '';
-    expect(await theirTargets.claimGroup([22n, 33n], {}, 1_500)).toEqual({ granted: false, reason: 'conflict' });
-    expect((await theirTargets.claimGroup([33n], {}, 1_500)).granted).toBe(true); // 33 was not half-taken
+    expect(claim.ok).toBe(true);
+    const token = claim.ok ? claim.token : '';
+    expect(await theirTargets.claimGroup([22n, 33n], {}, 1_500)).toEqual({ ok: false, reason: 'conflict' });
+    expect((await theirTargets.claimGroup([33n], {}, 1_500)).ok).toBe(true); // 33 was not half-taken
     expect(await myTargets.heartbeatGroup([11n, 22n], 'other', 2_000)).toBe(false);
     expect(await myTargets.heartbeatGroup([11n, 22n], token, 2_000)).toBe(true);
     expect(await theirTargets.releaseGroup([11n, 22n], 'other')).toBe(false);
@@ -83,9 +83,9 @@ describe('TargetLeaseAdapter over FencedTargetLeaseTable', () => {
     const { myTargets, theirTargets } = await tables();
     await theirTargets.claimGroup([5n], {}, 1_000);
     const outcomes = await myTargets.claimGroups([[4n], [5n, 6n], [6n]], 1_000);
-    expect(outcomes.map((o) => o.granted)).toEqual([true, false, true]);
-    await myTargets.releaseGroups(outcomes.flatMap((o, i) => (o.granted ? [{ targets: [[4n], [5n, 6n], [6n]][i]!, token: o.token }] : [])));
-    expect((await theirTargets.claimGroup([4n, 6n], {}, 1_000)).granted).toBe(true);
+    expect(outcomes.map((o) => o.ok)).toEqual([true, false, true]);
+    await myTargets.releaseGroups(outcomes.flatMap((o, i) => (o.ok ? [{ targets: [[4n], [5n, 6n], [6n]][i]!, token: o.token }] : [])));
+    expect((await theirTargets.claimGroup([4n, 6n], {}, 1_000)).ok).toBe(true);
   });
 });
 
@@ -176,7 +176,7 @@ describe('Coordinator over the real lease tables', () => {
     const job = makeJob('a', 77n, [88n]);
     expect(inflight.tryReserveGroup(job.group, 1)).toBe(true);
     const claim = await myTargets.claimGroup(job.group, {}, clock.now());
-    const source = new FakeSource([{ job, owner: 1, ...(claim.granted ? { targetToken: claim.token } : {}) }]);
+    const source = new FakeSource([{ job, owner: 1, ...(claim.ok ? { targetToken: claim.token } : {}) }]);
     const coordinator = new Coordinator(
       { coordinatorId: 'me', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: true },
       { clock, logger: silentLogger(), counters: createCounters(), workLeases: mine, targetLeases: myTargets, reservations: inflight, solver, source, commits: new MemoryResultCommits(leaseTableRecords(work)) },

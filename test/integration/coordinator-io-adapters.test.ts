@@ -42,23 +42,23 @@ describe('lease ports over the I/O thread', () => {
     const job = makeJob('a');
     const id = jobWorkId(job);
     const claim = await work.claim(id, workPayloadOf(job), T0);
-    expect(claim.granted).toBe(true);
-    const token = claim.granted ? claim.token : '';
-    expect(await work.claim(id, workPayloadOf(job), T0 + 1_000)).toEqual({ granted: false, reason: 'conflict' });
+    expect(claim.ok).toBe(true);
+    const token = claim.ok ? claim.token : '';
+    expect(await work.claim(id, workPayloadOf(job), T0 + 1_000)).toEqual({ ok: false, reason: 'conflict' });
     expect([...(await work.heartbeatMany(new Map([[id, 'stale:1']]), T0 + 1_000))]).toEqual([id]);
     expect(await work.beginCommit(id, token, T0 + 2_000)).toBe(true);
     expect(await work.complete(id, token, T0 + 2_000)).toBe(true);
-    expect(await work.claim(id, workPayloadOf(job), T0 + 10_000_000)).toEqual({ granted: false, reason: 'done' });
+    expect(await work.claim(id, workPayloadOf(job), T0 + 10_000_000)).toEqual({ ok: false, reason: 'done' });
   });
 
   it('re-claims a group the scheduler reserved locally under its own owner, and releases it from the mirror', async () => {
     const { targets, inflight } = await start();
     expect(inflight.tryReserveGroup([11n, 22n], 7)).toBe(true);
     const claim = await targets.claimGroup([11n, 22n], {}, T0);
-    expect(claim.granted).toBe(true);
+    expect(claim.ok).toBe(true);
     expect(inflight.ownerOf(22n)).toBe(7);
-    expect(await targets.heartbeatGroup([11n, 22n], claim.granted ? claim.token : '', T0 + 1_000)).toBe(true);
-    expect(await targets.releaseGroup([11n, 22n], claim.granted ? claim.token : '', T0 + 1_000)).toBe(true);
+    expect(await targets.heartbeatGroup([11n, 22n], claim.ok ? claim.token : '', T0 + 1_000)).toBe(true);
+    expect(await targets.releaseGroup([11n, 22n], claim.ok ? claim.token : '', T0 + 1_000)).toBe(true);
     expect(inflight.has(11n)).toBe(false);
   });
 

@@ -153,10 +153,10 @@ describe('I/O thread', () => {
     const before = (await io.stats()).requests;
     const outcomes = await claims.claimGroups(groups, T0);
     expect((await io.stats()).requests - before).toBe(1);
-    expect(outcomes.map((o) => (o.granted ? 'granted' : o.reason))).toEqual(['granted', 'conflict', 'granted']);
+    expect(outcomes.map((o) => (o.ok ? 'granted' : o.reason))).toEqual(['granted', 'conflict', 'granted']);
     expect(inflight.ownerOf(10n)).toBe(50);
     expect(inflight.ownerOf(30n)).toBe(51); // the scheduler's reservation stays the scheduler's to drop
-    const tokens = outcomes.flatMap((o, i) => (o.granted ? [{ targets: groups[i]!, token: o.token }] : []));
+    const tokens = outcomes.flatMap((o, i) => (o.ok ? [{ targets: groups[i]!, token: o.token }] : []));
     await claims.releaseGroups(tokens, T0);
     expect(inflight.has(10n)).toBe(false);
     expect(inflight.has(20n)).toBe(false);

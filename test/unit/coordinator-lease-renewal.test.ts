@@ -25,7 +25,7 @@ async function activeJob(t: ReturnType<typeof context>, name: string, phase: Act
   const workId = jobWorkId(job);
   const claim = await t.workLeases.claim(workId, {}, NOW);
   const group = await t.targetLeases.claimGroup(job.group, {}, NOW);
-  if (!claim.granted || !group.granted) throw new Error('test setup: claims refused');
+  if (!claim.ok || !group.ok) throw new Error('test setup: claims refused');
   if (phase === 'committing') await t.workLeases.beginCommit(workId, claim.token, NOW, {});
   return {
     workId,
@@ -73,7 +73,7 @@ describe('lease renewal', () => {
     const claim = async (name: string, target: bigint): Promise<PendingJob> => {
       const job = makeJob(name, target);
       const group = await t.targetLeases.claimGroup(job.group, {}, NOW);
-      return { work: { job, owner: 1 }, targetToken: group.granted ? group.token : undefined, recovered: false };
+      return { work: { job, owner: 1 }, targetToken: group.ok ? group.token : undefined, recovered: false };
     };
     const refused = await claim('p1', 21n);
     const unknown = await claim('p2', 22n);

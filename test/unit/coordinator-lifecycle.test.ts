@@ -53,7 +53,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
     expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
     if (!shared || job.group.length === 0) return { job, owner: OWNER };
     const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
-    if (!claim.granted) throw new Error('test setup: admission claim refused');
+    if (!claim.ok) throw new Error('test setup: admission claim refused');
     return { job, owner: OWNER, targetToken: claim.token };
   }
 

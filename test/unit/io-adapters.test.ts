@@ -27,7 +27,7 @@ describe('IoSharedTargetClaims', () => {
     const claims = new IoSharedTargetClaims(client);
     const outcomes = await claims.claimGroups([[1n], [2n], [3n], [4n], [5n]], 10);
     expect(client.calls).toHaveLength(1);
-    expect(outcomes.map((o) => (o.granted ? o.token : o.reason))).toEqual(['t1', 'conflict', 'conflict', 'corrupt', 'error']);
+    expect(outcomes.map((o) => (o.ok ? o.token : o.reason))).toEqual(['t1', 'conflict', 'conflict', 'corrupt', 'error']);
     expect(client.calls[0]!.map((g) => g.mirrorOwner)).toEqual([1, 1, 1, 1, 1]);
   });
 
@@ -37,8 +37,8 @@ describe('IoSharedTargetClaims', () => {
     });
     const outcomes = await new IoSharedTargetClaims(client).claimGroups([[1n], []], 10);
     expect(outcomes).toEqual([
-      { granted: false, reason: 'error', detail: 'ERR_LEASE_IO: lock phase failed' },
-      { granted: false, reason: 'error', detail: 'empty target group' },
+      { ok: false, reason: 'error', detail: 'ERR_LEASE_IO: lock phase failed' },
+      { ok: false, reason: 'error', detail: 'empty target group' },
     ]);
     expect(client.calls[0]).toHaveLength(1);
   });

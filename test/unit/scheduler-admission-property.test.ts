@@ -50,7 +50,7 @@ describe('transactional admission (property)', () => {
         const shared = sc.multi
           ? new ScriptedSharedClaims((group, call) => {
               if (call === sc.throwOnCall) return 'throw';
-              return group.some((t) => rejected.has(t)) ? { granted: false, reason: sc.verdicts } : 'grant';
+              return group.some((t) => rejected.has(t)) ? { ok: false, reason: sc.verdicts } : 'grant';
             })
           : undefined;
         const local = new MapLocalReservations();

@@ -137,7 +137,7 @@ describe('admission across Prefix and CSTG', () => {
   });
 
   it.each(['corrupt', 'error'] as const)('treats a shared %s verdict as a rejection and back-fills', async (reason) => {
-    const shared = new ScriptedSharedClaims((g) => (g[0] === 1n ? { granted: false, reason } : 'grant'));
+    const shared = new ScriptedSharedClaims((g) => (g[0] === 1n ? { ok: false, reason } : 'grant'));
     const lane = new ScriptedLane('fallback', [{ seed: 'a', target: 1 }, { seed: 'b', target: 2 }]);
     const local = new MapLocalReservations();
     const admission = new Admission({ lanes: [lane], local, shared });
@@ -190,7 +190,7 @@ describe('admission across Prefix and CSTG', () => {
     const admission = new Admission({
       lanes: [lane],
       local,
-      shared: { claimGroups: async () => [{ granted: true, token: 't' }], releaseGroups: async () => {} },
+      shared: { claimGroups: async () => [{ ok: true, token: 't' }], releaseGroups: async () => {} },
     });
     await expect(admission.admit(2, 2, NOW)).rejects.toMatchObject({ code: 'ERR_ADMISSION_PROTOCOL' });
     expect(local.reserved().size).toBe(0);

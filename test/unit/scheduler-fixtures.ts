@@ -1,6 +1,6 @@
 /** Builders shared by the scheduler tests: telemetry from plain numbers, lane states from partials. */
 import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js';
-import type { LocalReservations, SharedClaimOutcome, SharedTargetClaims } from '../../src/scheduler/admission-ports.js';
+import type { LocalReservations, ClaimOutcome, SharedTargetClaims } from '../../src/scheduler/admission-ports.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import { Scheduler, type SchedulerInit } from '../../src/scheduler/scheduler.js';
 
@@ -120,16 +120,16 @@ export class ScriptedSharedClaims implements SharedTargetClaims {
   readonly released: { targets: readonly bigint[]; token: string }[][] = [];
   #tokens = 0;
 
-  constructor(private readonly decide: (group: readonly bigint[], call: number) => SharedClaimOutcome | 'grant' | 'throw' = () => 'grant') {}
+  constructor(private readonly decide: (group: readonly bigint[], call: number) => ClaimOutcome | 'grant' | 'throw' = () => 'grant') {}
 
-  async claimGroups(groups: readonly (readonly bigint[])[], _now: number): Promise<readonly SharedClaimOutcome[]> {
+  async claimGroups(groups: readonly (readonly bigint[])[], _now: number): Promise<readonly ClaimOutcome[]> {
     const call = this.calls.length;
     this.calls.push(groups.map((g) => [...g]));
-    const out: SharedClaimOutcome[] = [];
+    const out: ClaimOutcome[] = [];
     for (const g of groups) {
       const d = this.decide(g, call);
       if (d === 'throw') throw Object.assign(new Error('shared table unavailable'), { code: 'EIO' });
-      out.push(d === 'grant' ? { granted: true, token: `tok-${++this.#tokens}` } : d);
+      out.push(d === 'grant' ? { ok: true, token: `tok-${++this.#tokens}` } : d);
     }
     return out;
   }
@@ -144,7 +144,7 @@ export class ScriptedSharedClaims implements SharedTargetClaims {
   }
 }
 
-export const REJECT: SharedClaimOutcome = { granted: false, reason: 'conflict' };
+export const REJECT: ClaimOutcome = { ok: false, reason: 'conflict' };
 
 /** A scheduler with registered seeds and the given lanes. */
 export function scheduler(

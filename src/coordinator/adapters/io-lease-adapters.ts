@@ -1,14 +1,19 @@
 /**
  * The coordinator's lease ports over the I/O thread (src/io/): every durable lease mutation of
  * the process then goes through that one thread and shares its group commits with the scheduler's
- * claims and the queue publication. Outcomes map as in `lease-adapters.ts` (refusals are values,
- * I/O failures are thrown, with class and code kept across the thread hop).
+ * claims and the queue publication. This is the production adapter (the `run` and `demo` wiring);
+ * `lease-adapters.ts` is the same ports over the tables directly, for embedders without the
+ * thread. Both map claims with the same functions (`workClaimOutcome`, and
+ * `claimOutcomeOfAnswer` over `groupClaimOutcome`): refusals are values, I/O failures are thrown,
+ * with class and code kept across the thread hop.
  *
  * A target claim names the local reservation's owner (`mirrorOwner`), so the I/O thread, which keeps
  * the in-flight mirror coherent with the durable grants, recognises the reservation the scheduler
  * already holds instead of refusing it as a local conflict.
  */
+import { claimOutcomeOfAnswer } from '../../io/io-adapters.js';
 import type { IoClient } from '../../io/io-thread.js';
+import { workClaimOutcome } from '../../lease/claim-outcome.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
 
 /** Mirror owner for a re-claim whose group has no local reservation (recovered work uses its own). */
@@ -25,10 +30,7 @@ export class IoWorkLeases implements WorkLeasePort {
   ) {}
 
   async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    const result = await this.client.claimWork(workId, payload, now, this.leaseTtlMs !== undefined ? { leaseTtlMs: this.leaseTtlMs } : {});
-    if (result.ok) return { granted: true, token: result.token };
-    if (result.reason === 'corrupt') return { granted: false, reason: 'corrupt' };
-    return { granted: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
+    return workClaimOutcome(await this.client.claimWork(workId, payload, now, this.leaseTtlMs !== undefined ? { leaseTtlMs: this.leaseTtlMs } : {}));
   }
 
   async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
@@ -62,9 +64,7 @@ export class IoTargetLeases implements TargetLeasePort {
 
   async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
     const owner = this.ownerOf(group);
-    const result = await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now);
-    if (result.ok) return { granted: true, token: result.token };
-    return { granted: false, reason: result.reason === 'corrupt' ? 'corrupt' : 'conflict' };
+    return claimOutcomeOfAnswer(await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {

@@ -1,12 +1,14 @@
 /**
- * The coordinator's lease ports over the durable lease tables (src/lease/). The tables answer
+ * The coordinator's lease ports over the durable lease tables (src/lease/) directly, for embedders
+ * that run without the I/O thread (production wiring uses `io-lease-adapters.ts`). The tables answer
  * expected outcomes as values (`ok`/`reason`) and throw on I/O failure; the ports keep that split:
- * a refusal becomes `false` / `{ granted: false }`, an I/O failure propagates for the coordinator
+ * a refusal becomes `false` / `{ ok: false }`, an I/O failure propagates for the coordinator
  * to count and log. `nowMs` is the coordinator's clock (wall time: several processes compare it).
  */
 import type { FencedTargetLeaseTable } from '../../lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
-import type { SharedClaimOutcome, SharedTargetClaims } from '../../scheduler/admission-ports.js';
+import { groupClaimOutcome, workClaimOutcome } from '../../lease/claim-outcome.js';
+import type { SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
 
 export class WorkLeaseAdapter implements WorkLeasePort {
@@ -16,10 +18,7 @@ export class WorkLeaseAdapter implements WorkLeasePort {
   ) {}
 
   async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    const result = await this.table.claim(workId, payload, { nowMs: now, owner: this.owner });
-    if (result.ok) return { granted: true, token: result.token };
-    if (result.reason === 'corrupt') return { granted: false, reason: 'corrupt' };
-    return { granted: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
+    return workClaimOutcome(await this.table.claim(workId, payload, { nowMs: now, owner: this.owner }));
   }
 
   async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
@@ -52,8 +51,7 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
   ) {}
 
   async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    const result = await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner });
-    return result.ok ? { granted: true, token: result.token } : { granted: false, reason: result.reason };
+    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner }));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
@@ -68,14 +66,13 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
    * The scheduler's batched claim of one admission round. Each group is its own all-or-nothing
    * claim; an I/O failure on one group answers `error` for that group only.
    */
-  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly SharedClaimOutcome[]> {
-    const outcomes: SharedClaimOutcome[] = [];
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly ClaimOutcome[]> {
+    const outcomes: ClaimOutcome[] = [];
     for (const group of groups) {
       try {
-        const result = await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner });
-        outcomes.push(result.ok ? { granted: true, token: result.token } : { granted: false, reason: result.reason });
+        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner })));
       } catch (error) {
-        outcomes.push({ granted: false, reason: 'error', detail: error instanceof Error ? error.message : String(error) });
+        outcomes.push({ ok: false, reason: 'error', detail: error instanceof Error ? error.message : String(error) });
       }
     }
     return outcomes;

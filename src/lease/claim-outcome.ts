@@ -1,0 +1,50 @@
+/**
+ * The one shape of a claim's outcome, from the lease tables up to the coordinator: granted with a
+ * fencing token, or refused with a reason. Every layer's claim answer is this union or a
+ * refinement of it that adds detail (the table's holder or corrupt member, the I/O thread's local
+ * conflict or failure), so code that only needs "held or not, and why" reads `ok`, `token` and
+ * `reason` the same way everywhere.
+ *
+ * Refusals are values: a refused claim has mutated nothing. A failure whose outcome is unknown
+ * (I/O error, lock timeout) is thrown by the tables; ports that must answer per claim report it
+ * as the reason `error` (`failed` in the I/O thread's batch answer, with the error's code).
+ */
+import type { ClaimResult, GroupClaimResult } from './lease-results.js';
+
+/** A claim that holds: `token` fences every later mutation of what was claimed. */
+export interface ClaimGranted {
+  readonly ok: true;
+  readonly token: string;
+}
+
+/**
+ * Why a port-level claim was refused: `conflict` — another holder's live lease, or a `committing`
+ * record; `done` — the work was completed already (work claims only); `corrupt` — a corrupt
+ * record was met and left untouched; `error` — I/O failure, outcome unknown but nothing is held.
+ */
+export type ClaimRefusalReason = 'conflict' | 'corrupt' | 'done' | 'error';
+
+/** A refused claim. `R` narrows the reasons a layer can answer; `detail` is for logs. */
+export interface ClaimRefused<R extends string = ClaimRefusalReason> {
+  readonly ok: false;
+  readonly reason: R;
+  readonly detail?: string;
+}
+
+/** The outcome of one claim as the scheduler's and the coordinator's ports see it. */
+export type ClaimOutcome = ClaimGranted | ClaimRefused;
+
+/**
+ * A work table's claim as a port outcome: a `done` holder refuses with `done` (the work needs no
+ * run), any other holder with `conflict`. The table's detail is dropped.
+ */
+export function workClaimOutcome(result: ClaimResult): ClaimOutcome {
+  if (result.ok) return { ok: true, token: result.token };
+  if (result.reason === 'corrupt') return { ok: false, reason: 'corrupt' };
+  return { ok: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
+}
+
+/** A target table's group claim as a port outcome; the table's detail is dropped. */
+export function groupClaimOutcome(result: GroupClaimResult): ClaimOutcome {
+  return result.ok ? { ok: true, token: result.token } : { ok: false, reason: result.reason };
+}
