@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js';
+import { parseTelemetry, type PreloadReport, type Telemetry } from '../../src/scheduler/telemetry.js';
 import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 import {
   buildFakeSymcc,
@@ -17,18 +17,8 @@ import {
 const preload = preloadLibraryPath();
 const skipReason = preload === null ? 'native-bindings/build/Release/symfence_preload.so is not built (npm run build:native)' : fakeSymccUnavailable();
 
-interface PreloadExtras {
-  readonly version: number;
-  readonly mode: string;
-  readonly events: number;
-  readonly symbolicEvents: number;
-  readonly solved: number;
-  readonly skipped: number;
-  readonly traceDropped: number;
-  readonly openDropped: number;
-  readonly earlyExit: boolean;
-  readonly context: number;
-}
+/** The `preload` block as written: what the parser reads, plus the fields it leaves alone. */
+type PreloadExtras = PreloadReport & { readonly version: number; readonly context: number; readonly qsym: boolean };
 
 interface Run {
   readonly status: number | null;
@@ -276,12 +266,12 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
       expect(t.branchTrace).toHaveLength(3);
       expect(t.branchTrace.some((r) => r.opposite === ids[7]!.opposite)).toBe(false);
       expect(must(result.preload)).toMatchObject({ earlyExit: true });
-      expect((result.preload as unknown as { qsym: boolean }).qsym).toBe(true);
+      expect(result.preload!.qsym).toBe(true);
     }
     // Off QSYM the same run solves both group branches.
     const plain = run(input, { env: { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString() }, actions: `${ids[7]!.opposite} solve\n` });
     expect(must(plain.telemetry).counters.queries).toBe(2);
-    expect((plain.preload as unknown as { qsym: boolean }).qsym).toBe(false);
+    expect(plain.preload!.qsym).toBe(false);
   });
 
   it('counts an answer QSYM names NNNNNN-optimistic (unsat under the path, solved alone) as generated and attributes it', () => {
