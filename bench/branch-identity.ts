@@ -25,11 +25,7 @@ import path from 'node:path';
 import { parseTelemetry } from '../src/scheduler/telemetry.js';
 import { preloadLibraryPath } from '../src/solver/preload-library.js';
 import { buildFakeSymcc, fakeSymccUnavailable, parseEventLog, referenceBranchIds, type LoggedEvent } from '../test/helpers/fake-symcc.js';
-
-function flag(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-}
+import { flag } from './_stats.js';
 
 const inputCount = Number(flag('inputs', '300'));
 let seed = Number(flag('seed', '1'));

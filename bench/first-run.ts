@@ -24,11 +24,7 @@ import { preloadLibraryPath } from '../src/solver/preload-library.js';
 import { aflToolEnv } from '../src/solver/solver-env.js';
 import { PACKAGE_ROOT } from '../src/util/paths.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../test/helpers/fake-symcc.js';
-
-function flag(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-}
+import { flag, median } from './_stats.js';
 
 const rounds = Number(flag('rounds', '2'));
 const inputs = Number(flag('inputs', '24'));
@@ -96,12 +92,6 @@ function campaign(strategy: 'trace' | 'full', solver: readonly string[], aflTarg
   const c = summary.counters;
   rmSync(root, { recursive: true, force: true });
   return { queries: c.queriesSolved!, generated: c.generated!, interesting: c.interesting!, edges: c.edgesCovered!, jobsTrace: c.jobsTrace!, jobsTargeted: c.jobsTargeted!, jobsFull: c.jobsFull! };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 function compare(solver: readonly string[], aflTarget: string, queue: readonly string[], tag: string): Record<string, unknown> {

@@ -23,11 +23,7 @@ import path from 'node:path';
 import { parseTelemetry } from '../src/scheduler/telemetry.js';
 import { preloadLibraryPath } from '../src/solver/preload-library.js';
 import { buildFakeSymcc, fakeSymccUnavailable, parseEventLog, referenceBranchIds } from '../test/helpers/fake-symcc.js';
-
-function flag(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-}
+import { flag, median } from './_stats.js';
 
 const runs = Number(flag('runs', '25'));
 const bytes = Number(flag('bytes', '60000'));
@@ -40,12 +36,6 @@ if (unavailable) {
 }
 const fake = buildFakeSymcc();
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-preload-'));
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 let seed = 12345;
 const body = Array.from({ length: bytes }, () => {
