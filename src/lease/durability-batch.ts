@@ -28,11 +28,13 @@ import { leaseIoError } from './lease-io-error.js';
 import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../fs/durable-files.js';
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import type { LeaseLayout } from './lease-layout.js';
-import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
+import type { RecordKind, RecordRead } from './lease-record.js';
+import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBatch, type StagedRecord } from './record-backend.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-store.js';
 
 export type { FileBarrierStrategy } from '../fs/durable-files.js';
+export type { BatchReport, StagedRecord } from './record-backend.js';
 /** `batched`: one directory barrier per touched shard. `scalar`: one per rename/unlink. */
 export type DirectoryBarrierMode = 'batched' | 'scalar';
 
@@ -45,24 +47,6 @@ export interface DurabilityContext {
   readonly directoryBarrier: DirectoryBarrierMode;
   /** Makes a shard directory exist durably (cached by the table). */
   ensureDirectory(dir: string): Promise<void>;
-}
-
-/** What a committed batch did. */
-export interface BatchReport {
-  /** Records renamed or unlinked. */
-  readonly published: number;
-  /** File barriers issued (fsync calls, or 1 for syncfs). */
-  readonly fileBarriers: number;
-  /** Directory barriers issued. */
-  readonly directoryBarriers: number;
-  /** Shard directories touched, sorted. */
-  readonly directories: readonly string[];
-}
-
-/** A staged change: the record's next bytes, or null to delete it. */
-export interface StagedRecord {
-  readonly record: LeaseRecord;
-  readonly bytes: Buffer;
 }
 
 interface Mutation {
@@ -79,7 +63,8 @@ const RECORD_MODE = 0o644;
 
 type BatchState = 'open' | 'committed' | 'failed' | 'released';
 
-export class DurabilityBatch {
+/** The file store's batch (`RecordBatch`): record files under `flock`, phases as above. */
+export class DurabilityBatch implements RecordBatch {
   private readonly locks: LockHandle[] = [];
   private readonly locked = new Set<string>();
   private highestLocked = '';
@@ -192,7 +177,7 @@ export class DurabilityBatch {
     const directories = [...new Set(list.map((m) => m.dir))].sort();
     if (list.length === 0) {
       this.state = 'committed';
-      return { published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] };
+      return EMPTY_BATCH_REPORT;
     }
     const fileBarriers = await this.stageTemps(list);
     let directoryBarriers = 0;

@@ -11,10 +11,11 @@ import { UsageError } from '../errors.js';
 import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
-import { LeaseLayout, META_FILE } from './lease-layout.js';
+import { META_FILE } from './lease-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
-import { scanRecords } from './lease-scan.js';
+import { scanTableRoot } from './open-record-backend.js';
+import type { LeaseStoreKind } from './record-backend.js';
 import { readTableMeta } from './table-meta.js';
 
 export interface OwnerCounts {
@@ -33,6 +34,7 @@ export interface CorruptRecordReport {
 export interface TableInspection {
   readonly root: string;
   readonly kind: RecordKind;
+  readonly store: LeaseStoreKind;
   readonly shardCount: number;
   readonly counts: LeaseCounts;
   readonly owners: Readonly<Record<string, OwnerCounts>>;
@@ -92,8 +94,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const fsLayer = options.fsLayer ?? nodeFsLayer;
   const meta = await readTableMeta(fsLayer, path.join(root, META_FILE));
   if (!meta) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE})`, { path: root });
-  const layout = new LeaseLayout(root, meta.shardCount);
-  const entries = await scanRecords(fsLayer, layout, meta.kind);
+  const entries = await scanTableRoot(root, meta, fsLayer);
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
@@ -112,7 +113,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
       owner.expired += 1;
     }
   }
-  return { root: layout.root, kind: meta.kind, shardCount: meta.shardCount, counts, owners, corrupt };
+  return { root: path.resolve(root), kind: meta.kind, store: meta.store, shardCount: meta.shardCount, counts, owners, corrupt };
 }
 
 /** Inspects every table at or under `dir`. */

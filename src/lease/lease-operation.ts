@@ -1,12 +1,12 @@
 /**
  * Lease operations as data, and the executor that runs one or many of them through a single
- * durability batch.
+ * batch of the table's record backend (record-backend.ts), whatever the store.
  *
  * A table method is split in two: `plan…()` validates the arguments and builds a `LeaseOperation`
- * without touching the filesystem (so bad input — a bad time, an unserialisable payload — throws
- * before any lock file or shard directory exists), and `executeOperations()` runs the batch
- * phases. `apply()` sees every record it named in `lockIds`, already locked and read, and stages
- * its writes; staged writes only reach the disk in the batch's commit, so an operation that
+ * without touching the store (so bad input — a bad time, an unserialisable payload — throws
+ * before any lock file, shard directory or transaction exists), and `executeOperations()` runs the
+ * batch phases. `apply()` sees every record it named in `lockIds`, already locked and read, and stages
+ * its writes; staged writes only reach the store in the batch's commit, so an operation that
  * returns a negative result (conflict, stale, corrupt) has mutated nothing.
  *
  * Several operations in one batch (the I/O thread's cross-request group commit) share the lock
@@ -16,7 +16,7 @@
  * the other operations keep their (read-only) results.
  */
 import { invalidOption } from '../config/values.js';
-import { DurabilityBatch, type BatchReport, type DurabilityContext } from './durability-batch.js';
+import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './record-backend.js';
 import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
 
 /** What an operation sees under its locks. */
@@ -46,11 +46,11 @@ export interface ExecutionResult {
 }
 
 /**
- * Runs `operations` in one durability batch. Lock-phase failures (timeout, bad lock path) reject
+ * Runs `operations` in one batch of `backend`. Lock-phase failures (timeout, bad lock path) reject
  * the whole call (nothing was written). Per-operation failures in `apply` fail that operation only.
  */
-export async function executeOperations(ctx: DurabilityContext, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
-  const batch = new DurabilityBatch(ctx);
+export async function executeOperations(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  const batch = backend.begin();
   try {
     const ids = operations.flatMap((op) => op.lockIds);
     await batch.lock(ids);
@@ -63,7 +63,7 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
     const stagedIds = new Set<string>();
     for (const [index, op] of operations.entries()) {
       const readStaged = op.lockIds.some((id) => stagedIds.has(id));
-      const staged = new Map<string, { record: LeaseRecord; bytes: Buffer } | null>();
+      const staged = new Map<string, StagedRecord | null>();
       const allowed = new Set(op.lockIds);
       const view: RecordView = {
         get: (id) => {
@@ -97,7 +97,7 @@ export async function executeOperations(ctx: DurabilityContext, operations: read
       return { outcomes, report };
     } catch (error) {
       for (const index of dependsOnCommit) outcomes[index] = { ok: false, error };
-      return { outcomes, report: { published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] } };
+      return { outcomes, report: EMPTY_BATCH_REPORT };
     }
   } finally {
     await batch.release();

@@ -12,13 +12,12 @@
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { isRecordId } from './identity.js';
 import { RECORD_SUFFIX, type LeaseLayout } from './lease-layout.js';
-import type { LeaseRecord, RecordKind } from './lease-record.js';
+import type { RecordKind } from './lease-record.js';
+import type { ScanEntry } from './record-backend.js';
 import { readRecord } from './record-store.js';
 import path from 'node:path';
 
-export type ScanEntry =
-  | { readonly state: 'valid'; readonly id: string; readonly path: string; readonly record: LeaseRecord }
-  | { readonly state: 'corrupt'; readonly id: string | undefined; readonly path: string; readonly reason: string };
+export type { ScanEntry } from './record-backend.js';
 
 /** Scans shards `0..shardCount-1` of `layout`. */
 export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<ScanEntry[]> {

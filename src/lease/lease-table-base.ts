@@ -1,39 +1,23 @@
 /**
- * What the work table and the target table share: opening a root (options, locker, metadata),
- * the durability context, cross-request batch execution, scans and counts, and argument checks.
+ * What the work table and the target table share: opening a root (options, record backend),
+ * cross-request batch execution, scans and counts, and argument checks. Nothing here knows which
+ * store holds the records (record-backend.ts).
  */
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
-import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
-import type { NativeBindings } from '../native/bindings.js';
 import { canonicalJson } from './canonical-json.js';
-import type { BatchReport, DurabilityContext } from './durability-batch.js';
-import { LeaseLayout } from './lease-layout.js';
+import { FileRecordBackend } from './file-record-backend.js';
+import type { LeaseLayout } from './lease-layout.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
 import { isExpiredLease, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
 import type { ExpiredLease, LeaseCounts, SnapshotEntry } from './lease-results.js';
-import { scanRecords } from './lease-scan.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
-import { createRecordLocker, type RecordLocker } from './record-lock.js';
-import { checkDirectory, ensureDirectoryDurable } from './record-store.js';
-import { ensureTableMeta } from './table-meta.js';
+import { openRecordBackend, type LeaseTableDeps } from './open-record-backend.js';
+import type { BatchReport, LeaseStoreKind, RecordBackend } from './record-backend.js';
+import type { RecordLocker } from './record-lock.js';
 import { randomBytes } from 'node:crypto';
-import { probeFilesystem } from './fs-probe.js';
 
-/** Injected collaborators (tests, benches, the I/O thread). */
-export interface LeaseTableDeps {
-  /** Default: the real filesystem. */
-  readonly fsLayer?: FsLayer;
-  /** Monotonic clock for lock deadlines, ms. Default `performance.now`. */
-  readonly monotonicNowMs?: () => number;
-  /** Native addon override (tests); default `loadNative()`. `null` = behave as if not built. */
-  readonly native?: NativeBindings | null;
-  /** Filesystem qualification (tests); default `probeFilesystem` from fs-probe.ts. */
-  readonly probe?: (dir: string) => Promise<unknown>;
-}
-
-/** Roots already qualified by this process (the probe costs a child process). */
-const probedRoots = new Set<string>();
+export type { LeaseTableDeps } from './open-record-backend.js';
 
 /** Options of the per-call time. */
 export interface AtTime {
@@ -58,109 +42,87 @@ export interface ClaimIdentity extends AtTime {
 
 export interface OpenedCore {
   readonly options: LeaseTableOptions;
-  readonly ctx: DurabilityContext;
+  readonly backend: RecordBackend;
 }
 
-/** Resolves options, picks the locker, creates the root durably and checks its metadata. */
+/** Resolves options and opens the root's record backend (its store, locks and metadata). */
 export async function openCore(root: string, input: object | undefined, deps: LeaseTableDeps, kind: RecordKind): Promise<OpenedCore> {
   if (typeof root !== 'string' || root === '') throw invalidOption('root', 'a directory path', root);
   if (input !== undefined) checkOptionsObject(input, 'options');
   const options = LEASE_TABLE_OPTIONS.resolve(input ?? {});
-  const fsLayer = deps.fsLayer ?? nodeFsLayer;
-  const locker: RecordLocker = createRecordLocker(options.coordination, {
-    fsLayer,
-    lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
-    lockAgeHintMs: options.lockAgeHintMs,
-    monotonicNowMs: deps.monotonicNowMs,
-    native: deps.native,
-    lockFdCacheSize: options.lockFdCacheSize,
-  });
-  const layout = new LeaseLayout(root, options.shardCount);
-  await ensureDirectoryDurable(fsLayer, layout.root);
-  if (options.coordination === 'multi' && options.verifyFilesystem && !probedRoots.has(layout.root)) {
-    // Refuses to open (FsProbeError naming the failed step) on a filesystem that cannot keep
-    // the lease protocol's promises, e.g. flock that does not exclude another process.
-    await (deps.probe ?? ((dir: string) => probeFilesystem(dir, { native: deps.native })))(layout.root);
-    if (!deps.probe) probedRoots.add(layout.root);
-  }
-  await ensureTableMeta(fsLayer, layout, kind, locker);
-  const known = new Set<string>([layout.root]);
-  const ctx: DurabilityContext = {
-    fsLayer,
-    locker,
-    layout,
-    kind,
-    fileBarrier: options.fileBarrier,
-    directoryBarrier: options.directoryBarrier,
-    async ensureDirectory(dir: string): Promise<void> {
-      // A known directory is re-checked (one lstat) on every batch: a shard swapped for a symlink
-      // after first use must be refused as a fresh table would refuse it, never written through.
-      if (known.has(dir)) return checkDirectory(fsLayer, dir);
-      await ensureDirectoryDurable(fsLayer, dir);
-      known.add(dir);
-    },
-  };
-  return { options, ctx };
+  return { options, backend: await openRecordBackend(root, options, deps, kind) };
 }
 
 export abstract class LeaseTableBase {
   readonly options: LeaseTableOptions;
-  protected readonly ctx: DurabilityContext;
+  protected readonly backend: RecordBackend;
 
   protected constructor(core: OpenedCore) {
     this.options = core.options;
-    this.ctx = core.ctx;
+    this.backend = core.backend;
   }
 
   /** Absolute table root. */
   get root(): string {
-    return this.ctx.layout.root;
+    return this.backend.root;
   }
 
+  /** The store this table's records live in. */
+  get store(): LeaseStoreKind {
+    return this.backend.store;
+  }
+
+  /** Shard directories of a file table (1 for a store without shards). */
   get shardCount(): number {
-    return this.ctx.layout.shardCount;
+    return this.backend instanceof FileRecordBackend ? this.backend.layout.shardCount : 1;
   }
 
-  /** `flock` (multi-coordinator safe) or `in-process` (single writer only). */
-  get lockerKind(): RecordLocker['kind'] {
-    return this.ctx.locker.kind;
+  /** `flock` (multi-coordinator safe) or `in-process` (single writer only), for a file table. */
+  get lockerKind(): RecordLocker['kind'] | undefined {
+    return this.backend instanceof FileRecordBackend ? this.backend.locker.kind : undefined;
   }
 
   /**
-   * Closes the lock-file fds this table keeps open between operations. The table stays usable
-   * (later locks open and close their fds); call it when done with the table. Idempotent.
+   * Releases what the table keeps open between operations (lock-file fds, a database handle);
+   * call it when done with the table. A file table stays usable (later locks open and close their
+   * fds). Idempotent.
    */
   close(): Promise<void> {
-    return this.ctx.locker.close();
+    return this.backend.close();
   }
 
-  /** Path of a record file (for tools and tests). */
+  /** Path of a record file (file store; for tools and tests). */
   recordPath(id: string): string {
-    return this.ctx.layout.recordPath(id);
+    return this.fileLayout().recordPath(id);
   }
 
-  /** Path of a record's lock file. */
+  /** Path of a record's lock file (file store). */
   lockPath(id: string): string {
-    return this.ctx.layout.lockPath(id);
+    return this.fileLayout().lockPath(id);
   }
 
-  /** Shard directory of a record id. */
+  /** Shard directory of a record id (file store). */
   shardDirOf(id: string): string {
-    return this.ctx.layout.dirOf(id);
+    return this.fileLayout().dirOf(id);
+  }
+
+  private fileLayout(): LeaseLayout {
+    if (!(this.backend instanceof FileRecordBackend)) throw new Error(`a ${this.backend.store} lease table has no record files`);
+    return this.backend.layout;
   }
 
   /**
-   * Runs several planned operations through ONE durability batch: their locks are taken together
+   * Runs several planned operations through ONE batch of the record backend: their locks are taken together
    * (ascending id), and one barrier pass covers all their writes. The caller must not put two
    * operations on the same id into one batch unless it wants the second to see the first's result.
    * Lock failures reject the call; per-operation outcomes are returned in order.
    */
   executeBatch(operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
-    return executeOperations(this.ctx, operations);
+    return executeOperations(this.backend, operations);
   }
 
   protected async runOne<R>(op: LeaseOperation<R>): Promise<{ value: R; report: BatchReport }> {
-    const { outcomes, report } = await executeOperations(this.ctx, [op as LeaseOperation<unknown>]);
+    const { outcomes, report } = await executeOperations(this.backend, [op as LeaseOperation<unknown>]);
     const outcome = outcomes[0]!;
     if (!outcome.ok) throw outcome.error;
     return { value: outcome.value as R, report };
@@ -175,7 +137,7 @@ export abstract class LeaseTableBase {
   async snapshotRecords(options: { readonly limit?: number; readonly corrupt?: 'reject' | 'skip' } = {}): Promise<SnapshotEntry[]> {
     checkCallOptions(options, 'snapshotRecords options');
     const limit = checkLimit(options.limit);
-    const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
+    const entries = await this.backend.scan();
     const corrupt = entries.filter((e) => e.state === 'corrupt');
     if (corrupt.length > 0 && options.corrupt !== 'skip') {
       const first = corrupt[0]!;
@@ -198,7 +160,7 @@ export abstract class LeaseTableBase {
     const nowMs = checkNowMs(options.nowMs);
     const ttlMs = options.leaseTtlMs === undefined ? this.options.leaseTtlMs : checkTtlMs(options.leaseTtlMs);
     const limit = checkLimit(options.limit);
-    const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
+    const entries = await this.backend.scan();
     const expired = entries.flatMap((e) => (e.state === 'valid' && isExpiredLease(e.record, nowMs, ttlMs, this.options.maxClockSkewMs) ? [{ id: e.id, record: e.record }] : []));
     expired.sort(byUpdatedThenId);
     const picked = limit > 0 ? expired.slice(0, limit) : expired;
@@ -209,7 +171,7 @@ export abstract class LeaseTableBase {
   async snapshotCounts(options: AtTime): Promise<LeaseCounts> {
     checkCallOptions(options);
     const nowMs = checkNowMs(options.nowMs);
-    const entries = await scanRecords(this.ctx.fsLayer, this.ctx.layout, this.ctx.kind);
+    const entries = await this.backend.scan();
     const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
     for (const entry of entries) {
       if (entry.state === 'corrupt') {

@@ -5,6 +5,19 @@
 import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
 
 export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
+  /**
+   * Where lease records live (docs/leases.md "Lease stores"). `auto`: the store an existing lease
+   * directory was created with (recorded in its lease-table.json), else the default for a new
+   * one, the file store. An explicit store that differs from the recorded one is refused.
+   */
+  store: {
+    kind: 'enum',
+    values: ['auto', 'files'],
+    default: 'auto',
+    flag: 'lease-store',
+    env: 'SYMFENCE_LEASE_STORE',
+    description: 'where lease records live: auto (the lease directory\'s own store; new: files), files',
+  },
   /** Shard directories per table; fixed per root (recorded in lease-table.json). Default 256. */
   shardCount: {
     kind: 'integer',

@@ -126,10 +126,11 @@ export async function sweepTempsIn(dir: string, isTemp: (name: string) => boolea
   return { swept, kept };
 }
 
-/** Sweeps every shard directory of the lease table at `root` (nothing when it is not a table). */
+/** Sweeps every shard directory of the file table at `root` (nothing when it is not one). */
 export async function sweepLeaseTableTemps(root: string, options: TempSweepOptions): Promise<TempSweepReport> {
   const meta = await readTableMeta(options.fsLayer, path.join(root, META_FILE));
-  if (!meta) return { swept: 0, kept: 0 };
+  // Only the file store keeps record temps in shard directories.
+  if (!meta || meta.store !== 'files') return { swept: 0, kept: 0 };
   const layout = new LeaseLayout(root, meta.shardCount);
   let swept = 0;
   let kept = 0;

@@ -46,7 +46,7 @@ export function escapeControl(text: string): string {
 function renderTable(t: TableInspection): string {
   const c = t.counts;
   const lines = [
-    `${escapeControl(t.root)} (${t.kind} table, ${t.shardCount} shards)`,
+    `${escapeControl(t.root)} (${t.kind} table, ${t.store === 'files' ? `${t.shardCount} shards` : `${t.store} store`})`,
     `  leased ${c.leased} (expired ${c.expired})  committing ${c.committing}  done ${c.done}  corrupt ${c.corrupt}`,
   ];
   const owners = Object.entries(t.owners).sort(([a], [b]) => a.localeCompare(b));

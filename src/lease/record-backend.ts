@@ -1,0 +1,83 @@
+/**
+ * Where lease records live: the one seam between the lease semantics (claims, fencing, commit —
+ * the tables and their `LeaseOperation`s, identical for every store) and the bytes (a sharded
+ * directory of record files, a SQLite database, a coordination service). docs/leases.md
+ * "Lease stores" compares the stores.
+ *
+ * A backend offers two things:
+ * - **batches**: `begin()` opens a unit of "exclusive access, read, decide, make durable, answer".
+ *   The executor (lease-operation.ts) drives every batch through the same phases, in this order:
+ *   `lock(ids)` → `read(ids)` → `view`/`stageAll` (the operations decide) → `commit()` →
+ *   `release()`. Contract every backend keeps:
+ *     - between `lock` and `release` no other batch, in this process or any other, can change or
+ *       publish a locked record (files: `flock` per record; SQLite: one write transaction);
+ *     - `commit` reports success only once every staged change is durable, and is all-or-nothing:
+ *       on failure it rejects with `LeaseIoError` and the records read in this batch are what every
+ *       reader sees afterwards (`details.restored` false only when that could not be ensured);
+ *     - `read` validates each record exactly as a record file is validated (lease-record.ts): a
+ *       corrupt record is a `corrupt` read, never a usable one, and `stageAll` refuses to write
+ *       over it;
+ *     - `release` is idempotent and never throws; after a failed `lock` nothing is held.
+ * - **scans**: `scan()` lists every record (valid or corrupt, with where it lives), lock-free: a
+ *   snapshot, not a transaction.
+ */
+import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
+
+/** The lease stores symfence has. `auto` (the option) resolves to one of these at open. */
+export const LEASE_STORES = ['files'] as const;
+export type LeaseStoreKind = (typeof LEASE_STORES)[number];
+
+/** What a committed batch did. Barrier counts are 0 where a store has no such step. */
+export interface BatchReport {
+  /** Records written or deleted. */
+  readonly published: number;
+  /** File barriers issued (fsync calls, 1 for syncfs, 1 per durable database commit). */
+  readonly fileBarriers: number;
+  /** Directory barriers issued. */
+  readonly directoryBarriers: number;
+  /** Shard directories touched, sorted (file store only). */
+  readonly directories: readonly string[];
+}
+
+export const EMPTY_BATCH_REPORT: BatchReport = Object.freeze({ published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] });
+
+/** A staged change: the record's next value and its canonical bytes (serialised once, at staging). */
+export interface StagedRecord {
+  readonly record: LeaseRecord;
+  readonly bytes: Buffer;
+}
+
+/** One batch of a backend (phases in the file comment). */
+export interface RecordBatch {
+  /** Takes exclusive access to `ids`. On failure nothing is held and nothing was written. */
+  lock(ids: Iterable<string>): Promise<void>;
+  /** Reads (and caches) the records of locked ids. */
+  read(ids: Iterable<string>): Promise<void>;
+  /** The current view of a read record, overlaid with what this batch staged. */
+  view(id: string): RecordRead;
+  /** Stages writes (a record) and deletions (null), all-or-nothing; never over a corrupt record. */
+  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void;
+  /** Makes every staged change durable, all-or-nothing; rejects with `LeaseIoError`. */
+  commit(): Promise<BatchReport>;
+  /** Ends the batch (rolls back an uncommitted one). Idempotent; never throws. */
+  release(): Promise<void>;
+}
+
+export type ScanEntry =
+  | { readonly state: 'valid'; readonly id: string; readonly path: string; readonly record: LeaseRecord }
+  | { readonly state: 'corrupt'; readonly id: string | undefined; readonly path: string; readonly reason: string };
+
+export interface RecordBackend {
+  readonly store: LeaseStoreKind;
+  readonly kind: RecordKind;
+  /** The table root this backend serves (a directory holding `lease-table.json`). */
+  readonly root: string;
+  begin(): RecordBatch;
+  /** Every record, valid or corrupt; `path` says where each lives (a file, `<db>#<id>`, …). */
+  scan(): Promise<ScanEntry[]>;
+  /**
+   * Releases what the backend keeps open between batches (lock fds, a database handle). Call it
+   * when done with the table. Idempotent.
+   */
+  close(): Promise<void>;
+}
