@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { IoOptions } from '../io/io-options.js';
+import type { CampaignLeaseOptions } from '../lease/lease-table-options.js';
 import type { HintSource } from '../scheduler/hints.js';
 import type { SchedulerOptions } from '../scheduler/scheduler-options.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
@@ -26,6 +27,8 @@ export interface CampaignContext {
   readonly scheduler: SchedulerOptions;
   /** I/O thread options (`IO_OPTIONS`, the `--io-*` flags). */
   readonly io: IoOptions;
+  /** Lease table options (`CAMPAIGN_LEASE_OPTIONS`: store, shards, lock timeout, barriers …). */
+  readonly lease: CampaignLeaseOptions;
   /** Embedder hint sources, consulted before a `--hints` file (docs/scheduler.md "Hints"). */
   readonly hints: readonly HintSource[];
   readonly outDir: string;

@@ -14,6 +14,7 @@ import { InvalidOptionError, SymfenceError } from '../errors.js';
 import { makeUserDirectory, userPathError } from '../config/user-paths.js';
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { IO_OPTIONS, type IoOptions } from '../io/io-options.js';
+import { CAMPAIGN_LEASE_OPTIONS, type CampaignLeaseOptions } from '../lease/lease-table-options.js';
 import type { HintSource } from '../scheduler/hints.js';
 import { SCHEDULER_OPTIONS, type SchedulerOptions } from '../scheduler/scheduler-options.js';
 import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
@@ -69,6 +70,8 @@ export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> &
   readonly scheduler?: OptionsInput<typeof SCHEDULER_OPTIONS.specs>;
   /** I/O thread options (`IO_OPTIONS` input, the `--io-*` flags). */
   readonly io?: OptionsInput<typeof IO_OPTIONS.specs>;
+  /** Lease table options (`CAMPAIGN_LEASE_OPTIONS` input: store, shards, lock timeout, barriers …). */
+  readonly lease?: OptionsInput<typeof CAMPAIGN_LEASE_OPTIONS.specs>;
   /** Dispatch hint sources, consulted in order before a `scheduler.hintsFile` (docs/scheduler.md "Hints"). */
   readonly hints?: readonly HintSource[];
 };
@@ -77,16 +80,18 @@ export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> &
 export interface CampaignComponentOptions {
   readonly scheduler: SchedulerOptions;
   readonly io: IoOptions;
+  readonly lease: CampaignLeaseOptions;
   readonly hints: readonly HintSource[];
 }
 
 /**
- * Resolves the scheduler and I/O option objects and checks the hint sources. Throws
- * `ERR_INVALID_OPTION` naming the option (`scheduler`, `io`, `hints[i]`) and the value.
+ * Resolves the scheduler, I/O and lease option objects and checks the hint sources. Throws
+ * `ERR_INVALID_OPTION` naming the option (`scheduler`, `io`, `lease`, `hints[i]`) and the value.
  */
-export function resolveComponentOptions(input: { readonly scheduler?: unknown; readonly io?: unknown; readonly hints?: unknown }): CampaignComponentOptions {
+export function resolveComponentOptions(input: { readonly scheduler?: unknown; readonly io?: unknown; readonly lease?: unknown; readonly hints?: unknown }): CampaignComponentOptions {
   const scheduler = SCHEDULER_OPTIONS.resolve(input.scheduler ?? {});
   const io = IO_OPTIONS.resolve(input.io ?? {});
+  const lease = CAMPAIGN_LEASE_OPTIONS.resolve(input.lease ?? {});
   const hints = input.hints ?? [];
   if (!Array.isArray(hints)) throw invalidOption('hints', 'a list of hint sources ({ hintFor(seed) })', hints);
   hints.forEach((source: unknown, i) => {
@@ -94,7 +99,7 @@ export function resolveComponentOptions(input: { readonly scheduler?: unknown; r
       throw invalidOption(`hints[${i}]`, 'a hint source ({ hintFor(seed) })', source);
     }
   });
-  return { scheduler, io, hints: Object.freeze([...(hints as HintSource[])]) };
+  return { scheduler, io, lease, hints: Object.freeze([...(hints as HintSource[])]) };
 }
 
 export interface CampaignFinding extends PublishedEntry {
@@ -174,9 +179,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   static async start(input: CampaignStartOptions, runtime: CampaignRuntime = {}): Promise<Campaign> {
     checkOptionsObject(input, 'options');
     checkOptionsObject(runtime, 'runtime');
-    const { solverCommand, showmap, aflTarget, scheduler, io, hints, ...rest } = input;
+    const { solverCommand, showmap, aflTarget, scheduler, io, lease, hints, ...rest } = input;
     const options = CAMPAIGN_OPTIONS.resolve(rest);
-    const parts = resolveComponentOptions({ scheduler, io, hints });
+    const parts = resolveComponentOptions({ scheduler, io, lease, hints });
     let components = runtime.components;
     if (components === undefined) {
       if (solverCommand === undefined) {
@@ -225,6 +230,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       options: this.options,
       scheduler: this.#parts.scheduler,
       io: this.#parts.io,
+      lease: this.#parts.lease,
       hints: this.#parts.hints,
       outDir: this.outDir,
       coordinatorId: this.coordinatorId,

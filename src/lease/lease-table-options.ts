@@ -2,7 +2,7 @@
  * Options of a fenced lease table (work or target). One schema: library input, `--lease-*` flags
  * and `SYMFENCE_LEASE_*` variables resolve through it.
  */
-import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
+import { defineOptionSchema, omitOptions, type ResolvedOptions } from '../config/schema.js';
 
 export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
   /**
@@ -52,6 +52,8 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     default: 300_000,
     min: 0,
     max: 86_400_000,
+    flag: 'max-clock-skew',
+    env: 'SYMFENCE_MAX_CLOCK_SKEW',
     description: 'largest accepted lead of a record time over this clock (clock skew between hosts)',
   },
   /** How long to wait for a contended record lock before ERR_LOCK_TIMEOUT, ms. Default 60 s. */
@@ -69,6 +71,8 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     kind: 'duration',
     default: 30_000,
     min: 0,
+    flag: 'lock-age-hint',
+    env: 'SYMFENCE_LOCK_AGE_HINT',
     description: 'age hint shown in lock-timeout messages (locks are never stolen by age)',
   },
   /**
@@ -123,6 +127,8 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     kind: 'enum',
     values: ['batched', 'scalar'],
     default: 'batched',
+    flag: 'lease-directory-barrier',
+    env: 'SYMFENCE_LEASE_DIRECTORY_BARRIER',
     description: 'directory barriers: one per touched shard (batched) or per mutation (scalar)',
   },
   /**
@@ -145,3 +151,12 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
 });
 
 export type LeaseTableOptions = ResolvedOptions<typeof LEASE_TABLE_OPTIONS.specs>;
+
+/**
+ * The lease options of a campaign (`symfence run`/`demo` flags, `lease` in the embedding API):
+ * every table option but the TTL and the coordination mode, which the campaign sets per table
+ * (`--work-lease-ttl`, `--target-lease-ttl`; `multi` under a shared `--lease-dir`).
+ */
+export const CAMPAIGN_LEASE_OPTIONS = omitOptions(LEASE_TABLE_OPTIONS, ['leaseTtlMs', 'coordination']);
+
+export type CampaignLeaseOptions = ResolvedOptions<typeof CAMPAIGN_LEASE_OPTIONS.specs>;

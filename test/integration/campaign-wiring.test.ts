@@ -96,6 +96,9 @@ describe('campaign scheduler and I/O options', () => {
     ['scheduler', { scheduler: { stateIntervalMs: -1 } }, 'stateIntervalMs'],
     ['io', { io: { maxBatchRequests: 0 } }, 'maxBatchRequests'],
     ['io', { io: { fileBarrier: 'sometimes' } }, 'fileBarrier'],
+    ['lease', { lease: { shardCount: 0 } }, 'shardCount'],
+    ['lease', { lease: { store: 'tape' } }, 'store'],
+    ['lease', { lease: { leaseTtlMs: 5000 } }, 'leaseTtlMs'],
     ['hints', { hints: [{ notAHintSource: true }] }, 'hints[0]'],
   ])('refuses a bad %s option with ERR_INVALID_OPTION naming it, before building anything', async (_what, input, option) => {
     const outDir = tmp();
@@ -120,6 +123,15 @@ describe('campaign scheduler and I/O options', () => {
     // Nothing kept running or holding the directory: a good start succeeds right away.
     const demo = await startDemo({ ...DEMO, outDir }, {});
     await demo.campaign.stop();
+  });
+
+  it('opens the lease tables with the campaign\'s lease options (shard count recorded in lease-table.json)', async () => {
+    const outDir = tmp();
+    const demo = await startDemo({ ...DEMO, outDir, lease: { shardCount: 8, store: 'files' } }, {});
+    await demo.campaign.stop();
+    const meta = JSON.parse(readFileSync(path.join(outDir, 'leases', 'work', 'lease-table.json'), 'utf8')) as Record<string, unknown>;
+    expect(meta).toEqual({ kind: 'work', schema: 1, shardCount: 8 });
+    expect(readdirSync(path.join(outDir, 'leases', 'work')).filter((name) => /^\d{3}$/.test(name)).every((name) => Number(name) < 8)).toBe(true);
   });
 
   it('refuses a bad guidance file at start with ERR_GUIDANCE_INVALID naming --guidance', async () => {

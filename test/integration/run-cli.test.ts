@@ -72,10 +72,14 @@ describe('symfence run argument checks', () => {
     expect(err).toContain('"many"');
   });
 
-  it('takes the scheduler and --io-* options, naming a bad one (option and value) with exit 2 before anything starts', async () => {
+  it('takes the scheduler, --io-* and lease options, naming a bad one (option and value) with exit 2 before anything starts', async () => {
     const { out } = await cli('run', '--help');
-    for (const flag of ['--lanes', '--hints', '--guidance', '--scheduler-state-interval', '--io-max-batch', '--io-queue-capacity', '--io-file-barrier']) expect(out).toContain(flag);
+    for (const flag of ['--lanes', '--hints', '--guidance', '--scheduler-state-interval', '--io-max-batch', '--io-queue-capacity', '--io-file-barrier', '--lease-store', '--lease-shards', '--lock-timeout', '--lease-file-barrier', '--max-clock-skew']) expect(out).toContain(flag);
+    expect(out).not.toContain('--lease-ttl ');
+    expect(out).not.toContain('--coordination');
     for (const [flag, value] of [
+      ['--lease-store', 'tape'],
+      ['--lease-shards', '0'],
       ['--io-max-batch', '0'],
       ['--scheduler-state-interval', 'soon'],
       ['--io-file-barrier', 'sometimes'],

@@ -16,6 +16,7 @@ import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
 import { IO_OPTIONS } from '../../io/io-options.js';
+import { CAMPAIGN_LEASE_OPTIONS } from '../../lease/lease-table-options.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
 
@@ -53,12 +54,14 @@ export function register(program: Command, io: CliIo): void {
   addSchemaFlags(command, SOLVER_CAMPAIGN_OPTIONS);
   addSchemaFlags(command, SCHEDULER_OPTIONS);
   addSchemaFlags(command, IO_OPTIONS);
+  addSchemaFlags(command, CAMPAIGN_LEASE_OPTIONS);
   addSchemaFlags(command, LOGGER_OPTIONS);
   command.action(async (flags: Record<string, unknown>) => {
     // Resolved first so a bad solver flag is reported before anything starts (as in `run`).
     const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
     const scheduler = SCHEDULER_OPTIONS.resolve({ ...optionsFromEnv(SCHEDULER_OPTIONS), ...optionsFromFlags(SCHEDULER_OPTIONS, flags) });
     const ioOptions = IO_OPTIONS.resolve({ ...optionsFromEnv(IO_OPTIONS), ...optionsFromFlags(IO_OPTIONS, flags) });
+    const lease = CAMPAIGN_LEASE_OPTIONS.resolve({ ...optionsFromEnv(CAMPAIGN_LEASE_OPTIONS), ...optionsFromFlags(CAMPAIGN_LEASE_OPTIONS, flags) });
     const options = {
       ...optionsFromFlags(CAMPAIGN_OPTIONS, flags),
       durationMs: (flags['duration'] as string | undefined) ?? DEMO_DEFAULT_DURATION,
@@ -66,6 +69,7 @@ export function register(program: Command, io: CliIo): void {
       name: 'demo',
       scheduler,
       io: ioOptions,
+      lease,
     };
     await runCampaignCli<DemoSummary>(io, {
       json: flags['json'] === true,

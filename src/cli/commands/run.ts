@@ -10,6 +10,7 @@ import { startAflCampaign } from '../../coordinator/adapters/afl-campaign.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
 import { IO_OPTIONS } from '../../io/io-options.js';
+import { CAMPAIGN_LEASE_OPTIONS } from '../../lease/lease-table-options.js';
 import { generatedPerQuery } from '../../telemetry/counters.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { addSchemaFlags } from '../flags.js';
@@ -58,6 +59,7 @@ export function register(program: Command, io: CliIo): void {
   addSchemaFlags(command, SOLVER_CAMPAIGN_OPTIONS);
   addSchemaFlags(command, SCHEDULER_OPTIONS);
   addSchemaFlags(command, IO_OPTIONS);
+  addSchemaFlags(command, CAMPAIGN_LEASE_OPTIONS);
   addSchemaFlags(command, LOGGER_OPTIONS);
   command.action(async (symcc: string[], flags: Record<string, unknown>) => {
     const options = { ...optionsFromEnv(CAMPAIGN_OPTIONS), ...optionsFromFlags(CAMPAIGN_OPTIONS, flags) };
@@ -65,13 +67,14 @@ export function register(program: Command, io: CliIo): void {
     const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
     const scheduler = SCHEDULER_OPTIONS.resolve({ ...optionsFromEnv(SCHEDULER_OPTIONS), ...optionsFromFlags(SCHEDULER_OPTIONS, flags) });
     const ioOptions = IO_OPTIONS.resolve({ ...optionsFromEnv(IO_OPTIONS), ...optionsFromFlags(IO_OPTIONS, flags) });
+    const lease = CAMPAIGN_LEASE_OPTIONS.resolve({ ...optionsFromEnv(CAMPAIGN_LEASE_OPTIONS), ...optionsFromFlags(CAMPAIGN_LEASE_OPTIONS, flags) });
     await runCampaignCli<CampaignSummary>(io, {
       json: flags['json'] === true,
       flags,
       ...outDirOf(options),
       start: async (runtime) =>
         startAflCampaign(
-          { ...options, scheduler, io: ioOptions },
+          { ...options, scheduler, io: ioOptions, lease },
           {
             symcc,
             solver,

@@ -12,7 +12,7 @@ export type { AflRunSettings } from './afl-components.js';
 
 /**
  * `symfence run`: an AFL++ campaign (see `Campaign.start` with `solverCommand`). `input` takes the
- * campaign options plus `scheduler`, `io` and `hints`, as `Campaign.start` does.
+ * campaign options plus `scheduler`, `io`, `lease` and `hints`, as `Campaign.start` does.
  */
 export async function startAflCampaign(
   input: Omit<CampaignStartOptions, 'solverCommand' | 'showmap' | 'aflTarget'>,
@@ -20,9 +20,9 @@ export async function startAflCampaign(
   runtime: Omit<CampaignRuntime, 'components'>,
 ): Promise<Campaign> {
   checkOptionsObject(input, 'options');
-  const { scheduler, io, hints, ...campaign } = input;
-  // Checked before the AFL++ checks run, so a bad scheduler or I/O option is reported first.
-  resolveComponentOptions({ scheduler, io, hints });
+  const { scheduler, io, lease, hints, ...campaign } = input;
+  // Checked before the AFL++ checks run, so a bad scheduler, I/O or lease option is reported first.
+  resolveComponentOptions({ scheduler, io, lease, hints });
   const components = await aflComponentsFactory(CAMPAIGN_OPTIONS.resolve(campaign), settings);
   return Campaign.start(input, { ...runtime, components });
 }

@@ -99,7 +99,7 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
     coordinatorId,
     workRoot: path.join(root, 'work'),
     ...(shared ? { targetRoot: path.join(root, 'targets') } : {}),
-    leaseOptions: { leaseTtlMs: shared ? options.targetLeaseTtlMs : options.workLeaseTtlMs, coordination: shared ? 'multi' : 'single' },
+    leaseOptions: { ...context.lease, leaseTtlMs: shared ? options.targetLeaseTtlMs : options.workLeaseTtlMs, coordination: shared ? 'multi' : 'single' },
     ioOptions: { ...context.io },
     inflight,
     // The thread's warnings and errors ("I/O batch failed unexpectedly") reach the campaign log.
