@@ -128,6 +128,7 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: 4096,
     min: 1,
     max: 1_000_000,
+    flag: 'max-pending-jobs',
     env: 'SYMFENCE_MAX_PENDING_JOBS',
     description: 'most jobs carried in the pending queue',
   },
@@ -137,6 +138,7 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: 200,
     min: 1,
     max: 60_000,
+    flag: 'idle-poll',
     env: 'SYMFENCE_IDLE_POLL',
     description: 'longest sleep of an idle coordinator loop',
   },
@@ -182,6 +184,7 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
   recoverExpiredWork: {
     kind: 'boolean',
     default: true,
+    flag: 'recover-expired',
     env: 'SYMFENCE_RECOVER_EXPIRED',
     description: 'take over expired work of dead coordinators',
   },

@@ -7,6 +7,9 @@ import { defineOptionSchema } from '../../src/config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../src/coordinator/campaign-options.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../src/solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../src/telemetry/logger.js';
+import { IO_OPTIONS } from '../../src/io/io-options.js';
+import { CAMPAIGN_LEASE_OPTIONS } from '../../src/lease/lease-table-options.js';
+import { SCHEDULER_OPTIONS } from '../../src/scheduler/scheduler-options.js';
 
 /** Every command of the tree, by its full name (`leases check`), the program excluded. */
 function commandsOf(program: Command): { name: string; argv: string[] }[] {
@@ -82,6 +85,24 @@ describe('--help of every command', () => {
     expect(entry('lease-dir')).toContain('(default: private, <out-dir>/leases; env: SYMFENCE_LEASE_DIR)');
     expect(entry('coordinator-id')).toContain('(default: <hostname>:<pid>; env: SYMFENCE_COORDINATOR_ID)');
     expect(entry('name')).toContain('(default: symfence; env: SYMFENCE_NAME)');
+  });
+});
+
+describe('every campaign option is reachable', () => {
+  const schemas = [CAMPAIGN_OPTIONS, SOLVER_CAMPAIGN_OPTIONS, SCHEDULER_OPTIONS, IO_OPTIONS, CAMPAIGN_LEASE_OPTIONS, LOGGER_OPTIONS];
+
+  it('has a flag and an environment variable for every option of the schemas run takes', () => {
+    const missing = schemas.flatMap((schema) =>
+      Object.entries(schema.specs).flatMap(([key, spec]) => (spec.flag && spec.env ? [] : [`${schema.component}.${key}`])),
+    );
+    expect(missing).toEqual([]);
+  });
+
+  it('lists every one of those flags in run --help', async () => {
+    const help = await helpOf(['run']);
+    const flags = schemas.flatMap((schema) => Object.values(schema.specs).map((spec) => `--${spec.flag!}`));
+    expect(flags.filter((flag) => !help.includes(flag))).toEqual([]);
+    expect(flags.length).toBeGreaterThan(40);
   });
 });
 
