@@ -8,6 +8,8 @@ import { InvalidJobError } from '../errors.js';
 import { describeValue, invalidOption } from '../config/values.js';
 
 const MAX_OWNER = 0xffff_ffff;
+/** Words of the per-call hash filter that spares most groups the pairwise duplicate check. */
+const FILTER_WORDS = 8;
 /** Above this group size, duplicate detection uses a Set instead of pairwise comparison. */
 const PAIRWISE_DUPLICATE_LIMIT = 64;
 
@@ -47,6 +49,12 @@ export class SplitTargets {
   hi = new Int32Array(64);
   /** Home slot of each member for the table mask passed to `split`. */
   home = new Int32Array(64);
+  /**
+   * 256-bit filter over the top 8 bits of each member's hash, empty between calls. Equal targets
+   * have equal hashes, so a group whose members all set distinct bits has no duplicate and skips
+   * the pairwise comparison; any shared bit falls back to the exact check.
+   */
+  private readonly hashFilter = new Int32Array(FILTER_WORDS);
 
   /**
    * Validates `targets` (an array of distinct bigints in 1..2^64−1) and writes them into `keys`,
@@ -66,10 +74,12 @@ export class SplitTargets {
       this.hi = new Int32Array(size);
       this.home = new Int32Array(size);
     }
-    const { keys, lo, hi, home } = this;
+    const { keys, lo, hi, home, hashFilter } = this;
+    let maybeDuplicate = false;
     for (let i = 0; i < n; i++) {
       const target = targets[i];
       if (!loadTarget(target)) {
+        hashFilter.fill(0);
         throw new InvalidJobError(`target id at index ${i} must be a bigint in 1..2^64-1, got ${describeTarget(target)}`, {
           index: i,
           target: describeTarget(target),
@@ -80,21 +90,29 @@ export class SplitTargets {
       keys[i] = target;
       lo[i] = l;
       hi[i] = h;
-      home[i] = homeSlotOf(l, h, mask);
+      const hash = hashOf(l, h);
+      home[i] = hash & mask;
+      const word = hash >>> 29;
+      const bit = 1 << ((hash >>> 24) & 31);
+      const seen = hashFilter[word]!;
+      if ((seen & bit) !== 0) maybeDuplicate = true;
+      hashFilter[word] = seen | bit;
     }
+    for (let w = 0; w < FILTER_WORDS; w++) hashFilter[w] = 0;
+    if (!maybeDuplicate) return n;
     if (n <= PAIRWISE_DUPLICATE_LIMIT) {
       for (let i = 1; i < n; i++) {
         const l = lo[i];
         const h = hi[i];
         for (let j = 0; j < i; j++) {
-          if (l === lo[j] && h === hi[j]) throw duplicate(targets, i);
+          if (l === lo[j] && h === hi[j]) throw duplicate(keys, i);
         }
       }
-    } else if (new Set(targets).size !== n) {
+    } else if (new Set(keys.slice(0, n)).size !== n) {
       const seen = new Set<bigint>();
       for (let i = 0; i < n; i++) {
-        if (seen.has(targets[i]!)) throw duplicate(targets, i);
-        seen.add(targets[i]!);
+        if (seen.has(keys[i]!)) throw duplicate(keys, i);
+        seen.add(keys[i]!);
       }
     }
     return n;
@@ -123,13 +141,18 @@ export function splitOne(target: bigint): [w0: number, w1: number] {
  * branch ids and ids differing only in the high half spread over the table.
  */
 export function homeSlotOf(lo: number, hi: number, mask: number): number {
+  return hashOf(lo, hi) & mask;
+}
+
+/** The 32-bit hash behind `homeSlotOf` (as an unsigned number). */
+function hashOf(lo: number, hi: number): number {
   let h = lo ^ Math.imul(hi, 0x9e3779b1);
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
-  return h & mask;
+  return h >>> 0;
 }
 
 function duplicate(targets: readonly bigint[], index: number): InstanceType<typeof InvalidJobError> {
