@@ -21,8 +21,8 @@
  * - **Reads** (`has`, `ownerOf`, `size`, and the fail-fast pre-check of a contended reserve) take
  *   no lock and read through `Atomics`. Entries never move except in a rebuild, which is
  *   bracketed by a sequence lock that readers re-check; the KEY is read in one 64-bit load, and a
- *   slot's TAG version ties the KEY and OWNER a reader saw to one entry. A reader may see a group that is being reserved partially; the
- *   all-or-nothing guarantee is between reservers.
+ *   slot's TAG version ties the KEY and OWNER a reader saw to one entry. A reader may see a group
+ *   that is being reserved partially; the all-or-nothing guarantee is between reservers.
  * - **Deletion** leaves a tombstone so probe chains stay intact. A run of tombstones that ends at
  *   an empty slot is turned back into empty slots at once (no live chain can pass through it), and
  *   when tombstones plus live entries would pass `MAX_OCCUPIED_LOAD`, the next reserve rebuilds the
