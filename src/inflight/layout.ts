@@ -1,10 +1,13 @@
 /**
  * Memory layout of the shared in-flight target set. Every index into the buffer is named here;
- * `InflightTargetSet` (with its `writer-mutex.ts`) is the only code that reads or writes the
- * buffer. Lock-free readers go through `Atomics`; under the writer mutex reads are plain and only
- * the writes a lock-free reader can observe are `Atomics.store` (see docs/inflight.md).
+ * `SlotTable` (`slot-table.ts`) is the only code that reads or writes the slots and counters,
+ * `writer-mutex.ts` the mutex word, `InflightTargetSet` the rest of the header at create/attach.
+ * Lock-free readers go through `Atomics`; under the writer mutex reads are plain and only the
+ * writes a lock-free reader can observe are `Atomics.store` (see docs/inflight.md).
  *
- * The buffer is one `Int32Array`: a 16-word header, then `slotCount` slots of 4 words each.
+ * The buffer is viewed as an `Int32Array` (`words`) and, over the same bytes, a `BigUint64Array`
+ * (`keys`): a 16-word header, then `slotCount` slots of 4 words each. Each slot starts on an
+ * 8-byte boundary, so its KEY is one element of the 64-bit view.
  *
  * ```
  *  word  0        1          2           3          4       5          6        7      8..15
@@ -13,26 +16,28 @@
  *      |        | VERSION  | COUNT     | (max     | 0/1/2 | SEQ      | COUNT  | COUNT| spare) |
  *      |        |          | (pow. 2)  |  live)   |       | even=ok  |        |      |        |
  *      +--------+----------+-----------+----------+-------+----------+--------+------+--------+
- *  word 16 + 4*i: slot i
- *      +----------------------------+-------------+-------------+---------------+
- *      | TAG = version << 2 | state | KEY_LO (u32)| KEY_HI (u32)| OWNER (u32)   |
- *      | state: 0 EMPTY 1 LIVE      | low half of | high half of| ≥ 1 while LIVE|
- *      |        2 TOMBSTONE         | the target  | the target  |               |
- *      +----------------------------+-------------+-------------+---------------+
+ *  word 16 + 4*i (= 64-bit element 8 + 2*i): slot i
+ *      +------------------------------+------------------------------+---------------+
+ *      | KEY (u64: KEY_W0, KEY_W1)    | TAG = version << 2 | state   | OWNER (u32)   |
+ *      | the target; written with one | state: 0 EMPTY 1 LIVE        | ≥ 1 while LIVE|
+ *      | 64-bit Atomics.store         |        2 TOMBSTONE           |               |
+ *      +------------------------------+------------------------------+---------------+
  * ```
  *
- * Why two 32-bit halves instead of a `BigUint64Array`: reading a BigUint64Array element yields a
- * heap BigInt per probe, which would dominate the cost of a lookup; two Int32 words compare as
- * plain numbers. A lock-free reader makes the two-word read consistent with the slot's TAG: the
- * TAG's version changes on every state change of the slot, and writers only touch KEY/OWNER while
- * the slot is not LIVE, with seq-cst stores ordered after the TAG change that left LIVE, so "same
- * TAG before and after reading the key" means the key belongs to that LIVE entry.
+ * The KEY is written as one 64-bit `Atomics.store` of the target bigint itself (no splitting, one
+ * seq-cst store instead of two) and read lock-free as one 64-bit `Atomics.load` of the same
+ * element, so a reader never sees half of one key and half of another. Under the writer mutex,
+ * where nothing races, it is read as two plain Int32 words compared with the target's halves:
+ * reading a BigUint64Array element would make a heap BigInt per probe. The TAG version still
+ * changes on every state change of the slot, and writers only touch KEY/OWNER while the slot is
+ * not LIVE, with seq-cst stores ordered after the TAG change that left LIVE: "same TAG before and
+ * after" is what pins a lock-free reader's KEY and OWNER reads to one entry.
  */
 
 /** "SYMF" in ASCII: `attach()` refuses a buffer that was not made by `InflightTargetSet.create`. */
 export const MAGIC = 0x53594d46;
 /** Bumped whenever this layout changes, so an old buffer is refused instead of misread. */
-export const LAYOUT_VERSION = 1;
+export const LAYOUT_VERSION = 2;
 
 export const HEADER_WORDS = 16;
 export const H_MAGIC = 0;
@@ -53,10 +58,17 @@ export const MUTEX_HELD = 1;
 export const MUTEX_CONTENDED = 2;
 
 export const SLOT_WORDS = 4;
-export const S_TAG = 0;
-export const S_KEY_LO = 1;
-export const S_KEY_HI = 2;
+/**
+ * Word offsets in a slot. KEY_W0/KEY_W1 are the KEY's two 32-bit words in memory order (low half
+ * first on little-endian platforms); `target-ids.ts` splits a target the same way.
+ */
+export const S_KEY_W0 = 0;
+export const S_KEY_W1 = 1;
+export const S_TAG = 2;
 export const S_OWNER = 3;
+/** 64-bit elements per slot and before the first slot (the KEY is a slot's first element). */
+export const SLOT_KEYS = SLOT_WORDS / 2;
+export const HEADER_KEYS = HEADER_WORDS / 2;
 
 export const STATE_MASK = 0b11;
 export const STATE_EMPTY = 0;
@@ -94,4 +106,9 @@ export function byteLengthFor(slotCount: number): number {
 /** Word index of a slot's first word. */
 export function slotBase(slot: number): number {
   return HEADER_WORDS + slot * SLOT_WORDS;
+}
+
+/** Index of a slot's KEY in the 64-bit view. */
+export function keyIndex(slot: number): number {
+  return HEADER_KEYS + slot * SLOT_KEYS;
 }

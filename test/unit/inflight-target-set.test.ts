@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { InflightTargetSet } from '../../src/inflight/inflight-target-set.js';
 import { homeSlotOf, splitOne } from '../../src/inflight/target-ids.js';
-import { H_MUTEX, MUTEX_FREE, MUTEX_HELD } from '../../src/inflight/layout.js';
+import { H_LAYOUT_VERSION, H_MUTEX, keyIndex, LAYOUT_VERSION, MUTEX_FREE, MUTEX_HELD } from '../../src/inflight/layout.js';
 import { codeOf } from '../helpers/error-code.js';
 
 /** `count` distinct targets whose home slot is `home` in a table of `slotCount` slots. */
@@ -73,6 +73,57 @@ describe('InflightTargetSet', () => {
     expect(set.releaseGroup([1n + (1n << 32n)], 4_294_967_295)).toBe(1);
     expect(set.has(1n)).toBe(true);
     expect(set.has(max)).toBe(true);
+  });
+
+  it('stores each target as one 64-bit KEY and keeps ids with the high bit set, 2^63 and 2^64-1 exact', () => {
+    const set = InflightTargetSet.create(16);
+    const max = (1n << 64n) - 1n;
+    const high = [1n << 63n, (1n << 63n) + 1n, max, max - 1n, (1n << 63n) | (1n << 32n), 0x8000_0000_ffff_ffffn];
+    expect(set.tryReserveGroup(high, 4_294_967_295)).toBe(true);
+    // Reading the buffer (never writing it): every target is one element of the 64-bit view.
+    const keys = new BigUint64Array(set.buffer);
+    const stored = new Set<bigint>();
+    for (let slot = 0; slot < set.stats().slotCount; slot++) stored.add(keys[keyIndex(slot)]!);
+    for (const t of high) {
+      expect(stored.has(t)).toBe(true);
+      expect(set.ownerOf(t)).toBe(4_294_967_295);
+    }
+    // Same low or high word as a held id, but a different id: not held.
+    for (const t of [(1n << 63n) + 2n, max - 2n, 1n << 32n, 0xffff_ffffn, 0x7fff_ffff_ffff_ffffn]) expect(set.has(t)).toBe(false);
+    expect(set.releaseGroup([max, 1n << 63n], 4_294_967_295)).toBe(2);
+    expect(set.has(max)).toBe(false);
+    expect(set.ownerOf((1n << 63n) + 1n)).toBe(4_294_967_295);
+    expect(set.size()).toBe(4);
+  });
+
+  it('refuses ids that would wrap onto a held 64-bit key and leaves that key alone', () => {
+    const set = InflightTargetSet.create(8);
+    expect(set.tryReserveGroup([5n, (1n << 64n) - 1n], 1)).toBe(true);
+    for (const wrapped of [(1n << 64n) + 5n, -((1n << 64n) - 5n), -1n, 1n << 64n, 0n]) {
+      expect(codeOf(() => set.releaseGroup([wrapped], 1))).toBe('ERR_INVALID_JOB');
+      expect(codeOf(() => set.tryReserveGroup([wrapped], 2))).toBe('ERR_INVALID_JOB');
+      expect(codeOf(() => set.has(wrapped))).toBe('ERR_INVALID_JOB');
+    }
+    expect(set.ownerOf(5n)).toBe(1);
+    expect(set.ownerOf((1n << 64n) - 1n)).toBe(1);
+    expect(set.size()).toBe(2);
+  });
+
+  it('moves ids with the high bit set intact through a rebuild', () => {
+    const set = InflightTargetSet.create(6);
+    const { slotCount } = set.stats();
+    const chain = collidingTargets(slotCount, 3, 6, (1n << 64n) - 5000n);
+    expect(chain.every((t) => t >= 1n << 63n)).toBe(true);
+    chain.forEach((t, i) => expect(set.tryReserveGroup([t], i + 1)).toBe(true));
+    for (let i = 1; i <= 4; i++) expect(set.releaseGroup([chain[i]!], i + 1)).toBe(1);
+    expect(set.stats()).toMatchObject({ size: 2, tombstones: 4, rebuilds: 0 });
+    const others = collidingTargets(slotCount, 7, 2, 1n << 63n);
+    expect(set.tryReserveGroup(others, 9)).toBe(true);
+    expect(set.stats()).toMatchObject({ size: 4, tombstones: 0, rebuilds: 1 });
+    expect(set.ownerOf(chain[0]!)).toBe(1);
+    expect(set.ownerOf(chain[5]!)).toBe(6);
+    for (const t of others) expect(set.ownerOf(t)).toBe(9);
+    for (const t of chain.slice(1, 5)) expect(set.has(t)).toBe(false);
   });
 
   it('finds entries behind a released one in the same probe chain, and reuses or clears its tombstone', () => {
@@ -176,6 +227,28 @@ describe('InflightTargetSet', () => {
     expect(codeOf(() => set.tryReserveGroup('1' as unknown as bigint[], 1))).toBe('ERR_INVALID_JOB');
   });
 
+  it('finds a duplicate anywhere in a group, also among members whose hashes share filter bits', () => {
+    const set = InflightTargetSet.create(256);
+    // Distinct targets whose hashes agree in the top 8 bits: the duplicate filter flags them,
+    // the exact check must still let the group through.
+    const alike: bigint[] = [];
+    for (let t = 1n; alike.length < 12; t++) {
+      const [w0, w1] = splitOne(t);
+      if (homeSlotOf(w0, w1, -1) >>> 24 === 0x5a) alike.push(t);
+    }
+    expect(set.tryReserveGroup(alike, 1)).toBe(true);
+    expect(set.releaseGroup(alike, 1)).toBe(12);
+    const group = Array.from({ length: 40 }, (_, i) => (1n << 63n) + BigInt(i) * 7919n);
+    expect(codeOf(() => set.tryReserveGroup([...group, group[17]!], 1))).toBe('ERR_INVALID_JOB');
+    expect(codeOf(() => set.tryReserveGroup([...alike, alike[0]!], 1))).toBe('ERR_INVALID_JOB');
+    expect(set.size()).toBe(0);
+    expect(set.tryReserveGroup(group, 2)).toBe(true);
+    // A release is checked the same way and releases nothing when a member is listed twice.
+    expect(codeOf(() => set.releaseGroup([group[3]!, group[9]!, group[3]!], 2))).toBe('ERR_INVALID_JOB');
+    expect(set.size()).toBe(40);
+    expect(set.releaseGroup(group, 2)).toBe(40);
+  });
+
   it.each([0, -1, 1.5, 2 ** 32, Number.NaN])('rejects owner %s with ERR_INVALID_OPTION', (owner) => {
     const set = InflightTargetSet.create(8);
     expect(codeOf(() => set.tryReserveGroup([1n], owner))).toBe('ERR_INVALID_OPTION');
@@ -205,6 +278,19 @@ describe('InflightTargetSet', () => {
     const truncated = new SharedArrayBuffer(real.byteLength - 16);
     new Int32Array(truncated).set(new Int32Array(real).subarray(0, truncated.byteLength / 4));
     expect(codeOf(() => InflightTargetSet.attach(truncated))).toBe('ERR_INVALID_OPTION');
+  });
+
+  it('refuses to attach a buffer whose layout version is not this one', () => {
+    const real = InflightTargetSet.create(8);
+    real.tryReserveGroup([7n], 1);
+    for (const version of [LAYOUT_VERSION - 1, LAYOUT_VERSION + 1]) {
+      // A copy, so the live set's buffer is never written by the test.
+      const copy = new SharedArrayBuffer(real.buffer.byteLength);
+      new Int32Array(copy).set(new Int32Array(real.buffer));
+      expect(codeOf(() => InflightTargetSet.attach(copy))).toBeUndefined();
+      new Int32Array(copy)[H_LAYOUT_VERSION] = version;
+      expect(codeOf(() => InflightTargetSet.attach(copy))).toBe('ERR_INVALID_OPTION');
+    }
   });
 
   describe('while another thread holds the writer mutex (simulated by setting the mutex word)', () => {
@@ -250,7 +336,7 @@ describe('InflightTargetSet', () => {
   });
 
   it('behaves like a Map from target to owner over random operation sequences', () => {
-    const pool = [1n, 2n, 3n, 17n, 1n << 32n, (1n << 32n) + 1n, 99_999n, (1n << 64n) - 1n, 123_456_789_012n, 8n, 9n, 10n];
+    const pool = [1n, 2n, 3n, 17n, 1n << 32n, (1n << 32n) + 1n, 99_999n, (1n << 64n) - 1n, 123_456_789_012n, 8n, 9n, 10n, 1n << 63n, (1n << 63n) + 1n];
     const target = fc.constantFrom(...pool);
     const group = fc.uniqueArray(target, { maxLength: 5 });
     const owner = fc.integer({ min: 1, max: 3 });
