@@ -80,7 +80,7 @@ describe('plot_data.csv and jobs.jsonl', () => {
   it('writes the CSV header once, also when reopened, then one row per sample', () => {
     const file = path.join(tmp(), 'plot_data.csv');
     const plot = new PlotDataFile(file);
-    plot.append(2_000, 1_000, createCounters());
+    plot.append(2_000, 1_000, createCounters(), 1);
     plot.close();
     const again = new PlotDataFile(file);
     again.append(3_000, 1_000, { ...createCounters(), interesting: 4 });

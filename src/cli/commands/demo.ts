@@ -12,6 +12,7 @@ import { optionsFromEnv, optionsFromFlags } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS, MAX_CAMPAIGN_WORKERS } from '../../coordinator/campaign-options.js';
 import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-campaign.js';
 import { addSchemaFlags } from '../flags.js';
+import { formatUtilisation } from '../../telemetry/counters.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
@@ -27,7 +28,9 @@ export function formatDemoSummary(s: DemoSummary): string {
     `symfence demo: maze "${s.maze}": ${s.branchesReached} of ${s.branchesTotal} branches reached${s.complete ? ' (every branch)' : ''}`,
     `  jobs ${s.jobsCompleted} in ${(s.elapsedMs / 1000).toFixed(1)} s, findings ${s.findings} (queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}), conflicts ${s.conflicts}`,
     `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}; targets reached ${c.targetsReached}`,
+    `  ${formatUtilisation(s.solverUtilisation, c.solverBusyMs, s.workers)}`,
     `  output: ${s.outDir}`,
+    `  make its report: symfence report ${s.outDir}  (in a checkout: node dist/src/cli/main.js report ${s.outDir})`,
   ].join('\n');
 }
 
