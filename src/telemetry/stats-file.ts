@@ -5,13 +5,16 @@
  * A reader sees the previous or the next snapshot, never a torn one. (No fsync: the file is
  * rewritten seconds later and losing the last snapshot in a power cut costs nothing.)
  */
-import { readFileSync, renameSync, writeFileSync, unlinkSync } from 'node:fs';
+import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
+import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
 import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, solverUtilisation, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
+/** A stats file is a few KiB; anything over this bound is not one and is refused unread. */
+export const MAX_STATS_FILE_BYTES = 1 << 20;
 
 export interface StatsSnapshot {
   readonly schema: typeof STATS_SCHEMA;
@@ -72,9 +75,23 @@ export function writeStatsAtomic(file: string, snapshot: StatsSnapshot): void {
 
 /** Reads and validates a stats file. Anything else is `ERR_CAMPAIGN_STATE`. */
 export function readStatsFile(file: string): StatsSnapshot {
+  let text: string;
+  try {
+    const read = readBoundedFileSync(file, { maxBytes: MAX_STATS_FILE_BYTES });
+    if (read.state === 'absent') throw new Error('no such file');
+    if (read.state === 'refused') throw new Error(read.reason);
+    text = read.bytes.toString('utf8');
+  } catch (error) {
+    throw new CampaignStateError(`cannot read campaign stats ${file}: ${(error as Error).message}`, { file });
+  }
+  return parseStatsFile(file, text);
+}
+
+/** Validates the text of a stats file (named `file` in errors). Anything else is `ERR_CAMPAIGN_STATE`. */
+export function parseStatsFile(file: string, text: string): StatsSnapshot {
   let data: unknown;
   try {
-    data = JSON.parse(readFileSync(file, 'utf8'));
+    data = JSON.parse(text);
   } catch (error) {
     throw new CampaignStateError(`cannot read campaign stats ${file}: ${(error as Error).message}`, { file });
   }

@@ -21,6 +21,8 @@ import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
 
 export const DEMO_DEFAULT_DURATION = '60s';
+/** The demo's stats and plot_data.csv interval (a `run` campaign's default is 5 s). */
+export const DEMO_STATS_INTERVAL_MS = 200;
 
 export function formatDemoSummary(s: DemoSummary): string {
   const c = s.counters;
@@ -67,6 +69,8 @@ export function register(program: Command, io: CliIo): void {
       durationMs: (flags['duration'] as string | undefined) ?? DEMO_DEFAULT_DURATION,
       outDir: (flags['outDir'] as string | undefined) ?? mkdtempSync(path.join(os.tmpdir(), 'symfence-demo-')),
       name: 'demo',
+      // The demo lasts seconds: sample stats often enough that its report draws a curve.
+      statsIntervalMs: DEMO_STATS_INTERVAL_MS,
       scheduler,
       io: ioOptions,
     };
