@@ -131,7 +131,7 @@ export function vegaLiteSpec(chart: ChartDefinition, axis: TimeAxis): TopLevelSp
       x: { field: 't', type: 'quantitative', title: `time since campaign start (${UNIT_TITLE[axis.unit]})`, scale: { zero: true, nice: true } },
       y: { field: 'value', type: 'quantitative', title: chart.yTitle, ...(chart.yDomain ? { scale: { domain: [...chart.yDomain] } } : { scale: { zero: true } }) },
       color: { field: 'measure', type: 'nominal', title: chart.id === 'coordinators' ? 'coordinator' : 'series', legend: { orient: 'right', labelLimit: 260 } },
-      ...(dashed ? { strokeDash: { field: 'source', type: 'nominal', title: 'source', legend: { orient: 'right', labelLimit: 260 } } } : {}),
+      ...(dashed ? { strokeDash: { field: 'source', type: 'nominal', title: 'source', legend: { orient: 'right', labelLimit: 260, symbolType: 'stroke', symbolStrokeColor: '#333', symbolStrokeWidth: 2, symbolSize: 500 } } } : {}),
       detail: { field: 'source', type: 'nominal' },
       order: { field: 't', type: 'quantitative' },
     },
