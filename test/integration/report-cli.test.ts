@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
+import { leaseHealth } from '../../src/report/lease-health.js';
 import { demoCampaign } from '../helpers/demo-outputs.js';
 
 const CHARTS = ['coverage', 'jobs', 'findings', 'utilisation', 'admission', 'job-kinds', 'coordinators'];
@@ -104,6 +105,39 @@ describe('symfence report', () => {
     expect(coverage).toContain('AFL++ main');
     // The report directory it wrote is not taken for a coordinator on the next run.
     expect((await cli('report', aflOut, '--json')).code).toBe(0);
+  });
+
+  it('lists a shared lease directory once with every coordinator using it, and a missing one as a row saying why', async () => {
+    const leases = path.join(demo, 'leases');
+    const rows = await leaseHealth(
+      [
+        { leaseDir: leases, label: 'sf1' },
+        { leaseDir: `${leases}/`, label: 'sf2' },
+        { leaseDir: path.join(tmp(), 'gone'), label: 'sf3' },
+      ],
+      { nowMs: Date.now() },
+    );
+    const work = rows.find((r) => r.kind === 'work')!;
+    expect(work.usedBy).toEqual(['sf1', 'sf2']);
+    expect(work.done).toBeGreaterThan(0);
+    expect(rows.filter((r) => r.leaseDir === path.resolve(leases)).every((r) => r.problem === undefined)).toBe(true);
+    const missing = rows.at(-1)!;
+    expect(missing).toMatchObject({ usedBy: ['sf3'] });
+    expect(missing.problem).toMatch(/cannot read lease directory/);
+  });
+
+  it('escapes names from disk: a campaign named like markup shows as text, in the HTML and in the SVG', async () => {
+    const dir = path.join(tmp(), 'c');
+    cpSync(demo, dir, { recursive: true });
+    const statsFile = path.join(dir, 'stats.json');
+    const stats = JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, unknown>;
+    writeFileSync(statsFile, JSON.stringify({ ...stats, name: '<img src=x onerror=alert(1)>', coordinator: '"><script>x</script>' }));
+    const out = path.join(dir, 'out');
+    expect((await cli('report', dir, '--output-dir', out)).code).toBe(0);
+    const html = readFileSync(path.join(out, 'report.html'), 'utf8');
+    expect(html).not.toMatch(/<img|<script/);
+    expect(html).toContain('&lt;img src=x onerror=alert(1)&gt;');
+    expect(readFileSync(path.join(out, 'coordinators.svg'), 'utf8')).not.toContain('<img');
   });
 
   it('fails with ERR_CAMPAIGN_STATE and exit 1 for a missing directory or one without a symfence coordinator', async () => {
