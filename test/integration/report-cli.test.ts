@@ -8,7 +8,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { leaseHealth } from '../../src/report/lease-health.js';
+import { writeReport } from '../../src/report/write-report.js';
+import { codeOfAsync } from '../helpers/error-code.js';
 import { demoCampaign } from '../helpers/demo-outputs.js';
 
 const CHARTS = ['coverage', 'jobs', 'findings', 'utilisation', 'admission', 'job-kinds', 'coordinators'];
@@ -26,6 +29,12 @@ async function cli(...argv: string[]) {
   let err = '';
   const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
   return { code, out, err };
+}
+
+function failingOnce(): FaultInjectingFsLayer {
+  const fsLayer = new FaultInjectingFsLayer();
+  fsLayer.fail({ op: 'read', path: /plot_data\.csv$/, code: 'EIO' });
+  return fsLayer;
 }
 
 /** Data marks Vega drew in one SVG: the children of each `role-mark` group (lines, points). */
@@ -124,6 +133,16 @@ describe('symfence report', () => {
     const missing = rows.at(-1)!;
     expect(missing).toMatchObject({ usedBy: ['sf3'] });
     expect(missing.problem).toMatch(/cannot read lease directory/);
+  });
+
+  it('fails closed on a read error of plot_data.csv (EIO), writing no report, and reads through the bounded reader', async () => {
+    const fsLayer = new FaultInjectingFsLayer();
+    fsLayer.fail({ op: 'read', path: /plot_data\.csv$/, code: 'EIO' });
+    const out = path.join(tmp(), 'r');
+    const failure = writeReport([demo], { outputDir: out, fsLayer });
+    await expect(failure).rejects.toThrow(path.join(demo, 'plot_data.csv'));
+    expect(await codeOfAsync(writeReport([demo], { outputDir: out, fsLayer: failingOnce() }))).toBe('ERR_PLOT_DATA_INVALID');
+    expect(existsSync(path.join(out, 'report.html'))).toBe(false);
   });
 
   it('escapes names from disk: a campaign named like markup shows as text, in the HTML and in the SVG', async () => {
