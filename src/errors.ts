@@ -168,6 +168,8 @@ export const SolverExitError = defineError('ERR_SOLVER_EXIT', 'SolverExitError')
 export const MazeInvalidError = defineError('ERR_MAZE_INVALID', 'MazeInvalidError');
 /** A campaign's output directory or stats file is missing, unreadable or of another schema. */
 export const CampaignStateError = defineError('ERR_CAMPAIGN_STATE', 'CampaignStateError');
+/** A `plot_data.csv` (symfence's) or `plot_data` / `fuzzer_stats` (AFL++'s) that cannot be parsed; names the file and line. */
+export const PlotDataInvalidError = defineError('ERR_PLOT_DATA_INVALID', 'PlotDataInvalidError');
 /** A committing work record's result manifest is malformed, of another schema or names foreign paths. */
 export const CommitManifestError = defineError('ERR_COMMIT_MANIFEST', 'CommitManifestError');
 /** A staged finding named by a commit manifest is missing, unreadable or not the bytes it claims. */

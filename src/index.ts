@@ -64,6 +64,11 @@ export { readCampaignStatus } from './telemetry/campaign-status.js';
 export type { CampaignStatus } from './telemetry/campaign-status.js';
 export { readJobLog } from './telemetry/job-log.js';
 export type { JobLogEntry, JobLogStatus } from './telemetry/job-log.js';
+export { solverUtilisation } from './telemetry/counters.js';
+
+// The campaign report (`symfence report`): HTML and SVG charts from campaign outputs.
+export { writeReport } from './report/write-report.js';
+export type { WriteReportOptions, WrittenReport } from './report/write-report.js';
 
 // Errors: every class, with a stable `code`, and their form across thread boundaries.
 export {
@@ -98,6 +103,7 @@ export {
   SolverExitError,
   MazeInvalidError,
   CampaignStateError,
+  PlotDataInvalidError,
   CommitManifestError,
   StagedFindingError,
   OutDirBusyError,

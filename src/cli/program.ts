@@ -11,11 +11,14 @@ import { PACKAGE_VERSION } from '../version.js';
 export interface CliIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
+  /** Whether stdout is a terminal (`status --watch` redraws only there); absent = not a TTY. */
+  readonly isTty?: () => boolean;
 }
 
 const processIo: CliIo = {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
+  isTty: () => process.stdout.isTTY === true,
 };
 
 export function buildProgram(io: CliIo = processIo): Command {

@@ -17,7 +17,7 @@ import { IO_OPTIONS, type IoOptions } from '../io/io-options.js';
 import { CAMPAIGN_LEASE_OPTIONS, type CampaignLeaseOptions } from '../lease/lease-table-options.js';
 import type { HintSource } from '../scheduler/hints.js';
 import { SCHEDULER_OPTIONS, type SchedulerOptions } from '../scheduler/scheduler-options.js';
-import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
+import { createCounters, jobsCompleted, solverUtilisation, type CampaignCounters } from '../telemetry/counters.js';
 import { JobLogFile, type JobLogEntry } from '../telemetry/job-log.js';
 import { componentLogger, silentLogger } from '../telemetry/logger.js';
 import { ProgressLine, type ProgressStream } from '../telemetry/progress-line.js';
@@ -121,6 +121,10 @@ export interface CampaignSummary {
   readonly coordinatorId: string;
   readonly elapsedMs: number;
   readonly jobsCompleted: number;
+  /** Solver slots the campaign ran with. */
+  readonly workers: number;
+  /** Time-averaged solver utilisation over the run, in [0, 1] (`counters.solverBusyMs` over workers × elapsed). */
+  readonly solverUtilisation: number;
   readonly counters: Readonly<CampaignCounters>;
   readonly shutdown: ShutdownReport;
 }
@@ -251,7 +255,16 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       this.#jobLog = new JobLogFile(path.join(this.outDir, 'jobs.jsonl'));
       const progress = runtime.progressStream ? new ProgressLine(runtime.progressStream) : undefined;
       this.#reporter = new StatsReporter(
-        { dir: this.outDir, coordinatorId: this.coordinatorId, name: this.options.name, workers: this.workers, statsIntervalMs: this.options.statsIntervalMs, startedMs: this.#startedMs },
+        {
+          dir: this.outDir,
+          coordinatorId: this.coordinatorId,
+          name: this.options.name,
+          workers: this.workers,
+          statsIntervalMs: this.options.statsIntervalMs,
+          startedMs: this.#startedMs,
+          // Where the components open the tables: the shared directory, or the private default.
+          leaseDir: this.options.leaseDir !== undefined ? path.resolve(this.options.leaseDir) : path.join(this.outDir, 'leases'),
+        },
         this.#clock,
         this.#counters,
         progress,
@@ -318,6 +331,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   /** A copy of the live counters. */
   counters(): CampaignCounters {
     if (this.#components?.edgesCovered) this.#counters.edgesCovered = this.#components.edgesCovered();
+    this.#coordinator?.accrueSolverBusy();
     return { ...this.#counters };
   }
 
@@ -355,11 +369,14 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
         this.#reportError(error);
       }
       await this.#closeResources();
+      const elapsedMs = this.#clock.now() - this.#startedMs;
       const summary: CampaignSummary = {
         outDir: this.outDir,
         coordinatorId: this.coordinatorId,
-        elapsedMs: this.#clock.now() - this.#startedMs,
+        elapsedMs,
         jobsCompleted: jobsCompleted(counters),
+        workers: this.workers,
+        solverUtilisation: solverUtilisation(counters.solverBusyMs, this.workers, elapsedMs),
         counters,
         shutdown,
       };

@@ -244,6 +244,22 @@ export class Coordinator {
     await this.#topUp();
     await this.#dispatchFree();
     this.#deps.counters.fillRatio = this.runningCount / this.#options.workers;
+    this.accrueSolverBusy();
+  }
+
+  /**
+   * Adds the slot time of running solvers since their last accrual to `counters.solverBusyMs`, so
+   * a stats sample counts runs still in progress (a long run would otherwise show as idle until it
+   * ended). Each run accrues up to when its solver settled, never twice.
+   */
+  accrueSolverBusy(nowMs: number = this.#deps.clock.now()): void {
+    for (const job of this.#active.values()) if (job.solverRunning) this.#accrue(job, nowMs);
+  }
+
+  #accrue(job: ActiveJob, nowMs: number): void {
+    if (nowMs <= job.busyAccruedUntilMs) return;
+    this.#deps.counters.solverBusyMs += nowMs - job.busyAccruedUntilMs;
+    job.busyAccruedUntilMs = nowMs;
   }
 
   /** Resolves when every running job has finished its lifecycle (result handled or rolled back). */
@@ -350,6 +366,7 @@ export class Coordinator {
       outcome = { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
     }
     // The slot is free for the next dispatch while this result commits.
+    this.#accrue(active, this.#deps.clock.now());
     active.solverRunning = false;
     this.#signalWake();
     try {

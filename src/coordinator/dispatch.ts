@@ -101,6 +101,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   tx.markSent();
   counters.jobsStarted++;
   const logger: Logger = childLogger(ctx.log, { workId, targets: decimal(job.group) });
+  const startMs = ctx.clock.now();
   return {
     workId,
     work: pending.work,
@@ -108,10 +109,11 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     workToken,
     tx,
     controller: new AbortController(),
-    startMs: ctx.clock.now(),
+    startMs,
     logger,
     phase: 'active',
     solverRunning: true,
+    busyAccruedUntilMs: startMs,
     lost: undefined,
     done: Promise.resolve(),
   };

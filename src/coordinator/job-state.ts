@@ -33,6 +33,8 @@ export interface ActiveJob {
   phase: ActivePhase;
   /** True until the solver run settled: the job occupies a solver slot only while this holds. */
   solverRunning: boolean;
+  /** Up to when this run's slot time is already in `counters.solverBusyMs`, ms (starts at `startMs`). */
+  busyAccruedUntilMs: number;
   /** Set by lease renewal when a lease was definitely lost; the run is then aborted. */
   lost: 'work' | 'target' | undefined;
   done: Promise<void>;

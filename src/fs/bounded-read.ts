@@ -83,3 +83,42 @@ export async function readBoundedFile(fsLayer: FsLayer, filePath: string, option
     await fsLayer.close(fd).catch(() => undefined);
   }
 }
+
+/**
+ * `readBoundedFile` for synchronous callers (the public `readStatsFile`, `status`): the same steps
+ * and answers, on Node's fs directly rather than an injectable layer.
+ */
+export function readBoundedFileSync(filePath: string, options: BoundedReadOptions): BoundedRead {
+  const { maxBytes } = options;
+  const flags = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY | (options.followSymlinks ? 0 : fs.constants.O_NOFOLLOW);
+  let fd: number;
+  try {
+    fd = fs.openSync(filePath, flags);
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === 'ENOENT') return { state: 'absent' };
+    if (code === 'ELOOP' && !options.followSymlinks) return refusedType('symlink');
+    if (code === 'ENXIO') return refusedType('socket');
+    throw error;
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return refusedType(st.isDirectory() ? 'directory' : st.isFIFO() ? 'fifo' : st.isSocket() ? 'socket' : st.isCharacterDevice() ? 'character-device' : st.isBlockDevice() ? 'block-device' : 'unknown');
+    if (st.size > maxBytes) return oversized(st.size, maxBytes);
+    // Read to EOF in chunks, stopping at maxBytes + 1: a file growing after the fstat still stops there.
+    const chunks: Buffer[] = [];
+    let length = 0;
+    while (length <= maxBytes) {
+      const chunk = Buffer.alloc(Math.min(maxBytes + 1 - length, 1 << 20));
+      const n = fs.readSync(fd, chunk, 0, chunk.length, length);
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+      length += n;
+    }
+    if (length > maxBytes) return oversized(length, maxBytes);
+    const stat: FsStat = { type: 'file', isFile: true, isDirectory: false, isSymbolicLink: false, size: st.size, dev: st.dev, ino: st.ino, mtimeMs: st.mtimeMs };
+    return { state: 'read', bytes: Buffer.concat(chunks, length), stat };
+  } finally {
+    fs.closeSync(fd);
+  }
+}

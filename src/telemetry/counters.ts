@@ -71,6 +71,12 @@ export interface CampaignCounters {
   targetsUnsat: number;
   /** Leftover temp files (lease records, staged findings) of writers provably gone, removed by the recovery sweep. */
   tempsSwept: number;
+  /**
+   * Solver slot time spent running solvers, ms: the integral of busy slots over time, aborted and
+   * rolled-back runs included. Over `workers × elapsed` it is the time-averaged utilisation
+   * (`solverUtilisation`), where `fillRatio` is only the instant's value.
+   */
+  solverBusyMs: number;
   /** Busy solver slots / slots, sampled at the last scheduling round. */
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
@@ -116,6 +122,7 @@ export function createCounters(): CampaignCounters {
     targetsSat: 0,
     targetsUnsat: 0,
     tempsSwept: 0,
+    solverBusyMs: 0,
     fillRatio: 0,
     edgesCovered: 0,
   };
@@ -150,6 +157,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'targetsUnsat',
   'tempsSwept',
   'jobsAbandoned',
+  'solverBusyMs',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */
@@ -181,4 +189,19 @@ export function countCommittedJob(
 /** Generated inputs per solved query (0 before the first query). */
 export function generatedPerQuery(c: Readonly<CampaignCounters>): number {
   return c.queriesSolved === 0 ? 0 : c.generated / c.queriesSolved;
+}
+
+/**
+ * Time-averaged solver utilisation: busy solver slot time over the slot time there was
+ * (`workers × elapsedMs`), in [0, 1]. 0 before any time has passed or without workers.
+ */
+export function solverUtilisation(solverBusyMs: number, workers: number, elapsedMs: number): number {
+  if (workers <= 0 || elapsedMs <= 0) return 0;
+  return Math.min(1, Math.max(0, solverBusyMs / (workers * elapsedMs)));
+}
+
+/** `solver utilisation 73% (busy 87.4 solver-s; fill 50% of 4 at the end)`-style summary text. */
+export function formatUtilisation(utilisation: number, solverBusyMs: number, workers: number, fillRatio?: number): string {
+  const fill = fillRatio === undefined ? '' : `; fill ${(fillRatio * 100).toFixed(0)}% of ${workers} now`;
+  return `solver utilisation ${(utilisation * 100).toFixed(0)}% on average (busy ${(solverBusyMs / 1000).toFixed(1)} solver-s over ${workers} worker(s)${fill})`;
 }

@@ -1,10 +1,13 @@
 /**
  * `plot_data.csv`: one row per stats interval, for plotting a campaign over time (the same idea
  * as AFL++'s `plot_data`). Appended with one write per row; the header is written when the file is
- * created, so a resumed campaign keeps appending to the same series.
+ * created, so a resumed campaign keeps appending to the same series. Columns are only ever added
+ * at the end, so a reader that reads by position or by header name keeps working; `parsePlotData`
+ * reads by name and accepts the shorter headers of earlier versions.
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync, renameSync, writeSync } from 'node:fs';
-import { jobsCompleted, type CampaignCounters } from './counters.js';
+import { PlotDataInvalidError } from '../errors.js';
+import { jobsCompleted, solverUtilisation, type CampaignCounters } from './counters.js';
 
 export const PLOT_COLUMNS = [
   'unix_ms',
@@ -23,9 +26,28 @@ export const PLOT_COLUMNS = [
   'jobs_targeted',
   'queries_solved',
   'targets_reached',
+  // Added later (appended so positional readers keep working); absent in older files.
+  'solver_busy_ms',
+  'solver_utilisation',
+  'admissions',
+  'back_fills',
+  'dispatch_rollbacks',
+  'jobs_full',
+  'jobs_ok',
+  'jobs_timeout',
+  'jobs_crash',
+  'jobs_error',
+  'jobs_aborted',
+  'generated',
 ] as const;
 
-export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCounters>): string {
+export type PlotColumn = (typeof PLOT_COLUMNS)[number];
+
+/** The first header of the series: files written before the later columns have exactly these. */
+export const FIRST_PLOT_COLUMNS: readonly PlotColumn[] = PLOT_COLUMNS.slice(0, PLOT_COLUMNS.indexOf('targets_reached') + 1);
+
+/** One row; `workers` turns the busy time into the average utilisation since `startedMs`. */
+export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCounters>, workers: number): string {
   const values = [
     nowMs,
     ((nowMs - startedMs) / 1000).toFixed(3),
@@ -43,6 +65,18 @@ export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCo
     c.jobsTargeted,
     c.queriesSolved,
     c.targetsReached,
+    Math.round(c.solverBusyMs),
+    solverUtilisation(c.solverBusyMs, workers, nowMs - startedMs).toFixed(4),
+    c.admissions,
+    c.backFills,
+    c.dispatchRollbacks,
+    c.jobsFull,
+    c.jobsOk,
+    c.jobsTimeout,
+    c.jobsCrash,
+    c.jobsError,
+    c.jobsAborted,
+    c.generated,
   ];
   return values.join(',') + '\n';
 }
@@ -58,8 +92,8 @@ export class PlotDataFile {
     if (fstatSync(this.#fd).size === 0) writeSync(this.#fd, PLOT_COLUMNS.join(',') + '\n');
   }
 
-  append(nowMs: number, startedMs: number, counters: Readonly<CampaignCounters>): void {
-    if (this.#fd !== undefined) writeSync(this.#fd, plotRow(nowMs, startedMs, counters));
+  append(nowMs: number, startedMs: number, counters: Readonly<CampaignCounters>, workers: number): void {
+    if (this.#fd !== undefined) writeSync(this.#fd, plotRow(nowMs, startedMs, counters, workers));
   }
 
   /** Idempotent. */
@@ -82,4 +116,44 @@ function readHeader(file: string): string {
   } finally {
     closeSync(fd);
   }
+}
+
+/** One parsed row: every column the file's header names, as a number. */
+export type PlotRow = Readonly<Partial<Record<PlotColumn, number>>>;
+
+/**
+ * Parses a `plot_data.csv` of this or an earlier version. The header must start with the first
+ * version's columns and name only known ones (a longer header is a newer writer's: the unknown
+ * tail is ignored). A row with a field count other than the header's, or a field that is not a
+ * finite number, fails closed with `ERR_PLOT_DATA_INVALID` naming the file and line — except an
+ * unterminated last line, which is a row being appended right now (or cut by a crash) and is
+ * skipped.
+ */
+export function parsePlotData(file: string, text: string): PlotRow[] {
+  const lines = text.split('\n');
+  // The last element is '' when the file ends with a newline, else an unterminated row: skipped.
+  lines.pop();
+  if (lines.length === 0) return [];
+  const header = lines[0]!.split(',');
+  if (!FIRST_PLOT_COLUMNS.every((name, i) => header[i] === name)) {
+    throw new PlotDataInvalidError(`${file} is not a symfence plot_data.csv: its header does not start with ${FIRST_PLOT_COLUMNS.slice(0, 3).join(',')}…`, { file, line: 1 });
+  }
+  const known = new Set<string>(PLOT_COLUMNS);
+  const rows: PlotRow[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const fields = lines[i]!.split(',');
+    if (fields.length !== header.length) {
+      throw new PlotDataInvalidError(`${file} line ${i + 1} has ${fields.length} fields, its header ${header.length}`, { file, line: i + 1 });
+    }
+    const row: Partial<Record<PlotColumn, number>> = {};
+    for (let k = 0; k < header.length; k++) {
+      const value = Number(fields[k]);
+      if (fields[k]!.trim() === '' || !Number.isFinite(value)) {
+        throw new PlotDataInvalidError(`${file} line ${i + 1}: ${header[k]} is not a number`, { file, line: i + 1 });
+      }
+      if (known.has(header[k]!)) row[header[k] as PlotColumn] = value;
+    }
+    rows.push(row);
+  }
+  return rows;
 }

@@ -5,13 +5,16 @@
  * A reader sees the previous or the next snapshot, never a torn one. (No fsync: the file is
  * rewritten seconds later and losing the last snapshot in a power cut costs nothing.)
  */
-import { readFileSync, renameSync, writeFileSync, unlinkSync } from 'node:fs';
+import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
+import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
-import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, type CampaignCounters } from './counters.js';
+import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, solverUtilisation, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
+/** A stats file is a few KiB; anything over this bound is not one and is refused unread. */
+export const MAX_STATS_FILE_BYTES = 1 << 20;
 
 export interface StatsSnapshot {
   readonly schema: typeof STATS_SCHEMA;
@@ -30,12 +33,28 @@ export interface StatsSnapshot {
   readonly jobsPerSec: number;
   /** Generated inputs per solved branch query. */
   readonly generatedPerQuery: number;
+  /**
+   * Time-averaged solver utilisation since the start, in [0, 1]: `counters.solverBusyMs` over
+   * `workers × (updatedMs - startedMs)`. `counters.fillRatio` is the instant's value beside it.
+   */
+  readonly solverUtilisation: number;
+  /** The lease directory the campaign uses (absent in files of earlier versions). */
+  readonly leaseDir?: string;
 }
 
-export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery'>): StatsSnapshot {
+export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation'>): StatsSnapshot {
   const completed = jobsCompleted(fields.counters);
   const elapsedS = Math.max(0.001, (fields.updatedMs - fields.startedMs) / 1000);
-  return { schema: STATS_SCHEMA, pid: process.pid, ...fields, counters: { ...fields.counters }, jobsCompleted: completed, jobsPerSec: completed / elapsedS, generatedPerQuery: generatedPerQuery(fields.counters) };
+  return {
+    schema: STATS_SCHEMA,
+    pid: process.pid,
+    ...fields,
+    counters: { ...fields.counters },
+    jobsCompleted: completed,
+    jobsPerSec: completed / elapsedS,
+    generatedPerQuery: generatedPerQuery(fields.counters),
+    solverUtilisation: solverUtilisation(fields.counters.solverBusyMs, fields.workers, fields.updatedMs - fields.startedMs),
+  };
 }
 
 /** Replaces `file` with `snapshot` atomically (temp file + rename in the same directory). */
@@ -56,9 +75,23 @@ export function writeStatsAtomic(file: string, snapshot: StatsSnapshot): void {
 
 /** Reads and validates a stats file. Anything else is `ERR_CAMPAIGN_STATE`. */
 export function readStatsFile(file: string): StatsSnapshot {
+  let text: string;
+  try {
+    const read = readBoundedFileSync(file, { maxBytes: MAX_STATS_FILE_BYTES });
+    if (read.state === 'absent') throw new Error('no such file');
+    if (read.state === 'refused') throw new Error(read.reason);
+    text = read.bytes.toString('utf8');
+  } catch (error) {
+    throw new CampaignStateError(`cannot read campaign stats ${file}: ${(error as Error).message}`, { file });
+  }
+  return parseStatsFile(file, text);
+}
+
+/** Validates the text of a stats file (named `file` in errors). Anything else is `ERR_CAMPAIGN_STATE`. */
+export function parseStatsFile(file: string, text: string): StatsSnapshot {
   let data: unknown;
   try {
-    data = JSON.parse(readFileSync(file, 'utf8'));
+    data = JSON.parse(text);
   } catch (error) {
     throw new CampaignStateError(`cannot read campaign stats ${file}: ${(error as Error).message}`, { file });
   }
@@ -72,6 +105,10 @@ export function readStatsFile(file: string): StatsSnapshot {
     throw new CampaignStateError(`${file} has missing or non-numeric counters`, { file });
   }
   // A file written before the later counters existed: they were 0 then.
-  const filled = Object.fromEntries(COUNTER_NAMES.map((k) => [k, counters[k] ?? 0]));
-  return { ...(snap as StatsSnapshot), counters: filled as unknown as StatsSnapshot['counters'] };
+  const filled = Object.fromEntries(COUNTER_NAMES.map((k) => [k, counters[k] ?? 0])) as unknown as StatsSnapshot['counters'];
+  if (typeof snap.startedMs !== 'number' || typeof snap.updatedMs !== 'number' || typeof snap.workers !== 'number') {
+    throw new CampaignStateError(`${file} has missing or non-numeric startedMs, updatedMs or workers`, { file });
+  }
+  const utilisation = typeof snap.solverUtilisation === 'number' ? snap.solverUtilisation : solverUtilisation(filled.solverBusyMs, snap.workers, snap.updatedMs - snap.startedMs);
+  return { ...(snap as StatsSnapshot), counters: filled, solverUtilisation: utilisation };
 }

@@ -17,6 +17,8 @@ export interface StatsReporterOptions {
   readonly workers: number;
   readonly statsIntervalMs: number;
   readonly startedMs: number;
+  /** Written into stats.json so readers (`symfence report`) find the lease tables. */
+  readonly leaseDir?: string;
 }
 
 export class StatsReporter {
@@ -52,10 +54,11 @@ export class StatsReporter {
       statsIntervalMs: o.statsIntervalMs,
       workers: o.workers,
       counters: this.#counters,
+      ...(o.leaseDir !== undefined ? { leaseDir: o.leaseDir } : {}),
     });
     if (this.#closed) return snapshot;
     writeStatsAtomic(this.statsPath, snapshot);
-    this.#plot.append(now, o.startedMs, this.#counters);
+    this.#plot.append(now, o.startedMs, this.#counters, o.workers);
     this.#progress?.update(formatProgressLine(now - o.startedMs, this.#counters, o.workers));
     return snapshot;
   }

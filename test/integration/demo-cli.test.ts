@@ -27,7 +27,11 @@ describe('symfence demo', () => {
     const { code, stdout } = await runCliProcess(['demo', '--duration', '20s', '--workers', '1', '--log-level', 'warn']).exit;
     expect(code).toBe(0);
     expect(stdout).toMatch(/16 of 16 branches reached \(every branch\)/);
-    dirs.push(/output: (.*)/.exec(stdout)![1]!.trim());
+    const outDir = /output: (.*)/.exec(stdout)![1]!.trim();
+    dirs.push(outDir);
+    // It ends by saying how to make its report, and the average solver utilisation.
+    expect(stdout.trim().split('\n').at(-1)).toContain(`make its report: symfence report ${outDir}`);
+    expect(stdout).toMatch(/solver utilisation \d+% on average/);
   });
 
   it('takes the solver options of run, and names a bad one with exit 2', async () => {

@@ -80,7 +80,7 @@ describe('plot_data.csv and jobs.jsonl', () => {
   it('writes the CSV header once, also when reopened, then one row per sample', () => {
     const file = path.join(tmp(), 'plot_data.csv');
     const plot = new PlotDataFile(file);
-    plot.append(2_000, 1_000, createCounters());
+    plot.append(2_000, 1_000, createCounters(), 1);
     plot.close();
     const again = new PlotDataFile(file);
     again.append(3_000, 1_000, { ...createCounters(), interesting: 4 });
@@ -125,10 +125,52 @@ describe('symfence status', () => {
       ['dead', 'stale'],
       ['fresh', 'running'],
     ]);
+    // Text: the afl-whatsup-style overview, one line per coordinator and a totals line…
     const human = await cli('status', dir);
     expect(human.code).toBe(0);
-    expect(human.out).toContain('campaign fresh');
-    expect(human.out).toContain('completed 3');
+    const line = (name: string): string => human.out.split('\n').find((l) => l.trim().startsWith(`${name} `))!;
+    expect(human.out).toContain('2 (1 alive, 1 stale, 0 finished)');
+    expect(line('fresh')).toMatch(/fresh-c\s+alive\s+10s\s+\d+s ago\s+3\/4/);
+    expect(line('dead')).toMatch(/dead-c\s+stale\s+10s\s+1m00s ago\s+3\/4/);
+    expect(human.out).toMatch(/total {2}jobs 6 done of 8 started/);
+    expect(human.out).not.toContain('campaign fresh');
+    // …and with --details each coordinator's block after it.
+    const details = await cli('status', dir, '--details');
+    expect(details.out).toContain('campaign fresh');
+    expect(details.out).toContain('completed 3');
+  });
+
+  it('says alive, stale or finished in --json beside the liveness it always had', async () => {
+    const dir = tmp();
+    for (const [name, state] of [['done', 'stopped'], ['live', 'running']] as const) {
+      mkdirSync(path.join(dir, name));
+      writeStatsAtomic(path.join(dir, name, 'stats.json'), snapshot(name, state, Date.now()));
+    }
+    const rows = JSON.parse((await cli('status', dir, '--json')).out) as Array<{ name: string; liveness: string; status: string; solverUtilisation: number }>;
+    expect(rows.map((r) => [r.name, r.liveness, r.status])).toEqual([
+      ['done', 'stopped', 'finished'],
+      ['live', 'running', 'alive'],
+    ]);
+    expect(rows[0]!.solverUtilisation).toBe(0);
+  });
+
+  it('refuses --watch when stdout is not a terminal, with exit 2 and nothing drawn', async () => {
+    const dir = tmp();
+    writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'running', Date.now()));
+    const { code, out, err } = await cli('status', dir, '--watch');
+    expect(code).toBe(2);
+    expect(out).toBe('');
+    expect(err).toContain('ERR_USAGE');
+  });
+
+  it('--watch on a terminal redraws until every coordinator has finished', async () => {
+    const dir = tmp();
+    writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'stopped', Date.now()));
+    let out = '';
+    const code = await runCli(['status', dir, '--watch', '--watch-interval', '100ms'], { stdout: (t) => (out += t), stderr: () => undefined, isTty: () => true });
+    expect(code).toBe(0);
+    expect(out.split('\u001b[H\u001b[2J')).toHaveLength(2); // one frame: it was already finished
+    expect(out).toContain('campaign solo');
   });
 
   it('fails with one line and exit 1 when there is no campaign there', async () => {

@@ -61,8 +61,18 @@ const SCHEMA_ENV: Readonly<Record<string, Map<string, string>>> = {
 describe('--help of every command', () => {
   const commands = commandsOf(buildProgram({ stdout: () => undefined, stderr: () => undefined })).filter((c) => c.name !== 'help');
 
-  it('covers run, demo, leases, leases check and status', () => {
-    expect(commands.map((c) => c.name)).toEqual(expect.arrayContaining(['run', 'demo', 'leases', 'leases check', 'status']));
+  it('covers run, demo, leases, leases check, status and report', () => {
+    expect(commands.map((c) => c.name)).toEqual(expect.arrayContaining(['run', 'demo', 'leases', 'leases check', 'status', 'report']));
+  });
+
+  it('report: names its output default, what it reads, and its exit codes; status documents --watch', async () => {
+    const report = await helpOf(['report']);
+    expect(report).toContain('Usage: symfence report [options] <out-dir...>');
+    expect(optionEntries(report).find((e) => e.startsWith('--output-dir '))).toContain('(default: <first out-dir>/symfence-report)');
+    expect(report).toContain('ERR_PLOT_DATA_INVALID');
+    const status = await helpOf(['status']);
+    expect(optionEntries(status).find((e) => e.startsWith('--watch-interval '))).toContain('(default: 2s)');
+    expect(status).toContain('--watch needs a terminal');
   });
 
   it.each(commands.map((c) => [c.name, c.argv] as const))('%s: states at most one default per option, and a documented env var exactly once', async (name, argv) => {

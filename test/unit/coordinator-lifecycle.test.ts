@@ -575,3 +575,28 @@ describe('set-up failures: abandoned, never done', () => {
     expect(jobs.map((job) => t.workLeases.records.get(jobWorkId(job))?.status)).toEqual([undefined, 'done', undefined, undefined]);
   });
 });
+
+describe('solver busy time', () => {
+  it('integrates busy slot time, counting a run in progress at each accrual and a settled run once', async () => {
+    const t = setup({ workers: 2 });
+    t.source.queue.push(await t.admit(makeJob('a', 77n)), await t.admit(makeJob('b', 78n)));
+    await t.coordinator.tick();
+    await t.solver.started(2);
+    t.clock.advance(1_000);
+    t.coordinator.accrueSolverBusy();
+    expect(t.counters.solverBusyMs).toBe(2_000); // two slots busy for 1 s, both still running
+    t.clock.advance(500);
+    t.solver.runs[0]!.resolve(ok());
+    // The slot is freed (and its time accrued) when the run's promise settles: wait for that.
+    while (t.coordinator.runningCount > 1) await new Promise((r) => setImmediate(r));
+    t.clock.advance(2_000);
+    t.coordinator.accrueSolverBusy();
+    // a: 1.5 s then settled (not counted after); b: 3.5 s and still running.
+    expect(t.counters.solverBusyMs).toBe(1_500 + 3_500);
+    t.coordinator.accrueSolverBusy();
+    expect(t.counters.solverBusyMs).toBe(5_000); // no time passed, nothing added
+    t.solver.runs[1]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.counters.solverBusyMs).toBe(5_000);
+  });
+});

@@ -12,6 +12,7 @@ import { optionsFromEnv, optionsFromFlags } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS, MAX_CAMPAIGN_WORKERS } from '../../coordinator/campaign-options.js';
 import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-campaign.js';
 import { addSchemaFlags } from '../flags.js';
+import { formatUtilisation } from '../../telemetry/counters.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
@@ -21,6 +22,8 @@ import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
 
 export const DEMO_DEFAULT_DURATION = '60s';
+/** The demo's stats and plot_data.csv interval (a `run` campaign's default is 5 s). */
+export const DEMO_STATS_INTERVAL_MS = 200;
 
 export function formatDemoSummary(s: DemoSummary): string {
   const c = s.counters;
@@ -28,7 +31,9 @@ export function formatDemoSummary(s: DemoSummary): string {
     `symfence demo: maze "${s.maze}": ${s.branchesReached} of ${s.branchesTotal} branches reached${s.complete ? ' (every branch)' : ''}`,
     `  jobs ${s.jobsCompleted} in ${(s.elapsedMs / 1000).toFixed(1)} s, findings ${s.findings} (queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}), conflicts ${s.conflicts}`,
     `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}; targets reached ${c.targetsReached}`,
+    `  ${formatUtilisation(s.solverUtilisation, c.solverBusyMs, s.workers)}`,
     `  output: ${s.outDir}`,
+    `  make its report: symfence report ${s.outDir}  (in a checkout: node dist/src/cli/main.js report ${s.outDir})`,
   ].join('\n');
 }
 
@@ -67,6 +72,8 @@ export function register(program: Command, io: CliIo): void {
       durationMs: (flags['duration'] as string | undefined) ?? DEMO_DEFAULT_DURATION,
       outDir: (flags['outDir'] as string | undefined) ?? mkdtempSync(path.join(os.tmpdir(), 'symfence-demo-')),
       name: 'demo',
+      // The demo lasts seconds: sample stats often enough that its report draws a curve.
+      statsIntervalMs: DEMO_STATS_INTERVAL_MS,
       scheduler,
       io: ioOptions,
       lease,

@@ -6,9 +6,10 @@ import type { Command } from 'commander';
 import type { CliIo } from '../program.js';
 import { register as registerDemo } from './demo.js';
 import { register as registerLeases } from './leases.js';
+import { register as registerReport } from './report.js';
 import { register as registerRun } from './run.js';
 import { register as registerStatus } from './status.js';
 
 export type RegisterCommand = (program: Command, io: CliIo) => void;
 
-export const COMMANDS: readonly RegisterCommand[] = [registerRun, registerDemo, registerLeases, registerStatus];
+export const COMMANDS: readonly RegisterCommand[] = [registerRun, registerDemo, registerLeases, registerStatus, registerReport];

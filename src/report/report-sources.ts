@@ -1,0 +1,120 @@
+/**
+ * What a report is drawn from: every symfence coordinator found at the given paths (a
+ * coordinator's out-dir holding `stats.json`, or an AFL output directory whose subdirectories hold
+ * them), each with its `plot_data.csv`, and the AFL++ instances of those AFL output directories
+ * (subdirectories with a `fuzzer_stats`), each with its `plot_data`.
+ *
+ * Fail closed: a stats file, plot file or AFL file that exists but cannot be parsed stops the report
+ * with a coded error naming the file (`ERR_CAMPAIGN_STATE`, `ERR_PLOT_DATA_INVALID`) — a report
+ * silently missing a coordinator would mislead. A file that is absent only means fewer series. Every
+ * file is read through the bounded reader, so a huge or special file costs one fstat.
+ */
+import { readdirSync, realpathSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { CampaignStateError, PlotDataInvalidError } from '../errors.js';
+import { readBoundedFile } from '../fs/bounded-read.js';
+import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
+import { findStatsFiles } from '../telemetry/campaign-status.js';
+import { parsePlotData, type PlotRow } from '../telemetry/plot-data.js';
+import { MAX_STATS_FILE_BYTES, STATS_FILE_NAME, parseStatsFile, type StatsSnapshot } from '../telemetry/stats-file.js';
+import { parseAflPlotData, parseFuzzerStats, type AflPlotPoint } from './afl-plot-data.js';
+
+/** Largest `plot_data.csv` / AFL `plot_data` read: about a year of rows at the default interval. */
+export const MAX_PLOT_FILE_BYTES = 256 << 20;
+
+export interface CoordinatorSource {
+  /** The coordinator's out-dir. */
+  readonly dir: string;
+  /** Its name in charts and tables: the campaign name, with the coordinator id when names repeat. */
+  readonly label: string;
+  readonly stats: StatsSnapshot;
+  readonly plot: readonly PlotRow[];
+}
+
+export interface AflInstanceSource {
+  readonly dir: string;
+  /** The instance's directory name (`main`, `secondary1` …). */
+  readonly label: string;
+  readonly points: readonly AflPlotPoint[];
+}
+
+export interface ReportSources {
+  readonly coordinators: readonly CoordinatorSource[];
+  readonly afl: readonly AflInstanceSource[];
+}
+
+/** A file's text, `undefined` when absent; `onInvalid` builds the error for a refused or unreadable one. */
+async function readText(fsLayer: FsLayer, file: string, maxBytes: number, onInvalid: (reason: string) => Error): Promise<string | undefined> {
+  let read;
+  try {
+    read = await readBoundedFile(fsLayer, file, { maxBytes });
+  } catch (error) {
+    throw onInvalid((error as Error).message);
+  }
+  if (read.state === 'absent') return undefined;
+  if (read.state === 'refused') throw onInvalid(read.reason);
+  return read.bytes.toString('utf8');
+}
+
+const plotError = (file: string) => (reason: string) => new PlotDataInvalidError(`cannot read ${file}: ${reason}`, { file });
+const statsError = (file: string) => (reason: string) => new CampaignStateError(`cannot read campaign stats ${file}: ${reason}`, { file });
+
+async function readCoordinator(fsLayer: FsLayer, statsFile: string): Promise<Omit<CoordinatorSource, 'label'>> {
+  const text = await readText(fsLayer, statsFile, MAX_STATS_FILE_BYTES, statsError(statsFile));
+  if (text === undefined) throw statsError(statsFile)('no such file');
+  const stats = parseStatsFile(statsFile, text);
+  const dir = path.dirname(statsFile);
+  const plotFile = path.join(dir, 'plot_data.csv');
+  const plotText = await readText(fsLayer, plotFile, MAX_PLOT_FILE_BYTES, plotError(plotFile));
+  return { dir, stats, plot: plotText === undefined ? [] : parsePlotData(plotFile, plotText) };
+}
+
+/** AFL++ instances directly under `dir` (an AFL output directory): subdirectories with a `fuzzer_stats`. */
+async function readAflInstances(fsLayer: FsLayer, dir: string): Promise<AflInstanceSource[]> {
+  const out: AflInstanceSource[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const instance = path.join(dir, name);
+    const statsFile = path.join(instance, 'fuzzer_stats');
+    const statsText = await readText(fsLayer, statsFile, MAX_STATS_FILE_BYTES, plotError(statsFile));
+    if (statsText === undefined) continue;
+    const startS = Number(parseFuzzerStats(statsText).get('start_time'));
+    const plotFile = path.join(instance, 'plot_data');
+    const plotText = await readText(fsLayer, plotFile, MAX_PLOT_FILE_BYTES, plotError(plotFile));
+    const points = plotText === undefined ? [] : parseAflPlotData(plotFile, plotText, Number.isFinite(startS) && startS > 0 ? startS * 1000 : undefined);
+    out.push({ dir: instance, label: name, points });
+  }
+  return out;
+}
+
+function canonical(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+/**
+ * Every coordinator and AFL++ instance at `dirs`, each once even when two paths reach it. Throws
+ * `ERR_CAMPAIGN_STATE` for a path that is not a directory or holds no symfence coordinator.
+ */
+export async function collectReportSources(dirs: readonly string[], options: { readonly fsLayer?: FsLayer } = {}): Promise<ReportSources> {
+  const fsLayer = options.fsLayer ?? nodeFsLayer;
+  if (dirs.length === 0) throw new CampaignStateError('no output directory given', {});
+  const statsFiles = new Map<string, string>();
+  const aflDirs = new Map<string, string>();
+  for (const dir of dirs) {
+    const found = findStatsFiles(dir);
+    for (const file of found) statsFiles.set(canonical(file), file);
+    // An AFL output directory (its coordinators are in subdirectories): its AFL++ instances too.
+    if (!(found.length === 1 && found[0] === path.join(dir, STATS_FILE_NAME))) aflDirs.set(canonical(dir), dir);
+  }
+  const read: Omit<CoordinatorSource, 'label'>[] = [];
+  for (const file of statsFiles.values()) read.push(await readCoordinator(fsLayer, file));
+  const nameCount = new Map<string, number>();
+  for (const c of read) nameCount.set(c.stats.name, (nameCount.get(c.stats.name) ?? 0) + 1);
+  const coordinators = read.map((c) => ({ ...c, label: (nameCount.get(c.stats.name) ?? 0) > 1 ? `${c.stats.name} (${c.stats.coordinator})` : c.stats.name }));
+  const afl: AflInstanceSource[] = [];
+  for (const dir of aflDirs.values()) if (statSync(dir).isDirectory()) afl.push(...(await readAflInstances(fsLayer, dir)));
+  return { coordinators, afl };
+}
