@@ -14,6 +14,9 @@ import type { LeaseStoreKind, RecordBackend, ScanEntry } from './record-backend.
 import { readTableMeta, type TableMeta } from './table-meta.js';
 import { createRecordLocker } from './record-lock.js';
 import { LeaseCorruptError } from '../errors.js';
+import { detectFilesystemKind, type FilesystemKind, type StatFilesystem } from './filesystem-kind.js';
+import { loadSqlite } from './sqlite-database.js';
+import { openSqliteRecordBackend, scanSqliteRoot } from './sqlite-record-backend.js';
 
 /** Injected collaborators (tests, benches, the I/O thread). */
 export interface LeaseTableDeps {
@@ -25,6 +28,26 @@ export interface LeaseTableDeps {
   readonly native?: NativeBindings | null;
   /** Filesystem qualification (tests); default `probeFilesystem` from fs-probe.ts. */
   readonly probe?: (dir: string) => Promise<unknown>;
+  /** `statfs` (tests simulate a network filesystem); default `fs.promises.statfs`. */
+  readonly statFilesystem?: StatFilesystem;
+}
+
+/** The store `auto` gives a new lease directory, and why (reported by the filesystem probe). */
+export interface DefaultStoreChoice {
+  readonly store: LeaseStoreKind;
+  readonly filesystem: FilesystemKind;
+  readonly reason: string;
+}
+
+/**
+ * `auto` for a new lease directory: SQLite on a local filesystem (when better-sqlite3 loads), the
+ * file store on a network or FUSE filesystem (filesystem-kind.ts says why).
+ */
+export async function defaultStoreFor(root: string, statFilesystem?: StatFilesystem): Promise<DefaultStoreChoice> {
+  const filesystem = await detectFilesystemKind(root, statFilesystem);
+  if (filesystem.network) return { store: 'files', filesystem, reason: `${filesystem.reason}; auto picks the file store` };
+  if (!loadSqlite()) return { store: 'files', filesystem, reason: `${filesystem.reason}, but better-sqlite3 is not loadable; auto picks the file store` };
+  return { store: 'sqlite', filesystem, reason: `${filesystem.reason}; auto picks the SQLite store` };
 }
 
 /**
@@ -60,7 +83,7 @@ export async function resolveLeaseStore(root: string, options: LeaseTableOptions
       await locker.close();
     }
   }
-  return meta?.store ?? 'files';
+  return meta?.store ?? (await defaultStoreFor(root, deps.statFilesystem)).store;
 }
 
 export async function openRecordBackend(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind): Promise<RecordBackend> {
@@ -68,6 +91,8 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
   switch (store) {
     case 'files':
       return openFileRecordBackend(root, options, deps, kind);
+    case 'sqlite':
+      return openSqliteRecordBackend(root, options, deps, kind);
     default:
       throw new Error(`lease store ${store satisfies never} has no backend`);
   }
@@ -78,10 +103,12 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
  * opening the table (no metadata written, no probe, no locks): for `symfence leases` next to live
  * coordinators.
  */
-export function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLayer = nodeFsLayer): Promise<ScanEntry[]> {
+export async function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLayer = nodeFsLayer): Promise<ScanEntry[]> {
   switch (meta.store) {
     case 'files':
       return scanRecords(fsLayer, new LeaseLayout(root, meta.shardCount), meta.kind);
+    case 'sqlite':
+      return scanSqliteRoot(root, meta.kind);
     default:
       throw new Error(`lease store ${meta.store satisfies never} has no scan`);
   }
