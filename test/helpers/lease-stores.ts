@@ -3,12 +3,40 @@
  * `describeEachStore` runs against every store here; a store that needs a server starts it once per
  * test file in `start` and stops it in `stop`.
  *
+ * What a scenario needs to do to a store from outside the table API — write a corrupt record,
+ * read the stored bytes back, hold a record's lock from another connection — goes through the
+ * store's hooks below, so a scenario never asks which store it runs on.
+ *
  * A store that cannot run on this machine is skipped locally and fails in CI (`CI=true`): CI
  * installs what every store needs, and a silently skipped store would be an untested one.
  */
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import { afterAll, beforeAll, describe } from 'vitest';
+import type BetterSqlite3 from 'better-sqlite3';
+import { LeaseLayout, META_FILE } from '../../src/lease/lease-layout.js';
+import { scanRecords } from '../../src/lease/lease-scan.js';
+import { nodeFsLayer } from '../../src/fs/fs-layer.js';
+import { loadNative } from '../../src/native/bindings.js';
+import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
 
-export interface LeaseStoreUnderTest {
+/** Store-specific access a scenario needs beyond the table API. `root` is a table root. */
+export interface LeaseStoreHooks {
+  /** Stores `bytes` as record `id`, bypassing every check (how a test corrupts a record). */
+  writeRaw(root: string, id: string, bytes: Buffer | string): Promise<void>;
+  /** The stored bytes of record `id`, or null when there is none. */
+  readRaw(root: string, id: string): Promise<Buffer | null>;
+  /** Ids of every stored record, sorted. */
+  storedIds(root: string): Promise<string[]>;
+  /**
+   * Takes the store's exclusive lock covering record `id` from outside any table (another lock
+   * holder); resolves to the function that lets it go.
+   */
+  holdLock(root: string, id: string): Promise<() => Promise<void>>;
+}
+
+export interface LeaseStoreUnderTest extends LeaseStoreHooks {
   /** `files`, … — also the value of the table option `store`. */
   readonly name: string;
   /** Why the store cannot run here (a missing binary), or undefined when it can. */
@@ -18,12 +46,116 @@ export interface LeaseStoreUnderTest {
   stop?(): Promise<void>;
 }
 
-export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [
-  { name: 'files', start: async () => ({ store: 'files' }) },
-];
+async function fileLayout(root: string): Promise<LeaseLayout> {
+  const meta = JSON.parse(await readFile(path.join(root, META_FILE), 'utf8')) as { shardCount: number };
+  return new LeaseLayout(root, meta.shardCount);
+}
 
-/** What a scenario body gets: the store's name and its table options (valid once the suite started). */
-export interface StoreContext {
+const filesStore: LeaseStoreUnderTest = {
+  name: 'files',
+  start: async () => ({ store: 'files' }),
+  async writeRaw(root, id, bytes) {
+    const layout = await fileLayout(root);
+    await mkdir(layout.dirOf(id), { recursive: true });
+    await writeFile(layout.recordPath(id), bytes);
+  },
+  async readRaw(root, id) {
+    try {
+      return await readFile((await fileLayout(root)).recordPath(id));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw error;
+    }
+  },
+  async storedIds(root) {
+    const entries = await scanRecords(nodeFsLayer, await fileLayout(root), (JSON.parse(await readFile(path.join(root, META_FILE), 'utf8')) as { kind: 'work' | 'target' }).kind);
+    return entries.flatMap((e) => (e.id === undefined ? [] : [e.id])).sort();
+  },
+  async holdLock(root, id) {
+    const native = loadNative();
+    if (!native) throw new Error('holding a file lock needs the native addon');
+    const layout = await fileLayout(root);
+    await mkdir(layout.dirOf(id), { recursive: true });
+    const handle = await open(layout.lockPath(id), 'a+');
+    if (!native.tryLockExclusive(handle.fd)) throw new Error(`lock of ${id} is already held`);
+    return async () => {
+      native.unlock(handle.fd);
+      await handle.close();
+    };
+  },
+};
+
+function sqliteModule(): typeof BetterSqlite3 {
+  return createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+}
+
+/** A second connection to a table's database (the test's own, outside the table under test). */
+function connect(root: string): BetterSqlite3.Database {
+  const Sqlite = sqliteModule();
+  return new Sqlite(path.join(root, SQLITE_FILE), { fileMustExist: true, timeout: 10_000 });
+}
+
+const sqliteStore: LeaseStoreUnderTest = {
+  name: 'sqlite',
+  unavailable() {
+    try {
+      new (sqliteModule())(':memory:').close();
+      return undefined;
+    } catch (error) {
+      return `better-sqlite3 is not loadable: ${(error as Error).message}`;
+    }
+  },
+  start: async () => ({ store: 'sqlite' }),
+  async writeRaw(root, id, bytes) {
+    const db = connect(root);
+    try {
+      db.prepare('INSERT INTO lease_records (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record').run(id, Buffer.from(bytes));
+    } finally {
+      db.close();
+    }
+  },
+  async readRaw(root, id) {
+    const db = connect(root);
+    try {
+      const row = db.prepare('SELECT record FROM lease_records WHERE id = ?').get(id) as { record: Buffer } | undefined;
+      return row === undefined ? null : Buffer.from(row.record);
+    } finally {
+      db.close();
+    }
+  },
+  async storedIds(root) {
+    const db = connect(root);
+    try {
+      return (db.prepare('SELECT id FROM lease_records ORDER BY id').all() as { id: string }[]).map((r) => r.id);
+    } finally {
+      db.close();
+    }
+  },
+  async holdLock(root) {
+    // One write transaction excludes every record of the database.
+    const db = connect(root);
+    db.exec('BEGIN IMMEDIATE');
+    return async () => {
+      db.exec('ROLLBACK');
+      db.close();
+    };
+  },
+};
+
+export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [filesStore, sqliteStore];
+
+/** A store by name (tests that need one store's hooks outside `describeEachStore`). */
+export function leaseStoreUnderTest(name: string): LeaseStoreUnderTest {
+  const store = LEASE_STORES_UNDER_TEST.find((s) => s.name === name);
+  if (!store) throw new Error(`no lease store ${name} under test`);
+  return store;
+}
+
+/**
+ * What a scenario body gets: the store's name, its table options (valid once the suite started)
+ * and its hooks.
+ */
+export interface StoreContext extends LeaseStoreHooks {
   readonly name: string;
   options(): Record<string, unknown>;
 }
@@ -48,6 +180,10 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
           if (options === undefined) throw new Error(`lease store ${store.name} was not started`);
           return options;
         },
+        writeRaw: (root, id, bytes) => store.writeRaw(root, id, bytes),
+        readRaw: (root, id) => store.readRaw(root, id),
+        storedIds: (root) => store.storedIds(root),
+        holdLock: (root, id) => store.holdLock(root, id),
       });
     });
   }
