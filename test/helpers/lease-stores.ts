@@ -20,6 +20,7 @@ import { scanRecords } from '../../src/lease/lease-scan.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import type { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 
 /** Store-specific access a scenario needs beyond the table API. `root` is a table root. */
 export interface LeaseStoreHooks {
@@ -34,6 +35,12 @@ export interface LeaseStoreHooks {
    * holder); resolves to the function that lets it go.
    */
   holdLock(root: string, id: string): Promise<() => Promise<void>>;
+  /**
+   * Makes the next batch that writes to the table at `root` fail in its commit, before anything
+   * of it is visible; the returned function lifts the fault (call it right after that batch: a
+   * store may keep failing until then). `fsLayer` is the fault layer the table was opened with.
+   */
+  failWrites(root: string, fsLayer: FaultInjectingFsLayer): Promise<() => Promise<void>>;
 }
 
 export interface LeaseStoreUnderTest extends LeaseStoreHooks {
@@ -82,6 +89,12 @@ const filesStore: LeaseStoreUnderTest = {
       native.unlock(handle.fd);
       await handle.close();
     };
+  },
+  async failWrites(root, fsLayer) {
+    // The first file barrier of a temp (a write) or the first unlink (a release) under the root:
+    // the batch fails before publishing, or restores what it unlinked.
+    fsLayer.fail({ op: ['fsync', 'unlink'], path: `${path.resolve(root)}${path.sep}` });
+    return async () => fsLayer.clearRules();
   },
 };
 
@@ -140,6 +153,26 @@ const sqliteStore: LeaseStoreUnderTest = {
       db.close();
     };
   },
+  async failWrites(root) {
+    // Triggers written into the database by another connection: every row write aborts, so the
+    // batch's transaction is rolled back in its commit.
+    const db = connect(root);
+    try {
+      for (const op of ['INSERT', 'UPDATE', 'DELETE']) {
+        db.exec(`CREATE TRIGGER test_fail_${op.toLowerCase()} BEFORE ${op} ON lease_records BEGIN SELECT RAISE(ABORT, 'injected write failure'); END`);
+      }
+    } finally {
+      db.close();
+    }
+    return async () => {
+      const again = connect(root);
+      try {
+        for (const op of ['insert', 'update', 'delete']) again.exec(`DROP TRIGGER IF EXISTS test_fail_${op}`);
+      } finally {
+        again.close();
+      }
+    };
+  },
 };
 
 export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [filesStore, sqliteStore];
@@ -184,6 +217,7 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
         readRaw: (root, id) => store.readRaw(root, id),
         storedIds: (root) => store.storedIds(root),
         holdLock: (root, id) => store.holdLock(root, id),
+        failWrites: (root, fsLayer) => store.failWrites(root, fsLayer),
       });
     });
   }
