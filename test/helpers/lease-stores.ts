@@ -28,6 +28,10 @@ export interface LeaseStoreHooks {
   writeRaw(root: string, id: string, bytes: Buffer | string): Promise<void>;
   /** The stored bytes of record `id`, or null when there is none. */
   readRaw(root: string, id: string): Promise<Buffer | null>;
+  /** Where record `id` lives, as scans and `symfence leases check` name it. */
+  recordLocation(root: string, id: string): Promise<string>;
+  /** How `symfence leases` describes the table's layout, e.g. `4 shards`. */
+  layoutLabel(root: string): Promise<string>;
   /** Ids of every stored record, sorted. */
   storedIds(root: string): Promise<string[]>;
   /**
@@ -61,6 +65,8 @@ async function fileLayout(root: string): Promise<LeaseLayout> {
 const filesStore: LeaseStoreUnderTest = {
   name: 'files',
   start: async () => ({ store: 'files' }),
+  recordLocation: async (root, id) => (await fileLayout(root)).recordPath(id),
+  layoutLabel: async (root) => `${(await fileLayout(root)).shardCount} shards`,
   async writeRaw(root, id, bytes) {
     const layout = await fileLayout(root);
     await mkdir(layout.dirOf(id), { recursive: true });
@@ -119,6 +125,8 @@ const sqliteStore: LeaseStoreUnderTest = {
     }
   },
   start: async () => ({ store: 'sqlite' }),
+  recordLocation: async (root, id) => `${path.join(path.resolve(root), SQLITE_FILE)}#${id}`,
+  layoutLabel: async () => 'sqlite store',
   async writeRaw(root, id, bytes) {
     const db = connect(root);
     try {
@@ -216,6 +224,8 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
         writeRaw: (root, id, bytes) => store.writeRaw(root, id, bytes),
         readRaw: (root, id) => store.readRaw(root, id),
         storedIds: (root) => store.storedIds(root),
+        recordLocation: (root, id) => store.recordLocation(root, id),
+        layoutLabel: (root) => store.layoutLabel(root),
         holdLock: (root, id) => store.holdLock(root, id),
         failWrites: (root, fsLayer) => store.failWrites(root, fsLayer),
       });
