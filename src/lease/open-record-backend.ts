@@ -14,8 +14,8 @@ import type { LeaseStoreKind, RecordBackend, ScanEntry } from './record-backend.
 import { readTableMeta, type TableMeta } from './table-meta.js';
 import { createRecordLocker } from './record-lock.js';
 import { LeaseCorruptError } from '../errors.js';
-import { detectFilesystemKind, type FilesystemKind, type StatFilesystem } from './filesystem-kind.js';
-import { loadSqlite } from './sqlite-database.js';
+import type { StatFilesystem } from './filesystem-kind.js';
+import { defaultStoreFor } from './store-choice.js';
 import { openSqliteRecordBackend, scanSqliteRoot } from './sqlite-record-backend.js';
 
 /** Injected collaborators (tests, benches, the I/O thread). */
@@ -32,24 +32,6 @@ export interface LeaseTableDeps {
   readonly statFilesystem?: StatFilesystem;
 }
 
-/** The store `auto` gives a new lease directory, and why (reported by the filesystem probe). */
-export interface DefaultStoreChoice {
-  readonly store: LeaseStoreKind;
-  readonly filesystem: FilesystemKind;
-  readonly reason: string;
-}
-
-/**
- * `auto` for a new lease directory: SQLite on a local filesystem (when better-sqlite3 loads), the
- * file store on a network or FUSE filesystem (filesystem-kind.ts says why).
- */
-export async function defaultStoreFor(root: string, statFilesystem?: StatFilesystem): Promise<DefaultStoreChoice> {
-  const filesystem = await detectFilesystemKind(root, statFilesystem);
-  if (filesystem.network) return { store: 'files', filesystem, reason: `${filesystem.reason}; auto picks the file store` };
-  if (!loadSqlite()) return { store: 'files', filesystem, reason: `${filesystem.reason}, but better-sqlite3 is not loadable; auto picks the file store` };
-  return { store: 'sqlite', filesystem, reason: `${filesystem.reason}; auto picks the SQLite store` };
-}
-
 /**
  * The store of `root`: an explicit choice as given (the backend's own metadata check refuses a
  * root recorded with another store), `auto` as recorded, or the default for a new root.
@@ -58,6 +40,8 @@ export async function defaultStoreFor(root: string, statFilesystem?: StatFilesys
  * writing under the metadata lock (table-meta.ts), so it is read again under that lock before it
  * is called corrupt.
  */
+export { defaultStoreFor, type DefaultStoreChoice } from './store-choice.js';
+
 export async function resolveLeaseStore(root: string, options: LeaseTableOptions, deps: LeaseTableDeps = {}): Promise<LeaseStoreKind> {
   if (options.store !== 'auto') return options.store;
   const fsLayer = deps.fsLayer ?? nodeFsLayer;
