@@ -76,6 +76,8 @@ export {
   LockPathError,
   NativeUnavailableError,
   FsProbeError,
+  LeaseStoreUnsupportedError,
+  LeaseStoreSchemaError,
   InflightFullError,
   InvalidJobError,
   TelemetryInvalidError,
