@@ -6,6 +6,9 @@
  *   come from the thread's own counters.
  * - `groupcommit` without the lock-fd cache (`lockFdCacheSize: 0`): every lock file opened, checked
  *   and closed per acquisition, as before the cache — the A/B for the cache in the same run.
+ * - `sqlite`: the same K callers through the I/O thread on the SQLite store: one transaction per
+ *   batch (`sqlite_groupcommit_ms`), and `ratio_sqlite_floor` = floor / sqlite, how far below the
+ *   file design's floor it lands.
  * - `floor`: the physical floor of this design on this disk — the same K×64 record-sized files
  *   written as temps, ONE file barrier, renamed, one directory barrier per touched shard, then
  *   unlinked with one directory barrier per shard; no locks, no reads, no validation.
@@ -26,11 +29,12 @@ export interface GroupCommitRunner {
   close(): Promise<void>;
 }
 
-export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number }): Promise<GroupCommitRunner> {
+export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number; store?: 'files' | 'sqlite' }): Promise<GroupCommitRunner> {
   const io = await IoThread.start({
     coordinatorId: 'bench',
     targetRoot: root,
     leaseOptions: {
+      store: options.store ?? 'files',
       shardCount: options.shards,
       coordination: options.coordination,
       leaseTtlMs: 3_600_000,
@@ -128,16 +132,18 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
     // A/B for the lock-fd cache: the same syncfs group commit with every lock file opened, checked
     // and closed per acquisition (lockFdCacheSize 0).
     const gcNoCache = await groupCommitRunner(path.join(base, `groupcommit-nocache-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, coordination: config.coordination, fileBarrier, lockFdCacheSize: 0 });
+    const gcSqlite = await groupCommitRunner(path.join(base, `groupcommit-sqlite-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, coordination: config.coordination, fileBarrier, store: 'sqlite' });
     const floor = await floorRunner(path.join(base, `floor-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, fileBarrier });
     try {
       await gc.round(); // warm-up: shard directories and lock files
       await gcFsync.round();
       await gcNoCache.round();
+      await gcSqlite.round();
       await floor.round();
-      const runners = { gc, gcFsync, gcNoCache, floor };
-      const samples = { gc: [] as number[], gcFsync: [] as number[], gcNoCache: [] as number[], floor: [] as number[] };
+      const runners = { gc, gcFsync, gcNoCache, gcSqlite, floor };
+      const samples = { gc: [] as number[], gcFsync: [] as number[], gcNoCache: [] as number[], gcSqlite: [] as number[], floor: [] as number[] };
       for (let round = 0; round < config.rounds; round += 1) {
-        const order = round % 2 === 0 ? (['gc', 'gcFsync', 'gcNoCache', 'floor'] as const) : (['floor', 'gcNoCache', 'gcFsync', 'gc'] as const);
+        const order = round % 2 === 0 ? (['gc', 'gcFsync', 'gcNoCache', 'gcSqlite', 'floor'] as const) : (['floor', 'gcSqlite', 'gcNoCache', 'gcFsync', 'gc'] as const);
         for (const mode of order) samples[mode].push(await runners[mode].round());
       }
       const barriers = gc.lastBarriers();
@@ -146,6 +152,7 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
         groupcommit_ms: round2(median(samples.gc)),
         groupcommit_fsync_ms: round2(median(samples.gcFsync)),
         groupcommit_nocache_ms: round2(median(samples.gcNoCache)),
+        sqlite_groupcommit_ms: round2(median(samples.gcSqlite)),
         floor_ms: round2(median(samples.floor)),
         barriers_groupcommit: round2(barriers.directory),
         file_barriers_groupcommit: round2(barriers.file),
@@ -153,12 +160,13 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
       byK.push(row);
       console.log(
         `  shards ${String(config.shards).padStart(2)}  groupcommit K=${String(k).padStart(2)} (${fileBarrier}) median ${String(row.groupcommit_ms).padStart(8)} ms/group cycle  ` +
-          `fsync ${row.groupcommit_fsync_ms} ms  no fd cache ${row.groupcommit_nocache_ms} ms  floor ${row.floor_ms} ms  dir barriers/cycle ${row.barriers_groupcommit}  file barriers/cycle ${row.file_barriers_groupcommit}  samples ${samples.gc.map(round2).join(' ')}`,
+          `fsync ${row.groupcommit_fsync_ms} ms  no fd cache ${row.groupcommit_nocache_ms} ms  sqlite ${row.sqlite_groupcommit_ms} ms  floor ${row.floor_ms} ms  dir barriers/cycle ${row.barriers_groupcommit}  file barriers/cycle ${row.file_barriers_groupcommit}  samples ${samples.gc.map(round2).join(' ')}`,
       );
     } finally {
       await gc.close();
       await gcFsync.close();
       await gcNoCache.close();
+      await gcSqlite.close();
     }
   }
   const top = byK.at(-1)!;
@@ -173,9 +181,11 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
     floor_ms: top.floor_ms,
     groupcommit_file_barrier: fileBarrier,
     ratio_floor: round2(top.groupcommit_ms! / top.floor_ms!),
+    sqlite_groupcommit_ms: top.sqlite_groupcommit_ms,
+    ratio_sqlite_floor: round2(top.floor_ms! / top.sqlite_groupcommit_ms!),
     groupcommit_by_k: byK,
   };
   if (config.scalarMs !== undefined) fields.ratio_groupcommit = round2(config.scalarMs / top.groupcommit_ms!);
-  console.log(`  groupcommit K=${top.k}: scalar/groupcommit ${fields.ratio_groupcommit ?? 'n/a'}, groupcommit/floor ${fields.ratio_floor}`);
+  console.log(`  groupcommit K=${top.k}: scalar/groupcommit ${fields.ratio_groupcommit ?? 'n/a'}, groupcommit/floor ${fields.ratio_floor}, floor/sqlite ${fields.ratio_sqlite_floor}`);
   return fields;
 }

@@ -4,7 +4,8 @@
  *
  *   npm run bench -- campaign-scaling [--jobs 24] [--rounds 3] [--solve-cpu-ms 0]
  *
- * Each round starts a fresh single-coordinator campaign (reference solver, built-in maze coverage,
+ * Each round runs on the default lease store (`auto`: SQLite on a local disk), reported as
+ * `lease_store`. Each round starts a fresh single-coordinator campaign (reference solver, built-in maze coverage,
  * I/O thread, scheduler) from `--jobs` distinct seeds and stops once `--jobs` jobs completed.
  * Throughput = completed jobs / (last job end − first job start), from jobs.jsonl. A duplicate
  * solve is a committed work id that ran twice, or two jobs sharing a target that overlapped in
@@ -86,6 +87,9 @@ function cpuMs(): { self: number; children: number } {
   return { self: (Number(fields[11]) + Number(fields[12])) * tick, children: (Number(fields[13]) + Number(fields[14])) * tick };
 }
 
+/** Lease stores the rounds ran on (one expected: the default for this machine's temp directory). */
+const leaseStores = new Set<string>();
+
 async function round(workers: number): Promise<{ jobsPerSec: number; duplicates: number; jobs: number; selfCpuMsPerJob: number; childCpuMsPerJob: number }> {
   const cpuBefore = cpuMs();
   const outDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-scaling-'));
@@ -113,6 +117,9 @@ async function round(workers: number): Promise<{ jobsPerSec: number; duplicates:
       if (c.jobsOk + c.jobsCrash + c.jobsTimeout + c.jobsError >= jobBudget) void campaign.stop();
     });
     await campaign.done;
+    // The store the campaign's default lease options (`auto`) gave its lease directory.
+    const meta = JSON.parse(readFileSync(path.join(outDir, 'leases', 'work', 'lease-table.json'), 'utf8')) as { store?: string };
+    leaseStores.add(meta.store ?? 'files');
     const jobs = readJobLog(path.join(outDir, 'jobs.jsonl'));
     const committed = jobs.filter((j) => COMMITTED.has(j.status)).slice(0, jobBudget);
     const first = Math.min(...committed.map((j) => j.startMs));
@@ -199,6 +206,7 @@ const rawOne = median(raw[1]);
 const rawTwo = median(raw[2]);
 const scaling = two / one;
 const rawScaling = rawTwo / rawOne;
+console.log(`lease store: ${[...leaseStores].join(', ')} (the default for a new lease directory in ${os.tmpdir()})`);
 console.log(`median: 1 worker ${one.toFixed(2)} jobs/s, 2 workers ${two.toFixed(2)} jobs/s, scaling ${scaling.toFixed(2)}`);
 console.log(`machine baseline: raw solver ${rawOne.toFixed(2)} → ${rawTwo.toFixed(2)} runs/s, scaling ${rawScaling.toFixed(2)}; runtime keeps ${((scaling / rawScaling) * 100).toFixed(0)}% of it`);
 console.log(
@@ -215,6 +223,7 @@ console.log(
     raw_scaling: Number(rawScaling.toFixed(3)),
     scaling_vs_raw: Number((scaling / rawScaling).toFixed(3)),
     duplicate_solves: duplicates,
+    lease_store: [...leaseStores].join(','),
     loadavg_1m: Number(os.loadavg()[0]!.toFixed(2)),
   }),
 );

@@ -5,6 +5,9 @@
  * against `batched` (one directory barrier per touched shard), for 1 and 8 shards. Warm-up cycle per mode, then interleaved rounds (the order alternates per round),
  * medians. Barrier counts come from the counting fs layer (same wrapper in every mode).
  *
+ * Beside them, `sqlite`: the same cycle on the SQLite store (one transaction per claim and per
+ * release), `sqlite_ms`, in the same run.
+ *
  * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--k 1,4,16] [--no-groupcommit] [--dir <tmp>]
  * The groupcommit mode (K concurrent callers through the I/O thread, and the floor) lives in
  * bench/_groupcommit.ts and runs on the last shard configuration.
@@ -72,9 +75,10 @@ interface Runner {
   cycle(): Promise<number>;
 }
 
-async function runner(root: string, shards: number, mode: Mode): Promise<Runner> {
+async function runner(root: string, shards: number, mode: Mode | 'sqlite'): Promise<Runner> {
   const fsLayer = new FaultInjectingFsLayer();
-  const table = await FencedTargetLeaseTable.open(root, { shardCount: shards, directoryBarrier: mode, coordination, leaseTtlMs: 3_600_000 }, { fsLayer });
+  const storeOptions = mode === 'sqlite' ? { store: 'sqlite' } : { store: 'files', shardCount: shards, directoryBarrier: mode };
+  const table = await FencedTargetLeaseTable.open(root, { ...storeOptions, coordination, leaseTtlMs: 3_600_000 }, { fsLayer });
   let now = 1_000_000;
   return {
     fsLayer,
@@ -93,6 +97,7 @@ async function runner(root: string, shards: number, mode: Mode): Promise<Runner>
 const base = await mkdtemp(path.join(values.dir!, 'symfence-bench-lease-cycle-'));
 const results: Record<string, number | string>[] = [];
 let groupCommitFields: Record<string, unknown> = {};
+let sqliteMs: number | undefined;
 try {
   console.log(`lease-cycle: ${targetCount}-target claimGroup + releaseGroup per cycle, ${rounds} rounds, locker ${coordination === 'multi' ? 'flock' : 'in-process'}, dir ${base}`);
   for (const shards of shardConfigs) {
@@ -126,6 +131,15 @@ try {
     }
     if (row.ratio !== undefined) console.log(`  shards ${String(shards).padStart(2)}  ratio scalar/batched ${row.ratio}`);
   }
+  {
+    // The SQLite store, direct: one transaction per claim and per release.
+    const sqlite = await runner(path.join(base, 'sqlite'), 1, 'sqlite');
+    await sqlite.cycle(); // warm-up: creates the database
+    const samples: number[] = [];
+    for (let round = 0; round < rounds; round += 1) samples.push(await sqlite.cycle());
+    sqliteMs = round2(median(samples));
+    console.log(`  sqlite            median ${String(sqliteMs).padStart(9)} ms/cycle  samples ${samples.map(round2).join(' ')}`);
+  }
   if (!values['no-groupcommit']) {
     const ks = values.k!.split(',').map((s) => positiveInt('k', s, 64));
     const shards = shardConfigs.at(-1)!;
@@ -136,4 +150,4 @@ try {
   await rm(base, { recursive: true, force: true });
 }
 const last = results.at(-1) ?? {};
-console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, ...groupCommitFields, by_shards: results }));
+console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, sqlite_ms: sqliteMs, ...groupCommitFields, by_shards: results }));

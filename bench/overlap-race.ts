@@ -4,7 +4,8 @@
  * rounds. Counts single- and double-winner rounds, partial publications, records left after the
  * winners release, and hangs. Not a fairness measure (wins per process are printed for interest).
  *
- * Usage: npm run bench -- overlap-race [--processes 2] [--rounds 50] [--shards 8] [--dir <tmp>]
+ * Usage: npm run bench -- overlap-race [--processes 2] [--rounds 50] [--shards 8] [--store files|sqlite] [--dir <tmp>]
+ * (`--store sqlite`: the same race on the SQLite store; `--shards` is then irrelevant.)
  * Last line: one JSON object.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     processes: { type: 'string', default: '2' },
     rounds: { type: 'string', default: '50' },
     shards: { type: 'string', default: '8' },
+    store: { type: 'string', default: 'files' },
     dir: { type: 'string', default: os.tmpdir() },
   },
 });
@@ -35,6 +37,11 @@ function positiveInt(name: string, text: string, min: number, max: number): numb
 const processes = positiveInt('processes', values.processes!, 2, 64);
 const rounds = positiveInt('rounds', values.rounds!, 1, 1_000_000);
 const shardCount = positiveInt('shards', values.shards!, 1, 4096);
+if (values.store !== 'files' && values.store !== 'sqlite') {
+  console.error(`overlap-race: --store must be files or sqlite, got ${JSON.stringify(values.store)}`);
+  process.exit(2);
+}
+const store = values.store;
 if (!loadNative()) {
   console.error('overlap-race: the native flock addon is not built; a cross-process race needs it (run npm ci)');
   process.exit(1);
@@ -42,13 +49,14 @@ if (!loadNative()) {
 
 const root = await mkdtemp(path.join(values.dir!, 'symfence-bench-overlap-race-'));
 try {
-  console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${shardCount} shards, dir ${root}`);
+  console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${store} store${store === 'files' ? `, ${shardCount} shards` : ''}, dir ${root}`);
   const every = Math.max(1, Math.floor(rounds / 10));
   const report = await runOverlapRace({
     root,
     processes,
     rounds,
     shardCount,
+    store,
     onRound: (round, r) => {
       if ((round + 1) % every === 0 && round + 1 < rounds) {
         console.log(`  round ${round + 1}/${rounds}: single-winner ${r.single_winner_rounds}  double-winner ${r.double_winner_rounds}  partial ${r.partial_publications}  residual ${r.residual_records}`);
@@ -59,7 +67,7 @@ try {
   console.log(`  partial publications ${report.partial_publications}  residual records ${report.residual_records}  hangs ${report.hangs}`);
   console.log(`  wins per process ${report.wins.join(' ')}  total ${report.total_ms} ms`);
   const { wins: _wins, ...fields } = report;
-  console.log(JSON.stringify({ bench: 'overlap-race', shards: shardCount, ...fields }));
+  console.log(JSON.stringify({ bench: 'overlap-race', store, shards: shardCount, ...fields }));
 } finally {
   await rm(root, { recursive: true, force: true });
 }

@@ -61,6 +61,13 @@ export const LeaseIoError = defineError('ERR_LEASE_IO', 'LeaseIoError');
 export const LockTimeoutError = defineError('ERR_LOCK_TIMEOUT', 'LockTimeoutError');
 /** A lock path is a directory, a symlink or otherwise not a regular file. */
 export const LockPathError = defineError('ERR_LOCK_PATH', 'LockPathError');
+/**
+ * The chosen lease store cannot be used for this lease directory: SQLite asked for on a network
+ * filesystem (docs/leases.md "Lease stores"). Refused at open, before any work is claimed.
+ */
+export const LeaseStoreUnsupportedError = defineError('ERR_LEASE_STORE_UNSUPPORTED', 'LeaseStoreUnsupportedError');
+/** A lease database is not symfence's, is of a newer schema, or holds another kind of table. Refused at open. */
+export const LeaseStoreSchemaError = defineError('ERR_LEASE_STORE_SCHEMA', 'LeaseStoreSchemaError');
 /** The native addon (flock, syncfs) is not built or not loadable. */
 export const NativeUnavailableError = defineError('ERR_NATIVE_UNAVAILABLE', 'NativeUnavailableError');
 /** The filesystem qualification probe failed at a named step. */

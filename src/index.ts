@@ -81,6 +81,8 @@ export {
   LockPathError,
   NativeUnavailableError,
   FsProbeError,
+  LeaseStoreUnsupportedError,
+  LeaseStoreSchemaError,
   InflightFullError,
   InvalidJobError,
   TelemetryInvalidError,

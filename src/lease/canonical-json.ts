@@ -29,7 +29,13 @@ function isPlainObject(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/** Printable ASCII except `"` and `\`: such a string is its own JSON body, in both forms. */
+const PLAIN_ASCII = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 function escapeString(text: string, ascii: boolean): string {
+  // Fast path for the common case (ids, tokens, decimal targets): a group record repeats its 64
+  // targets in each of its 64 members, so this runs thousands of times per group claim.
+  if (PLAIN_ASCII.test(text)) return `"${text}"`;
   // JSON.stringify already escapes quotes, backslashes, control characters and lone surrogates;
   // the replace makes the output pure ASCII.
   const json = JSON.stringify(text);

@@ -16,6 +16,9 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { FsProbeError, NativeUnavailableError } from '../errors.js';
 import { loadNative, NATIVE_ADDON_PATH, nativeLoadError, type NativeBindings } from '../native/bindings.js';
+import type { FilesystemKind, StatFilesystem } from './filesystem-kind.js';
+import type { LeaseStoreKind } from './record-backend.js';
+import { defaultStoreFor } from './store-choice.js';
 
 /** The checks, in the order they run. */
 export const FS_PROBE_STEP_NAMES = [
@@ -101,12 +104,20 @@ export interface FsProbeOptions {
   readonly addonPath?: string;
   /** How long to wait for the lock-holding child to report; default 10 000 ms. */
   readonly handshakeTimeoutMs?: number;
+  /** `statfs` (tests simulate a network filesystem); default `fs.promises.statfs`. */
+  readonly statFilesystem?: StatFilesystem;
 }
 
 export interface FsProbeReport {
   readonly dir: string;
   /** Every step that passed, in order, with how long it took. */
   readonly steps: readonly { readonly step: FsProbeStepName; readonly durationMs: number }[];
+  /**
+   * The filesystem's kind (`statfs` type) and the store `--lease-store auto` gives a new lease
+   * directory here, with why: SQLite on a local filesystem, files on a network or FUSE one
+   * (docs/fs-probe.md "Filesystem kind").
+   */
+  readonly filesystem: FilesystemKind & { readonly autoStore: LeaseStoreKind; readonly autoReason: string };
 }
 
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -170,7 +181,8 @@ export async function probeFilesystem(dir: string, options: FsProbeOptions = {})
     await fsp.rm(workDir, { recursive: true, force: true });
     if (await NODE_FS_PROBE_OPS.exists(workDir)) throw new Error(`could not remove ${workDir}`);
   });
-  return { dir: absoluteDir, steps };
+  const choice = await defaultStoreFor(absoluteDir, options.statFilesystem);
+  return { dir: absoluteDir, steps, filesystem: { ...choice.filesystem, autoStore: choice.store, autoReason: choice.reason } };
 }
 
 function probeFailure(step: FsProbeStepName, dir: string, error: unknown): InstanceType<typeof FsProbeError> {

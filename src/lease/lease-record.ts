@@ -107,7 +107,8 @@ function isCount(value: unknown): value is number {
 
 function isDecimalTarget(value: unknown): value is string {
   if (typeof value !== 'string' || !/^[1-9][0-9]{0,19}$/.test(value)) return false;
-  return BigInt(value) <= MAX_TARGET;
+  // Below 20 digits a decimal is below 2^64 (20 digits); only those need the exact comparison.
+  return value.length < 20 || BigInt(value) <= MAX_TARGET;
 }
 
 /**

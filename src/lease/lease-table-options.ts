@@ -7,16 +7,18 @@ import { defineOptionSchema, omitOptions, type ResolvedOptions } from '../config
 export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
   /**
    * Where lease records live (docs/leases.md "Lease stores"). `auto`: the store an existing lease
-   * directory was created with (recorded in its lease-table.json), else the default for a new
-   * one, the file store. An explicit store that differs from the recorded one is refused.
+   * directory was created with (recorded in its lease-table.json); for a new one `sqlite` on a
+   * local filesystem and `files` on a network or FUSE filesystem (filesystem-kind.ts). An
+   * explicit store that differs from the recorded one is refused, and so is `sqlite` on a network
+   * filesystem (`ERR_LEASE_STORE_UNSUPPORTED`). Default `auto`.
    */
   store: {
     kind: 'enum',
-    values: ['auto', 'files'],
+    values: ['auto', 'files', 'sqlite'],
     default: 'auto',
     flag: 'lease-store',
     env: 'SYMFENCE_LEASE_STORE',
-    description: 'where lease records live: auto (the lease directory\'s own store; new: files), files',
+    description: 'where lease records live: auto (the lease directory\'s own store; new: sqlite on a local filesystem, files on a network one), files, sqlite',
   },
   /** Shard directories per table; fixed per root (recorded in lease-table.json). Default 256. */
   shardCount: {

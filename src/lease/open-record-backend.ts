@@ -14,6 +14,9 @@ import type { LeaseStoreKind, RecordBackend, ScanEntry } from './record-backend.
 import { readTableMeta, type TableMeta } from './table-meta.js';
 import { createRecordLocker } from './record-lock.js';
 import { LeaseCorruptError } from '../errors.js';
+import type { StatFilesystem } from './filesystem-kind.js';
+import { defaultStoreFor } from './store-choice.js';
+import { openSqliteRecordBackend, scanSqliteRoot } from './sqlite-record-backend.js';
 
 /** Injected collaborators (tests, benches, the I/O thread). */
 export interface LeaseTableDeps {
@@ -25,6 +28,8 @@ export interface LeaseTableDeps {
   readonly native?: NativeBindings | null;
   /** Filesystem qualification (tests); default `probeFilesystem` from fs-probe.ts. */
   readonly probe?: (dir: string) => Promise<unknown>;
+  /** `statfs` (tests simulate a network filesystem); default `fs.promises.statfs`. */
+  readonly statFilesystem?: StatFilesystem;
 }
 
 /**
@@ -35,6 +40,8 @@ export interface LeaseTableDeps {
  * writing under the metadata lock (table-meta.ts), so it is read again under that lock before it
  * is called corrupt.
  */
+export { defaultStoreFor, type DefaultStoreChoice } from './store-choice.js';
+
 export async function resolveLeaseStore(root: string, options: LeaseTableOptions, deps: LeaseTableDeps = {}): Promise<LeaseStoreKind> {
   if (options.store !== 'auto') return options.store;
   const fsLayer = deps.fsLayer ?? nodeFsLayer;
@@ -60,7 +67,7 @@ export async function resolveLeaseStore(root: string, options: LeaseTableOptions
       await locker.close();
     }
   }
-  return meta?.store ?? 'files';
+  return meta?.store ?? (await defaultStoreFor(root, deps.statFilesystem)).store;
 }
 
 export async function openRecordBackend(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind): Promise<RecordBackend> {
@@ -68,6 +75,8 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
   switch (store) {
     case 'files':
       return openFileRecordBackend(root, options, deps, kind);
+    case 'sqlite':
+      return openSqliteRecordBackend(root, options, deps, kind);
     default:
       throw new Error(`lease store ${store satisfies never} has no backend`);
   }
@@ -78,10 +87,12 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
  * opening the table (no metadata written, no probe, no locks): for `symfence leases` next to live
  * coordinators.
  */
-export function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLayer = nodeFsLayer): Promise<ScanEntry[]> {
+export async function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLayer = nodeFsLayer): Promise<ScanEntry[]> {
   switch (meta.store) {
     case 'files':
       return scanRecords(fsLayer, new LeaseLayout(root, meta.shardCount), meta.kind);
+    case 'sqlite':
+      return scanSqliteRoot(root, meta.kind);
     default:
       throw new Error(`lease store ${meta.store satisfies never} has no scan`);
   }

@@ -24,7 +24,7 @@
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 
 /** The lease stores symfence has. `auto` (the option) resolves to one of these at open. */
-export const LEASE_STORES = ['files'] as const;
+export const LEASE_STORES = ['files', 'sqlite'] as const;
 export type LeaseStoreKind = (typeof LEASE_STORES)[number];
 
 /** What a committed batch did. Barrier counts are 0 where a store has no such step. */

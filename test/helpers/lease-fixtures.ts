@@ -21,12 +21,14 @@ afterEach(async () => {
 
 export const S = 1000;
 
+/** A work table; the file store unless `options.store` says otherwise (file-specific tests rely on it). */
 export function openWork(root: string, options: Record<string, unknown> = {}, deps: LeaseTableDeps = {}): Promise<FencedWorkLeaseTable> {
-  return FencedWorkLeaseTable.open(root, { shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false, ...options }, deps);
+  return FencedWorkLeaseTable.open(root, { store: 'files', shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false, ...options }, deps);
 }
 
+/** A target table; the file store unless `options.store` says otherwise. */
 export function openTarget(root: string, options: Record<string, unknown> = {}, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
-  return FencedTargetLeaseTable.open(root, { shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false, ...options }, deps);
+  return FencedTargetLeaseTable.open(root, { store: 'files', shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false, ...options }, deps);
 }
 
 /** Bytes of a file, or null when it does not exist. */

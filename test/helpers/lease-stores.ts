@@ -3,12 +3,51 @@
  * `describeEachStore` runs against every store here; a store that needs a server starts it once per
  * test file in `start` and stops it in `stop`.
  *
+ * What a scenario needs to do to a store from outside the table API — write a corrupt record,
+ * read the stored bytes back, hold a record's lock from another connection — goes through the
+ * store's hooks below, so a scenario never asks which store it runs on.
+ *
  * A store that cannot run on this machine is skipped locally and fails in CI (`CI=true`): CI
  * installs what every store needs, and a silently skipped store would be an untested one.
  */
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import { afterAll, beforeAll, describe } from 'vitest';
+import type BetterSqlite3 from 'better-sqlite3';
+import { LeaseLayout, META_FILE } from '../../src/lease/lease-layout.js';
+import { scanRecords } from '../../src/lease/lease-scan.js';
+import { nodeFsLayer } from '../../src/fs/fs-layer.js';
+import { loadNative } from '../../src/native/bindings.js';
+import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import type { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 
-export interface LeaseStoreUnderTest {
+/** Store-specific access a scenario needs beyond the table API. `root` is a table root. */
+export interface LeaseStoreHooks {
+  /** Stores `bytes` as record `id`, bypassing every check (how a test corrupts a record). */
+  writeRaw(root: string, id: string, bytes: Buffer | string): Promise<void>;
+  /** The stored bytes of record `id`, or null when there is none. */
+  readRaw(root: string, id: string): Promise<Buffer | null>;
+  /** Where record `id` lives, as scans and `symfence leases check` name it. */
+  recordLocation(root: string, id: string): Promise<string>;
+  /** How `symfence leases` describes the table's layout, e.g. `4 shards`. */
+  layoutLabel(root: string): Promise<string>;
+  /** Ids of every stored record, sorted. */
+  storedIds(root: string): Promise<string[]>;
+  /**
+   * Takes the store's exclusive lock covering record `id` from outside any table (another lock
+   * holder); resolves to the function that lets it go.
+   */
+  holdLock(root: string, id: string): Promise<() => Promise<void>>;
+  /**
+   * Makes the next batch that writes to the table at `root` fail in its commit, before anything
+   * of it is visible; the returned function lifts the fault (call it right after that batch: a
+   * store may keep failing until then). `fsLayer` is the fault layer the table was opened with.
+   */
+  failWrites(root: string, fsLayer: FaultInjectingFsLayer): Promise<() => Promise<void>>;
+}
+
+export interface LeaseStoreUnderTest extends LeaseStoreHooks {
   /** `files`, … — also the value of the table option `store`. */
   readonly name: string;
   /** Why the store cannot run here (a missing binary), or undefined when it can. */
@@ -18,12 +57,146 @@ export interface LeaseStoreUnderTest {
   stop?(): Promise<void>;
 }
 
-export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [
-  { name: 'files', start: async () => ({ store: 'files' }) },
-];
+async function fileLayout(root: string): Promise<LeaseLayout> {
+  const meta = JSON.parse(await readFile(path.join(root, META_FILE), 'utf8')) as { shardCount: number };
+  return new LeaseLayout(root, meta.shardCount);
+}
 
-/** What a scenario body gets: the store's name and its table options (valid once the suite started). */
-export interface StoreContext {
+const filesStore: LeaseStoreUnderTest = {
+  name: 'files',
+  start: async () => ({ store: 'files' }),
+  recordLocation: async (root, id) => (await fileLayout(root)).recordPath(id),
+  layoutLabel: async (root) => `${(await fileLayout(root)).shardCount} shards`,
+  async writeRaw(root, id, bytes) {
+    const layout = await fileLayout(root);
+    await mkdir(layout.dirOf(id), { recursive: true });
+    await writeFile(layout.recordPath(id), bytes);
+  },
+  async readRaw(root, id) {
+    try {
+      return await readFile((await fileLayout(root)).recordPath(id));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw error;
+    }
+  },
+  async storedIds(root) {
+    const entries = await scanRecords(nodeFsLayer, await fileLayout(root), (JSON.parse(await readFile(path.join(root, META_FILE), 'utf8')) as { kind: 'work' | 'target' }).kind);
+    return entries.flatMap((e) => (e.id === undefined ? [] : [e.id])).sort();
+  },
+  async holdLock(root, id) {
+    const native = loadNative();
+    if (!native) throw new Error('holding a file lock needs the native addon');
+    const layout = await fileLayout(root);
+    await mkdir(layout.dirOf(id), { recursive: true });
+    const handle = await open(layout.lockPath(id), 'a+');
+    if (!native.tryLockExclusive(handle.fd)) throw new Error(`lock of ${id} is already held`);
+    return async () => {
+      native.unlock(handle.fd);
+      await handle.close();
+    };
+  },
+  async failWrites(root, fsLayer) {
+    // The first file barrier of a temp (a write) or the first unlink (a release) under the root:
+    // the batch fails before publishing, or restores what it unlinked.
+    fsLayer.fail({ op: ['fsync', 'unlink'], path: `${path.resolve(root)}${path.sep}` });
+    return async () => fsLayer.clearRules();
+  },
+};
+
+function sqliteModule(): typeof BetterSqlite3 {
+  return createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+}
+
+/** A second connection to a table's database (the test's own, outside the table under test). */
+function connect(root: string): BetterSqlite3.Database {
+  const Sqlite = sqliteModule();
+  return new Sqlite(path.join(root, SQLITE_FILE), { fileMustExist: true, timeout: 10_000 });
+}
+
+const sqliteStore: LeaseStoreUnderTest = {
+  name: 'sqlite',
+  unavailable() {
+    try {
+      new (sqliteModule())(':memory:').close();
+      return undefined;
+    } catch (error) {
+      return `better-sqlite3 is not loadable: ${(error as Error).message}`;
+    }
+  },
+  start: async () => ({ store: 'sqlite' }),
+  recordLocation: async (root, id) => `${path.join(path.resolve(root), SQLITE_FILE)}#${id}`,
+  layoutLabel: async () => 'sqlite store',
+  async writeRaw(root, id, bytes) {
+    const db = connect(root);
+    try {
+      db.prepare('INSERT INTO lease_records (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record').run(id, Buffer.from(bytes));
+    } finally {
+      db.close();
+    }
+  },
+  async readRaw(root, id) {
+    const db = connect(root);
+    try {
+      const row = db.prepare('SELECT record FROM lease_records WHERE id = ?').get(id) as { record: Buffer } | undefined;
+      return row === undefined ? null : Buffer.from(row.record);
+    } finally {
+      db.close();
+    }
+  },
+  async storedIds(root) {
+    const db = connect(root);
+    try {
+      return (db.prepare('SELECT id FROM lease_records ORDER BY id').all() as { id: string }[]).map((r) => r.id);
+    } finally {
+      db.close();
+    }
+  },
+  async holdLock(root) {
+    // One write transaction excludes every record of the database.
+    const db = connect(root);
+    db.exec('BEGIN IMMEDIATE');
+    return async () => {
+      db.exec('ROLLBACK');
+      db.close();
+    };
+  },
+  async failWrites(root) {
+    // Triggers written into the database by another connection: every row write aborts, so the
+    // batch's transaction is rolled back in its commit.
+    const db = connect(root);
+    try {
+      for (const op of ['INSERT', 'UPDATE', 'DELETE']) {
+        db.exec(`CREATE TRIGGER test_fail_${op.toLowerCase()} BEFORE ${op} ON lease_records BEGIN SELECT RAISE(ABORT, 'injected write failure'); END`);
+      }
+    } finally {
+      db.close();
+    }
+    return async () => {
+      const again = connect(root);
+      try {
+        for (const op of ['insert', 'update', 'delete']) again.exec(`DROP TRIGGER IF EXISTS test_fail_${op}`);
+      } finally {
+        again.close();
+      }
+    };
+  },
+};
+
+export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [filesStore, sqliteStore];
+
+/** A store by name (tests that need one store's hooks outside `describeEachStore`). */
+export function leaseStoreUnderTest(name: string): LeaseStoreUnderTest {
+  const store = LEASE_STORES_UNDER_TEST.find((s) => s.name === name);
+  if (!store) throw new Error(`no lease store ${name} under test`);
+  return store;
+}
+
+/**
+ * What a scenario body gets: the store's name, its table options (valid once the suite started)
+ * and its hooks.
+ */
+export interface StoreContext extends LeaseStoreHooks {
   readonly name: string;
   options(): Record<string, unknown>;
 }
@@ -48,6 +221,13 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
           if (options === undefined) throw new Error(`lease store ${store.name} was not started`);
           return options;
         },
+        writeRaw: (root, id, bytes) => store.writeRaw(root, id, bytes),
+        readRaw: (root, id) => store.readRaw(root, id),
+        storedIds: (root) => store.storedIds(root),
+        recordLocation: (root, id) => store.recordLocation(root, id),
+        layoutLabel: (root) => store.layoutLabel(root),
+        holdLock: (root, id) => store.holdLock(root, id),
+        failWrites: (root, fsLayer) => store.failWrites(root, fsLayer),
       });
     });
   }

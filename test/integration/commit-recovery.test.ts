@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, readdir, rmdir, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStagedName, STAGED_DIR } from '../../src/commit/commit-manifest.js';
 import { IoResultCommits } from '../../src/coordinator/adapters/io-result-commits.js';
 import { IoWorkLeases } from '../../src/coordinator/adapters/io-lease-adapters.js';
@@ -28,6 +28,17 @@ import { QueuePublisher } from '../../src/triage/queue-publisher.js';
 import { FakeReservations, FakeSolver, FakeSource, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
 import { LocalIoClient } from '../helpers/local-io-client.js';
 import { openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore, leaseStoreUnderTest, type LeaseStoreHooks } from '../helpers/lease-stores.js';
+
+/**
+ * The store the current describe block runs on (set in its beforeAll): every node of a scenario
+ * opens its work table there. Staged findings live under the lease root on every store.
+ */
+let currentStore: (LeaseStoreHooks & { options(): Record<string, unknown> }) | undefined;
+function storeOfTest(): LeaseStoreHooks & { options(): Record<string, unknown> } {
+  if (!currentStore) throw new Error('no lease store selected for this block');
+  return currentStore;
+}
 
 const TTL_MS = 10 * S;
 const T0 = 5_000_000;
@@ -66,7 +77,7 @@ async function startNode(
   extra: { hooks?: CoordinatorHooks; recoverExpiredWork?: boolean; wrapCommits?: (commits: ResultCommits) => ResultCommits; jobLog?: JobLogFile } = {},
 ): Promise<Node> {
   const fsLayer = new FaultInjectingFsLayer();
-  const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync' }, { fsLayer });
+  const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync', ...storeOfTest().options() }, { fsLayer });
   const service = await IoService.start({ coordinatorId: id, work: table, fsLayer, options: { fileBarrier: 'fsync' } }, T0);
   const client = new LocalIoClient(service);
   const publisher = await QueuePublisher.open(outDir, new IoDurableWriter(client));
@@ -193,7 +204,11 @@ async function ownerDiedAfterBeginCommit() {
   return { leaseRoot, clock, outDir: first.outDir, first, workId };
 }
 
-describe('commit recovery', () => {
+describeEachStore('commit recovery', (store) => {
+  beforeAll(() => {
+    currentStore = store;
+  });
+
   it('stages the findings durably before beginCommit and stores a manifest naming them by path relative to the lease root', async () => {
     const { leaseRoot, hold, a, workId } = await ownerHeldAfterBeginCommit();
     const record = (await a.table.snapshotRecords()).find((e) => e.id === workId)!.record;
@@ -258,14 +273,13 @@ describe('commit recovery', () => {
 
   it('replays around a corrupt record elsewhere in the work table instead of stopping at it', async () => {
     const { leaseRoot, clock, outDir, first, workId } = await ownerDiedAfterBeginCommit();
-    const damaged = first.table.recordPath('e'.repeat(64));
-    await mkdir(path.dirname(damaged), { recursive: true });
-    await writeFile(damaged, '{"schema": 1, "status": "le');
+    const damagedId = 'e'.repeat(64);
+    await storeOfTest().writeRaw(first.table.root, damagedId, '{"schema": 1, "status": "le');
     const second = await startNode(leaseRoot, outDir, 'a', clock);
     await second.coordinator.tick();
     expect(second.counters).toMatchObject({ commitsReplayed: 1, commitReplayFailures: 0 });
     expect(await contents(path.join(outDir, 'queue'))).toEqual(expectedQueue);
-    expect(await readFile(damaged, 'utf8')).toBe('{"schema": 1, "status": "le'); // fails closed: untouched
+    expect((await storeOfTest().readRaw(first.table.root, damagedId))?.toString('utf8')).toBe('{"schema": 1, "status": "le'); // fails closed: untouched
     const records = await second.table.snapshotRecords({ corrupt: 'skip' });
     expect(records.find((e) => e.id === workId)?.record.status).toBe('done');
     await expect(second.table.snapshotRecords()).rejects.toMatchObject({ code: 'ERR_LEASE_CORRUPT' }); // still reported
@@ -429,18 +443,16 @@ describe('commit recovery', () => {
       await deadOwnerThen(async ({ workId, table }) => {
         const record = (await table.snapshotRecords()).find((e) => e.id === workId)!.record;
         // Rewrite the committing record's manifest in place (same token, as a corrupting writer would).
-        const file = new LeaseLayout(table.root, table.shardCount).recordPath(workId);
-        const stored = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
-        await writeFile(file, JSON.stringify({ ...stored, commit: { ...(record.commit as object), schema: 'symfence-commit/99' } }));
+        const stored = JSON.parse((await storeOfTest().readRaw(table.root, workId))!.toString('utf8')) as Record<string, unknown>;
+        await storeOfTest().writeRaw(table.root, workId, JSON.stringify({ ...stored, commit: { ...(record.commit as object), schema: 'symfence-commit/99' } }));
       });
     });
 
     it('a manifest naming a path outside staged/', async () => {
       await deadOwnerThen(async ({ workId, table }) => {
-        const file = new LeaseLayout(table.root, table.shardCount).recordPath(workId);
-        const stored = JSON.parse(await readFile(file, 'utf8')) as { commit: { items: { path: string }[] } };
+        const stored = JSON.parse((await storeOfTest().readRaw(table.root, workId))!.toString('utf8')) as { commit: { items: { path: string }[] } };
         stored.commit.items[0]!.path = '../../etc/passwd';
-        await writeFile(file, JSON.stringify(stored));
+        await storeOfTest().writeRaw(table.root, workId, JSON.stringify(stored));
       });
     });
   });
@@ -507,6 +519,12 @@ describe('commit recovery', () => {
     expect(await stagedNames(leaseRoot)).toEqual([live]);
     expect(a.counters.stagedSwept).toBe(1);
     await a.service.close();
+  });
+});
+
+describe('commit recovery (file store: leftover record temps in shard directories)', () => {
+  beforeAll(() => {
+    currentStore = { ...leaseStoreUnderTest('files'), options: () => ({ store: 'files' }) };
   });
 
   it('sweeps the leftover temps of a dead writer at its first recovery scan (tables once, staged/ every scan), keeping a live writer\'s, and counts them', async () => {

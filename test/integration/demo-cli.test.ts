@@ -1,6 +1,8 @@
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { detectFilesystemKind } from '../../src/lease/filesystem-kind.js';
+import { loadSqlite } from '../../src/lease/sqlite-database.js';
 import { readStatsFile } from '../../src/telemetry/stats-file.js';
 import { lastJsonLine, runCliProcess } from '../helpers/cli-process.js';
 
@@ -21,6 +23,10 @@ describe('symfence demo', () => {
     expect(summary.jobsCompleted).toBeGreaterThan(0);
     expect(readStatsFile(path.join(summary.outDir, 'stats.json')).state).toBe('stopped');
     expect(existsSync(path.join(summary.outDir, 'crashes'))).toBe(true);
+    // The default lease store (auto): SQLite for a lease directory on a local disk.
+    const meta = JSON.parse(readFileSync(path.join(summary.outDir, 'leases', 'work', 'lease-table.json'), 'utf8')) as { store?: string };
+    const local = !(await detectFilesystemKind(summary.outDir)).network;
+    expect(meta.store ?? 'files').toBe(local && loadSqlite() ? 'sqlite' : 'files');
   });
 
   it('prints a human summary naming the branches reached', async () => {

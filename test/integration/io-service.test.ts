@@ -9,6 +9,7 @@ import { shardOf, targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { openTarget, openWork, S, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
 
 const T0 = 1_000_000;
 const TTL = 10 * S;
@@ -23,12 +24,12 @@ function granted(result: TargetClaimResult | BatchClaimResult | undefined): stri
   return result.token;
 }
 
-async function setup(options: { fileBarrier?: 'syncfs' | 'fsync'; shardCount?: number; queueCapacity?: number; inflight?: boolean; work?: boolean } = {}) {
+async function setup(options: { fileBarrier?: 'syncfs' | 'fsync'; shardCount?: number; queueCapacity?: number; inflight?: boolean; work?: boolean; store?: Record<string, unknown> } = {}) {
   const root = await tempRoot('symfence-io-');
   const fsLayer = new FaultInjectingFsLayer();
   const fileBarrier = options.fileBarrier ?? 'fsync';
-  const target = await openTarget(`${root}/targets`, { shardCount: options.shardCount ?? 8, fileBarrier, leaseTtlMs: TTL }, { fsLayer });
-  const work = options.work ? await openWork(`${root}/work`, { fileBarrier }, { fsLayer }) : null;
+  const target = await openTarget(`${root}/targets`, { shardCount: options.shardCount ?? 8, fileBarrier, leaseTtlMs: TTL, ...options.store }, { fsLayer });
+  const work = options.work ? await openWork(`${root}/work`, { fileBarrier, ...options.store }, { fsLayer }) : null;
   const inflight = options.inflight === false ? null : InflightTargetSet.create(4096);
   const service = await IoService.start(
     {
@@ -107,8 +108,18 @@ describe('I/O service group commit', () => {
     await service.close();
   });
 
+});
+
+/** Every stored record's bytes, by id. */
+async function storedState(store: StoreContext, root: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const id of await store.storedIds(root)) out.set(id, (await store.readRaw(root, id))!.toString('base64'));
+  return out;
+}
+
+describeEachStore('I/O service leases', (store) => {
   it('lets overlapping claims from many callers end with at most one holder per target', async () => {
-    const { service, target } = await setup({ shardCount: 4 });
+    const { service, target } = await setup({ shardCount: 4, store: store.options() });
     let seed = 42;
     const random = (n: number): number => {
       seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
@@ -143,7 +154,7 @@ describe('I/O service group commit', () => {
   });
 
   it('holds a request that overlaps one already in the batch for the next batch, so a release sees its claim', async () => {
-    const { service } = await setup();
+    const { service } = await setup({ store: store.options() });
     const targets = range(1, 4);
     const claim = service.submit({ kind: 'claimGroup', targets, payload: {}, mirrorOwner: 1, nowMs: T0 });
     const second = service.submit({ kind: 'claimGroup', targets, payload: {}, mirrorOwner: 2, nowMs: T0 });
@@ -154,7 +165,7 @@ describe('I/O service group commit', () => {
   });
 
   it('fails only the request whose input is bad and commits the others of the batch', async () => {
-    const { service } = await setup();
+    const { service } = await setup({ store: store.options() });
     const good = service.submit({ kind: 'claimGroup', targets: range(1, 4), payload: {}, mirrorOwner: 1, nowMs: T0 });
     const bad = service.submit({ kind: 'claimGroup', targets: [5n, 5n], payload: {}, mirrorOwner: 2, nowMs: T0 });
     const badOwner = service.submit({ kind: 'claimGroup', targets: [9n], payload: {}, mirrorOwner: 0, nowMs: T0 });
@@ -166,7 +177,7 @@ describe('I/O service group commit', () => {
   });
 
   it('runs work and target requests of one batch, each table with one durability batch', async () => {
-    const { service, fsLayer } = await setup({ work: true });
+    const { service, fsLayer } = await setup({ work: true, store: store.options() });
     const workIds = Array.from({ length: 5 }, (_, i) => `${String(i).padStart(8, '0')}${'d'.repeat(56)}`);
     await warmUp(service, [range(1, 4)]);
     fsLayer.resetCounts();
@@ -188,9 +199,56 @@ describe('I/O service group commit', () => {
     expect(await service.submit({ kind: 'recoverExpired', table: 'work', nowMs: T0 + 8 + TTL })).toHaveLength(3);
     await service.close();
   });
+
+  it('keeps the negative and read-only answers of a batch whose commit failed', async () => {
+    const { service, fsLayer, target, root } = await setup({ store: store.options() });
+    const a = granted(await service.submit({ kind: 'claimGroup', targets: range(1, 4), payload: {}, mirrorOwner: 1, nowMs: T0 }));
+    expect((await target.claimGroup([50n], {}, { owner: 'coord-b', nowMs: T0 })).ok).toBe(true);
+    await warmUp(service, [range(10, 4)]);
+    const lift = await store.failWrites(`${root}/targets`, fsLayer);
+    const before = service.stats().batches;
+    const [claim, conflict, stale, counts] = await Promise.allSettled([
+      service.submit({ kind: 'claimGroup', targets: range(10, 4), payload: {}, mirrorOwner: 2, nowMs: T0 + 1 }),
+      service.submit({ kind: 'claimGroup', targets: [50n], payload: {}, mirrorOwner: 3, nowMs: T0 + 1 }),
+      service.submit({ kind: 'heartbeatGroup', targets: range(1, 4), token: `${a}-not`, nowMs: T0 + 1 }),
+      service.submit({ kind: 'snapshotCounts', table: 'target', nowMs: T0 + 1 }),
+    ]);
+    await lift();
+    expect(service.stats().batches - before).toBe(1);
+    expect(claim).toMatchObject({ status: 'rejected', reason: { code: 'ERR_LEASE_IO' } });
+    expect(conflict).toMatchObject({ status: 'fulfilled', value: { ok: false, reason: 'conflict' } });
+    expect(stale).toMatchObject({ status: 'fulfilled', value: { ok: false, reason: 'stale' } });
+    expect(counts).toMatchObject({ status: 'fulfilled', value: { leased: 5 } });
+    await service.close();
+  });
+
+  it('fails every writer of a batch whose commit failed and leaves the records of before the batch', async () => {
+    const { service, fsLayer, root, inflight } = await setup({ store: store.options() });
+    const a = granted(await service.submit({ kind: 'claimGroup', targets: range(1, 4), payload: {}, mirrorOwner: 1, nowMs: T0 }));
+    const c = granted(await service.submit({ kind: 'claimGroup', targets: range(20, 4), payload: {}, mirrorOwner: 3, nowMs: T0 }));
+    await warmUp(service, [range(10, 4)]);
+    const before = await storedState(store, `${root}/targets`);
+    const lift = await store.failWrites(`${root}/targets`, fsLayer);
+    const results = await Promise.allSettled([
+      service.submit({ kind: 'claimGroup', targets: range(10, 4), payload: {}, mirrorOwner: 2, nowMs: T0 + 1 }),
+      service.submit({ kind: 'heartbeatGroup', targets: range(1, 4), token: a, nowMs: T0 + 1 }),
+      service.submit({ kind: 'releaseGroup', targets: range(20, 4), token: c, nowMs: T0 + 1 }),
+    ]);
+    await lift();
+    for (const result of results) expect(result).toMatchObject({ status: 'rejected', reason: { code: 'ERR_LEASE_IO', details: { restored: true } } });
+    expect(await storedState(store, `${root}/targets`)).toEqual(before);
+    for (const t of range(10, 4)) expect(inflight!.has(t)).toBe(false);
+    for (const t of range(1, 4)) expect(inflight!.ownerOf(t)).toBe(1);
+    for (const t of range(20, 4)) expect(inflight!.ownerOf(t)).toBe(3);
+    // The fence did not move: the held groups are still ours, and the service keeps working.
+    expect(await service.submit({ kind: 'heartbeatGroup', targets: range(1, 4), token: a, nowMs: T0 + 2 })).toEqual({ ok: true });
+    expect(await service.submit({ kind: 'releaseGroup', targets: range(20, 4), token: c, nowMs: T0 + 2 })).toEqual({ ok: true });
+    granted(await service.submit({ kind: 'claimGroup', targets: range(10, 4), payload: {}, mirrorOwner: 2, nowMs: T0 + 2 }));
+    await service.close();
+  });
 });
 
-describe('I/O service fault injection', () => {
+describe('I/O service fault injection (file store: every step of a batch)', () => {
   type Step = { name: string; rule: Parameters<FaultInjectingFsLayer['fail']>[0] };
   const steps: Step[] = [
     { name: 'temp write', rule: { op: 'write', path: '.tmp' } },
@@ -232,26 +290,6 @@ describe('I/O service fault injection', () => {
     });
   }
 
-  it('keeps the negative and read-only answers of a batch whose commit failed', async () => {
-    const { service, fsLayer, target } = await setup();
-    const a = granted(await service.submit({ kind: 'claimGroup', targets: range(1, 4), payload: {}, mirrorOwner: 1, nowMs: T0 }));
-    expect((await target.claimGroup([50n], {}, { owner: 'coord-b', nowMs: T0 })).ok).toBe(true);
-    await warmUp(service, [range(10, 4)]);
-    fsLayer.fail({ op: 'rename' });
-    const before = service.stats().batches;
-    const [claim, conflict, stale, counts] = await Promise.allSettled([
-      service.submit({ kind: 'claimGroup', targets: range(10, 4), payload: {}, mirrorOwner: 2, nowMs: T0 + 1 }),
-      service.submit({ kind: 'claimGroup', targets: [50n], payload: {}, mirrorOwner: 3, nowMs: T0 + 1 }),
-      service.submit({ kind: 'heartbeatGroup', targets: range(1, 4), token: `${a}-not`, nowMs: T0 + 1 }),
-      service.submit({ kind: 'snapshotCounts', table: 'target', nowMs: T0 + 1 }),
-    ]);
-    expect(service.stats().batches - before).toBe(1);
-    expect(claim).toMatchObject({ status: 'rejected', reason: { code: 'ERR_LEASE_IO' } });
-    expect(conflict).toMatchObject({ status: 'fulfilled', value: { ok: false, reason: 'conflict' } });
-    expect(stale).toMatchObject({ status: 'fulfilled', value: { ok: false, reason: 'stale' } });
-    expect(counts).toMatchObject({ status: 'fulfilled', value: { leased: 5 } });
-    await service.close();
-  });
 });
 
 describe('I/O service backpressure', () => {

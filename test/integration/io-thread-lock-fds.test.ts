@@ -26,7 +26,7 @@ describe('I/O thread lock fds', () => {
     const io = await IoThread.start({
       coordinatorId: 'coord-a',
       targetRoot: path.join(root, 'targets'),
-      leaseOptions: { shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false },
+      leaseOptions: { store: 'files', shardCount: 4, leaseTtlMs: 10 * S, verifyFilesystem: false },
       startNowMs: 5_000_000,
     });
     try {

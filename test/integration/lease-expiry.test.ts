@@ -1,13 +1,13 @@
 // Expiry belongs to the holder: each record carries the TTL its holder renews within, readers
 // honour it whatever TTL they were opened with, and a record dated beyond the clock-skew bound
 // cannot block its target. Clocks are injected (`nowMs`).
-import { readFile, writeFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { MAX_NOW_MS } from '../../src/lease/lease-operation.js';
 import { MAX_LEASE_TTL_MS } from '../../src/lease/lease-record.js';
-import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { openTarget as openTargetTable, openWork as openWorkTable, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore } from '../helpers/lease-stores.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const MIN = 60 * S;
@@ -21,13 +21,17 @@ async function codeOf(promise: Promise<unknown>): Promise<string | undefined> {
   }
 }
 
-describe('lease expiry', () => {
+describeEachStore('lease expiry', (store) => {
+  // Shadow the fixtures: every scenario opens its tables on the store under test.
+  const openTarget = (root: string, options: Record<string, unknown> = {}) => openTargetTable(root, { ...store.options(), ...options });
+  const openWork = (root: string, options: Record<string, unknown> = {}) => openWorkTable(root, { ...store.options(), ...options });
+
   it("does not let a 1 s-TTL reader take over a 60 s-TTL holder's target at 2 s, and lets it at 60 s", async () => {
     const root = await tempRoot();
     const holder = await openTarget(root, { coordination: 'single', leaseTtlMs: 60 * S });
     const reader = await openTarget(root, { coordination: 'single', leaseTtlMs: 1 * S });
     expect((await holder.claimGroup([5n], { job: 1 }, { owner: 'holder', nowMs: T0 })).ok).toBe(true);
-    const stored = JSON.parse(await readFile(holder.recordPath(targetRecordId(5n)), 'utf8')) as { leaseTtlMs: number };
+    const stored = JSON.parse(await store.readRaw(root, targetRecordId(5n)).then((bytes) => bytes!.toString('utf8'))) as { leaseTtlMs: number };
     expect(stored.leaseTtlMs).toBe(60 * S);
     expect(await reader.claimGroup([5n], { job: 2 }, { owner: 'reader', nowMs: T0 + 2 * S })).toMatchObject({ ok: false, reason: 'conflict' });
     expect(await reader.snapshotCounts({ nowMs: T0 + 2 * S })).toMatchObject({ leased: 1, expired: 0 });
@@ -51,9 +55,9 @@ describe('lease expiry', () => {
     const root = await tempRoot();
     const table = await openTarget(root, { coordination: 'single', leaseTtlMs: 60 * S });
     expect((await table.claimGroup([9n], { job: 1 }, { owner: 'old', nowMs: T0 })).ok).toBe(true);
-    const file = table.recordPath(targetRecordId(9n));
-    const { leaseTtlMs: _dropped, ...older } = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
-    await writeFile(file, `${JSON.stringify(older)}\n`);
+    const file = targetRecordId(9n);
+    const { leaseTtlMs: _dropped, ...older } = JSON.parse(await store.readRaw(root, file).then((bytes) => bytes!.toString('utf8'))) as Record<string, unknown>;
+    await store.writeRaw(root, file, `${JSON.stringify(older)}\n`);
     const reader = await openTarget(root, { coordination: 'single', leaseTtlMs: 5 * S });
     expect(await reader.claimGroup([9n], { job: 2 }, { owner: 'new', nowMs: T0 + 4 * S })).toMatchObject({ ok: false, reason: 'conflict' });
     expect(await reader.claimGroup([9n], { job: 2 }, { owner: 'new', nowMs: T0 + 5 * S })).toMatchObject({ ok: true });
@@ -82,9 +86,9 @@ describe('lease expiry', () => {
     const root = await tempRoot();
     const table = await openTarget(root, { coordination: 'single', leaseTtlMs: 60 * S });
     expect((await table.claimGroup([6n], { job: 1 }, { owner: 'greedy', nowMs: T0 })).ok).toBe(true);
-    const file = table.recordPath(targetRecordId(6n));
-    const record = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
-    await writeFile(file, `${JSON.stringify({ ...record, leaseTtlMs: 1e15 })}\n`);
+    const file = targetRecordId(6n);
+    const record = JSON.parse(await store.readRaw(root, file).then((bytes) => bytes!.toString('utf8'))) as Record<string, unknown>;
+    await store.writeRaw(root, file, `${JSON.stringify({ ...record, leaseTtlMs: 1e15 })}\n`);
     expect(await table.claimGroup([6n], { job: 2 }, { owner: 'reader', nowMs: T0 + MAX_LEASE_TTL_MS - 1 })).toMatchObject({ ok: false, reason: 'conflict' });
     expect(await table.claimGroup([6n], { job: 2 }, { owner: 'reader', nowMs: T0 + MAX_LEASE_TTL_MS })).toMatchObject({ ok: true });
   });

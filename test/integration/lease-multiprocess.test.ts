@@ -3,6 +3,7 @@ import { loadNative } from '../../src/native/bindings.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { nextMessage, runOverlapRace, spawnLeaseChild } from '../fixtures/lease-race-driver.js';
 import { S, openTarget, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore } from '../helpers/lease-stores.js';
 
 // These tests need flock across processes. Without the addon they fail (the children refuse
 // multi-coordinator mode) unless SYMFENCE_ALLOW_NO_NATIVE=1 says to skip them.
@@ -12,20 +13,24 @@ function range(from: number, to: number): bigint[] {
   return Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
 }
 
-describe.skipIf(skip)('lease tables across OS processes', () => {
-  it('gives every round of an overlapping 2-process race exactly one winner, no partial publication and no residue', async () => {
-    const root = await tempRoot();
-    const report = await runOverlapRace({ root, processes: 2, rounds: 6, shardCount: 8 });
-    expect(report).toMatchObject({ rounds: 6, single_winner_rounds: 6, double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
-  });
+if (!skip) {
+  describeEachStore('lease tables across OS processes', (store) => {
+    it('gives every round of an overlapping 2-process race exactly one winner, no partial publication and no residue', async () => {
+      const root = await tempRoot();
+      const report = await runOverlapRace({ root, processes: 2, rounds: 6, shardCount: 8, store: store.name as 'files' | 'sqlite' });
+      expect(report).toMatchObject({ rounds: 6, single_winner_rounds: 6, double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
+    });
 
-  it('never double-admits a target when 4 processes race over a chain of overlapping groups', async () => {
-    const root = await tempRoot();
-    const report = await runOverlapRace({ root, processes: 4, rounds: 3, shardCount: 8 });
-    expect(report).toMatchObject({ double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
-    expect(report.single_winner_rounds).toBe(3);
+    it('never double-admits a target when 4 processes race over a chain of overlapping groups', async () => {
+      const root = await tempRoot();
+      const report = await runOverlapRace({ root, processes: 4, rounds: 3, shardCount: 8, store: store.name as 'files' | 'sqlite' });
+      expect(report).toMatchObject({ double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
+      expect(report.single_winner_rounds).toBe(3);
+    });
   });
+}
 
+describe.skipIf(skip)('lease tables across OS processes (file store: a SIGKILL inside the protocol steps)', () => {
   for (const at of ['stage', 'publish'] as const) {
     it(`frees the locks of a process SIGKILLed mid-claim (${at}) and lets its leftovers expire after the TTL`, async () => {
       const root = await tempRoot();

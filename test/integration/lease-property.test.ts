@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
-import { S, openTarget, tempRoot } from '../helpers/lease-fixtures.js';
+import { S, openTarget as openTargetTable, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore } from '../helpers/lease-stores.js';
 
 const TTL_MS = 10 * S;
 const UNIVERSE = [1n, 2n, 3n, 4n, 5n, 6n];
@@ -39,7 +40,9 @@ async function expectDiskMatches(table: FencedTargetLeaseTable, model: Map<bigin
   }
 }
 
-describe('target leases under random interleavings', () => {
+describeEachStore('target leases under random interleavings', (store) => {
+  const openTarget = (root: string, options: Record<string, unknown> = {}) => openTargetTable(root, { ...store.options(), ...options });
+
   it('never gives two live holders one target, and the disk always equals the model', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 24 }), async (ops) => {

@@ -1,8 +1,8 @@
-import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
 import { openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
 
 async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -11,10 +11,10 @@ async function run(...argv: string[]): Promise<{ code: number; out: string; err:
   return { code, out, err };
 }
 
-async function campaignDir(): Promise<{ dir: string; workRoot: string; corruptPath: string }> {
+async function campaignDir(store: StoreContext): Promise<{ dir: string; workRoot: string; corruptPath: string }> {
   const dir = await tempRoot();
   const workRoot = path.join(dir, 'work');
-  const work = await openWork(workRoot, { coordination: 'single' });
+  const work = await openWork(workRoot, { coordination: 'single', ...store.options() });
   const now = Date.now();
   const a = await work.claim('a'.repeat(64), { p: 1 }, { owner: 'alpha', nowMs: now });
   await work.claim('b'.repeat(64), { p: 2 }, { owner: 'alpha', nowMs: now - 3_600_000 });
@@ -24,27 +24,26 @@ async function campaignDir(): Promise<{ dir: string; workRoot: string; corruptPa
   const d = await work.claim('d'.repeat(64), { p: 4 }, { owner: 'beta', nowMs: now });
   if (!d.ok) throw new Error('setup');
   await work.complete('d'.repeat(64), d.token, { nowMs: now });
-  const targets = await openTarget(path.join(dir, 'targets'), { coordination: 'single' });
+  const targets = await openTarget(path.join(dir, 'targets'), { coordination: 'single', ...store.options() });
   await targets.claimGroup([1n, 2n, 3n], { job: 1 }, { owner: 'alpha', nowMs: now });
-  const corruptPath = work.recordPath('e'.repeat(64));
-  await mkdir(path.dirname(corruptPath), { recursive: true });
-  await writeFile(corruptPath, '{"schema":1');
+  const corruptPath = await store.recordLocation(workRoot, 'e'.repeat(64));
+  await store.writeRaw(workRoot, 'e'.repeat(64), '{"schema":1');
   return { dir, workRoot, corruptPath };
 }
 
-describe('symfence leases', () => {
+describeEachStore('symfence leases', (store) => {
   it('prints counts by status and owner for every table under a directory', async () => {
-    const { dir } = await campaignDir();
+    const { dir } = await campaignDir(store);
     const { code, out } = await run('leases', dir);
     expect(code).toBe(0);
     expect(out).toContain('leased 2 (expired 1)  committing 1  done 1  corrupt 1');
     expect(out).toContain('owner alpha: leased 2 (expired 1)');
-    expect(out).toContain('(target table, 4 shards)');
+    expect(out).toContain(`(target table, ${await store.layoutLabel(path.join(dir, 'targets'))})`);
     expect(out).toContain('leased 3 (expired 0)');
   });
 
   it('prints machine-readable JSON with --json', async () => {
-    const { dir, workRoot } = await campaignDir();
+    const { dir, workRoot } = await campaignDir(store);
     const { code, out } = await run('leases', dir, '--json');
     expect(code).toBe(0);
     const parsed = JSON.parse(out) as { tables: { root: string; kind: string; counts: Record<string, number>; owners: Record<string, Record<string, number>> }[] };
@@ -55,7 +54,7 @@ describe('symfence leases', () => {
   });
 
   it('check lists every corrupt record and exits 1', async () => {
-    const { dir, corruptPath } = await campaignDir();
+    const { dir, corruptPath } = await campaignDir(store);
     const { code, out, err } = await run('leases', 'check', dir);
     expect(code).toBe(1);
     expect(out).toContain(`corrupt ${corruptPath}: not valid JSON`);
@@ -64,7 +63,7 @@ describe('symfence leases', () => {
 
   it('check exits 0 on a clean table', async () => {
     const root = await tempRoot();
-    const table = await openWork(root, { coordination: 'single' });
+    const table = await openWork(root, { coordination: 'single', ...store.options() });
     await table.claim('a'.repeat(64), { p: 1 }, { owner: 'alpha', nowMs: Date.now() });
     const { code, out } = await run('leases', 'check', root);
     expect(code).toBe(0);
@@ -81,7 +80,7 @@ describe('symfence leases', () => {
 
   it('rejects a bad --lease-ttl naming the flag', async () => {
     const root = await tempRoot();
-    await openWork(root, { coordination: 'single' });
+    await openWork(root, { coordination: 'single', ...store.options() });
     const { code, err } = await run('leases', root, '--lease-ttl', 'soon');
     expect(code).toBe(2);
     expect(err).toContain('--lease-ttl');
@@ -97,7 +96,7 @@ describe('symfence leases', () => {
   });
 
   it('check --json prints every table with its corrupt list and still exits 1', async () => {
-    const { dir, corruptPath } = await campaignDir();
+    const { dir, corruptPath } = await campaignDir(store);
     const { code, out } = await run('leases', 'check', dir, '--json');
     expect(code).toBe(1);
     const parsed = JSON.parse(out) as { tables: { corrupt: { path: string; reason: string }[] }[] };
@@ -105,7 +104,7 @@ describe('symfence leases', () => {
   });
 
   it('check honours --lease-ttl given after the directory', async () => {
-    const { dir } = await campaignDir();
+    const { dir } = await campaignDir(store);
     const { out } = await run('leases', 'check', dir, '--json', '--lease-ttl', '1ms');
     const parsed = JSON.parse(out) as { leaseTtlMs: number };
     expect(parsed.leaseTtlMs).toBe(1);
@@ -113,7 +112,7 @@ describe('symfence leases', () => {
 
   it('prints an owner holding a newline and ANSI escapes on one line with the escapes visible, and raw in --json', async () => {
     const root = await tempRoot();
-    const table = await openWork(root, { coordination: 'single' });
+    const table = await openWork(root, { coordination: 'single', ...store.options() });
     const owner = 'a\nFAKE LINE\x1b[31m\u009b\u007f\\';
     await table.claim('a'.repeat(64), { p: 1 }, { owner, nowMs: Date.now() });
     const { code, out } = await run('leases', root);

@@ -1,4 +1,9 @@
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { nodeFsLayer } from '../../src/fs/fs-layer.js';
+import { findLeaseTables } from '../../src/lease/lease-inspect.js';
+import { META_FILE } from '../../src/lease/lease-layout.js';
+import { scanTableRoot } from '../../src/lease/open-record-backend.js';
+import { readTableMeta } from '../../src/lease/table-meta.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -28,18 +33,14 @@ async function cli(...argv: string[]) {
   return { code, out, err };
 }
 
-/** Status of every work/target record under a lease directory (absent directory: none). */
-function recordStatuses(leaseDir: string): string[] {
+/** Status of every work/target record under a lease directory, whatever its store (absent directory: none). */
+async function recordStatuses(leaseDir: string): Promise<string[]> {
   if (!existsSync(leaseDir)) return [];
   const statuses: string[] = [];
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const file = path.join(dir, name);
-      if (statSync(file).isDirectory()) walk(file);
-      else if (name.endsWith('.json') && name !== 'lease-table.json') statuses.push(String((JSON.parse(readFileSync(file, 'utf8')) as { status?: unknown }).status));
-    }
-  };
-  walk(leaseDir);
+  for (const root of await findLeaseTables(leaseDir)) {
+    const meta = (await readTableMeta(nodeFsLayer, path.join(root, META_FILE)))!;
+    for (const entry of await scanTableRoot(root, meta)) statuses.push(entry.state === 'valid' ? entry.record.status : 'corrupt');
+  }
   return statuses;
 }
 
@@ -66,7 +67,7 @@ describe('symfence run refuses a set-up that cannot work, before claiming any wo
     const { code, err } = await cli('run', '--afl-out', out, '--afl-instance', 'main', '--showmap', referenceShowmap, '--', path.join(root, 'no-such-solver'), '@@');
     expect(code).toBe(2);
     expect(err).toContain('[ERR_SOLVER_NOT_FOUND]');
-    expect(recordStatuses(path.join(out, 'symfence', 'leases'))).toEqual([]);
+    expect(await recordStatuses(path.join(out, 'symfence', 'leases'))).toEqual([]);
   });
 
   it('exits 2 with ERR_SOLVER_NOT_FOUND for a bare solver name that is not on PATH', async () => {
@@ -84,7 +85,7 @@ describe('symfence run refuses a set-up that cannot work, before claiming any wo
     const { code, err } = await cli('run', '--afl-out', out, '--afl-instance', 'main', '--showmap', path.join(root, 'no-such-showmap'), '--', solver, '@@');
     expect(code).toBe(2);
     expect(err).toContain('[ERR_SHOWMAP_SETUP]');
-    expect(recordStatuses(path.join(out, 'symfence', 'leases'))).toEqual([]);
+    expect(await recordStatuses(path.join(out, 'symfence', 'leases'))).toEqual([]);
   });
 
   it.skipIf(!hasAflShowmap)('exits 2 with ERR_SHOWMAP_SETUP when real afl-showmap cannot find the --afl-target (a set-up failure, not a hang)', async () => {
@@ -94,7 +95,7 @@ describe('symfence run refuses a set-up that cannot work, before claiming any wo
     const { code, err } = await cli('run', '--afl-out', out, '--afl-instance', 'main', '--afl-target', `${path.join(root, 'no-such-target')} @@`, '--', solver, '@@');
     expect(code).toBe(2);
     expect(err).toContain('[ERR_SHOWMAP_SETUP]');
-    expect(recordStatuses(path.join(out, 'symfence', 'leases'))).toEqual([]);
+    expect(await recordStatuses(path.join(out, 'symfence', 'leases'))).toEqual([]);
     expect(existsSync(path.join(out, 'symfence', 'hangs'))).toBe(false);
   });
 });
@@ -118,7 +119,7 @@ describe('a solver that becomes unavailable mid-run', () => {
     const jobs = readFileSync(path.join(out, 'symfence', 'jobs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as JobLogEntry);
     expect(jobs.map((j) => j.status)).toEqual(['ok', 'abandoned', 'abandoned']);
     // Only the job that really ran is done; the abandoned ones left no record behind.
-    expect(recordStatuses(leaseDir).filter((s) => s === 'done')).toHaveLength(1);
+    expect((await recordStatuses(leaseDir)).filter((s) => s === 'done')).toHaveLength(1);
 
     // Fixed: the solver is back. The rerun runs every seed that is not done — the abandoned ones too.
     script(solverPath, 'exit 0');
@@ -137,7 +138,7 @@ describe('a solver that becomes unavailable mid-run', () => {
     const summary = await campaign.done;
     expect(finished.map((j) => j.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
     expect(summary.counters.jobsAbandoned).toBe(0);
-    expect(recordStatuses(leaseDir).filter((s) => s === 'done')).toHaveLength(seeds.length);
+    expect((await recordStatuses(leaseDir)).filter((s) => s === 'done')).toHaveLength(seeds.length);
   });
 });
 

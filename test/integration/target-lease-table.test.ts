@@ -7,6 +7,7 @@ import { targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, bytesOf, exists, listFiles, openTarget, recordJson, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOfAsync as codeOf } from '../helpers/error-code.js';
+import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
 
 function range(from: number, to: number): bigint[] {
   const out: bigint[] = [];
@@ -24,15 +25,30 @@ async function claimed(table: FencedTargetLeaseTable, targets: readonly bigint[]
   return result.token;
 }
 
-describe('FencedTargetLeaseTable', () => {
+/** Every stored record's bytes, by id (a store-independent "nothing changed" check). */
+async function storedState(store: StoreContext, root: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const id of await store.storedIds(root)) out.set(id, (await store.readRaw(root, id))!.toString('base64'));
+  return out;
+}
+
+async function storedJson(store: StoreContext, root: string, id: string): Promise<Record<string, unknown>> {
+  const bytes = await store.readRaw(root, id);
+  if (!bytes) throw new Error(`no record ${id}`);
+  return JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+}
+
+describeEachStore('FencedTargetLeaseTable', (store) => {
+  const open = (root: string, options: Record<string, unknown> = {}) => openTarget(root, { ...store.options(), ...options });
+
   it('refuses an overlapping group without publishing any member (T1)', async () => {
     const root = await tempRoot();
-    const first = await openTarget(root);
-    const second = await openTarget(root);
+    const first = await open(root);
+    const second = await open(root);
     const tokenA = await claimed(first, [11n, 22n], 100 * S, 'master-a');
     const refused = await second.claimGroup([22n, 33n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 105 * S });
     expect(refused).toMatchObject({ ok: false, reason: 'conflict', holders: [{ target: 22n, owner: 'master-a' }] });
-    expect(await exists(second.recordPath(targetRecordId(33n)))).toBe(false);
+    expect(await store.readRaw(root, targetRecordId(33n))).toBeNull();
     expect((await first.snapshotCounts({ nowMs: 105 * S })).leased).toBe(2);
     expect(await first.releaseGroup([11n, 22n], tokenA)).toEqual({ ok: true });
     expect((await second.claimGroup([22n, 33n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 106 * S })).ok).toBe(true);
@@ -40,8 +56,8 @@ describe('FencedTargetLeaseTable', () => {
 
   it('fences heartbeats, expiry and a stale release (T2)', async () => {
     const root = await tempRoot();
-    const first = await openTarget(root);
-    const second = await openTarget(root);
+    const first = await open(root);
+    const second = await open(root);
     const group = [77n, 88n];
     const tokenA = await claimed(first, group, 10 * S, 'master-a');
     expect(await first.heartbeatGroup(group, tokenA, { nowMs: 19 * S })).toEqual({ ok: true });
@@ -50,12 +66,89 @@ describe('FencedTargetLeaseTable', () => {
     if (!stolen.ok) throw new Error('expected the steal to succeed');
     expect(await first.releaseGroup(group, tokenA)).toMatchObject({ ok: false, reason: 'stale' });
     for (const t of group) {
-      expect(await recordJson(first.recordPath(targetRecordId(t)))).toMatchObject({ token: stolen.token, steals: 1, attempts: 2, previousOwner: 'master-a' });
+      expect(await storedJson(store, root, targetRecordId(t))).toMatchObject({ token: stolen.token, steals: 1, attempts: 2, previousOwner: 'master-a' });
     }
     expect(await second.releaseGroup([77n, 88n], stolen.token)).toEqual({ ok: true });
     expect((await first.claimGroup(group, { path: 'seed-c' }, { owner: 'master-a', nowMs: 31 * S })).ok).toBe(true);
   });
 
+  it('rejects a non-finite time and never overwrites a corrupt member (T4)', async () => {
+    const root = await tempRoot();
+    const table = await open(root);
+    expect(await codeOf(table.claimGroup([101n], { path: 'seed' }, { owner: 'master', nowMs: Number.NaN }))).toBe('ERR_INVALID_OPTION');
+    const id = targetRecordId(101n);
+    const corrupt = canonicalJsonBytes({ schema: 0, kind: 'target', id, status: 'leased', payload: {}, token: 'corrupt', updatedMs: 10 * S });
+    await store.writeRaw(root, id, corrupt);
+    expect(await table.claimGroup([101n, 102n], { path: 'replacement' }, { owner: 'other', nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ target: 101n }] });
+    expect(await table.heartbeatGroup([101n], 'corrupt', { nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await table.releaseGroup([101n], 'corrupt')).toMatchObject({ ok: false, reason: 'corrupt' });
+    expect(await store.readRaw(root, id)).toEqual(corrupt);
+    expect(await store.readRaw(root, targetRecordId(102n))).toBeNull();
+  });
+
+  it('rejects an unserialisable payload before creating any lock file or shard directory (T6)', async () => {
+    const root = await tempRoot();
+    const table = await open(root);
+    class Opaque {}
+    const before = await listFiles(root);
+    for (const payload of [{ unsupported: new Opaque() }, { nan: Number.NaN }, { f: () => 1 }, { u: undefined }]) {
+      expect(await codeOf(table.claimGroup([111n, 222n, 333n], payload, { owner: 'master', nowMs: 10 * S }))).toBe('ERR_INVALID_JOB');
+    }
+    expect(await listFiles(root)).toEqual(before);
+    expect(await store.storedIds(root)).toEqual([]);
+  });
+
+  it('rejects malformed groups with ERR_INVALID_JOB', async () => {
+    const root = await tempRoot();
+    const table = await open(root);
+    for (const group of [[], [0n], [-1n], [1n, 1n], [1n << 64n], range(1, 65), [5 as unknown as bigint]]) {
+      expect(await codeOf(table.claimGroup(group, { path: 'x' }, { owner: 'm', nowMs: 1 }))).toBe('ERR_INVALID_JOB');
+    }
+    expect((await table.claimGroup(range(1, 64), { path: 'x' }, { owner: 'm', nowMs: 1 })).ok).toBe(true);
+  });
+
+  it('rejects a stale release with zero mutation (T9)', async () => {
+    const root = await tempRoot();
+    const table = await open(root);
+    const group = [401n, 402n, 403n];
+    const token = await claimed(table, group, 10 * S);
+    const lastId = group.map(targetRecordId).sort().at(-1)!;
+    const last = await storedJson(store, root, lastId);
+    await store.writeRaw(root, lastId, canonicalJsonBytes({ ...last, token: 'replacement-token' }));
+    const before = await storedState(store, root);
+    expect(await table.releaseGroup(group, token)).toEqual({ ok: false, reason: 'stale', id: lastId });
+    expect(await storedState(store, root)).toEqual(before);
+  });
+
+  it('stores the group in record-id order with u64 targets as decimal strings', async () => {
+    const root = await tempRoot();
+    const table = await open(root);
+    const big = (1n << 64n) - 1n;
+    const group = [big, 7n];
+    await claimed(table, group, 10 * S);
+    const expected = group.map((t) => ({ t, id: targetRecordId(t) })).sort((a, b) => (a.id < b.id ? -1 : 1)).map((m) => m.t.toString());
+    const record = await storedJson(store, root, targetRecordId(big));
+    expect(record).toMatchObject({ target: big.toString(), targets: expected, kind: 'target', schema: 1 });
+  });
+
+  it('times out a claim behind another holder of a member lock with ERR_LOCK_TIMEOUT, having written nothing', async () => {
+    const root = await tempRoot();
+    const table = await open(root, { lockAcquireTimeoutMs: 20 });
+    await claimed(table, [1n], 10 * S);
+    const before = await storedState(store, root);
+    const release = await store.holdLock(root, targetRecordId(2n));
+    try {
+      expect(await codeOf(table.claimGroup([2n, 3n], { c: 1 }, { owner: 'contender', nowMs: 10 * S }))).toBe('ERR_LOCK_TIMEOUT');
+      expect(await storedState(store, root)).toEqual(before);
+    } finally {
+      await release();
+    }
+    // Nothing stays held by the timed-out claim.
+    expect((await table.claimGroup([2n, 3n], { c: 2 }, { owner: 'contender', nowMs: 10 * S })).ok).toBe(true);
+  });
+});
+
+describe('FencedTargetLeaseTable (file store: barriers and file faults)', () => {
   it('renews a group with one directory barrier per touched shard (T3)', async () => {
     const root = await tempRoot();
     const fsLayer = new FaultInjectingFsLayer();
@@ -68,21 +161,6 @@ describe('FencedTargetLeaseTable', () => {
     expect(fsLayer.barriers()).toEqual({ file: 8, filesystem: 0, directory: shardDirs(table, group).length });
   });
 
-  it('rejects a non-finite time and never overwrites a corrupt member (T4)', async () => {
-    const root = await tempRoot();
-    const table = await openTarget(root);
-    expect(await codeOf(table.claimGroup([101n], { path: 'seed' }, { owner: 'master', nowMs: Number.NaN }))).toBe('ERR_INVALID_OPTION');
-    const id = targetRecordId(101n);
-    await mkdir(table.shardDirOf(id), { recursive: true });
-    const corrupt = canonicalJsonBytes({ schema: 0, kind: 'target', id, status: 'leased', payload: {}, token: 'corrupt', updatedMs: 10 * S });
-    await writeFile(table.recordPath(id), corrupt);
-    expect(await table.claimGroup([101n, 102n], { path: 'replacement' }, { owner: 'other', nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ target: 101n }] });
-    expect(await table.heartbeatGroup([101n], 'corrupt', { nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
-    expect(await table.releaseGroup([101n], 'corrupt')).toMatchObject({ ok: false, reason: 'corrupt' });
-    expect(await bytesOf(table.recordPath(id))).toEqual(corrupt);
-    expect(await exists(table.recordPath(targetRecordId(102n)))).toBe(false);
-  });
-
   it('rolls back written members when a later member fails to publish (T5)', async () => {
     const root = await tempRoot();
     const fsLayer = new FaultInjectingFsLayer();
@@ -92,26 +170,6 @@ describe('FencedTargetLeaseTable', () => {
     expect(error).toMatchObject({ code: 'ERR_LEASE_IO', details: { step: 'publish', restored: true } });
     expect(await recordFiles(root)).toEqual([]);
     expect((await listFiles(root)).filter((f) => f.endsWith('.tmp'))).toEqual([]);
-  });
-
-  it('rejects an unserialisable payload before creating any lock file or shard directory (T6)', async () => {
-    const root = await tempRoot();
-    const table = await openTarget(root);
-    class Opaque {}
-    const before = await listFiles(root);
-    for (const payload of [{ unsupported: new Opaque() }, { nan: Number.NaN }, { f: () => 1 }, { u: undefined }]) {
-      expect(await codeOf(table.claimGroup([111n, 222n, 333n], payload, { owner: 'master', nowMs: 10 * S }))).toBe('ERR_INVALID_JOB');
-    }
-    expect(await listFiles(root)).toEqual(before);
-  });
-
-  it('rejects malformed groups with ERR_INVALID_JOB', async () => {
-    const root = await tempRoot();
-    const table = await openTarget(root);
-    for (const group of [[], [0n], [-1n], [1n, 1n], [1n << 64n], range(1, 65), [5 as unknown as bigint]]) {
-      expect(await codeOf(table.claimGroup(group, { path: 'x' }, { owner: 'm', nowMs: 1 }))).toBe('ERR_INVALID_JOB');
-    }
-    expect((await table.claimGroup(range(1, 64), { path: 'x' }, { owner: 'm', nowMs: 1 })).ok).toBe(true);
   });
 
   it('claims a group with one directory barrier per touched shard (T7)', async () => {
@@ -150,19 +208,6 @@ describe('FencedTargetLeaseTable', () => {
     // The batch's barriers (one failed), then the restore's barrier pass over the same shards.
     expect(fsLayer.count('syncDirectory')).toBe(2 * dirs);
     expect(await recordFiles(root)).toEqual([]);
-  });
-
-  it('rejects a stale release with zero mutation (T9)', async () => {
-    const root = await tempRoot();
-    const table = await openTarget(root);
-    const group = [401n, 402n, 403n];
-    const token = await claimed(table, group, 10 * S);
-    const lastId = group.map(targetRecordId).sort().at(-1)!;
-    const last = await recordJson(table.recordPath(lastId));
-    await writeFile(table.recordPath(lastId), canonicalJsonBytes({ ...last, token: 'replacement-token' }));
-    const before = await snapshotTree(root);
-    expect(await table.releaseGroup(group, token)).toEqual({ ok: false, reason: 'stale', id: lastId });
-    expect(await snapshotTree(root)).toEqual(before);
   });
 
   it('releases a group with one directory barrier per touched shard and deletes the records (T10)', async () => {
@@ -292,14 +337,4 @@ describe('FencedTargetLeaseTable', () => {
     expect(fsLayer.barriers().directory).toBe(5);
   });
 
-  it('stores the group in record-id order with u64 targets as decimal strings', async () => {
-    const root = await tempRoot();
-    const table = await openTarget(root);
-    const big = (1n << 64n) - 1n;
-    const group = [big, 7n];
-    await claimed(table, group, 10 * S);
-    const expected = group.map((t) => ({ t, id: targetRecordId(t) })).sort((a, b) => (a.id < b.id ? -1 : 1)).map((m) => m.t.toString());
-    const record = await recordJson(table.recordPath(targetRecordId(big)));
-    expect(record).toMatchObject({ target: big.toString(), targets: expected, kind: 'target', schema: 1 });
-  });
 });

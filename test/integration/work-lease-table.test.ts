@@ -6,7 +6,8 @@ import { workIdOf } from '../../src/lease/identity.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from '../../src/lease/work-lease-table.js';
-import { ID_A0, ID_B0, ID_C1, S, bytesOf, exists, listFiles, openWork, recordJson, tempRoot } from '../helpers/lease-fixtures.js';
+import { ID_A0, ID_B0, ID_C1, S, bytesOf, exists, listFiles, openWork, openWork as openWorkTable, recordJson, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore } from '../helpers/lease-stores.js';
 import { codeOfAsync as codeOf } from '../helpers/error-code.js';
 
 function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {
@@ -14,7 +15,11 @@ function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {
   return result as Extract<T, { ok: true }>;
 }
 
-describe('FencedWorkLeaseTable', () => {
+describeEachStore('FencedWorkLeaseTable', (store) => {
+  // Shadows the fixture: every scenario here opens its tables on the store under test.
+  const openWork = (root: string, options: Record<string, unknown> = {}) => openWorkTable(root, { ...store.options(), ...options });
+  const storedJson = async (root: string, id: string): Promise<Record<string, unknown>> => JSON.parse((await store.readRaw(root, id))!.toString('utf8')) as Record<string, unknown>;
+
   it('fences duplicate active claims and stale completions (W1)', async () => {
     const root = await tempRoot();
     const first = await openWork(root);
@@ -47,6 +52,156 @@ describe('FencedWorkLeaseTable', () => {
     expect((await table.recoverExpired({ nowMs: 30 * S })).map((e) => e.payload)).toEqual([payload]);
   });
 
+  it('makes beginCommit irreversible: committing is never stolen, not even with TTL 0 (W7)', async () => {
+    const root = await tempRoot();
+    const first = await openWork(root, { shardCount: 2 });
+    const second = await openWork(root, { shardCount: 2 });
+    const payload = { path: 'seed', target_branch: 7 };
+    const id = workIdOf(payload);
+    const { token } = ok(await first.claim(id, payload, { owner: 'a', worker: 1, nowMs: 10 * S }));
+    expect(await first.beginCommit(id, token, { nowMs: 11 * S })).toEqual({ ok: true });
+    expect(await second.claim(id, payload, { owner: 'b', worker: 2, nowMs: 15 * S })).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'committing' } });
+    expect(await second.recoverExpired({ nowMs: 22 * S })).toEqual([]);
+    expect(await second.recoverExpired({ nowMs: 22 * S, leaseTtlMs: 0 })).toEqual([]);
+    expect(await second.claim(id, payload, { owner: 'b', worker: 2, nowMs: 22 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'conflict' });
+    expect(await second.abandon(id, token)).toMatchObject({ ok: false, reason: 'stale' });
+    expect(await first.beginCommit(id, token, { nowMs: 23 * S })).toEqual({ ok: true });
+    expect(await first.complete(id, token, { nowMs: 24 * S })).toBe(true);
+    expect(await first.snapshotCounts({ nowMs: 100 * S })).toEqual({ leased: 0, committing: 0, expired: 0, done: 1, corrupt: 0 });
+  });
+
+  it('renews committing records but not done ones', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root);
+    const { token } = ok(await table.claim(ID_A0, { p: 1 }, { owner: 'm', nowMs: 1 * S }));
+    ok(await table.beginCommit(ID_A0, token, { nowMs: 2 * S }));
+    expect(await table.heartbeat(ID_A0, token, { nowMs: 3 * S })).toEqual({ ok: true });
+    expect((await storedJson(root, ID_A0)).updatedMs).toBe(3 * S);
+    expect(await table.complete(ID_A0, token, { nowMs: 4 * S })).toBe(true);
+    expect(await table.heartbeat(ID_A0, token, { nowMs: 5 * S })).toMatchObject({ ok: false, reason: 'stale' });
+  });
+
+  it('stores the commit manifest durably and classifies completion once (W8)', async () => {
+    const root = await tempRoot();
+    const first = await openWork(root, { shardCount: 2 });
+    const helper = await openWork(root, { shardCount: 2 });
+    const payload = { path: 'seed', origin: 'generated' };
+    const id = workIdOf(payload);
+    const manifest = { schema: 'test-result-commit-v1', children: ['a'.repeat(64), 'b'.repeat(64)] };
+    const { token } = ok(await first.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
+    expect(await first.beginCommit(id, token, { commit: manifest, nowMs: 11 * S })).toEqual({ ok: true });
+    const committed = await store.readRaw(root, id);
+    expect(await first.beginCommit(id, token, { commit: { different: true }, nowMs: 12 * S })).toEqual({ ok: false, reason: 'manifest-mismatch', id });
+    expect(await store.readRaw(root, id)).toEqual(committed);
+    expect(await first.beginCommit(id, token, { commit: manifest, nowMs: 12 * S })).toEqual({ ok: true });
+    expect(await helper.recoverCommittingRecords()).toEqual([{ id, payload, token, commit: manifest }]);
+    expect(await helper.completeOnce(id, token, { nowMs: 13 * S })).toBe('completed');
+    expect(await first.completeOnce(id, token, { nowMs: 14 * S })).toBe('already');
+    expect(await first.completeOnce(id, 'wrong-token', { nowMs: 15 * S })).toBe('stale');
+    expect(await helper.recoverCommittingRecords()).toEqual([]);
+    const done = await storedJson(root, id);
+    expect(done).toMatchObject({ status: 'done', completedMs: 13 * S, updatedMs: 12 * S, commit: manifest });
+  });
+
+  it('replays a commit under the lock exactly once and keeps it committing when publication fails (W9)', async () => {
+    const root = await tempRoot();
+    const first = await openWork(root, { shardCount: 2 });
+    const helper = await openWork(root, { shardCount: 2 });
+    const manifest = { schema: 'test-result-commit-v1', children: ['a'] };
+    const payload = { path: 'seed', origin: 'generated' };
+    const id = workIdOf(payload);
+    const { token } = ok(await first.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
+    ok(await first.beginCommit(id, token, { commit: manifest, nowMs: 11 * S }));
+    const published: unknown[] = [];
+    expect(await helper.replayCommitOnce(id, token, (commit) => void published.push(commit), { nowMs: 12 * S })).toBe('completed');
+    expect(published).toEqual([manifest]);
+    expect(await first.replayCommitOnce(id, token, () => { throw new Error('must not publish twice'); }, { nowMs: 13 * S })).toBe('already');
+
+    const retryPayload = { path: 'retry', origin: 'generated' };
+    const retryId = workIdOf(retryPayload);
+    const retry = ok(await first.claim(retryId, retryPayload, { owner: 'master-a', nowMs: 14 * S }));
+    ok(await first.beginCommit(retryId, retry.token, { commit: manifest, nowMs: 15 * S }));
+    const before = await store.readRaw(root, retryId);
+    await expect(helper.replayCommitOnce(retryId, retry.token, () => { throw Object.assign(new Error('publication interrupted'), { code: 'EIO' }); }, { nowMs: 16 * S })).rejects.toMatchObject({ code: 'EIO' });
+    expect(await store.readRaw(root, retryId)).toEqual(before);
+    expect(await helper.recoverCommittingRecords()).toEqual([{ id: retryId, payload: retryPayload, token: retry.token, commit: manifest }]);
+  });
+
+  it('replays a commit only once it has not been renewed for minIdleMs, checked under the lock', async () => {
+    const root = await tempRoot();
+    const owner = await openWork(root, { shardCount: 2 });
+    const helper = await openWork(root, { shardCount: 2 });
+    const payload = { path: 'seed-idle', origin: 'generated' };
+    const id = workIdOf(payload);
+    const { token } = ok(await owner.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
+    ok(await owner.beginCommit(id, token, { commit: { n: 1 }, nowMs: 11 * S }));
+    await owner.heartbeat(id, token, { nowMs: 40 * S }); // the owner is alive
+    const before = await store.readRaw(root, id);
+    const refuse = (): void => {
+      throw new Error('must not publish while the owner is alive');
+    };
+    expect(await helper.replayCommitOnce(id, token, refuse, { nowMs: 45 * S, minIdleMs: 30 * S })).toBe('live');
+    expect(await store.readRaw(root, id)).toEqual(before);
+    const published: unknown[] = [];
+    expect(await helper.replayCommitOnce(id, token, (commit) => void published.push(commit), { nowMs: 70 * S, minIdleMs: 30 * S })).toBe('completed');
+    expect(published).toEqual([{ n: 1 }]);
+    await expect(helper.replayCommitOnce(id, token, refuse, { nowMs: 71 * S, minIdleMs: -1 })).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+  });
+
+  it('abandons only a pre-commit lease with the current token (W12)', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { shardCount: 2 });
+    const payload = { path: 'seed', target_branch: 9 };
+    const id = workIdOf(payload);
+    const first = ok(await table.claim(id, payload, { owner: 'first', worker: 1, nowMs: 10 * S }));
+    expect(await table.abandon(id, 'wrong-token')).toEqual({ ok: false, reason: 'stale', id });
+    expect(await table.abandon(id, first.token)).toEqual({ ok: true });
+    expect(await store.readRaw(root, id).then((bytes) => bytes !== null)).toBe(false);
+    if (store.name === 'files') expect(await exists(table.lockPath(id))).toBe(true); // lock files are never deleted
+    const second = ok(await table.claim(id, payload, { owner: 'second', worker: 2, nowMs: 11 * S }));
+    expect(second.attempts).toBe(1);
+    ok(await table.beginCommit(id, second.token, { nowMs: 12 * S }));
+    expect(await table.abandon(id, second.token)).toMatchObject({ ok: false, reason: 'stale' });
+    expect(await store.readRaw(root, id).then((bytes) => bytes !== null)).toBe(true);
+  });
+
+  it('fails closed on a redirected record and rejects bad times and TTLs (W13)', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { shardCount: 2 });
+    const cId = 'c'.repeat(64);
+    const redirected = canonicalJsonBytes({ schema: 1, kind: 'work', id: 'd'.repeat(64), status: 'leased', payload: { path: 'wrong' }, owner: 'master', previousOwner: '', worker: 0, token: 'token', updatedMs: 1000, attempts: 1, steals: 0 });
+    await store.writeRaw(root, cId, redirected);
+    expect(await table.claim(cId, { path: 'replacement' }, { owner: 'other', nowMs: 100 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: { id: cId } });
+    expect(await store.readRaw(root, cId)).toEqual(redirected);
+    expect(await table.recoverExpired({ nowMs: 100 * S })).toEqual([]);
+    expect(await table.snapshotCounts({ nowMs: 100 * S })).toMatchObject({ corrupt: 1, leased: 0 });
+    const eId = 'e'.repeat(64);
+    expect(await codeOf(table.claim(eId, { path: 'seed' }, { owner: 'master', nowMs: Number.NaN }))).toBe('ERR_INVALID_OPTION');
+    expect(await codeOf(table.claim(eId, { path: 'seed' }, { owner: 'master', nowMs: -1 }))).toBe('ERR_INVALID_OPTION');
+    const first = ok(await table.claim(eId, { path: 'seed' }, { owner: 'master', nowMs: 100 * S }));
+    expect(await codeOf(table.recoverExpired({ nowMs: 2 * S, leaseTtlMs: Number.POSITIVE_INFINITY }))).toBe('ERR_INVALID_OPTION');
+    expect(await codeOf(table.claim('not-an-id', { path: 'seed' }, { owner: 'master', nowMs: 1 }))).toBe('ERR_INVALID_JOB');
+    // TTL 0 takes a leased record even when its updatedMs lies in the future (clock skew).
+    expect((await table.recoverExpired({ nowMs: 2 * S, leaseTtlMs: 0 })).map((e) => [e.id, e.payload])).toEqual([[eId, { path: 'seed' }]]);
+    const forced = ok(await table.claim(eId, { path: 'seed' }, { owner: 'recovery', nowMs: 2 * S, leaseTtlMs: 0 }));
+    expect(forced.token).not.toBe(first.token);
+    expect(await table.complete(eId, first.token, { nowMs: 3 * S })).toBe(false);
+  });
+
+  it('fails closed on committing records without a manifest and on corrupt records (W14)', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { shardCount: 2 });
+    const id = 'f'.repeat(64);
+    const { token } = ok(await table.claim(id, { path: 'seed' }, { owner: 'master', nowMs: 1 * S }));
+    ok(await table.beginCommit(id, token, { nowMs: 2 * S }));
+    expect(await codeOf(table.recoverCommittingRecords())).toBe('ERR_LEASE_CORRUPT');
+    await store.writeRaw(root, id, canonicalJsonBytes({ schema: 0 }));
+    expect(await codeOf(table.recoverCommittingRecords())).toBe('ERR_LEASE_CORRUPT');
+    expect(await codeOf(table.snapshotRecords())).toBe('ERR_LEASE_CORRUPT');
+  });
+});
+
+describe('FencedWorkLeaseTable (file store: barriers, file faults, lock files)', () => {
   it('renews a heartbeat batch with one directory barrier per touched shard (W3)', async () => {
     const root = await tempRoot();
     const fsLayer = new FaultInjectingFsLayer();
@@ -106,35 +261,6 @@ describe('FencedWorkLeaseTable', () => {
     expect(await bytesOf(table.recordPath(ID_C1))).toEqual(staleBytes);
   });
 
-  it('makes beginCommit irreversible: committing is never stolen, not even with TTL 0 (W7)', async () => {
-    const root = await tempRoot();
-    const first = await openWork(root, { shardCount: 2 });
-    const second = await openWork(root, { shardCount: 2 });
-    const payload = { path: 'seed', target_branch: 7 };
-    const id = workIdOf(payload);
-    const { token } = ok(await first.claim(id, payload, { owner: 'a', worker: 1, nowMs: 10 * S }));
-    expect(await first.beginCommit(id, token, { nowMs: 11 * S })).toEqual({ ok: true });
-    expect(await second.claim(id, payload, { owner: 'b', worker: 2, nowMs: 15 * S })).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'committing' } });
-    expect(await second.recoverExpired({ nowMs: 22 * S })).toEqual([]);
-    expect(await second.recoverExpired({ nowMs: 22 * S, leaseTtlMs: 0 })).toEqual([]);
-    expect(await second.claim(id, payload, { owner: 'b', worker: 2, nowMs: 22 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'conflict' });
-    expect(await second.abandon(id, token)).toMatchObject({ ok: false, reason: 'stale' });
-    expect(await first.beginCommit(id, token, { nowMs: 23 * S })).toEqual({ ok: true });
-    expect(await first.complete(id, token, { nowMs: 24 * S })).toBe(true);
-    expect(await first.snapshotCounts({ nowMs: 100 * S })).toEqual({ leased: 0, committing: 0, expired: 0, done: 1, corrupt: 0 });
-  });
-
-  it('renews committing records but not done ones', async () => {
-    const root = await tempRoot();
-    const table = await openWork(root);
-    const { token } = ok(await table.claim(ID_A0, { p: 1 }, { owner: 'm', nowMs: 1 * S }));
-    ok(await table.beginCommit(ID_A0, token, { nowMs: 2 * S }));
-    expect(await table.heartbeat(ID_A0, token, { nowMs: 3 * S })).toEqual({ ok: true });
-    expect((await recordJson(table.recordPath(ID_A0))).updatedMs).toBe(3 * S);
-    expect(await table.complete(ID_A0, token, { nowMs: 4 * S })).toBe(true);
-    expect(await table.heartbeat(ID_A0, token, { nowMs: 5 * S })).toMatchObject({ ok: false, reason: 'stale' });
-  });
-
   it('splits a large heartbeat into batches of at most MAX_HEARTBEAT_BATCH locks', async () => {
     const root = await tempRoot();
     const fsLayer = new FaultInjectingFsLayer();
@@ -148,73 +274,6 @@ describe('FencedWorkLeaseTable', () => {
     expect(result.renewed).toHaveLength(ids.length);
     expect(result.directoryBarriers).toBe(2);
     expect(fsLayer.barriers().directory).toBe(2);
-  });
-
-  it('stores the commit manifest durably and classifies completion once (W8)', async () => {
-    const root = await tempRoot();
-    const first = await openWork(root, { shardCount: 2 });
-    const helper = await openWork(root, { shardCount: 2 });
-    const payload = { path: 'seed', origin: 'generated' };
-    const id = workIdOf(payload);
-    const manifest = { schema: 'test-result-commit-v1', children: ['a'.repeat(64), 'b'.repeat(64)] };
-    const { token } = ok(await first.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
-    expect(await first.beginCommit(id, token, { commit: manifest, nowMs: 11 * S })).toEqual({ ok: true });
-    const committed = await bytesOf(first.recordPath(id));
-    expect(await first.beginCommit(id, token, { commit: { different: true }, nowMs: 12 * S })).toEqual({ ok: false, reason: 'manifest-mismatch', id });
-    expect(await bytesOf(first.recordPath(id))).toEqual(committed);
-    expect(await first.beginCommit(id, token, { commit: manifest, nowMs: 12 * S })).toEqual({ ok: true });
-    expect(await helper.recoverCommittingRecords()).toEqual([{ id, payload, token, commit: manifest }]);
-    expect(await helper.completeOnce(id, token, { nowMs: 13 * S })).toBe('completed');
-    expect(await first.completeOnce(id, token, { nowMs: 14 * S })).toBe('already');
-    expect(await first.completeOnce(id, 'wrong-token', { nowMs: 15 * S })).toBe('stale');
-    expect(await helper.recoverCommittingRecords()).toEqual([]);
-    const done = await recordJson(first.recordPath(id));
-    expect(done).toMatchObject({ status: 'done', completedMs: 13 * S, updatedMs: 12 * S, commit: manifest });
-  });
-
-  it('replays a commit under the lock exactly once and keeps it committing when publication fails (W9)', async () => {
-    const root = await tempRoot();
-    const first = await openWork(root, { shardCount: 2 });
-    const helper = await openWork(root, { shardCount: 2 });
-    const manifest = { schema: 'test-result-commit-v1', children: ['a'] };
-    const payload = { path: 'seed', origin: 'generated' };
-    const id = workIdOf(payload);
-    const { token } = ok(await first.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
-    ok(await first.beginCommit(id, token, { commit: manifest, nowMs: 11 * S }));
-    const published: unknown[] = [];
-    expect(await helper.replayCommitOnce(id, token, (commit) => void published.push(commit), { nowMs: 12 * S })).toBe('completed');
-    expect(published).toEqual([manifest]);
-    expect(await first.replayCommitOnce(id, token, () => { throw new Error('must not publish twice'); }, { nowMs: 13 * S })).toBe('already');
-
-    const retryPayload = { path: 'retry', origin: 'generated' };
-    const retryId = workIdOf(retryPayload);
-    const retry = ok(await first.claim(retryId, retryPayload, { owner: 'master-a', nowMs: 14 * S }));
-    ok(await first.beginCommit(retryId, retry.token, { commit: manifest, nowMs: 15 * S }));
-    const before = await bytesOf(first.recordPath(retryId));
-    await expect(helper.replayCommitOnce(retryId, retry.token, () => { throw Object.assign(new Error('publication interrupted'), { code: 'EIO' }); }, { nowMs: 16 * S })).rejects.toMatchObject({ code: 'EIO' });
-    expect(await bytesOf(first.recordPath(retryId))).toEqual(before);
-    expect(await helper.recoverCommittingRecords()).toEqual([{ id: retryId, payload: retryPayload, token: retry.token, commit: manifest }]);
-  });
-
-  it('replays a commit only once it has not been renewed for minIdleMs, checked under the lock', async () => {
-    const root = await tempRoot();
-    const owner = await openWork(root, { shardCount: 2 });
-    const helper = await openWork(root, { shardCount: 2 });
-    const payload = { path: 'seed-idle', origin: 'generated' };
-    const id = workIdOf(payload);
-    const { token } = ok(await owner.claim(id, payload, { owner: 'master-a', nowMs: 10 * S }));
-    ok(await owner.beginCommit(id, token, { commit: { n: 1 }, nowMs: 11 * S }));
-    await owner.heartbeat(id, token, { nowMs: 40 * S }); // the owner is alive
-    const before = await bytesOf(owner.recordPath(id));
-    const refuse = (): void => {
-      throw new Error('must not publish while the owner is alive');
-    };
-    expect(await helper.replayCommitOnce(id, token, refuse, { nowMs: 45 * S, minIdleMs: 30 * S })).toBe('live');
-    expect(await bytesOf(owner.recordPath(id))).toEqual(before);
-    const published: unknown[] = [];
-    expect(await helper.replayCommitOnce(id, token, (commit) => void published.push(commit), { nowMs: 70 * S, minIdleMs: 30 * S })).toBe('completed');
-    expect(published).toEqual([{ n: 1 }]);
-    await expect(helper.replayCommitOnce(id, token, refuse, { nowMs: 71 * S, minIdleMs: -1 })).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
   });
 
   it('removes the temp file and keeps the old record when the rename fails (W10)', async () => {
@@ -252,59 +311,6 @@ describe('FencedWorkLeaseTable', () => {
     expect(records.map((r) => [r.id, r.record.payload, r.record.status])).toEqual([[id, payload, 'leased']]);
     expect(await restarted.recoverExpired({ nowMs: 19 * S })).toEqual([]);
     expect((await restarted.recoverExpired({ nowMs: 20 * S })).map((e) => e.payload)).toEqual([payload]);
-  });
-
-  it('abandons only a pre-commit lease with the current token (W12)', async () => {
-    const root = await tempRoot();
-    const table = await openWork(root, { shardCount: 2 });
-    const payload = { path: 'seed', target_branch: 9 };
-    const id = workIdOf(payload);
-    const first = ok(await table.claim(id, payload, { owner: 'first', worker: 1, nowMs: 10 * S }));
-    expect(await table.abandon(id, 'wrong-token')).toEqual({ ok: false, reason: 'stale', id });
-    expect(await table.abandon(id, first.token)).toEqual({ ok: true });
-    expect(await exists(table.recordPath(id))).toBe(false);
-    expect(await exists(table.lockPath(id))).toBe(true);
-    const second = ok(await table.claim(id, payload, { owner: 'second', worker: 2, nowMs: 11 * S }));
-    expect(second.attempts).toBe(1);
-    ok(await table.beginCommit(id, second.token, { nowMs: 12 * S }));
-    expect(await table.abandon(id, second.token)).toMatchObject({ ok: false, reason: 'stale' });
-    expect(await exists(table.recordPath(id))).toBe(true);
-  });
-
-  it('fails closed on a redirected record and rejects bad times and TTLs (W13)', async () => {
-    const root = await tempRoot();
-    const table = await openWork(root, { shardCount: 2 });
-    const cId = 'c'.repeat(64);
-    await mkdir(table.shardDirOf(cId), { recursive: true });
-    const redirected = canonicalJsonBytes({ schema: 1, kind: 'work', id: 'd'.repeat(64), status: 'leased', payload: { path: 'wrong' }, owner: 'master', previousOwner: '', worker: 0, token: 'token', updatedMs: 1000, attempts: 1, steals: 0 });
-    await writeFile(table.recordPath(cId), redirected);
-    expect(await table.claim(cId, { path: 'replacement' }, { owner: 'other', nowMs: 100 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: { id: cId } });
-    expect(await bytesOf(table.recordPath(cId))).toEqual(redirected);
-    expect(await table.recoverExpired({ nowMs: 100 * S })).toEqual([]);
-    expect(await table.snapshotCounts({ nowMs: 100 * S })).toMatchObject({ corrupt: 1, leased: 0 });
-    const eId = 'e'.repeat(64);
-    expect(await codeOf(table.claim(eId, { path: 'seed' }, { owner: 'master', nowMs: Number.NaN }))).toBe('ERR_INVALID_OPTION');
-    expect(await codeOf(table.claim(eId, { path: 'seed' }, { owner: 'master', nowMs: -1 }))).toBe('ERR_INVALID_OPTION');
-    const first = ok(await table.claim(eId, { path: 'seed' }, { owner: 'master', nowMs: 100 * S }));
-    expect(await codeOf(table.recoverExpired({ nowMs: 2 * S, leaseTtlMs: Number.POSITIVE_INFINITY }))).toBe('ERR_INVALID_OPTION');
-    expect(await codeOf(table.claim('not-an-id', { path: 'seed' }, { owner: 'master', nowMs: 1 }))).toBe('ERR_INVALID_JOB');
-    // TTL 0 takes a leased record even when its updatedMs lies in the future (clock skew).
-    expect((await table.recoverExpired({ nowMs: 2 * S, leaseTtlMs: 0 })).map((e) => [e.id, e.payload])).toEqual([[eId, { path: 'seed' }]]);
-    const forced = ok(await table.claim(eId, { path: 'seed' }, { owner: 'recovery', nowMs: 2 * S, leaseTtlMs: 0 }));
-    expect(forced.token).not.toBe(first.token);
-    expect(await table.complete(eId, first.token, { nowMs: 3 * S })).toBe(false);
-  });
-
-  it('fails closed on committing records without a manifest and on corrupt records (W14)', async () => {
-    const root = await tempRoot();
-    const table = await openWork(root, { shardCount: 2 });
-    const id = 'f'.repeat(64);
-    const { token } = ok(await table.claim(id, { path: 'seed' }, { owner: 'master', nowMs: 1 * S }));
-    ok(await table.beginCommit(id, token, { nowMs: 2 * S }));
-    expect(await codeOf(table.recoverCommittingRecords())).toBe('ERR_LEASE_CORRUPT');
-    await writeFile(table.recordPath(id), canonicalJsonBytes({ schema: 0 }));
-    expect(await codeOf(table.recoverCommittingRecords())).toBe('ERR_LEASE_CORRUPT');
-    expect(await codeOf(table.snapshotRecords())).toBe('ERR_LEASE_CORRUPT');
   });
 
   it('treats a symlink or a directory at the record path as corrupt and leaves it alone', async () => {

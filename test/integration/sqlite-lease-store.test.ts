@@ -1,0 +1,155 @@
+// What only the SQLite store has: the choice of store (auto, network filesystems, a directory
+// keeping its store), the database schema check at open, row validation, non-blocking lock waits,
+// and read-only inspection.
+import { createRequire } from 'node:module';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type BetterSqlite3 from 'better-sqlite3';
+import { targetRecordId } from '../../src/lease/identity.js';
+import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
+import { SQLITE_APPLICATION_ID, SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import { probeFilesystem } from '../../src/lease/fs-probe.js';
+import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
+import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
+import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
+import { codeOfAsync as codeOf } from '../helpers/error-code.js';
+import { loadNative } from '../../src/native/bindings.js';
+
+const Sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+const NFS = async () => ({ type: 0x6969 });
+const sqlite = leaseStoreUnderTest('sqlite');
+
+describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 'true')('SQLite lease store', () => {
+  it('is what auto gives a new lease directory on a local filesystem, recorded as schema 2 in lease-table.json', async () => {
+    const root = path.join(await tempRoot(), 'targets');
+    const table = await FencedTargetLeaseTable.open(root, { coordination: 'single' });
+    expect(table.store).toBe('sqlite');
+    expect(JSON.parse(await readFile(path.join(root, 'lease-table.json'), 'utf8'))).toEqual({ kind: 'target', schema: 2, shardCount: 1, store: 'sqlite' });
+    expect((await readdir(root)).sort()).toContain(SQLITE_FILE);
+    await table.close();
+  });
+
+  it('gives a new lease directory on a network filesystem the file store under auto, and refuses an explicit sqlite there before writing anything', async () => {
+    const parent = await tempRoot();
+    const auto = await FencedWorkLeaseTable.open(path.join(parent, 'auto'), { coordination: 'single', shardCount: 4 }, { statFilesystem: NFS });
+    expect(auto.store).toBe('files');
+    const refused = path.join(parent, 'explicit');
+    const error = await FencedWorkLeaseTable.open(refused, { coordination: 'single', store: 'sqlite' }, { statFilesystem: NFS }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_LEASE_STORE_UNSUPPORTED', details: { store: 'sqlite', filesystem: 'nfs', fsType: 0x6969 } });
+    expect((error as Error).message).toContain('shared memory');
+    await expect(stat(refused)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('keeps the store a lease directory was created with under auto, and refuses an explicit other store naming the recorded one', async () => {
+    const parent = await tempRoot();
+    const files = path.join(parent, 'files');
+    await (await openWork(files, { coordination: 'single' })).close();
+    expect((await FencedWorkLeaseTable.open(files, { coordination: 'single', shardCount: 4 })).store).toBe('files');
+    const sqliteRoot = path.join(parent, 'sqlite');
+    await (await FencedWorkLeaseTable.open(sqliteRoot, { coordination: 'single', store: 'sqlite' })).close();
+    // A network filesystem report does not move an existing directory off its recorded store.
+    expect((await FencedWorkLeaseTable.open(sqliteRoot, { coordination: 'single' })).store).toBe('sqlite');
+    for (const [root, store, recorded] of [[files, 'sqlite', 'files'], [sqliteRoot, 'files', 'sqlite']] as const) {
+      const error = await FencedWorkLeaseTable.open(root, { coordination: 'single', store, shardCount: 4 }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION', details: { option: 'store' } });
+      expect((error as Error).message).toContain(`expected ${recorded}`);
+    }
+  });
+
+  it('refuses a database of another application, of a newer schema, or that is no database at all', async () => {
+    const cases: [string, (file: string) => Promise<void>, string][] = [
+      ['foreign', async (file) => setPragmas(file, 0x12345678, 1), 'another application'],
+      ['newer', async (file) => setPragmas(file, SQLITE_APPLICATION_ID, 2), 'newer'],
+      ['garbage', async (file) => writeFile(file, 'this is not a database, just bytes long enough to look like a header ....................................'), 'not a SQLite database'],
+    ];
+    for (const [label, damage, reason] of cases) {
+      const root = await tempRoot();
+      await (await openTarget(root, { store: 'sqlite' })).close();
+      await damage(path.join(root, SQLITE_FILE));
+      const error = await openTarget(root, { store: 'sqlite' }).catch((e: unknown) => e);
+      expect(error, label).toMatchObject({ code: 'ERR_LEASE_STORE_SCHEMA' });
+      expect((error as Error).message, label).toContain(reason);
+    }
+  });
+
+  it('fails closed on corrupt rows: a foreign id, a record of the other kind, and bytes that do not parse are reported and never overwritten', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    const id = targetRecordId(5n);
+    const otherKind = Buffer.from(JSON.stringify({ schema: 1, kind: 'work', id, status: 'leased' }));
+    await sqlite.writeRaw(root, id, otherKind);
+    await sqlite.writeRaw(root, 'not-a-record-id', '{}');
+    await sqlite.writeRaw(root, targetRecordId(6n), '{"schema":');
+    expect(await table.claimGroup([5n, 7n], {}, { owner: 'a', nowMs: 10 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ target: 5n }] });
+    expect(await sqlite.readRaw(root, id)).toEqual(otherKind);
+    expect(await sqlite.readRaw(root, targetRecordId(7n))).toBeNull();
+    const inspection = await inspectLeaseTable(root, { nowMs: 10 * S, leaseTtlMs: 10 * S });
+    expect(inspection.corrupt.map((c) => [c.id, c.path.endsWith(`#${c.id ?? 'not-a-record-id'}`), c.reason.length > 0])).toEqual(
+      [[targetRecordId(6n), true, true], [id, true, true], [null, true, true]].sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    );
+    await expect(table.snapshotRecords()).rejects.toMatchObject({ code: 'ERR_LEASE_CORRUPT' });
+    await table.close();
+  });
+
+  it('waits for a held database write lock without blocking the thread, then fails closed with ERR_LOCK_TIMEOUT at the monotonic deadline', async () => {
+    const root = await tempRoot();
+    let fakeNowMs = 0;
+    const table = await FencedTargetLeaseTable.open(root, { store: 'sqlite', coordination: 'single', lockAcquireTimeoutMs: 5_000 }, { monotonicNowMs: () => fakeNowMs });
+    const release = await sqlite.holdLock(root, targetRecordId(1n));
+    let turns = 0;
+    const claim = table.claimGroup([1n], {}, { owner: 'a', nowMs: 10 * S }).then(
+      () => 'granted',
+      (e: unknown) => (e as { code?: string }).code,
+    );
+    // The event loop keeps turning while the claim waits: the clock is advanced from a timer.
+    await new Promise<void>((resolve) => {
+      const timer = setInterval(() => {
+        turns += 1;
+        if (turns === 5) {
+          fakeNowMs = 5_000;
+          clearInterval(timer);
+          resolve();
+        }
+      }, 1);
+    });
+    expect(await claim).toBe('ERR_LOCK_TIMEOUT');
+    expect(turns).toBe(5);
+    await release();
+    expect((await table.claimGroup([1n], {}, { owner: 'a', nowMs: 10 * S })).ok).toBe(true);
+    await table.close();
+  });
+
+  it('lets symfence leases read a table without changing its metadata, its database file or any row', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    expect((await table.claimGroup([1n, 2n], {}, { owner: 'a', nowMs: 10 * S })).ok).toBe(true);
+    await table.close();
+    // A reader of a WAL database may create SQLite's empty -wal and shared-memory index files when
+    // no writer has them open; the database itself and the metadata stay byte for byte.
+    const snapshot = async () => Promise.all(['lease-table.json', SQLITE_FILE].map(async (name) => [name, (await readFile(path.join(root, name))).toString('base64')]));
+    const before = await snapshot();
+    const inspection = await inspectLeaseTable(root, { nowMs: 10 * S, leaseTtlMs: 10 * S });
+    expect(inspection).toMatchObject({ store: 'sqlite', kind: 'target', counts: { leased: 2, corrupt: 0 } });
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it.skipIf(loadNative() === null)('has the filesystem probe say which store auto picks there, and why', async () => {
+    const dir = await tempRoot();
+    expect((await probeFilesystem(dir)).filesystem).toMatchObject({ network: false, autoStore: 'sqlite' });
+    const nfs = (await probeFilesystem(dir, { statFilesystem: NFS })).filesystem;
+    expect(nfs).toMatchObject({ network: true, name: 'nfs', autoStore: 'files' });
+    expect(nfs.autoReason).toContain('shared memory');
+  });
+});
+
+function setPragmas(file: string, applicationId: number, userVersion: number): void {
+  const db = new Sqlite(file);
+  try {
+    db.pragma(`application_id = ${applicationId}`);
+    db.pragma(`user_version = ${userVersion}`);
+  } finally {
+    db.close();
+  }
+}
