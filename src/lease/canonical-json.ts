@@ -17,6 +17,11 @@
  * refused with `InvalidJobError` while walking, so a hostile value (200,000 nested arrays, a
  * gigabyte string) costs at most the bound — never a `RangeError` from the stack, never the
  * memory of the whole text.
+ *
+ * Memo: a group claim stores the same (frozen) `targets` list and payload in each of its up to 64
+ * records. With a `memo`, the text of a frozen object or array is written once and reused, by
+ * identity, wherever it occurs again — the bytes are those a fresh walk would write (a frozen
+ * value cannot change), and the depth and length bounds still apply to every use.
  */
 import { InvalidJobError } from '../errors.js';
 
@@ -58,9 +63,25 @@ export interface CanonicalJsonLimits {
    * ids have always digested (as UTF-8), kept so that no id of a record on disk changes.
    */
   readonly nonAscii?: 'escape' | 'utf8';
+  /** Reuse the text of frozen values across serialisations (file comment). */
+  readonly memo?: CanonicalJsonMemo;
 }
 
 const DEFAULT_MAX_DEPTH = 128;
+
+interface MemoEntry {
+  readonly text: string;
+  /** Nesting levels of the value itself (1 for an array of scalars). */
+  readonly height: number;
+  readonly ascii: boolean;
+}
+
+/** Texts of frozen values, by identity; pass one to several serialisations of related values. */
+export type CanonicalJsonMemo = WeakMap<object, MemoEntry>;
+
+export function canonicalJsonMemo(): CanonicalJsonMemo {
+  return new WeakMap();
+}
 
 interface WriteState {
   readonly stack: Set<object>;
@@ -68,6 +89,7 @@ interface WriteState {
   readonly maxDepth: number;
   readonly maxBytes: number;
   readonly ascii: boolean;
+  readonly memo: CanonicalJsonMemo | undefined;
   bytes: number;
 }
 
@@ -77,36 +99,46 @@ function emit(state: WriteState, text: string, path: string): void {
   state.out.push(text);
 }
 
-function write(value: unknown, path: string, state: WriteState, depth: number): void {
+/** Writes `value`; returns its nesting height (0 for a scalar). */
+function write(value: unknown, path: string, state: WriteState, depth: number): number {
   switch (typeof value) {
     case 'string':
       // The escaped form is at least as long as the string plus its quotes: refuse before escaping.
       if (state.bytes + value.length + 2 > state.maxBytes) fail(path, `a value longer than ${state.maxBytes} bytes`);
       emit(state, escapeString(value, state.ascii), path);
-      return;
+      return 0;
     case 'number':
       if (!Number.isFinite(value)) fail(path, `non-finite number ${String(value)}`);
       emit(state, Object.is(value, -0) ? '0' : JSON.stringify(value), path);
-      return;
+      return 0;
     case 'bigint':
       emit(state, `"${value.toString(10)}"`, path);
-      return;
+      return 0;
     case 'boolean':
       emit(state, value ? 'true' : 'false', path);
-      return;
+      return 0;
     case 'object': {
       if (value === null) {
         emit(state, 'null', path);
-        return;
+        return 0;
+      }
+      const memo = state.memo !== undefined && Object.isFrozen(value) ? state.memo : undefined;
+      const known = memo?.get(value);
+      if (known !== undefined && known.ascii === state.ascii) {
+        if (depth + known.height - 1 > state.maxDepth) fail(path, `nesting deeper than ${state.maxDepth} levels`);
+        emit(state, known.text, path);
+        return known.height;
       }
       if (state.stack.has(value)) fail(path, 'a cycle');
       if (depth > state.maxDepth) fail(path, `nesting deeper than ${state.maxDepth} levels`);
       state.stack.add(value);
+      const start = state.out.length;
+      let inner = 0;
       if (Array.isArray(value)) {
         emit(state, '[', path);
         for (let i = 0; i < value.length; i += 1) {
           if (i > 0) emit(state, ',', path);
-          write(value[i], `${path}[${i}]`, state, depth + 1);
+          inner = Math.max(inner, write(value[i], `${path}[${i}]`, state, depth + 1));
         }
         emit(state, ']', path);
       } else {
@@ -117,15 +149,16 @@ function write(value: unknown, path: string, state: WriteState, depth: number): 
           if (i > 0) emit(state, ',', path);
           emit(state, escapeString(key, state.ascii), path);
           emit(state, ':', path);
-          write((value as Record<string, unknown>)[key], `${path}.${key}`, state, depth + 1);
+          inner = Math.max(inner, write((value as Record<string, unknown>)[key], `${path}.${key}`, state, depth + 1));
         });
         emit(state, '}', path);
       }
       state.stack.delete(value);
-      return;
+      if (memo !== undefined) memo.set(value, { text: state.out.slice(start).join(''), height: inner + 1, ascii: state.ascii });
+      return inner + 1;
     }
     default:
-      fail(path, `a value of type ${typeof value}`);
+      return fail(path, `a value of type ${typeof value}`);
   }
 }
 
@@ -137,6 +170,7 @@ export function canonicalJson(value: unknown, limits: CanonicalJsonLimits = {}):
     maxDepth: limits.maxDepth ?? DEFAULT_MAX_DEPTH,
     maxBytes: limits.maxBytes ?? Number.POSITIVE_INFINITY,
     ascii: limits.nonAscii !== 'utf8',
+    memo: limits.memo,
     bytes: 0,
   };
   write(value, '$', state, 1);

@@ -32,6 +32,7 @@ import type { RecordKind, RecordRead } from './lease-record.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBatch, type StagedRecord } from './record-backend.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-store.js';
+import type { RecordReadCache } from './record-read-cache.js';
 
 export type { FileBarrierStrategy } from '../fs/durable-files.js';
 export type { BatchReport, StagedRecord } from './record-backend.js';
@@ -47,6 +48,8 @@ export interface DurabilityContext {
   readonly directoryBarrier: DirectoryBarrierMode;
   /** Makes a shard directory exist durably (cached by the table). */
   ensureDirectory(dir: string): Promise<void>;
+  /** Parsed records reused while their bytes are unchanged (record-read-cache.ts). */
+  readonly readCache?: RecordReadCache;
 }
 
 interface Mutation {
@@ -109,7 +112,7 @@ export class DurabilityBatch implements RecordBatch {
     const pending = [...new Set(ids)].filter((id) => !this.reads.has(id));
     for (const id of pending) if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
     const results = await Promise.all(
-      pending.map((id) => readRecord(this.ctx.fsLayer, this.ctx.layout.recordPath(id), id, this.ctx.kind)),
+      pending.map((id) => readRecord(this.ctx.fsLayer, this.ctx.layout.recordPath(id), id, this.ctx.kind, this.ctx.readCache)),
     );
     pending.forEach((id, i) => this.reads.set(id, results[i]!));
   }
@@ -223,6 +226,10 @@ export class DurabilityBatch implements RecordBatch {
       }
     }
     this.state = 'committed';
+    for (const m of list) {
+      if (m.next) this.ctx.readCache?.remember(m.id, m.next.bytes, m.next.record);
+      else this.ctx.readCache?.forget(m.id);
+    }
     return { published: list.length, fileBarriers, directoryBarriers, directories };
   }
 

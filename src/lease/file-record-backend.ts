@@ -14,6 +14,7 @@ import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
 import type { RecordBackend, RecordBatch, ScanEntry } from './record-backend.js';
 import { createRecordLocker, type RecordLocker } from './record-lock.js';
+import { RecordReadCache } from './record-read-cache.js';
 import { checkDirectory, ensureDirectoryDurable } from './record-store.js';
 import { ensureTableMeta } from './table-meta.js';
 
@@ -48,6 +49,7 @@ export async function openFileRecordBackend(root: string, options: LeaseTableOpt
     kind,
     fileBarrier: options.fileBarrier,
     directoryBarrier: options.directoryBarrier,
+    readCache: new RecordReadCache(kind),
     async ensureDirectory(dir: string): Promise<void> {
       // A known directory is re-checked (one lstat) on every batch: a shard swapped for a symlink
       // after first use must be refused as a fresh table would refuse it, never written through.

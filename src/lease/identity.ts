@@ -55,10 +55,27 @@ export function assertTarget(target: unknown): asserts target is bigint {
   }
 }
 
+/**
+ * Record ids of recently used targets: a group claim, its heartbeats and its release hash the same
+ * 64 targets. Two generations, so the bound costs no per-entry eviction: when the current one is
+ * full it becomes the previous one, and a hit there moves the id forward.
+ */
+const TARGET_ID_GENERATION = 8192;
+let currentTargetIds = new Map<bigint, string>();
+let previousTargetIds = new Map<bigint, string>();
+
 /** Target record id: SHA-256 of `target:<decimal>`. */
 export function targetRecordId(target: bigint): string {
   assertTarget(target);
-  return sha256Hex(`target:${target.toString(10)}`);
+  let id = currentTargetIds.get(target);
+  if (id !== undefined) return id;
+  id = previousTargetIds.get(target) ?? sha256Hex(`target:${target.toString(10)}`);
+  if (currentTargetIds.size >= TARGET_ID_GENERATION) {
+    previousTargetIds = currentTargetIds;
+    currentTargetIds = new Map();
+  }
+  currentTargetIds.set(target, id);
+  return id;
 }
 
 /** Shard of a record id: its first 32 bits, modulo the shard count. */

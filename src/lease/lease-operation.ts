@@ -17,6 +17,7 @@
  */
 import { invalidOption } from '../config/values.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './record-backend.js';
+import { canonicalJsonMemo } from './canonical-json.js';
 import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
 
 /** What an operation sees under its locks. */
@@ -51,6 +52,8 @@ export interface ExecutionResult {
  */
 export async function executeOperations(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
   const batch = backend.begin();
+  // Group records repeat their frozen `targets` and payload: their text is written once per batch.
+  const memo = canonicalJsonMemo();
   try {
     const ids = operations.flatMap((op) => op.lockIds);
     await batch.lock(ids);
@@ -75,7 +78,7 @@ export async function executeOperations(backend: RecordBackend, operations: read
         },
         put: (record) => {
           if (!allowed.has(record.id)) throw new Error(`${op.name} staged ${record.id} outside its lock set`);
-          staged.set(record.id, { record, bytes: serializeRecord(record) });
+          staged.set(record.id, { record, bytes: serializeRecord(record, memo) });
         },
         remove: (id) => {
           if (!allowed.has(id)) throw new Error(`${op.name} staged ${id} outside its lock set`);

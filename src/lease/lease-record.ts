@@ -16,7 +16,7 @@
  * commit manifest of at most `MAX_MANIFEST_ITEMS` items — and is checked before a record is read
  * and before one is written.
  */
-import { canonicalJsonBytes } from './canonical-json.js';
+import { canonicalJsonBytes, type CanonicalJsonMemo } from './canonical-json.js';
 import { MAX_GROUP_TARGETS, MAX_TARGET, isRecordId, targetRecordId } from './identity.js';
 
 export const RECORD_SCHEMA = 1;
@@ -165,8 +165,8 @@ export function parseRecord(bytes: Buffer, expectedId: string, kind: RecordKind)
  * The exact bytes of a record file. Throws `InvalidJobError` for an unserialisable value or a
  * record larger than `maxRecordBytes` (a writer never stores what a reader would call corrupt).
  */
-export function serializeRecord(record: LeaseRecord): Buffer {
-  return canonicalJsonBytes(record, { maxBytes: maxRecordBytes(record.kind), maxDepth: MAX_PAYLOAD_DEPTH + 4 });
+export function serializeRecord(record: LeaseRecord, memo?: CanonicalJsonMemo): Buffer {
+  return canonicalJsonBytes(record, { maxBytes: maxRecordBytes(record.kind), maxDepth: MAX_PAYLOAD_DEPTH + 4, ...(memo ? { memo } : {}) });
 }
 
 /**

@@ -6,6 +6,7 @@
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
+import { deepFreeze } from './deep-freeze.js';
 import { FileRecordBackend } from './file-record-backend.js';
 import type { LeaseLayout } from './lease-layout.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
@@ -220,10 +221,12 @@ export function checkWorker(worker: unknown): number {
 /**
  * Validates and normalises a payload: a plain object, canonical-JSON serialisable within
  * `maxBytes` and `MAX_PAYLOAD_DEPTH` levels (else throws `ERR_INVALID_JOB` while walking it).
+ * The result is deeply frozen: it is stored as is in every record of the call, and a frozen value
+ * is serialised once per batch (canonical-json.ts "Memo").
  */
 export function normalizePayload(payload: unknown, name = 'payload', maxBytes = MAX_PAYLOAD_BYTES): JsonObject {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidOption(name, 'a plain object', payload);
-  return JSON.parse(canonicalJson(payload, { maxBytes, maxDepth: MAX_PAYLOAD_DEPTH })) as JsonObject;
+  return deepFreeze(JSON.parse(canonicalJson(payload, { maxBytes, maxDepth: MAX_PAYLOAD_DEPTH })) as JsonObject);
 }
 
 /** A fencing token: `<owner>:<worker>:<pid>:<nowMs>:<random>` — opaque, compared by equality. */

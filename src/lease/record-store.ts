@@ -8,15 +8,16 @@ import { LockPathError } from '../errors.js';
 import { readBoundedFile } from '../fs/bounded-read.js';
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
+import type { RecordReadCache } from './record-read-cache.js';
 
 /**
  * Reads one record through `readBoundedFile` (bounded-read.ts). Absent → `absent`. A symlink,
  * directory, FIFO, socket, device or other non-regular file at the record path, a file larger
  * than a record of `kind` can be, unparseable bytes or a failed validation → `corrupt` with a
- * reason (fails closed). Any other read error (EIO, EACCES …) rejects with `LeaseIoError`: the
+ * reason (fails closed); `cache` reuses the parse of unchanged bytes (record-read-cache.ts). Any other read error (EIO, EACCES …) rejects with `LeaseIoError`: the
  * caller has mutated nothing yet.
  */
-export async function readRecord(fsLayer: FsLayer, recordPath: string, id: string, kind: RecordKind): Promise<RecordRead> {
+export async function readRecord(fsLayer: FsLayer, recordPath: string, id: string, kind: RecordKind, cache?: RecordReadCache): Promise<RecordRead> {
   let read;
   try {
     read = await readBoundedFile(fsLayer, recordPath, { maxBytes: maxRecordBytes(kind) });
@@ -26,7 +27,7 @@ export async function readRecord(fsLayer: FsLayer, recordPath: string, id: strin
   }
   if (read.state === 'absent') return read;
   if (read.state === 'refused') return { state: 'corrupt', reason: `record ${read.reason}` };
-  return parseRecord(read.bytes, id, kind);
+  return cache !== undefined ? cache.parse(read.bytes, id) : parseRecord(read.bytes, id, kind);
 }
 
 /**

@@ -26,6 +26,7 @@ import { ensureTableMeta } from './table-meta.js';
 import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
+import { RecordReadCache } from './record-read-cache.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from './record-backend.js';
@@ -36,10 +37,10 @@ import type BetterSqlite3 from 'better-sqlite3';
 const HANDOFF_POLL_MS = 2;
 
 /** A row as validated: the same rules as a record file (lease-record.ts), plus the row's own. */
-export function rowRead(id: string, record: unknown, kind: RecordKind): RecordRead {
+export function rowRead(id: string, record: unknown, kind: RecordKind, cache?: RecordReadCache): RecordRead {
   if (!Buffer.isBuffer(record)) return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not a blob` };
   if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
-  return parseRecord(record, id, kind);
+  return cache !== undefined ? cache.parse(record, id) : parseRecord(record, id, kind);
 }
 
 /** Every row of `db`, validated; `file#id` names where each lives. */
@@ -119,6 +120,8 @@ export class SqliteRecordBackend implements RecordBackend {
   private owner: SqliteRecordBatch | undefined;
   private closed = false;
   readonly statements: Statements;
+  /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
+  readonly readCache: RecordReadCache;
 
   constructor(
     readonly root: string,
@@ -128,6 +131,7 @@ export class SqliteRecordBackend implements RecordBackend {
     readonly monotonicNowMs: () => number,
   ) {
     this.file = path.join(root, SQLITE_FILE);
+    this.readCache = new RecordReadCache(kind);
     this.statements = {
       select: db.prepare('SELECT record FROM lease_records WHERE id = ?'),
       upsert: db.prepare('INSERT INTO lease_records (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record'),
@@ -233,7 +237,7 @@ export class SqliteRecordBatch implements RecordBatch {
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
-      this.reads.set(id, row === undefined ? { state: 'absent' } : rowRead(id, row.record, this.backend.kind));
+      this.reads.set(id, row === undefined ? { state: 'absent' } : rowRead(id, row.record, this.backend.kind, this.backend.readCache));
     }
   }
 
@@ -293,6 +297,10 @@ export class SqliteRecordBatch implements RecordBatch {
       }, error);
     }
     this.state = 'committed';
+    for (const [id, next] of list) {
+      if (next) this.backend.readCache.remember(id, next.bytes, next.record);
+      else this.backend.readCache.forget(id);
+    }
     if (list.length === 0) return EMPTY_BATCH_REPORT;
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
   }

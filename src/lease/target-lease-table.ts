@@ -56,7 +56,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const ttlMs = this.options.leaseTtlMs;
     const skewMs = this.options.maxClockSkewMs;
     const token = makeToken(owner, worker, nowMs);
-    const groupTargets = members.map((m) => m.target.toString(10));
+    const groupTargets = Object.freeze(members.map((m) => m.target.toString(10)));
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
