@@ -6,7 +6,8 @@
  * A store that cannot run on this machine is skipped locally and fails in CI (`CI=true`): CI
  * installs what every store needs, and a silently skipped store would be an untested one.
  */
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
+import { etcdUnavailable, startEtcd, type EtcdCluster } from './etcd-server.js';
 
 export interface LeaseStoreUnderTest {
   /** `files`, … — also the value of the table option `store`. */
@@ -16,10 +17,31 @@ export interface LeaseStoreUnderTest {
   /** Starts what the store needs; resolves to the table options that select it. */
   start(): Promise<Record<string, unknown>>;
   stop?(): Promise<void>;
+  /**
+   * The options of one test, from the started ones (default: unchanged). A shared server gives
+   * every test its own namespace here, as every test has its own temp directory.
+   */
+  perTest?(options: Record<string, unknown>): Record<string, unknown>;
 }
+
+let etcd: EtcdCluster | undefined;
+let etcdTests = 0;
 
 export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [
   { name: 'files', start: async () => ({ store: 'files' }) },
+  {
+    name: 'etcd',
+    unavailable: etcdUnavailable,
+    async start() {
+      etcd = await startEtcd();
+      return { store: 'etcd', etcdEndpoints: etcd.endpoints };
+    },
+    async stop() {
+      await etcd?.stop();
+      etcd = undefined;
+    },
+    perTest: (options) => ({ ...options, etcdPrefix: `test-${process.pid}-${++etcdTests}` }),
+  },
 ];
 
 /** What a scenario body gets: the store's name and its table options (valid once the suite started). */
@@ -35,9 +57,14 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
     if (reason !== undefined && process.env['CI'] === 'true') throw new Error(`lease store ${store.name} cannot run in CI: ${reason}`);
     const run = reason === undefined ? describe : describe.skip;
     run(`${title} [${store.name} store]`, () => {
+      let started: Record<string, unknown> | undefined;
       let options: Record<string, unknown> | undefined;
       beforeAll(async () => {
-        options = await store.start();
+        started = await store.start();
+        options = started;
+      });
+      beforeEach(() => {
+        if (started !== undefined) options = store.perTest?.(started) ?? started;
       });
       afterAll(async () => {
         await store.stop?.();
