@@ -28,6 +28,8 @@ export interface CampaignContext {
   readonly io: IoOptions;
   /** Embedder hint sources, consulted before a `--hints` file (docs/scheduler.md "Hints"). */
   readonly hints: readonly HintSource[];
+  /** Lease table options as given (`LEASE_TABLE_OPTIONS` input): the store and its settings. */
+  readonly leases?: Readonly<Record<string, unknown>>;
   readonly outDir: string;
   readonly coordinatorId: string;
   readonly workers: number;

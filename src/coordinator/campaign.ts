@@ -14,6 +14,7 @@ import { InvalidOptionError, SymfenceError } from '../errors.js';
 import { makeUserDirectory, userPathError } from '../config/user-paths.js';
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { IO_OPTIONS, type IoOptions } from '../io/io-options.js';
+import { LEASE_TABLE_OPTIONS } from '../lease/lease-table-options.js';
 import type { HintSource } from '../scheduler/hints.js';
 import { SCHEDULER_OPTIONS, type SchedulerOptions } from '../scheduler/scheduler-options.js';
 import { createCounters, jobsCompleted, type CampaignCounters } from '../telemetry/counters.js';
@@ -71,6 +72,12 @@ export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> &
   readonly io?: OptionsInput<typeof IO_OPTIONS.specs>;
   /** Dispatch hint sources, consulted in order before a `scheduler.hintsFile` (docs/scheduler.md "Hints"). */
   readonly hints?: readonly HintSource[];
+  /**
+   * Lease table options (`LEASE_TABLE_OPTIONS` input: the store, e.g. `{ store: 'etcd',
+   * etcdEndpoints }`, and its settings), for both tables. TTLs and coordination come from the
+   * campaign options.
+   */
+  readonly leases?: OptionsInput<typeof LEASE_TABLE_OPTIONS.specs>;
 };
 
 /** The parts of `CampaignStartOptions` that belong to other components' schemas. */
@@ -78,15 +85,21 @@ export interface CampaignComponentOptions {
   readonly scheduler: SchedulerOptions;
   readonly io: IoOptions;
   readonly hints: readonly HintSource[];
+  /** The lease table options as given (checked against `LEASE_TABLE_OPTIONS`). */
+  readonly leases: Readonly<Record<string, unknown>>;
 }
 
 /**
- * Resolves the scheduler and I/O option objects and checks the hint sources. Throws
- * `ERR_INVALID_OPTION` naming the option (`scheduler`, `io`, `hints[i]`) and the value.
+ * Resolves the scheduler and I/O option objects, checks the lease table options and the hint
+ * sources. Throws `ERR_INVALID_OPTION` naming the option (`scheduler`, `io`, `hints[i]`, a lease
+ * option) and the value.
  */
-export function resolveComponentOptions(input: { readonly scheduler?: unknown; readonly io?: unknown; readonly hints?: unknown }): CampaignComponentOptions {
+export function resolveComponentOptions(input: { readonly scheduler?: unknown; readonly io?: unknown; readonly hints?: unknown; readonly leases?: unknown }): CampaignComponentOptions {
   const scheduler = SCHEDULER_OPTIONS.resolve(input.scheduler ?? {});
   const io = IO_OPTIONS.resolve(input.io ?? {});
+  if (input.leases !== undefined) checkOptionsObject(input.leases, 'leases');
+  const leases = Object.freeze({ ...((input.leases as Record<string, unknown> | undefined) ?? {}) });
+  LEASE_TABLE_OPTIONS.resolve(leases);
   const hints = input.hints ?? [];
   if (!Array.isArray(hints)) throw invalidOption('hints', 'a list of hint sources ({ hintFor(seed) })', hints);
   hints.forEach((source: unknown, i) => {
@@ -94,7 +107,7 @@ export function resolveComponentOptions(input: { readonly scheduler?: unknown; r
       throw invalidOption(`hints[${i}]`, 'a hint source ({ hintFor(seed) })', source);
     }
   });
-  return { scheduler, io, hints: Object.freeze([...(hints as HintSource[])]) };
+  return { scheduler, io, hints: Object.freeze([...(hints as HintSource[])]), leases };
 }
 
 export interface CampaignFinding extends PublishedEntry {
@@ -174,9 +187,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   static async start(input: CampaignStartOptions, runtime: CampaignRuntime = {}): Promise<Campaign> {
     checkOptionsObject(input, 'options');
     checkOptionsObject(runtime, 'runtime');
-    const { solverCommand, showmap, aflTarget, scheduler, io, hints, ...rest } = input;
+    const { solverCommand, showmap, aflTarget, scheduler, io, hints, leases, ...rest } = input;
     const options = CAMPAIGN_OPTIONS.resolve(rest);
-    const parts = resolveComponentOptions({ scheduler, io, hints });
+    const parts = resolveComponentOptions({ scheduler, io, hints, leases });
     let components = runtime.components;
     if (components === undefined) {
       if (solverCommand === undefined) {
@@ -226,6 +239,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       scheduler: this.#parts.scheduler,
       io: this.#parts.io,
       hints: this.#parts.hints,
+      leases: this.#parts.leases,
       outDir: this.outDir,
       coordinatorId: this.coordinatorId,
       workers: this.workers,

@@ -20,9 +20,9 @@ export async function startAflCampaign(
   runtime: Omit<CampaignRuntime, 'components'>,
 ): Promise<Campaign> {
   checkOptionsObject(input, 'options');
-  const { scheduler, io, hints, ...campaign } = input;
-  // Checked before the AFL++ checks run, so a bad scheduler or I/O option is reported first.
-  resolveComponentOptions({ scheduler, io, hints });
+  const { scheduler, io, hints, leases, ...campaign } = input;
+  // Checked before the AFL++ checks run, so a bad scheduler, I/O or lease option is reported first.
+  resolveComponentOptions({ scheduler, io, hints, leases });
   const components = await aflComponentsFactory(CAMPAIGN_OPTIONS.resolve(campaign), settings);
   return Campaign.start(input, { ...runtime, components });
 }

@@ -90,16 +90,22 @@ export function campaignTelemetry(options: CampaignOptions, command: CommandTemp
  * Starts the I/O thread over the lease tables: shared under `--lease-dir` (multi coordination,
  * work and target tables), private under `<outDir>/leases` otherwise (work table only). The tables
  * use the target TTL; work claims and expiry scans pass the work TTL per call.
+ *
+ * With the etcd store (`leases.store` / `leases.etcdEndpoints`) the tables are always shared —
+ * the records live in the cluster — and the root stays a directory of this host (under
+ * `--lease-dir`, else `<outDir>/leases`) holding lease-table.json and this host's staged findings.
  */
 export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string }> {
   const { options, outDir, coordinatorId } = context;
-  const shared = options.leaseDir !== undefined;
-  const root = shared ? path.resolve(options.leaseDir!) : path.join(outDir, 'leases');
+  const leases = context.leases ?? {};
+  const etcd = leases['store'] === 'etcd' || (leases['store'] !== 'files' && leases['etcdEndpoints'] !== undefined);
+  const shared = options.leaseDir !== undefined || etcd;
+  const root = options.leaseDir !== undefined ? path.resolve(options.leaseDir) : path.join(outDir, 'leases');
   const io = await IoThread.start({
     coordinatorId,
     workRoot: path.join(root, 'work'),
     ...(shared ? { targetRoot: path.join(root, 'targets') } : {}),
-    leaseOptions: { leaseTtlMs: shared ? options.targetLeaseTtlMs : options.workLeaseTtlMs, coordination: shared ? 'multi' : 'single' },
+    leaseOptions: { ...leases, leaseTtlMs: shared ? options.targetLeaseTtlMs : options.workLeaseTtlMs, coordination: shared ? 'multi' : 'single' },
     ioOptions: { ...context.io },
     inflight,
     // The thread's warnings and errors ("I/O batch failed unexpectedly") reach the campaign log.
