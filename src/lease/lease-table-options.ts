@@ -75,7 +75,7 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
     default: undefined,
     flag: 'etcd-user',
     env: 'SYMFENCE_ETCD_USER',
-    description: 'etcd store: user name (password from --etcd-password-file or SYMFENCE_ETCD_PASSWORD)',
+    description: 'etcd store: user name (password from --etcd-password-file, else from the environment: docs/leases.md)',
   },
   /** etcd store, authentication: file holding the password (one line; a trailing newline is dropped). */
   etcdPasswordFile: {
@@ -225,3 +225,15 @@ export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
 });
 
 export type LeaseTableOptions = ResolvedOptions<typeof LEASE_TABLE_OPTIONS.specs>;
+
+/** The lease table options that choose and reach a store: `symfence run` takes these as flags. */
+const STORE_OPTION_KEYS = ['store', 'etcdEndpoints', 'etcdPrefix', 'etcdCaFile', 'etcdCertFile', 'etcdKeyFile', 'etcdUser', 'etcdPasswordFile', 'etcdRequestTimeoutMs'] as const;
+
+/**
+ * The store part of `LEASE_TABLE_OPTIONS` (the same specs, flags and variables), for commands
+ * whose other lease settings come from their own options (`symfence run`: TTLs per table).
+ */
+export const LEASE_STORE_OPTIONS = defineOptionSchema(
+  'lease',
+  Object.fromEntries(STORE_OPTION_KEYS.map((key) => [key, LEASE_TABLE_OPTIONS.specs[key]])) as Pick<typeof LEASE_TABLE_OPTIONS.specs, (typeof STORE_OPTION_KEYS)[number]>,
+);

@@ -10,6 +10,7 @@ import { startAflCampaign } from '../../coordinator/adapters/afl-campaign.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
 import { IO_OPTIONS } from '../../io/io-options.js';
+import { LEASE_STORE_OPTIONS } from '../../lease/lease-table-options.js';
 import { generatedPerQuery } from '../../telemetry/counters.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { addSchemaFlags } from '../flags.js';
@@ -51,13 +52,15 @@ export function register(program: Command, io: CliIo): void {
         '  symfence run --afl-out out --afl-instance main --name symfence -- ./target_symcc @@',
         '',
         'Several coordinators (processes or hosts) share work with --lease-dir <dir> and distinct',
-        '--name/--coordinator-id. Outputs: <afl-out>/<name>/{queue,crashes,hangs,stats.json,plot_data.csv,jobs.jsonl}.',
+        '--name/--coordinator-id; on many hosts, with --lease-store etcd --etcd-endpoints host:port,….',
+        'Outputs: <afl-out>/<name>/{queue,crashes,hangs,stats.json,plot_data.csv,jobs.jsonl}.',
       ].join('\n'),
     );
   addSchemaFlags(command, CAMPAIGN_OPTIONS);
   addSchemaFlags(command, SOLVER_CAMPAIGN_OPTIONS);
   addSchemaFlags(command, SCHEDULER_OPTIONS);
   addSchemaFlags(command, IO_OPTIONS);
+  addSchemaFlags(command, LEASE_STORE_OPTIONS);
   addSchemaFlags(command, LOGGER_OPTIONS);
   command.action(async (symcc: string[], flags: Record<string, unknown>) => {
     const options = { ...optionsFromEnv(CAMPAIGN_OPTIONS), ...optionsFromFlags(CAMPAIGN_OPTIONS, flags) };
@@ -65,13 +68,16 @@ export function register(program: Command, io: CliIo): void {
     const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
     const scheduler = SCHEDULER_OPTIONS.resolve({ ...optionsFromEnv(SCHEDULER_OPTIONS), ...optionsFromFlags(SCHEDULER_OPTIONS, flags) });
     const ioOptions = IO_OPTIONS.resolve({ ...optionsFromEnv(IO_OPTIONS), ...optionsFromFlags(IO_OPTIONS, flags) });
+    // Only what was given: an unset store stays `auto` (the lease directory's own).
+    const leases = { ...optionsFromEnv(LEASE_STORE_OPTIONS), ...optionsFromFlags(LEASE_STORE_OPTIONS, flags) };
+    LEASE_STORE_OPTIONS.resolve(leases);
     await runCampaignCli<CampaignSummary>(io, {
       json: flags['json'] === true,
       flags,
       ...outDirOf(options),
       start: async (runtime) =>
         startAflCampaign(
-          { ...options, scheduler, io: ioOptions },
+          { ...options, scheduler, io: ioOptions, leases },
           {
             symcc,
             solver,
