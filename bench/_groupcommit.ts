@@ -26,7 +26,7 @@ export interface GroupCommitRunner {
   close(): Promise<void>;
 }
 
-export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number }): Promise<GroupCommitRunner> {
+export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number; leaseOptions?: Readonly<Record<string, unknown>> }): Promise<GroupCommitRunner> {
   const io = await IoThread.start({
     coordinatorId: 'bench',
     targetRoot: root,
@@ -36,6 +36,8 @@ export async function groupCommitRunner(root: string, options: { shards: number;
       leaseTtlMs: 3_600_000,
       verifyFilesystem: false,
       ...(options.lockFdCacheSize !== undefined ? { lockFdCacheSize: options.lockFdCacheSize } : {}),
+      // Another store (bench/_etcd-store.ts): its selection and settings.
+      ...options.leaseOptions,
     },
     ioOptions: { fileBarrier: options.fileBarrier },
   });

@@ -105,7 +105,7 @@ async function waitReady(endpoints: string[], members: readonly EtcdMember[], de
         if (member.process && member.process.exitCode !== null) throw new Error(`etcd member ${member.name} exited (${member.process.exitCode}): ${member.log}`);
       }
       try {
-        await client.put('symfence-test/ready').value(String(Date.now())).exec({ deadline: Date.now() + 2000 } as never);
+        await client.put('symfence-test/ready').value(String(Date.now())).options({ deadline: Date.now() + 2000 }).exec();
         return;
       } catch (error) {
         if (Date.now() - start > deadlineMs) throw new Error(`etcd did not become ready in ${deadlineMs} ms: ${(error as Error).message}\n${members.map((m) => m.log).join('\n')}`);
