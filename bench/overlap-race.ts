@@ -4,7 +4,9 @@
  * rounds. Counts single- and double-winner rounds, partial publications, records left after the
  * winners release, and hangs. Not a fairness measure (wins per process are printed for interest).
  *
- * Usage: npm run bench -- overlap-race [--processes 2] [--rounds 50] [--shards 8] [--dir <tmp>]
+ * Usage: npm run bench -- overlap-race [--processes 2] [--rounds 50] [--shards 8] [--store files|etcd] [--dir <tmp>]
+ * `--store etcd` races on a single local etcd member started for the run (every process its own
+ * client and session; the root directory only holds lease-table.json).
  * Last line: one JSON object.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -13,12 +15,14 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadNative } from '../src/native/bindings.js';
 import { runOverlapRace } from '../test/fixtures/lease-race-driver.js';
+import { startEtcd, type EtcdCluster } from '../test/helpers/etcd-server.js';
 
 const { values } = parseArgs({
   options: {
     processes: { type: 'string', default: '2' },
     rounds: { type: 'string', default: '50' },
     shards: { type: 'string', default: '8' },
+    store: { type: 'string', default: 'files' },
     dir: { type: 'string', default: os.tmpdir() },
   },
 });
@@ -40,15 +44,25 @@ if (!loadNative()) {
   process.exit(1);
 }
 
+const store = values.store!;
+if (store !== 'files' && store !== 'etcd') {
+  console.error(`overlap-race: --store must be files or etcd, got ${JSON.stringify(store)}`);
+  process.exit(2);
+}
+
 const root = await mkdtemp(path.join(values.dir!, 'symfence-bench-overlap-race-'));
+let etcd: EtcdCluster | undefined;
 try {
-  console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${shardCount} shards, dir ${root}`);
+  if (store === 'etcd') etcd = await startEtcd();
+  const storeOptions = etcd ? { store: 'etcd', etcdEndpoints: etcd.endpoints, etcdPrefix: 'overlap-race' } : undefined;
+  console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${store === 'etcd' ? 'etcd store (1 local member)' : `${shardCount} shards`}, dir ${root}`);
   const every = Math.max(1, Math.floor(rounds / 10));
   const report = await runOverlapRace({
     root,
     processes,
     rounds,
     shardCount,
+    ...(storeOptions ? { storeOptions } : {}),
     onRound: (round, r) => {
       if ((round + 1) % every === 0 && round + 1 < rounds) {
         console.log(`  round ${round + 1}/${rounds}: single-winner ${r.single_winner_rounds}  double-winner ${r.double_winner_rounds}  partial ${r.partial_publications}  residual ${r.residual_records}`);
@@ -59,7 +73,8 @@ try {
   console.log(`  partial publications ${report.partial_publications}  residual records ${report.residual_records}  hangs ${report.hangs}`);
   console.log(`  wins per process ${report.wins.join(' ')}  total ${report.total_ms} ms`);
   const { wins: _wins, ...fields } = report;
-  console.log(JSON.stringify({ bench: 'overlap-race', shards: shardCount, ...fields }));
+  console.log(JSON.stringify({ bench: 'overlap-race', store, shards: shardCount, ...fields }));
 } finally {
+  await etcd?.stop();
   await rm(root, { recursive: true, force: true });
 }

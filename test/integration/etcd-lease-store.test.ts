@@ -11,6 +11,9 @@ import path from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { optionsFromEnv } from '../../src/config/schema.js';
+import { STAGED_DIR } from '../../src/commit/commit-manifest.js';
+import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
+import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd-connection.js';
 import { workIdOf } from '../../src/lease/identity.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
@@ -144,6 +147,34 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
+  it('stages findings in etcd, so a survivor with another lease directory loads, verifies and discards them', async () => {
+    const prefix = nextPrefix();
+    const options = LEASE_TABLE_OPTIONS.resolve(base(prefix));
+    const rootA = await tempRoot();
+    const rootB = await tempRoot();
+    const hostA = await EtcdStagedFindings.open(options, path.join(rootA, STAGED_DIR));
+    const hostB = await EtcdStagedFindings.open(options, path.join(rootB, STAGED_DIR));
+    try {
+      const stagerA = await StagedFindings.open(rootA, hostA, hostA.readFile);
+      const stagerB = await StagedFindings.open(rootB, hostB, hostB.readFile);
+      const workId = workIdOf({ job: 'staged' });
+      const solverOutput = path.join(rootA, 'output-1');
+      await writeFile(solverOutput, Buffer.from('from a file'));
+      const staged = await stagerA.stage(workId, [{ kind: 'queue', content: Buffer.from('finding one') }, { kind: 'crashes', content: { path: solverOutput } }], { status: 'ok', source: '000012' });
+      const loaded = await stagerB.load(workId, staged.manifest);
+      expect(loaded.findings.map((f) => Buffer.from(f.bytes).toString())).toEqual(['finding one', 'from a file']);
+      expect((await hostB.listDir()).sort()).toEqual(staged.manifest.items.map((i) => path.basename(i.path)).sort());
+      expect(await stagerB.discard(staged.manifest)).toBe(2);
+      expect(await codeOfAsync(stagerB.load(workId, staged.manifest))).toBe('ERR_STAGED_FINDING');
+      const huge = new Uint8Array(MAX_ETCD_STAGED_BYTES + 1);
+      expect(await codeOfAsync(stagerA.stage(workId, [{ kind: 'queue', content: huge }], { status: 'ok', source: '000012' }))).toBe('ERR_STAGED_FINDING_TOO_LARGE');
+      expect(await hostA.listDir()).toEqual([]);
+    } finally {
+      await hostA.close();
+      await hostB.close();
+    }
+  });
+
   describe('configuration', () => {
     it('takes endpoints, prefix, TLS files, user and password file from flags-and-env names of one schema', () => {
       const env = {
@@ -168,7 +199,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         passwordFile: '/pw',
         requestTimeoutMs: 2000,
       });
-      const flags = Object.fromEntries(Object.entries(LEASE_TABLE_OPTIONS.specs).filter(([k]) => k.startsWith('etcd')).map(([k, spec]) => [k, spec.flag]));
+      const flags = Object.fromEntries(Object.entries(LEASE_TABLE_OPTIONS.specs).filter(([k]) => k.startsWith('etcd')).map(([k, spec]) => [k, (spec as { flag?: string }).flag]));
       expect(flags).toEqual({
         etcdEndpoints: 'etcd-endpoints',
         etcdPrefix: 'etcd-prefix',
@@ -272,7 +303,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         while (claimed === undefined) {
           claimed = await table.claim(other, { job: 2 }, { owner: 'c', nowMs: 13 * S }).catch((error: unknown) => {
             if (performance.now() > deadline) throw error;
-            return new Promise<undefined>((resolve) => setTimeout(resolve, 100));
+            return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
           });
         }
         expect(claimed.ok).toBe(true);
