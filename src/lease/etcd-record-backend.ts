@@ -202,6 +202,10 @@ export class EtcdRecordBackend implements RecordBackend {
     return parseRecord(value, id, this.kind);
   }
 
+  onSessionLost(listener: (event: { readonly reason: string; readonly sessionsLost: number }) => void): () => void {
+    return this.connection.onSessionLost(({ reason }) => listener({ reason, sessionsLost: this.connection.stats.lost }));
+  }
+
   async scan(): Promise<ScanEntry[]> {
     const prefix = Buffer.from(`${this.base}r/`);
     const end = prefixEnd(prefix);

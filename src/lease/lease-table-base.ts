@@ -86,6 +86,15 @@ export abstract class LeaseTableBase {
   }
 
   /**
+   * Tells `listener` whenever the store gives up this process's session (etcd: its keep-alive
+   * deadline passed; the leased records on it are no longer ours). A no-op for stores without
+   * sessions. Returns the unsubscribe.
+   */
+  onSessionLost(listener: (event: { readonly reason: string; readonly sessionsLost: number }) => void): () => void {
+    return this.backend.onSessionLost?.(listener) ?? (() => undefined);
+  }
+
+  /**
    * Most leases one heartbeat batch renews: `MAX_HEARTBEAT_BATCH` (work-lease-table.ts), or fewer
    * where the store bounds a transaction (`RecordBackend.maxBatchRecords`).
    */

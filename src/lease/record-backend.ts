@@ -106,6 +106,11 @@ export interface RecordBackend {
   readonly maxBatchRecords?: number;
   /** Optimistic stores: how long the executor re-runs a conflicting batch before `LockTimeoutError`, ms. */
   readonly conflictRetryMs?: number;
+  /**
+   * Stores whose leased records ride a server-side session (etcd): calls `listener` each time this
+   * process gives a session up (its records are no longer ours); returns the unsubscribe.
+   */
+  onSessionLost?(listener: (event: { readonly reason: string; readonly sessionsLost: number }) => void): () => void;
   /** Every record, valid or corrupt; `path` says where each lives (a file, `<db>#<id>`, …). */
   scan(): Promise<ScanEntry[]>;
   /**
