@@ -7,6 +7,7 @@
  * SIGCONT, in case a test stopped one) and their data directories removed.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -65,16 +66,23 @@ export interface StartEtcdOptions {
   readonly readyTimeoutMs?: number;
   /** Extra flags for every member. */
   readonly extraArgs?: readonly string[];
+  /**
+   * Serve clients over TLS with this server certificate, requiring client certificates signed by
+   * `caFile`; readiness is checked with `client` (a certificate and key signed by that CA).
+   */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string; readonly caFile: string; readonly client: { readonly certFile: string; readonly keyFile: string } };
 }
 
-function spawnMember(member: EtcdMember, cluster: string, state: 'new' | 'existing', extraArgs: readonly string[]): void {
+function spawnMember(member: EtcdMember, cluster: string, state: 'new' | 'existing', extraArgs: readonly string[], tls: StartEtcdOptions['tls']): void {
+  const scheme = tls ? 'https' : 'http';
   const child = spawn(
     'etcd',
     [
       '--name', member.name,
       '--data-dir', member.dataDir,
-      '--listen-client-urls', `http://127.0.0.1:${member.clientPort}`,
-      '--advertise-client-urls', `http://127.0.0.1:${member.clientPort}`,
+      '--listen-client-urls', `${scheme}://127.0.0.1:${member.clientPort}`,
+      '--advertise-client-urls', `${scheme}://127.0.0.1:${member.clientPort}`,
+      ...(tls ? ['--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile, '--client-cert-auth'] : []),
       '--listen-peer-urls', `http://127.0.0.1:${member.peerPort}`,
       '--initial-advertise-peer-urls', `http://127.0.0.1:${member.peerPort}`,
       '--initial-cluster', cluster,
@@ -96,8 +104,12 @@ function spawnMember(member: EtcdMember, cluster: string, state: 'new' | 'existi
   child.stderr?.on('data', append);
 }
 
-async function waitReady(endpoints: string[], members: readonly EtcdMember[], deadlineMs: number): Promise<void> {
-  const client = new Etcd3({ hosts: endpoints, dialTimeout: 2000 });
+async function waitReady(endpoints: string[], members: readonly EtcdMember[], deadlineMs: number, tls?: StartEtcdOptions['tls']): Promise<void> {
+  const client = new Etcd3({
+    hosts: endpoints.map((e) => `${tls ? 'https' : 'http'}://${e}`),
+    dialTimeout: 2000,
+    ...(tls ? { credentials: { rootCertificate: readFileSync(tls.caFile), certChain: readFileSync(tls.client.certFile), privateKey: readFileSync(tls.client.keyFile) } } : {}),
+  });
   const start = Date.now();
   try {
     for (;;) {
@@ -129,7 +141,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdClu
   for (const m of members) (m as { endpoint: string }).endpoint = `127.0.0.1:${m.clientPort}`;
   const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
   const extra = options.extraArgs ?? [];
-  for (const m of members) spawnMember(m, initialCluster, 'new', extra);
+  for (const m of members) spawnMember(m, initialCluster, 'new', extra, options.tls);
   const endpoints = members.map((m) => m.endpoint);
   let stopped = false;
   const cluster: EtcdCluster = {
@@ -164,8 +176,8 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdClu
       await exited;
     },
     async restart(member) {
-      spawnMember(member, initialCluster, 'existing', extra);
-      await waitReady([member.endpoint], [member], options.readyTimeoutMs ?? 30_000);
+      spawnMember(member, initialCluster, 'existing', extra, options.tls);
+      await waitReady([member.endpoint], [member], options.readyTimeoutMs ?? 30_000, options.tls);
     },
     async stop() {
       if (stopped) return;
@@ -175,7 +187,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdClu
     },
   };
   try {
-    await waitReady(endpoints, members, options.readyTimeoutMs ?? 30_000);
+    await waitReady(endpoints, members, options.readyTimeoutMs ?? 30_000, options.tls);
   } catch (error) {
     await cluster.stop();
     throw error;

@@ -6,6 +6,7 @@
  * configuration (endpoints, auth) checked before anything is claimed; and connection loss (a session
  * past its keep-alive deadline answers its records as lost without waiting for the server).
  */
+import { spawnSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Etcd3 } from 'etcd3';
@@ -271,6 +272,32 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         await auth.stop();
       }
     });
+  });
+
+  it.skipIf(spawnSync('openssl', ['version']).status !== 0)('passes TLS through: CA, client certificate and key; refuses a client without a certificate', async () => {
+    const dir = await tempRoot();
+    const f = (name: string): string => path.join(dir, name);
+    const openssl = (...args: string[]): void => {
+      const run = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+      if (run.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${run.stderr}`);
+    };
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=symfence-test-ca', '-keyout', f('ca.key'), '-out', f('ca.pem'));
+    await writeFile(f('san.cnf'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
+    for (const who of ['server', 'client']) {
+      openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${who}`, '-keyout', f(`${who}.key`), '-out', f(`${who}.csr`));
+      openssl('x509', '-req', '-in', f(`${who}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', f('san.cnf'), '-out', f(`${who}.pem`));
+    }
+    const secure = await startEtcd({ tls: { certFile: f('server.pem'), keyFile: f('server.key'), caFile: f('ca.pem'), client: { certFile: f('client.pem'), keyFile: f('client.key') } } });
+    try {
+      const opts = { store: 'etcd', etcdEndpoints: secure.endpoints, etcdPrefix: 'tls', etcdCaFile: f('ca.pem') };
+      const table = await openWork(await tempRoot(), { ...opts, etcdCertFile: f('client.pem'), etcdKeyFile: f('client.key') });
+      expect((await table.claim(workIdOf({ tls: 1 }), { job: 1 }, { owner: 'c', nowMs: 10 * S })).ok).toBe(true);
+      await table.close();
+      expect(await codeOfAsync(openWork(await tempRoot(), { ...opts, etcdRequestTimeoutMs: 2000 }))).toBe('ERR_ETCD_UNAVAILABLE');
+      expect(await codeOfAsync(openWork(await tempRoot(), { ...opts, etcdEndpoints: secure.endpoints, etcdCaFile: undefined, etcdRequestTimeoutMs: 2000 }))).toBe('ERR_ETCD_UNAVAILABLE');
+    } finally {
+      await secure.stop();
+    }
   });
 
   describe('connection loss', () => {
