@@ -25,7 +25,7 @@ describe('the fresh-clone install-scripts check (.ci/run)', () => {
   it('passes on the project: every locked dependency install script is approved or denied, strict mode on', () => {
     expect(execFileSync(process.execPath, [CHECK, REPO], { encoding: 'utf8' })).toContain('every dependency install script is reviewed');
     const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean>; scripts: Record<string, string> };
-    expect(pkg.allowScripts).toEqual({ 'es5-ext': false });
+    expect(pkg.allowScripts).toEqual({ 'es5-ext': false, protobufjs: false });
     // The addon build is the package's own install script, which the policy does not govern.
     expect(pkg.scripts['install']).toBe('node native-bindings/build.mjs');
   });
@@ -54,10 +54,10 @@ describe('the fresh-clone install-scripts check (.ci/run)', () => {
     const dir = projectCopy();
     const pkgFile = path.join(dir, 'package.json');
     const pkg = JSON.parse(readFileSync(pkgFile, 'utf8')) as { allowScripts: Record<string, boolean> };
-    pkg.allowScripts = { 'es5-ext@0.10.63 || 0.10.64': false };
+    pkg.allowScripts = { 'es5-ext@0.10.63 || 0.10.64': false, protobufjs: false };
     writeFileSync(pkgFile, JSON.stringify(pkg));
     expect(check(dir).status).toBe(0);
-    pkg.allowScripts = { 'es5-ext@0.10.63': false };
+    pkg.allowScripts = { 'es5-ext@0.10.63': false, protobufjs: false };
     writeFileSync(pkgFile, JSON.stringify(pkg));
     expect(check(dir).status).toBe(1);
   });
