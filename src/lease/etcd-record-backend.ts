@@ -120,6 +120,7 @@ export async function openEtcdRecordBackend(root: string, options: LeaseTableOpt
 
 export class EtcdRecordBackend implements RecordBackend {
   readonly store = 'etcd';
+  readonly optimistic = true;
   readonly maxBatchRecords = MAX_BATCH_RECORDS;
   readonly conflictRetryMs: number;
   /** `<prefix>/<kind>/` */
@@ -188,10 +189,12 @@ export class EtcdRecordBackend implements RecordBackend {
         const kv = result.responses[i]?.response_range?.kvs[0];
         if (!kv) {
           out.set(id, { read: { state: 'absent' }, modRevision: '0', lease: '0' });
+          this.attachedLease.delete(id);
           return;
         }
         out.set(id, { read: this.parse(kv.value, id), modRevision: String(kv.mod_revision), lease: String(kv.lease) });
-        this.attachedLease.set(id, String(kv.lease));
+        if (String(kv.lease) !== '0') this.attachedLease.set(id, String(kv.lease));
+        else this.attachedLease.delete(id);
       });
     }
     return out;
@@ -402,7 +405,12 @@ class EtcdBatch implements RecordBatch {
       if (this.#locks.size > 0) throw leaseIoError('an exclusively locked etcd batch found its records changed (its lock was lost); nothing was written', { step: 'commit', ids: ids.slice(0, 8), restored: true }, undefined);
       throw new BatchConflictError(ids);
     }
-    for (const id of ids) backend.attachedLease.set(id, this.#staged.get(id)?.record.status === 'leased' ? leaseId : '0');
+    // Only records on a session need remembering (offline answers); the map stays as small as
+    // this process's live leases.
+    for (const id of ids) {
+      if (this.#staged.get(id)?.record.status === 'leased') backend.attachedLease.set(id, leaseId);
+      else backend.attachedLease.delete(id);
+    }
     return { published: ids.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
   }
 

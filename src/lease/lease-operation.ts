@@ -24,7 +24,8 @@
  * real and never re-run. A store that never conflicts (files) runs every batch once, as before.
  *
  * Size: a backend with `maxBatchRecords` gets runs of consecutive operations whose records fit
- * (order kept, so a later operation still sees an earlier one's result, committed or not).
+ * (order kept, so a later operation still sees an earlier one's result, committed or not). An
+ * optimistic backend gets each operation with `sideEffects` in a run of its own.
  */
 import { invalidOption } from '../config/values.js';
 import { InvalidJobError, LockTimeoutError } from '../errors.js';
@@ -67,8 +68,8 @@ export interface ExecutionResult {
  * the whole call (nothing was written). Per-operation failures in `apply` fail that operation only.
  */
 export async function executeOperations(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
-  const limit = backend.maxBatchRecords;
-  if (limit === undefined) return executeWithRetries(backend, operations);
+  const limit = backend.maxBatchRecords ?? Number.POSITIVE_INFINITY;
+  if (backend.maxBatchRecords === undefined && backend.optimistic !== true) return executeWithRetries(backend, operations);
   const outcomes: OperationOutcome<unknown>[] = [];
   const reports: BatchReport[] = [];
   let run: LeaseOperation<unknown>[] = [];
@@ -88,12 +89,14 @@ export async function executeOperations(backend: RecordBackend, operations: read
       outcomes.push({ ok: false, error: new InvalidJobError(`${op.name} touches ${own.size} lease records; the ${backend.store} store takes at most ${limit} in one transaction`, { records: own.size, limit }) });
       continue;
     }
+    const solo = backend.optimistic === true && op.sideEffects === true;
     const union = new Set([...runIds, ...own]);
-    if (union.size > limit) {
+    if (union.size > limit || solo) {
       await flush();
       runIds = own;
     } else runIds = union;
     run.push(op);
+    if (solo) await flush();
   }
   await flush();
   return { outcomes, report: mergeReports(reports) };

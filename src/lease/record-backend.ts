@@ -104,6 +104,12 @@ export interface RecordBackend {
    * limit. The executor splits larger runs of operations into several batches.
    */
   readonly maxBatchRecords?: number;
+  /**
+   * True for an optimistic store (commits may reject with `BatchConflictError`). The executor then
+   * also runs every operation with `sideEffects` in a batch of its own, so that no other
+   * operation's conflict can fail the batch after its publication.
+   */
+  readonly optimistic?: boolean;
   /** Optimistic stores: how long the executor re-runs a conflicting batch before `LockTimeoutError`, ms. */
   readonly conflictRetryMs?: number;
   /**

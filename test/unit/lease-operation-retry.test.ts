@@ -15,6 +15,7 @@ interface FakeOptions {
   conflicts: number;
   conflictRetryMs?: number;
   maxBatchRecords?: number;
+  optimistic?: boolean;
 }
 
 function fakeBackend(options: FakeOptions) {
@@ -26,6 +27,7 @@ function fakeBackend(options: FakeOptions) {
     root: '/fake',
     ...(options.conflictRetryMs !== undefined ? { conflictRetryMs: options.conflictRetryMs } : {}),
     ...(options.maxBatchRecords !== undefined ? { maxBatchRecords: options.maxBatchRecords } : {}),
+    ...(options.optimistic !== undefined ? { optimistic: options.optimistic } : {}),
     begin(): RecordBatch {
       log.begins += 1;
       const staged = new Map<string, StagedRecord | null>();
@@ -107,6 +109,14 @@ describe('executeOperations with an optimistic store', () => {
     expect(result.outcomes.map((o) => o.ok)).toEqual([true, true, true, false, true]);
     expect(result.outcomes[3]).toMatchObject({ ok: false, error: { code: 'ERR_INVALID_JOB' } });
     expect(result.report.published).toBe(4);
+  });
+
+  it('gives an operation with side effects a batch of its own in an optimistic store, so no other operation\'s conflict can fail it', async () => {
+    const { backend, log } = fakeBackend({ conflicts: 0, optimistic: true });
+    const applied = { count: 0 };
+    await executeOperations(backend, [writer('a', applied), writer('b', applied), writer('r', applied, true), writer('c', applied)]);
+    expect(log.batches).toEqual([['a', 'b'], ['r'], ['c']]);
+    expect(log.exclusiveLocks).toBe(1);
   });
 
   it('runs a batch of a store that never conflicts exactly once', async () => {
