@@ -69,13 +69,18 @@ describe.skipIf(unavailable !== undefined)('two coordinators on a three-member e
 
     await startedAfter('at all');
     const leader: EtcdMember = await cluster.leader();
+    const atKill = started();
     await cluster.kill(leader);
     await startedAfter('after the leader was killed');
     await cluster.restart(leader);
     const frozen = cluster.members.find((m) => m !== leader)!;
+    const frozeLeader = frozen === (await cluster.leader());
+    const atFreeze = started();
     frozen.process!.kill('SIGSTOP');
+    let whileFrozen = 0;
     try {
       await startedAfter('while a member is frozen');
+      whileFrozen = started() - atFreeze;
     } finally {
       frozen.process!.kill('SIGCONT');
     }
@@ -87,6 +92,8 @@ describe.skipIf(unavailable !== undefined)('two coordinators on a three-member e
     expect(committed.length).toBeGreaterThan(0);
     expect(new Set(committed.map((j) => j.workId)).size).toBe(committed.length);
     expect(overlappingTargetPairs(jobs)).toEqual([]);
+    // One line for the record of a run (CI logs): what the faults hit and what still happened.
+    console.info(JSON.stringify({ cluster: 3, killedLeader: leader.name, frozen: frozen.name, frozeLeader, startedBeforeKill: atKill, startedBeforeFreeze: atFreeze, startedWhileFrozen: whileFrozen, jobs: jobs.length, committed: committed.length, duplicateCommits: committed.length - new Set(committed.map((j) => j.workId)).size, overlappingTargetPairs: overlappingTargetPairs(jobs).length }));
 
     const options = { store: 'etcd', etcdEndpoints: cluster.endpoints, etcdPrefix: prefix, coordination: 'single' };
     const work = await FencedWorkLeaseTable.open(path.join(root, 'inspect', 'work'), options);
