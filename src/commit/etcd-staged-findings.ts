@@ -16,7 +16,7 @@
 import path from 'node:path';
 import { defineError } from '../errors.js';
 import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd-connection.js';
-import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd-record-backend.js';
+import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd-record-batch.js';
 import type { LeaseTableOptions } from '../lease/lease-table-options.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import { readFindingFile, type StagingClient } from './staged-findings.js';
