@@ -37,6 +37,8 @@ export class EtcdBatch implements RecordBatch {
   #stagedBytes = 0;
   /** Read without the server (it could not be reached): answers only, no commit with writes. */
   #offline = false;
+  /** Records the server could not be asked about (offline batch): id → the read's failure. */
+  readonly #unreadable = new Map<string, unknown>();
   #released = false;
 
   constructor(backend: EtcdRecordBackend) {
@@ -86,26 +88,31 @@ export class EtcdBatch implements RecordBatch {
     try {
       reads = await this.#backend.readRecords(pending);
     } catch (error) {
-      if (this.answerOffline(pending)) return;
+      if (this.answerOffline(pending, error)) return;
       throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: pending.slice(0, 8), restored: true }, error);
     }
     for (const [id, read] of reads) this.#reads.set(id, read);
   }
 
   /**
-   * The server cannot be reached: when every record asked for was last seen attached to a session
-   * this process has given up, each is definitely no longer ours — answer `absent` (a heartbeat
-   * then reports it lost and the coordinator aborts its run) without waiting for the server.
+   * The server cannot be reached. A record last seen attached to a session this process has given
+   * up is definitely no longer ours: it reads as `absent` (a heartbeat then reports it lost and
+   * the coordinator aborts its run) without waiting for the server. Any other record is unknown:
+   * an operation that looks at one fails with `ERR_LEASE_IO` (so a claim sharing the I/O thread's
+   * batch does not hide a loss from a heartbeat). False when no record is known lost.
    */
-  private answerOffline(ids: readonly string[]): boolean {
+  private answerOffline(ids: readonly string[], cause: unknown): boolean {
     const connection = this.#backend.connection;
-    const lost = ids.every((id) => {
+    const isLost = (id: string): boolean => {
       const lease = this.#backend.attachedLease.get(id);
       return lease !== undefined && lease !== '0' && connection.isLostLease(lease);
-    });
-    if (!lost) return false;
+    };
+    if (!ids.some(isLost)) return false;
     this.#offline = true;
-    for (const id of ids) this.#reads.set(id, { read: { state: 'absent' }, modRevision: '0', lease: '0' });
+    for (const id of ids) {
+      if (isLost(id)) this.#reads.set(id, { read: { state: 'absent' }, modRevision: '0', lease: '0' });
+      else this.#unreadable.set(id, cause);
+    }
     return true;
   }
 
@@ -113,7 +120,10 @@ export class EtcdBatch implements RecordBatch {
     const staged = this.#staged.get(id);
     if (staged !== undefined) return staged === null ? { state: 'absent' } : { state: 'valid', record: staged.record, bytes: staged.bytes };
     const read = this.#reads.get(id);
-    if (!read) throw new Error(`record ${id} was not read in this batch`);
+    if (!read) {
+      if (this.#unreadable.has(id)) throw leaseIoError(`etcd cannot be reached to read lease record ${id}`, { step: 'read', ids: [id], restored: true }, this.#unreadable.get(id));
+      throw new Error(`record ${id} was not read in this batch`);
+    }
     return read.read;
   }
 

@@ -49,8 +49,9 @@ describe.skipIf(unavailable !== undefined)('coordinators in separate processes s
   });
   const etcdFlags = (prefix: string): string[] => ['--lease-store', 'etcd', '--etcd-endpoints', cluster.endpoints, '--etcd-prefix', prefix];
 
-  async function leaseCounts(root: string, prefix: string) {
-    const options = { store: 'etcd', etcdEndpoints: cluster.endpoints, etcdPrefix: prefix, coordination: 'single' };
+  const leaseCounts = (root: string, prefix: string) => leaseCountsAt(cluster, root, prefix);
+  async function leaseCountsAt(at: EtcdCluster, root: string, prefix: string) {
+    const options = { store: 'etcd', etcdEndpoints: at.endpoints, etcdPrefix: prefix, coordination: 'single' };
     const work = await FencedWorkLeaseTable.open(path.join(root, 'inspect', 'work'), options);
     const targets = await FencedTargetLeaseTable.open(path.join(root, 'inspect', 'targets'), options);
     try {
@@ -113,6 +114,48 @@ describe.skipIf(unavailable !== undefined)('coordinators in separate processes s
     expect(counts.work.corrupt).toBe(0);
     expect(counts.targets.corrupt).toBe(0);
     expect(counts.records.filter((e) => e.record.status !== 'done' && e.record.owner === 'survivor')).toEqual([]);
+  });
+
+  it('aborts the solver runs whose leases it can no longer renew while etcd is unreachable, logs and counts the loss, and carries on', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'symfence-etcd-loss-'));
+    dirs.push(root);
+    const lossy = await startEtcd();
+    const member = lossy.members[0]!;
+    try {
+      const out = fakeAflOut(root, SEEDS.slice(0, 2), 'builtin:demo @@');
+      const flags = ['--lease-store', 'etcd', '--etcd-endpoints', lossy.endpoints, '--etcd-prefix', 'loss', '--etcd-timeout', '500ms'];
+      const ttl = ['--work-lease-ttl', '4s', '--target-lease-ttl', '4s'];
+      // Solver runs outlast the outage, so the leases are held (and lost) while they run.
+      const run = runCliProcess(runArgs(out, path.join(root, 'leases'), 'cut-off', flags, [...ttl, '--duration', '30s']), { env: { SYMFENCE_REFSOLVER_DELAY_MS: '15000' } });
+      children.push(run.child);
+      const counters = (): { jobsStarted: number; leaseExpiries: number; jobsAborted: number } | undefined =>
+        (readJsonIfExists(path.join(out, 'cut-off', 'stats.json')) as { counters?: { jobsStarted: number; leaseExpiries: number; jobsAborted: number } } | undefined)?.counters;
+      await waitFor(() => ((counters()?.jobsStarted ?? 0) >= 1 ? true : undefined), 30_000, 'a job to start');
+      member.process!.kill('SIGSTOP');
+      try {
+        // Without any answer from etcd: the session's local deadline passes, the next renewal
+        // answers the leases as lost, and the runs are aborted.
+        await waitFor(() => ((counters()?.leaseExpiries ?? 0) >= 1 ? true : undefined), 30_000, 'a lease to be declared lost while etcd is frozen');
+      } finally {
+        member.process!.kill('SIGCONT');
+      }
+      const exit = await run.exit;
+      expect(exit.code, exit.stderr).toBe(0);
+      expect(exit.stderr).toContain('lease store session lost');
+      expect(exit.stderr).toContain('lease lost; aborting the solver run');
+      const jobs = readJobLog(path.join(out, 'cut-off', 'jobs.jsonl'));
+      expect(jobs.some((j) => j.status === 'aborted')).toBe(true);
+      expect(counters()!.jobsAborted).toBeGreaterThanOrEqual(1);
+      // Nothing of an aborted run was published: its work is done only if a later run committed it.
+      const counts = await leaseCountsAt(lossy, root, 'loss');
+      const done = new Set(counts.records.filter((e) => e.record.status === 'done').map((e) => e.id));
+      const committedIds = new Set(jobs.filter((j) => COMMITTED.has(j.status)).map((j) => j.workId));
+      for (const job of jobs.filter((j) => j.status === 'aborted')) expect(!done.has(job.workId) || committedIds.has(job.workId), `aborted work ${job.workId.slice(0, 8)}`).toBe(true);
+      expect(counts.work.corrupt).toBe(0);
+    } finally {
+      member.process?.kill('SIGCONT');
+      await lossy.stop();
+    }
   });
 
   it('refuses to start with ERR_ETCD_UNAVAILABLE before any seed is spent when no etcd answers', async () => {
