@@ -23,6 +23,7 @@ import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { scanTableRoot } from '../../src/lease/open-record-backend.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOf, codeOfAsync } from '../helpers/error-code.js';
+import { runCliProcess } from '../helpers/cli-process.js';
 import { etcdUnavailable, freePort, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 
 const unavailable = etcdUnavailable();
@@ -143,6 +144,12 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const entries = await scanTableRoot(root, meta, nodeFsLayer, LEASE_TABLE_OPTIONS.resolve(base(prefix)));
       expect(entries.filter((e) => e.state === 'valid')).toHaveLength(300);
       expect(entries.filter((e) => e.state === 'corrupt')).toMatchObject([{ id: undefined, path: `etcd:${prefix}/work/r/not-an-id` }]);
+      // `symfence leases` on the local root reads the cluster the environment names.
+      const cli = runCliProcess(['leases', root, '--json'], { env: { SYMFENCE_ETCD_ENDPOINTS: cluster.endpoints, SYMFENCE_ETCD_PREFIX: prefix } });
+      const exit = await cli.exit;
+      expect(exit.code, exit.stderr).toBe(0);
+      const parsed = JSON.parse(exit.stdout) as { tables: { kind: string; counts: Record<string, number> }[] };
+      expect(parsed.tables).toMatchObject([{ kind: 'work', counts: { leased: 300, corrupt: 1 } }]);
     } finally {
       await table.close();
     }
