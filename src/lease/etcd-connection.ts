@@ -1,7 +1,8 @@
 /**
  * The etcd store's connection: the client (endpoints, TLS, auth, from the lease table options) and
  * the coordinator's *session* — one etcd lease, renewed by one keep-alive stream, that every
- * `leased` record this process writes is attached to (docs/leases.md "The etcd store").
+ * leased target record this process writes is attached to, and under which its leased work
+ * records are written (docs/leases.md "The etcd store").
  *
  * Session contract:
  * - granted lazily, with the table's `leaseTtlMs` (rounded up to whole seconds, etcd's unit);
@@ -11,7 +12,7 @@
  *   later than the server's;
  * - past `safeUntilMs` the session is *lost* here, whatever the server says: its lease id is
  *   remembered as lost, `sessionsLost` counts it, listeners hear it, and the next write grants a
- *   new session. Records attached to a lost session are definitely no longer this process's
+ *   new session. Records written under a lost session are definitely no longer this process's
  *   (etcd-record-backend.ts answers for them without asking the server when it cannot be reached),
  *   so the coordinator's next heartbeat — a third of the TTL later at most — aborts their solver
  *   runs before the server could have expired them.

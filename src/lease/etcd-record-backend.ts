@@ -26,9 +26,12 @@
  * commits only if the record is still at the revision it read — the one whose token it checked.
  * A holder whose lease was taken over (new token, new revision) can write nothing more.
  *
- * Expiry: `leased` records are attached to the writer's session lease (etcd-connection.ts) and
- * vanish when it expires on the server, besides expiring by their own TTL as in every store.
- * `committing` and `done` records are attached to no lease: they are never lost to an expiry.
+ * Expiry: `leased` target records are attached to the writer's session lease (etcd-connection.ts)
+ * and vanish when it expires on the server, besides expiring by their own TTL as in every store.
+ * Leased work records expire by their TTL only, so that their payload survives for a takeover
+ * (`recoverExpired`); this process still remembers which of its sessions wrote them, for the
+ * offline answers (etcd-record-batch.ts). `committing` and `done` records are attached to no
+ * lease: they are never lost to an expiry.
  *
  * Limits: a transaction carries at most `MAX_TXN_OPS` (etcd's default `--max-txn-ops`) compares
  * and as many writes, so a batch touches at most `MAX_BATCH_RECORDS` = 64 records (a full group);
@@ -185,9 +188,12 @@ export class EtcdRecordBackend implements RecordBackend {
           this.attachedLease.delete(id);
           return;
         }
-        out.set(id, { read: this.parse(kv.value, id), modRevision: String(kv.mod_revision), lease: String(kv.lease) });
-        if (String(kv.lease) !== '0') this.attachedLease.set(id, String(kv.lease));
-        else this.attachedLease.delete(id);
+        const read = this.parse(kv.value, id);
+        out.set(id, { read, modRevision: String(kv.mod_revision), lease: String(kv.lease) });
+        // Target records: the server's attachment is the truth. Work records are never attached
+        // on the server; what this process wrote under its session is remembered at commit.
+        if (this.kind === 'target' && String(kv.lease) !== '0') this.attachedLease.set(id, String(kv.lease));
+        else if (this.kind === 'target' || read.state !== 'valid' || read.record.status !== 'leased') this.attachedLease.delete(id);
       });
     }
     return out;

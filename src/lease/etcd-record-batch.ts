@@ -178,7 +178,11 @@ export class EtcdBatch implements RecordBatch {
         compare.push(held === undefined ? { key: lockKey, target: 'Create' as const, result: 'Equal' as const, create_revision: 0 } : { key: lockKey, target: 'Mod' as const, result: 'Equal' as const, mod_revision: held });
       }
       const next = this.#staged.get(id);
-      success.push(next ? { request_put: { key, value: next.bytes, lease: next.record.status === 'leased' ? leaseId : 0 } } : { request_delete_range: { key } });
+      // Only leased *target* records ride the session on the server (a dead coordinator's targets
+      // are freed at once); a leased work record keeps its payload until its TTL ends, so another
+      // coordinator can take the work over (recoverExpired), as in every store.
+      const attach = next?.record.status === 'leased' && backend.kind === 'target';
+      success.push(next ? { request_put: { key, value: next.bytes, lease: attach ? leaseId : 0 } } : { request_delete_range: { key } });
     }
     let result;
     try {
@@ -191,8 +195,8 @@ export class EtcdBatch implements RecordBatch {
       if (this.#locks.size > 0) throw leaseIoError('an exclusively locked etcd batch found its records changed (its lock was lost); nothing was written', { step: 'commit', ids: ids.slice(0, 8), restored: true }, undefined);
       throw new BatchConflictError(ids);
     }
-    // Only records on a session need remembering (offline answers); the map stays as small as
-    // this process's live leases.
+    // Leased records written under a session are remembered with it (offline answers), whether
+    // or not the server attached them; the map stays as small as this process's live leases.
     for (const id of ids) {
       if (this.#staged.get(id)?.record.status === 'leased') backend.attachedLease.set(id, leaseId);
       else backend.attachedLease.delete(id);

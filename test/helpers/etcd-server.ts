@@ -104,6 +104,11 @@ function spawnMember(member: EtcdMember, cluster: string, state: 'new' | 'existi
   child.stderr?.on('data', append);
 }
 
+/** True until the member's process has exited (normally or by a signal). */
+function isRunning(member: EtcdMember): boolean {
+  return member.process !== undefined && member.process.exitCode === null && member.process.signalCode === null;
+}
+
 async function waitReady(endpoints: string[], members: readonly EtcdMember[], deadlineMs: number, tls?: StartEtcdOptions['tls']): Promise<void> {
   const client = new Etcd3({
     hosts: endpoints.map((e) => `${tls ? 'https' : 'http'}://${e}`),
@@ -114,7 +119,7 @@ async function waitReady(endpoints: string[], members: readonly EtcdMember[], de
   try {
     for (;;) {
       for (const member of members) {
-        if (member.process && member.process.exitCode !== null) throw new Error(`etcd member ${member.name} exited (${member.process.exitCode}): ${member.log}`);
+        if (member.process && !isRunning(member)) throw new Error(`etcd member ${member.name} exited (${member.process.exitCode}): ${member.log}`);
       }
       try {
         await client.put('symfence-test/ready').value(String(Date.now())).options({ deadline: Date.now() + 2000 }).exec();
@@ -148,10 +153,10 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdClu
     members,
     endpoints: endpoints.join(','),
     async leader() {
-      const client = new Etcd3({ hosts: endpoints.filter((_, i) => members[i]!.process?.exitCode === null), dialTimeout: 2000 });
+      const client = new Etcd3({ hosts: endpoints.filter((_, i) => isRunning(members[i]!)), dialTimeout: 2000 });
       try {
         for (const m of members) {
-          if (m.process?.exitCode !== null) continue;
+          if (!isRunning(m)) continue;
           const single = new Etcd3({ hosts: m.endpoint, dialTimeout: 2000 });
           try {
             const status = await single.maintenance.status({ deadline: Date.now() + 2000 });
@@ -169,7 +174,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdClu
     },
     async kill(member) {
       const child = member.process;
-      if (!child || child.exitCode !== null) return;
+      if (!child || !isRunning(member)) return;
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       child.kill('SIGCONT');
       child.kill('SIGKILL');

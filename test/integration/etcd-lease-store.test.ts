@@ -45,18 +45,25 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
   });
   const base = (prefix: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ store: 'etcd', etcdEndpoints: cluster.endpoints, etcdPrefix: prefix, ...extra });
 
-  it('attaches leased records to the session lease and never a committing or done one', async () => {
+  it('attaches leased target records to the session lease, and never a work, committing or done record', async () => {
     const prefix = nextPrefix();
     const table = await openWork(await tempRoot(), base(prefix));
+    const targets = await openTarget(await tempRoot(), base(prefix));
     try {
+      const group = await targets.claimGroup([7n, 8n], { path: 'g' }, { owner: 'c', nowMs: 10 * S });
+      if (!group.ok) throw new Error('group claim failed');
+      const members = (await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs;
+      expect(members).toHaveLength(2);
+      for (const kv of members) expect(String(kv.lease)).not.toBe('0');
+      const ttl = await client.leaseClient.leaseTimeToLive({ ID: members[0]!.lease });
+      expect(Number(ttl.TTL)).toBeGreaterThan(0);
+
       const id = workIdOf({ job: 'attach' });
       const claim = await table.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
       if (!claim.ok) throw new Error('claim failed');
       const key = `${prefix}/work/r/${id}`;
       const leased = (await client.get(key).exec()).kvs[0]!;
-      expect(String(leased.lease)).not.toBe('0');
-      const ttl = await client.leaseClient.leaseTimeToLive({ ID: leased.lease });
-      expect(Number(ttl.TTL)).toBeGreaterThan(0);
+      expect(String(leased.lease)).toBe('0');
       expect(await table.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { findings: [] } })).toEqual({ ok: true });
       const committing = (await client.get(key).exec()).kvs[0]!;
       expect(String(committing.lease)).toBe('0');
@@ -67,28 +74,41 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       expect(String((await client.get(key).exec()).kvs[0]!.lease)).toBe('0');
     } finally {
       await table.close();
+      await targets.close();
     }
   });
 
-  it('drops the leased records of a closed (or dead) coordinator with its session and keeps its committing ones', async () => {
+  it('frees a closed (or dead) coordinator\'s targets with its session, and keeps its work records for a takeover', async () => {
     const prefix = nextPrefix();
     const root = await tempRoot();
     const owner = await openWork(root, base(prefix));
+    const ownerTargets = await openTarget(await tempRoot(), base(prefix));
     const leasedId = workIdOf({ job: 'leased' });
     const committingId = workIdOf({ job: 'committing' });
     const a = await owner.claim(leasedId, { job: 1 }, { owner: 'gone', nowMs: 10 * S });
     const b = await owner.claim(committingId, { job: 2 }, { owner: 'gone', nowMs: 10 * S });
-    if (!a.ok || !b.ok) throw new Error('claims failed');
+    const group = await ownerTargets.claimGroup([21n, 22n, 23n], { path: 'g' }, { owner: 'gone', nowMs: 10 * S });
+    if (!a.ok || !b.ok || !group.ok) throw new Error('claims failed');
     expect(await owner.beginCommit(committingId, b.token, { nowMs: 11 * S, commit: { findings: [] } })).toEqual({ ok: true });
-    await owner.close(); // revokes the session, as its server-side expiry would
+    // Revokes the session, as its server-side expiry would.
+    await owner.close();
+    await ownerTargets.close();
     const survivor = await openWork(root, base(prefix));
+    const survivorTargets = await openTarget(await tempRoot(), base(prefix));
     try {
-      const records = await survivor.snapshotRecords();
-      expect(records.map((e) => [e.id, e.record.status])).toEqual([[committingId, 'committing']]);
-      // Well before any TTL by the record's own clock: the server-side expiry freed it.
-      expect((await survivor.claim(leasedId, { job: 1 }, { owner: 'survivor', nowMs: 12 * S })).ok).toBe(true);
+      // Well before any TTL by the records' own clock: the server-side expiry freed the targets.
+      expect(await survivorTargets.snapshotRecords()).toEqual([]);
+      expect((await survivorTargets.claimGroup([21n, 22n, 23n], { path: 'g' }, { owner: 'survivor', nowMs: 12 * S })).ok).toBe(true);
+      // The work stays, payload and all, until its TTL lets another coordinator take it over.
+      const records = new Map((await survivor.snapshotRecords()).map((e) => [e.id, e.record]));
+      expect(records.get(leasedId)).toMatchObject({ status: 'leased', payload: { job: 1 } });
+      expect(records.get(committingId)?.status).toBe('committing');
+      expect((await survivor.claim(leasedId, { job: 1 }, { owner: 'survivor', nowMs: 12 * S })).ok).toBe(false);
+      expect(await survivor.recoverExpired({ nowMs: 21 * S })).toMatchObject([{ id: leasedId, payload: { job: 1 } }]);
+      expect((await survivor.claim(leasedId, { job: 1 }, { owner: 'survivor', nowMs: 21 * S })).ok).toBe(true);
     } finally {
       await survivor.close();
+      await survivorTargets.close();
     }
   });
 
@@ -314,6 +334,8 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const deps = { monotonicNowMs: () => performance.now() + clockMs };
       const table = await openWork(await tempRoot(), { store: 'etcd', etcdEndpoints: lossy.endpoints, etcdPrefix: 'loss', etcdRequestTimeoutMs: 300, leaseTtlMs: 10 * S }, deps);
       const member = lossy.members[0]!;
+      const losses: unknown[] = [];
+      table.onSessionLost((event) => losses.push(event));
       try {
         const id = workIdOf({ job: 'loss' });
         const claim = await table.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
@@ -341,8 +363,8 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
           });
         }
         expect(claimed.ok).toBe(true);
-        const kv = (await new Etcd3({ hosts: lossy.endpoints }).get(`loss/work/r/${other}`).exec()).kvs[0]!;
-        expect(String(kv.lease)).not.toBe('0');
+        if (claimed.ok) expect(await table.heartbeat(other, claimed.token, { nowMs: 14 * S })).toEqual({ ok: true });
+        expect(losses).toEqual([expect.objectContaining({ sessionsLost: 1 })]);
       } finally {
         member.process?.kill('SIGCONT');
         await table.close();
