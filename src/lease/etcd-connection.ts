@@ -6,6 +6,8 @@
  *
  * Session contract:
  * - granted lazily, with the table's `leaseTtlMs` (rounded up to whole seconds, etcd's unit);
+ * - renewed by one keep-alive every TTL/3, each with the request deadline (a failed one is sent
+ *   again at once, to the next member);
  * - `safeUntilMs` (monotonic clock) is when the session could first have expired on the server:
  *   the send time of the last acknowledged grant or keep-alive plus the TTL, minus a margin of
  *   half the TTL. The server renews on receipt, after the send, so the local deadline is never
@@ -134,9 +136,13 @@ interface Session {
   readonly ttlMs: number;
   /** Monotonic ms past which the server may have expired this session. */
   safeUntilMs: number;
-  /** Monotonic ms of the oldest unacknowledged keep-alive send (undefined: none in flight). */
-  firedAtMs: number | undefined;
+  /** The pending keep-alive timer (cleared when the session ends). */
+  timer: NodeJS.Timeout | undefined;
+  ended: boolean;
 }
+
+/** Pause before re-sending a keep-alive that failed (to the next member), ms. */
+const KEEPALIVE_RETRY_MS = 100;
 
 export class EtcdConnection {
   readonly client: Etcd3;
@@ -202,7 +208,10 @@ export class EtcdConnection {
   private async grant(ttlMs: number): Promise<Session> {
     const ttlS = Math.max(1, Math.ceil(ttlMs / 1000));
     const sentMs = this.#now();
-    const lease = this.client.lease(ttlS, { autoKeepAlive: true });
+    // Keep-alives are sent one at a time, each with the request deadline, rather than on the
+    // client's long-lived stream: a stream to a frozen member only fails after a whole TTL,
+    // while a single keep-alive fails after `requestTimeoutMs` and the next goes to another member.
+    const lease = this.client.lease(ttlS, { autoKeepAlive: false });
     let id: string;
     try {
       id = await lease.grant();
@@ -211,16 +220,27 @@ export class EtcdConnection {
       throw error;
     }
     const marginMs = (ttlS * 1000) / 2;
-    const session: Session = { lease, id, ttlMs: ttlS * 1000, safeUntilMs: sentMs + ttlS * 1000 - marginMs, firedAtMs: undefined };
-    lease.on('keepaliveFired', () => {
-      session.firedAtMs ??= this.#now();
-    });
-    lease.on('keepaliveSucceeded', () => {
-      const fired = session.firedAtMs ?? this.#now();
-      session.firedAtMs = undefined;
-      session.safeUntilMs = Math.max(session.safeUntilMs, fired + session.ttlMs - marginMs);
-    });
-    lease.on('lost', () => this.loseSession(session, 'etcd reports the session lease lost'));
+    const session: Session = { lease, id, ttlMs: ttlS * 1000, safeUntilMs: sentMs + ttlS * 1000 - marginMs, timer: undefined, ended: false };
+    const intervalMs = (ttlS * 1000) / 3;
+    const schedule = (delayMs: number): void => {
+      if (session.ended) return;
+      session.timer = setTimeout(() => void keepAlive(), delayMs);
+      // The keep-alive alone never keeps a process running.
+      session.timer.unref();
+    };
+    const keepAlive = async (): Promise<void> => {
+      const sent = this.#now();
+      try {
+        await lease.keepaliveOnce(this.call());
+        session.safeUntilMs = Math.max(session.safeUntilMs, sent + session.ttlMs - marginMs);
+        schedule(intervalMs);
+      } catch {
+        // An expired lease is reported by the 'lost' event; anything else is retried at once.
+        schedule(Math.min(intervalMs, KEEPALIVE_RETRY_MS));
+      }
+    };
+    lease.on('lost', () => this.loseSession(session, 'etcd reports the session lease expired'));
+    schedule(intervalMs);
     this.stats.granted++;
     this.#session = session;
     return session;
@@ -231,7 +251,7 @@ export class EtcdConnection {
     if (this.lostLeaseIds.has(session.id)) return;
     this.lostLeaseIds.add(session.id);
     this.stats.lost++;
-    session.lease.release();
+    endSession(session);
     // Best effort: let the server drop the records now rather than at its own expiry.
     this.client.leaseClient.leaseRevoke({ ID: session.id }, this.call()).catch(() => undefined);
     for (const listener of this.#listeners) {
@@ -256,11 +276,17 @@ export class EtcdConnection {
     const session = this.#session;
     this.#session = undefined;
     if (session) {
-      session.lease.release();
+      endSession(session);
       await this.client.leaseClient.leaseRevoke({ ID: session.id }, this.call()).catch(() => undefined);
     }
     this.client.close();
   }
+}
+
+function endSession(session: Session): void {
+  session.ended = true;
+  clearTimeout(session.timer);
+  session.lease.release();
 }
 
 const connections = new Map<string, Promise<EtcdConnection>>();
