@@ -15,6 +15,7 @@
  */
 import path from 'node:path';
 import { defineError } from '../errors.js';
+import { leaseIoError } from '../lease/lease-io-error.js';
 import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd-connection.js';
 import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd-record-batch.js';
 import type { LeaseTableOptions } from '../lease/lease-table-options.js';
@@ -54,6 +55,15 @@ export class EtcdStagedFindings implements StagingClient {
     return Buffer.from(this.#base + name);
   }
 
+  /** An etcd request, its failure as `ERR_LEASE_IO` naming the step. */
+  private async request<T>(step: string, send: () => Promise<T>): Promise<T> {
+    try {
+      return await send();
+    } catch (error) {
+      throw leaseIoError(`etcd ${step} of staged findings failed: ${(error as Error).message}`, { step }, error);
+    }
+  }
+
   async ensureDir(): Promise<void> {
     // Nothing to create: the keys' prefix is the directory.
   }
@@ -63,7 +73,7 @@ export class EtcdStagedFindings implements StagingClient {
     const names: string[] = [];
     let from = prefix;
     for (;;) {
-      const page = await this.#connection.client.kv.range({ key: from, range_end: prefixEnd(prefix), keys_only: true, limit: 1000 }, this.#connection.call());
+      const page = await this.request('list', () => this.#connection.client.kv.range({ key: from, range_end: prefixEnd(prefix), keys_only: true, limit: 1000 }, this.#connection.call()));
       for (const kv of page.kvs) names.push(kv.key.subarray(prefix.length).toString('utf8'));
       if (!page.more || page.kvs.length === 0) return names;
       from = Buffer.concat([page.kvs[page.kvs.length - 1]!.key, Buffer.from([0])]);
@@ -85,7 +95,8 @@ export class EtcdStagedFindings implements StagingClient {
     let bytes = 0;
     const flush = async (): Promise<void> => {
       if (batch.length === 0) return;
-      await this.#connection.client.kv.txn({ compare: [], success: batch.map((f) => ({ request_put: { key: this.key(f.name), value: Buffer.from(f.bytes) } })), failure: [] }, this.#connection.call());
+      const puts = batch.map((f) => ({ request_put: { key: this.key(f.name), value: Buffer.from(f.bytes) } }));
+      await this.request('stage', () => this.#connection.client.kv.txn({ compare: [], success: puts, failure: [] }, this.#connection.call()));
       batch = [];
       bytes = 0;
     };
@@ -101,7 +112,8 @@ export class EtcdStagedFindings implements StagingClient {
     let removed = 0;
     for (let start = 0; start < names.length; start += MAX_TXN_OPS) {
       const slice = names.slice(start, start + MAX_TXN_OPS);
-      const result = await this.#connection.client.kv.txn({ compare: [], success: slice.map((name) => ({ request_delete_range: { key: this.key(name) } })), failure: [] }, this.#connection.call());
+      const deletes = slice.map((name) => ({ request_delete_range: { key: this.key(name) } }));
+      const result = await this.request('remove', () => this.#connection.client.kv.txn({ compare: [], success: deletes, failure: [] }, this.#connection.call()));
       for (const response of result.responses) removed += Number(response.response_delete_range?.deleted ?? 0);
     }
     return removed;
@@ -111,7 +123,7 @@ export class EtcdStagedFindings implements StagingClient {
   readonly readFile = async (file: string): Promise<Uint8Array> => {
     if (path.dirname(path.resolve(file)) !== this.#dir) return readFindingFile(file);
     const name = path.basename(file);
-    const page = await this.#connection.client.kv.range({ key: this.key(name) }, this.#connection.call());
+    const page = await this.request('read', () => this.#connection.client.kv.range({ key: this.key(name) }, this.#connection.call()));
     const kv = page.kvs[0];
     if (!kv) throw Object.assign(new Error(`ENOENT: staged finding ${name} is not in etcd`), { code: 'ENOENT', path: file });
     return new Uint8Array(kv.value);

@@ -44,7 +44,8 @@ import { invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { nodeFsLayer } from '../fs/fs-layer.js';
 import { canonicalJsonBytes } from './canonical-json.js';
-import { connectEtcd, etcdClientConfig, type EtcdConnection } from './etcd-connection.js';
+import { connectEtcd, etcdClientConfig, EtcdUnavailableError, type EtcdConnection } from './etcd-connection.js';
+import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
 import { LeaseLayout } from './lease-layout.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
@@ -155,14 +156,18 @@ export class EtcdRecordBackend implements RecordBackend {
     const key = Buffer.from(`${this.base}meta`);
     const wanted = canonicalJsonBytes({ schema: META_SCHEMA, kind: this.kind, store: 'etcd' });
     const kv = this.connection.client.kv;
-    const result = await kv.txn(
-      {
-        compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
-        success: [{ request_put: { key, value: wanted } }],
-        failure: [{ request_range: { key } }],
-      },
-      this.connection.call(),
-    );
+    const result = await kv
+      .txn(
+        {
+          compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
+          success: [{ request_put: { key, value: wanted } }],
+          failure: [{ request_range: { key } }],
+        },
+        this.connection.call(),
+      )
+      .catch((error: unknown) => {
+        throw new EtcdUnavailableError(`cannot check the table metadata in etcd (${key.toString()}): ${(error as Error).message}`, { key: key.toString() });
+      });
     if (result.succeeded) return;
     const existing = result.responses[0]?.response_range?.kvs[0]?.value;
     if (!existing || !existing.equals(wanted)) {
@@ -215,7 +220,9 @@ export class EtcdRecordBackend implements RecordBackend {
     let from = prefix;
     let revision: string | undefined;
     for (;;) {
-      const page = await this.connection.client.kv.range({ key: from, range_end: end, limit: SCAN_PAGE, ...(revision !== undefined ? { revision } : {}) }, this.connection.call());
+      const page = await this.connection.client.kv.range({ key: from, range_end: end, limit: SCAN_PAGE, ...(revision !== undefined ? { revision } : {}) }, this.connection.call()).catch((error: unknown) => {
+        throw leaseIoError(`etcd scan of ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
+      });
       // Every page at the first page's revision: one consistent snapshot.
       revision ??= String(page.header.revision);
       for (const kv of page.kvs) {

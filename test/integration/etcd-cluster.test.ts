@@ -49,7 +49,7 @@ describe.skipIf(unavailable !== undefined)('two coordinators on a three-member e
         [
           'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name,
           '--lease-dir', path.join(root, `leases-${name}`),
-          '--lease-store', 'etcd', '--etcd-endpoints', cluster.endpoints, '--etcd-prefix', prefix, '--etcd-timeout', '1s',
+          '--lease-store', 'etcd', '--etcd-endpoints', cluster.endpoints, '--etcd-prefix', prefix, '--etcd-timeout', '3s',
           '--work-lease-ttl', '10s', '--target-lease-ttl', '10s',
           '--workers', '1', '--stats-interval', '100ms', '--json', '--log-level', 'warn', '--duration', '45s',
           '--showmap', `${process.execPath} ${REFERENCE_SOLVER} showmap`,
