@@ -106,6 +106,8 @@ export function clientOptions(config: EtcdClientConfig): IOptions {
   const options: { -readonly [K in keyof IOptions]: IOptions[K] } = {
     hosts: config.endpoints.map((e) => (/^https?:\/\//.test(e) ? e : `${config.caFile !== undefined ? 'https' : 'http'}://${e}`)),
     dialTimeout: config.requestTimeoutMs,
+    // A fresh deadline for every attempt of a unary request (see `EtcdConnection.call`).
+    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: new Date(Date.now() + config.requestTimeoutMs) }),
   };
   if (config.caFile !== undefined) {
     options.credentials = {
@@ -165,8 +167,17 @@ export class EtcdConnection {
     this.#now = monotonicNowMs;
   }
 
-  /** Call options with this connection's request deadline. */
-  call(): { deadline: Date } {
+  /**
+   * Call options of a unary request. The deadline is not set here but per attempt by the client's
+   * `defaultCallOptions` (clientOptions): the client tries up to three members for one request,
+   * and a fixed deadline spent on a frozen member would leave none for the next.
+   */
+  call(): Record<string, never> {
+    return {};
+  }
+
+  /** Call options of a one-shot stream (a keep-alive): one deadline for it. */
+  streamCall(): { deadline: Date } {
     return { deadline: new Date(Date.now() + this.requestTimeoutMs) };
   }
 
@@ -231,7 +242,7 @@ export class EtcdConnection {
     const keepAlive = async (): Promise<void> => {
       const sent = this.#now();
       try {
-        await lease.keepaliveOnce(this.call());
+        await lease.keepaliveOnce(this.streamCall());
         session.safeUntilMs = Math.max(session.safeUntilMs, sent + session.ttlMs - marginMs);
         schedule(intervalMs);
       } catch {
@@ -289,6 +300,24 @@ function endSession(session: Session): void {
   session.lease.release();
 }
 
+/**
+ * Attempts of each request made while a table opens, each with a fresh deadline: a cold channel
+ * on a loaded host can spend a whole deadline connecting, and a coordinator should not refuse to
+ * start for that. A cluster that does not answer fails in at most this many timeouts.
+ */
+export const OPEN_ATTEMPTS = 3;
+
+/** Runs `send` up to `attempts` times (each call builds its own deadline); the last failure rejects. */
+export async function withFreshDeadlines<T>(attempts: number, send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      if (attempt >= attempts) throw error;
+    }
+  }
+}
+
 const connections = new Map<string, Promise<EtcdConnection>>();
 
 /**
@@ -310,10 +339,10 @@ async function openConnection(key: string, config: EtcdClientConfig, monotonicNo
   const client = new Etcd3(clientOptions(config));
   const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs).retain();
   try {
-    await client.maintenance.status(connection.call());
+    await withFreshDeadlines(OPEN_ATTEMPTS, () => client.maintenance.status(connection.call()));
   } catch (error) {
     client.close();
-    throw new EtcdUnavailableError(`cannot reach etcd at ${config.endpoints.join(',')} within ${config.requestTimeoutMs} ms: ${(error as Error).message}`, {
+    throw new EtcdUnavailableError(`cannot reach etcd at ${config.endpoints.join(',')} in ${OPEN_ATTEMPTS} attempts of ${config.requestTimeoutMs} ms: ${(error as Error).message}`, {
       endpoints: config.endpoints,
       tls: config.caFile !== undefined,
       user: config.user,

@@ -44,7 +44,7 @@ import { invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { nodeFsLayer } from '../fs/fs-layer.js';
 import { canonicalJsonBytes } from './canonical-json.js';
-import { connectEtcd, etcdClientConfig, EtcdUnavailableError, type EtcdConnection } from './etcd-connection.js';
+import { connectEtcd, etcdClientConfig, EtcdUnavailableError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
 import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
 import { LeaseLayout } from './lease-layout.js';
@@ -156,18 +156,18 @@ export class EtcdRecordBackend implements RecordBackend {
     const key = Buffer.from(`${this.base}meta`);
     const wanted = canonicalJsonBytes({ schema: META_SCHEMA, kind: this.kind, store: 'etcd' });
     const kv = this.connection.client.kv;
-    const result = await kv
-      .txn(
+    const result = await withFreshDeadlines(OPEN_ATTEMPTS, () =>
+      kv.txn(
         {
           compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
           success: [{ request_put: { key, value: wanted } }],
           failure: [{ request_range: { key } }],
         },
         this.connection.call(),
-      )
-      .catch((error: unknown) => {
-        throw new EtcdUnavailableError(`cannot check the table metadata in etcd (${key.toString()}): ${(error as Error).message}`, { key: key.toString() });
-      });
+      ),
+    ).catch((error: unknown) => {
+      throw new EtcdUnavailableError(`cannot check the table metadata in etcd (${key.toString()}): ${(error as Error).message}`, { key: key.toString() });
+    });
     if (result.succeeded) return;
     const existing = result.responses[0]?.response_range?.kvs[0]?.value;
     if (!existing || !existing.equals(wanted)) {

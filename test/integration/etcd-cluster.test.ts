@@ -60,14 +60,15 @@ describe.skipIf(unavailable !== undefined)('two coordinators on a three-member e
       ),
     );
     children.push(...runs.map((r) => r.child));
-    const started = (): number =>
-      NAMES.reduce((sum, name) => sum + (((readJsonIfExists(path.join(out, name, 'stats.json')) as { counters?: { jobsStarted: number } } | undefined)?.counters?.jobsStarted) ?? 0), 0);
+    const startedBy = (name: string): number => ((readJsonIfExists(path.join(out, name, 'stats.json')) as { counters?: { jobsStarted: number } } | undefined)?.counters?.jobsStarted) ?? 0;
+    const started = (): number => NAMES.reduce((sum, name) => sum + startedBy(name), 0);
     const startedAfter = async (what: string): Promise<void> => {
       const before = started();
       await waitFor(() => (started() > before ? true : undefined), 60_000, `jobs to start ${what}`);
     };
 
-    await startedAfter('at all');
+    // Mid-campaign: both coordinators are running jobs before the first fault.
+    await waitFor(() => (NAMES.every((name) => startedBy(name) > 0) ? true : undefined), 60_000, 'both coordinators to start jobs');
     const leader: EtcdMember = await cluster.leader();
     const atKill = started();
     await cluster.kill(leader);
