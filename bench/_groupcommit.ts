@@ -29,7 +29,7 @@ export interface GroupCommitRunner {
   close(): Promise<void>;
 }
 
-export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number; store?: 'files' | 'sqlite' }): Promise<GroupCommitRunner> {
+export async function groupCommitRunner(root: string, options: { shards: number; k: number; targetsPerGroup: number; coordination: string; fileBarrier: 'syncfs' | 'fsync'; lockFdCacheSize?: number; store?: 'files' | 'sqlite'; leaseOptions?: Readonly<Record<string, unknown>> }): Promise<GroupCommitRunner> {
   const io = await IoThread.start({
     coordinatorId: 'bench',
     targetRoot: root,
@@ -40,6 +40,8 @@ export async function groupCommitRunner(root: string, options: { shards: number;
       leaseTtlMs: 3_600_000,
       verifyFilesystem: false,
       ...(options.lockFdCacheSize !== undefined ? { lockFdCacheSize: options.lockFdCacheSize } : {}),
+      // Another store (bench/_etcd-store.ts): its selection and settings.
+      ...options.leaseOptions,
     },
     ioOptions: { fileBarrier: options.fileBarrier },
   });

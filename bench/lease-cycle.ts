@@ -8,7 +8,8 @@
  * Beside them, `sqlite`: the same cycle on the SQLite store (one transaction per claim and per
  * release), `sqlite_ms`, in the same run.
  *
- * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--k 1,4,16] [--no-groupcommit] [--dir <tmp>]
+ * Usage: npm run bench -- lease-cycle [--rounds 7] [--targets 64] [--shards 1,8] [--modes scalar,batched] [--k 1,4,16] [--no-groupcommit] [--store etcd] [--dir <tmp>]
+ * `--store etcd` adds the etcd store's figures (bench/_etcd-store.ts) beside the file ones.
  * The groupcommit mode (K concurrent callers through the I/O thread, and the floor) lives in
  * bench/_groupcommit.ts and runs on the last shard configuration.
  * Last line: one JSON object. Top-level fields are the 8-shard (last configured) results;
@@ -22,6 +23,7 @@ import { parseArgs } from 'node:util';
 import { FaultInjectingFsLayer } from '../src/fs/fault-fs-layer.js';
 import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
 import { loadNative } from '../src/native/bindings.js';
+import { runEtcdSection } from './_etcd-store.js';
 import { runGroupCommitSection } from './_groupcommit.js';
 
 type Mode = 'scalar' | 'batched';
@@ -37,6 +39,8 @@ const { values } = parseArgs({
     // groupcommit mode (bench/_groupcommit.ts): K concurrent callers through the I/O thread.
     k: { type: 'string', default: '1,4,16' },
     'no-groupcommit': { type: 'boolean', default: false },
+    // Other lease stores measured beside the file store (files only by default).
+    store: { type: 'string', default: 'files' },
   },
 });
 
@@ -60,6 +64,13 @@ for (const mode of modes) {
   }
 }
 const coordination = loadNative() ? 'multi' : 'single';
+const stores = values.store!.split(',');
+for (const store of stores) {
+  if (store !== 'files' && store !== 'etcd') {
+    console.error(`lease-cycle: unknown store ${JSON.stringify(store)}; known: files, etcd`);
+    process.exit(2);
+  }
+}
 const targets = Array.from({ length: targetCount }, (_, i) => BigInt(i + 1));
 
 function median(samples: number[]): number {
@@ -98,6 +109,7 @@ const base = await mkdtemp(path.join(values.dir!, 'symfence-bench-lease-cycle-')
 const results: Record<string, number | string>[] = [];
 let groupCommitFields: Record<string, unknown> = {};
 let sqliteMs: number | undefined;
+let storeFields: Record<string, unknown> = {};
 try {
   console.log(`lease-cycle: ${targetCount}-target claimGroup + releaseGroup per cycle, ${rounds} rounds, locker ${coordination === 'multi' ? 'flock' : 'in-process'}, dir ${base}`);
   for (const shards of shardConfigs) {
@@ -146,8 +158,11 @@ try {
     const scalarMs = results.at(-1)?.scalar_ms;
     groupCommitFields = await runGroupCommitSection(base, { shards, rounds, targetsPerGroup: targetCount, coordination, ks, scalarMs: typeof scalarMs === 'number' ? scalarMs : undefined });
   }
+  if (stores.includes('etcd')) {
+    storeFields = await runEtcdSection(base, { shards: shardConfigs.at(-1)!, rounds, targetsPerGroup: targetCount, coordination, ks: values.k!.split(',').map((s) => positiveInt('k', s, 64)) });
+  }
 } finally {
   await rm(base, { recursive: true, force: true });
 }
 const last = results.at(-1) ?? {};
-console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, sqlite_ms: sqliteMs, ...groupCommitFields, by_shards: results }));
+console.log(JSON.stringify({ bench: 'lease-cycle', targets: targetCount, rounds, locker: coordination === 'multi' ? 'flock' : 'in-process', ...last, sqlite_ms: sqliteMs, ...groupCommitFields, ...storeFields, by_shards: results }));

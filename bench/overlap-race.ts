@@ -4,8 +4,10 @@
  * rounds. Counts single- and double-winner rounds, partial publications, records left after the
  * winners release, and hangs. Not a fairness measure (wins per process are printed for interest).
  *
- * Usage: npm run bench -- overlap-race [--processes 2] [--rounds 50] [--shards 8] [--store files|sqlite] [--dir <tmp>]
- * (`--store sqlite`: the same race on the SQLite store; `--shards` is then irrelevant.)
+ * Usage: npm run bench -- overlap-race [--processes 2] [--rounds 50] [--shards 8] [--store files|sqlite|etcd] [--dir <tmp>]
+ * `--store sqlite`: the same race on the SQLite store (`--shards` is then irrelevant). `--store etcd`
+ * races on a single local etcd member started for the run (every process its own client and
+ * session; the root directory only holds lease-table.json).
  * Last line: one JSON object.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -14,6 +16,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadNative } from '../src/native/bindings.js';
 import { runOverlapRace } from '../test/fixtures/lease-race-driver.js';
+import { startEtcd, type EtcdCluster } from '../test/helpers/etcd-server.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,26 +40,30 @@ function positiveInt(name: string, text: string, min: number, max: number): numb
 const processes = positiveInt('processes', values.processes!, 2, 64);
 const rounds = positiveInt('rounds', values.rounds!, 1, 1_000_000);
 const shardCount = positiveInt('shards', values.shards!, 1, 4096);
-if (values.store !== 'files' && values.store !== 'sqlite') {
-  console.error(`overlap-race: --store must be files or sqlite, got ${JSON.stringify(values.store)}`);
-  process.exit(2);
-}
-const store = values.store;
 if (!loadNative()) {
   console.error('overlap-race: the native flock addon is not built; a cross-process race needs it (run npm ci)');
   process.exit(1);
 }
 
+const store = values.store!;
+if (store !== 'files' && store !== 'sqlite' && store !== 'etcd') {
+  console.error(`overlap-race: --store must be files, sqlite or etcd, got ${JSON.stringify(store)}`);
+  process.exit(2);
+}
+
 const root = await mkdtemp(path.join(values.dir!, 'symfence-bench-overlap-race-'));
+let etcd: EtcdCluster | undefined;
 try {
-  console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${store} store${store === 'files' ? `, ${shardCount} shards` : ''}, dir ${root}`);
+  if (store === 'etcd') etcd = await startEtcd();
+  const storeOptions = etcd ? { store: 'etcd', etcdEndpoints: etcd.endpoints, etcdPrefix: 'overlap-race' } : { store };
+  console.log(`overlap-race: ${processes} processes x ${rounds} rounds, groups of 32 overlapping by 16, ${store === 'etcd' ? 'etcd store (1 local member)' : store === 'sqlite' ? 'sqlite store' : `${shardCount} shards`}, dir ${root}`);
   const every = Math.max(1, Math.floor(rounds / 10));
   const report = await runOverlapRace({
     root,
     processes,
     rounds,
     shardCount,
-    store,
+    storeOptions,
     onRound: (round, r) => {
       if ((round + 1) % every === 0 && round + 1 < rounds) {
         console.log(`  round ${round + 1}/${rounds}: single-winner ${r.single_winner_rounds}  double-winner ${r.double_winner_rounds}  partial ${r.partial_publications}  residual ${r.residual_records}`);
@@ -69,5 +76,6 @@ try {
   const { wins: _wins, ...fields } = report;
   console.log(JSON.stringify({ bench: 'overlap-race', store, shards: shardCount, ...fields }));
 } finally {
+  await etcd?.stop();
   await rm(root, { recursive: true, force: true });
 }

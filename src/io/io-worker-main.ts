@@ -69,6 +69,11 @@ export async function runIoWorker(data: IoWorkerData, parent: MessagePort): Prom
       data.workRoot ? FencedWorkLeaseTable.open(data.workRoot, leaseOptions) : null,
     ]);
     const logger = await threadLogger(data);
+    // Both tables share one session of a store that has them (etcd): log each loss once. The
+    // coordinator's next heartbeat answers those leases as lost and aborts their solver runs.
+    (work ?? target)?.onSessionLost(({ reason, sessionsLost }) => {
+      logger.warn({ reason, sessionsLost }, 'lease store session lost: its leased records are no longer ours; a new session carries new claims');
+    });
     const service = await IoService.start(
       {
         coordinatorId: data.coordinatorId,

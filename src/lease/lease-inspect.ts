@@ -6,6 +6,7 @@
  * subdirectories are table roots (a campaign's lease directory with a work and a target table).
  */
 import path from 'node:path';
+import { optionsFromEnv } from '../config/schema.js';
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { UsageError } from '../errors.js';
 import { checkTtlMs } from './lease-table-base.js';
@@ -14,6 +15,7 @@ import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { META_FILE } from './lease-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
+import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { scanTableRoot } from './open-record-backend.js';
 import type { LeaseStoreKind } from './record-backend.js';
 import { readTableMeta } from './table-meta.js';
@@ -49,6 +51,11 @@ export interface InspectOptions {
   /** Largest accepted lead of a record's time over `nowMs` (see `expiryOf`). Default 5 min. */
   readonly maxClockSkewMs?: number;
   readonly fsLayer?: FsLayer;
+  /**
+   * Table options that reach a store outside the directory (the etcd store's endpoints, prefix,
+   * TLS and auth). Default: from the environment (`SYMFENCE_ETCD_ENDPOINTS`, …).
+   */
+  readonly storeOptions?: Readonly<Record<string, unknown>>;
 }
 
 function checkInspectOptions(options: InspectOptions): void {
@@ -94,7 +101,8 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const fsLayer = options.fsLayer ?? nodeFsLayer;
   const meta = await readTableMeta(fsLayer, path.join(root, META_FILE));
   if (!meta) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE})`, { path: root });
-  const entries = await scanTableRoot(root, meta, fsLayer);
+  // An etcd table is read from the cluster the environment names (SYMFENCE_ETCD_ENDPOINTS, …).
+  const entries = await scanTableRoot(root, meta, fsLayer, meta.store === 'etcd' ? LEASE_TABLE_OPTIONS.resolve({ ...(options.storeOptions ?? optionsFromEnv(LEASE_STORE_OPTIONS)) }) : undefined);
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];

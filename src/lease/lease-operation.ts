@@ -14,9 +14,22 @@
  * the commit fails, every operation that staged a write fails with that `LeaseIoError` and its
  * records are restored, and so does every later operation that read a record staged before it;
  * the other operations keep their (read-only) results.
+ *
+ * Retries (optimistic stores, record-backend.ts): a commit that rejects with `BatchConflictError`
+ * wrote nothing, so the whole batch — read, every `apply`, commit — runs again from `begin()`,
+ * with a short randomised back-off, until it commits or `backend.conflictRetryMs` (measured on the
+ * monotonic clock from the first attempt) has passed; then the call rejects with
+ * `LockTimeoutError`, as a lock wait past its deadline does. Operations are plans: `apply` decides
+ * from what it reads and can run again; one with `sideEffects` cannot, so its batch is locked for
+ * real and never re-run. A store that never conflicts (files) runs every batch once, as before.
+ *
+ * Size: a backend with `maxBatchRecords` gets runs of consecutive operations whose records fit
+ * (order kept, so a later operation still sees an earlier one's result, committed or not). An
+ * optimistic backend gets each operation with `sideEffects` in a run of its own.
  */
 import { invalidOption } from '../config/values.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './record-backend.js';
+import { InvalidJobError, LockTimeoutError } from '../errors.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './record-backend.js';
 import { canonicalJsonMemo } from './canonical-json.js';
 import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
 
@@ -37,6 +50,11 @@ export interface LeaseOperation<R> {
   readonly lockIds: readonly string[];
   /** Decides under the locks. Must stage nothing before it has validated everything it needs. */
   apply(view: RecordView): R | Promise<R>;
+  /**
+   * `apply` acts outside the store (a replayed publication): it must run under exclusive locks in
+   * every store and must never be re-run by a conflict retry.
+   */
+  readonly sideEffects?: boolean;
 }
 
 export type OperationOutcome<R> = { readonly ok: true; readonly value: R } | { readonly ok: false; readonly error: unknown };
@@ -51,12 +69,80 @@ export interface ExecutionResult {
  * the whole call (nothing was written). Per-operation failures in `apply` fail that operation only.
  */
 export async function executeOperations(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  const limit = backend.maxBatchRecords ?? Number.POSITIVE_INFINITY;
+  if (backend.maxBatchRecords === undefined && backend.optimistic !== true) return executeWithRetries(backend, operations);
+  const outcomes: OperationOutcome<unknown>[] = [];
+  const reports: BatchReport[] = [];
+  let run: LeaseOperation<unknown>[] = [];
+  let runIds = new Set<string>();
+  const flush = async (): Promise<void> => {
+    if (run.length === 0) return;
+    const result = await executeWithRetries(backend, run);
+    outcomes.push(...result.outcomes);
+    reports.push(result.report);
+    run = [];
+    runIds = new Set();
+  };
+  for (const op of operations) {
+    const own = new Set(op.lockIds);
+    if (own.size > limit) {
+      await flush();
+      outcomes.push({ ok: false, error: new InvalidJobError(`${op.name} touches ${own.size} lease records; the ${backend.store} store takes at most ${limit} in one transaction`, { records: own.size, limit }) });
+      continue;
+    }
+    const solo = backend.optimistic === true && op.sideEffects === true;
+    const union = new Set([...runIds, ...own]);
+    if (union.size > limit || solo) {
+      await flush();
+      runIds = own;
+    } else runIds = union;
+    run.push(op);
+    if (solo) await flush();
+  }
+  await flush();
+  return { outcomes, report: mergeReports(reports) };
+}
+
+function mergeReports(reports: readonly BatchReport[]): BatchReport {
+  if (reports.length === 1) return reports[0]!;
+  return {
+    published: reports.reduce((n, r) => n + r.published, 0),
+    fileBarriers: reports.reduce((n, r) => n + r.fileBarriers, 0),
+    directoryBarriers: reports.reduce((n, r) => n + r.directoryBarriers, 0),
+    directories: [...new Set(reports.flatMap((r) => r.directories))].sort(),
+  };
+}
+
+/** Runs one batch, again from `begin()` while an optimistic commit conflicts (file comment "Retries"). */
+async function executeWithRetries(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  const exclusive = operations.some((op) => op.sideEffects === true);
+  const startMs = performance.now();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await executeOnce(backend, operations, exclusive);
+    } catch (error) {
+      if (!(error instanceof BatchConflictError)) throw error;
+      const elapsedMs = performance.now() - startMs;
+      if (elapsedMs >= (backend.conflictRetryMs ?? 0)) {
+        throw new LockTimeoutError(`lease records kept changing under ${operations.map((op) => op.name).join(', ')} for ${Math.round(elapsedMs)} ms (${attempt} attempts)`, {
+          ids: error.ids,
+          attempts: attempt,
+          waitedMs: Math.round(elapsedMs),
+        });
+      }
+      // Randomised, growing back-off so that contenders that conflicted stop colliding.
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(100, 2 ** attempt)));
+    }
+  }
+}
+
+async function executeOnce(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[], exclusive: boolean): Promise<ExecutionResult> {
   const batch = backend.begin();
   // Group records repeat their frozen `targets` and payload: their text is written once per batch.
   const memo = canonicalJsonMemo();
   try {
     const ids = operations.flatMap((op) => op.lockIds);
-    await batch.lock(ids);
+    await batch.lock(ids, exclusive ? { exclusive: true } : undefined);
     await batch.read(ids);
     const outcomes: OperationOutcome<unknown>[] = [];
     // Operations whose outcome rests on this batch's commit: the writers, and every later
@@ -99,6 +185,7 @@ export async function executeOperations(backend: RecordBackend, operations: read
       const report = await batch.commit();
       return { outcomes, report };
     } catch (error) {
+      if (error instanceof BatchConflictError && !exclusive) throw error;
       for (const index of dependsOnCommit) outcomes[index] = { ok: false, error };
       return { outcomes, report: EMPTY_BATCH_REPORT };
     }

@@ -48,6 +48,8 @@ export interface LeaseStoreCommon {
   snapshotRecords(options?: { readonly limit?: number }): Promise<SnapshotEntry[]>;
   recoverExpired(options: AtTime & { readonly leaseTtlMs?: number; readonly limit?: number }): Promise<ExpiredLease[]>;
   snapshotCounts(options: AtTime): Promise<LeaseCounts>;
+  /** Most leases one planned heartbeat should carry (a store may bound its transactions). */
+  readonly heartbeatBatchSize?: number;
 }
 
 export interface WorkLeaseStore extends LeaseStoreCommon {

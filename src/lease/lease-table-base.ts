@@ -20,6 +20,9 @@ import { randomBytes } from 'node:crypto';
 
 export type { LeaseTableDeps } from './open-record-backend.js';
 
+/** Most records one heartbeat batch locks at once (bounds open lock fds). */
+export const HEARTBEAT_BATCH_RECORDS = 256;
+
 /** Options of the per-call time. */
 export interface AtTime {
   /** Current time, ms since the epoch (injected clock). */
@@ -81,6 +84,23 @@ export abstract class LeaseTableBase {
   /** `flock` (multi-coordinator safe) or `in-process` (single writer only), for a file table. */
   get lockerKind(): RecordLocker['kind'] | undefined {
     return this.backend instanceof FileRecordBackend ? this.backend.locker.kind : undefined;
+  }
+
+  /**
+   * Tells `listener` whenever the store gives up this process's session (etcd: its keep-alive
+   * deadline passed; the leased records on it are no longer ours). A no-op for stores without
+   * sessions. Returns the unsubscribe.
+   */
+  onSessionLost(listener: (event: { readonly reason: string; readonly sessionsLost: number }) => void): () => void {
+    return this.backend.onSessionLost?.(listener) ?? (() => undefined);
+  }
+
+  /**
+   * Most leases one heartbeat batch renews: `MAX_HEARTBEAT_BATCH` (work-lease-table.ts), or fewer
+   * where the store bounds a transaction (`RecordBackend.maxBatchRecords`).
+   */
+  get heartbeatBatchSize(): number {
+    return Math.min(HEARTBEAT_BATCH_RECORDS, this.backend.maxBatchRecords ?? HEARTBEAT_BATCH_RECORDS);
   }
 
   /**

@@ -7,18 +7,98 @@ import { defineOptionSchema, omitOptions, type ResolvedOptions } from '../config
 export const LEASE_TABLE_OPTIONS = defineOptionSchema('lease', {
   /**
    * Where lease records live (docs/leases.md "Lease stores"). `auto`: the store an existing lease
-   * directory was created with (recorded in its lease-table.json); for a new one `sqlite` on a
-   * local filesystem and `files` on a network or FUSE filesystem (filesystem-kind.ts). An
-   * explicit store that differs from the recorded one is refused, and so is `sqlite` on a network
-   * filesystem (`ERR_LEASE_STORE_UNSUPPORTED`). Default `auto`.
+   * directory was created with (recorded in its lease-table.json); for a new one `etcd` when
+   * `etcdEndpoints` is set, else `sqlite` on a local filesystem and `files` on a network or FUSE
+   * filesystem (filesystem-kind.ts). An explicit store that differs from the recorded one is
+   * refused, and so is `sqlite` on a network filesystem (`ERR_LEASE_STORE_UNSUPPORTED`). `etcd`:
+   * records live in an etcd cluster shared by coordinators on many hosts (docs/leases.md "The etcd
+   * store"). Default `auto`.
    */
   store: {
     kind: 'enum',
-    values: ['auto', 'files', 'sqlite'],
+    values: ['auto', 'files', 'sqlite', 'etcd'],
     default: 'auto',
     flag: 'lease-store',
     env: 'SYMFENCE_LEASE_STORE',
-    description: 'where lease records live: auto (the lease directory\'s own store; new: sqlite on a local filesystem, files on a network one), files, sqlite',
+    description: 'where lease records live: auto (the lease directory\'s own store; new: etcd with --etcd-endpoints, else sqlite on a local filesystem, files on a network one), files, sqlite, etcd',
+  },
+  /**
+   * etcd store: the cluster's client endpoints, `host:port` or `http(s)://host:port`, comma
+   * separated. Checked (and the cluster reached) when a table opens, before any work is claimed.
+   */
+  etcdEndpoints: {
+    kind: 'string',
+    default: undefined,
+    flag: 'etcd-endpoints',
+    env: 'SYMFENCE_ETCD_ENDPOINTS',
+    description: 'etcd store: client endpoints host:port,… of the shared etcd cluster',
+  },
+  /**
+   * etcd store: key prefix of this campaign's tables (`<prefix>/work/…`, `<prefix>/target/…`).
+   * Coordinators that share leases use the same prefix; campaigns on one cluster use different ones.
+   */
+  etcdPrefix: {
+    kind: 'string',
+    default: 'symfence',
+    flag: 'etcd-prefix',
+    env: 'SYMFENCE_ETCD_PREFIX',
+    description: 'etcd store: key prefix shared by the coordinators of one campaign',
+  },
+  /** etcd store, TLS: PEM file of the CA that signed the servers' certificates (turns TLS on). */
+  etcdCaFile: {
+    kind: 'string',
+    default: undefined,
+    flag: 'etcd-ca-file',
+    env: 'SYMFENCE_ETCD_CA_FILE',
+    description: 'etcd store: CA certificate (PEM) for TLS to etcd',
+  },
+  /** etcd store, TLS client authentication: this client's certificate chain (PEM); needs `etcdKeyFile`. */
+  etcdCertFile: {
+    kind: 'string',
+    default: undefined,
+    flag: 'etcd-cert-file',
+    env: 'SYMFENCE_ETCD_CERT_FILE',
+    description: 'etcd store: client certificate (PEM) for TLS client authentication',
+  },
+  /** etcd store, TLS client authentication: this client's private key (PEM); needs `etcdCertFile`. */
+  etcdKeyFile: {
+    kind: 'string',
+    default: undefined,
+    flag: 'etcd-key-file',
+    env: 'SYMFENCE_ETCD_KEY_FILE',
+    description: 'etcd store: client private key (PEM) for TLS client authentication',
+  },
+  /**
+   * etcd store, authentication: user name. The password comes from `etcdPasswordFile` or the
+   * environment variable `SYMFENCE_ETCD_PASSWORD` — never from a flag, and it is never printed.
+   */
+  etcdUser: {
+    kind: 'string',
+    default: undefined,
+    flag: 'etcd-user',
+    env: 'SYMFENCE_ETCD_USER',
+    description: 'etcd store: user name (password from --etcd-password-file, else from the environment: docs/leases.md)',
+  },
+  /** etcd store, authentication: file holding the password (one line; a trailing newline is dropped). */
+  etcdPasswordFile: {
+    kind: 'string',
+    default: undefined,
+    flag: 'etcd-password-file',
+    env: 'SYMFENCE_ETCD_PASSWORD_FILE',
+    description: 'etcd store: file holding the etcd user\'s password',
+  },
+  /**
+   * etcd store: deadline of one request to etcd (connect, read, transaction), ms. A request past
+   * it fails with ERR_ETCD_UNAVAILABLE (at open) or ERR_LEASE_IO (later); the caller retries.
+   */
+  etcdRequestTimeoutMs: {
+    kind: 'duration',
+    default: 5000,
+    min: 100,
+    max: 600_000,
+    flag: 'etcd-timeout',
+    env: 'SYMFENCE_ETCD_TIMEOUT',
+    description: 'etcd store: deadline of one request to etcd',
   },
   /** Shard directories per table; fixed per root (recorded in lease-table.json). Default 256. */
   shardCount: {
@@ -162,3 +242,15 @@ export type LeaseTableOptions = ResolvedOptions<typeof LEASE_TABLE_OPTIONS.specs
 export const CAMPAIGN_LEASE_OPTIONS = omitOptions(LEASE_TABLE_OPTIONS, ['leaseTtlMs', 'coordination']);
 
 export type CampaignLeaseOptions = ResolvedOptions<typeof CAMPAIGN_LEASE_OPTIONS.specs>;
+
+/** The lease table options that choose and reach a store: `symfence run` takes these as flags. */
+const STORE_OPTION_KEYS = ['store', 'etcdEndpoints', 'etcdPrefix', 'etcdCaFile', 'etcdCertFile', 'etcdKeyFile', 'etcdUser', 'etcdPasswordFile', 'etcdRequestTimeoutMs'] as const;
+
+/**
+ * The store part of `LEASE_TABLE_OPTIONS` (the same specs, flags and variables), for commands
+ * whose other lease settings come from their own options (`symfence run`: TTLs per table).
+ */
+export const LEASE_STORE_OPTIONS = defineOptionSchema(
+  'lease',
+  Object.fromEntries(STORE_OPTION_KEYS.map((key) => [key, LEASE_TABLE_OPTIONS.specs[key]])) as Pick<typeof LEASE_TABLE_OPTIONS.specs, (typeof STORE_OPTION_KEYS)[number]>,
+);

@@ -5,11 +5,12 @@
 import path from 'node:path';
 import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import type { NativeBindings } from '../native/bindings.js';
+import { openEtcdRecordBackend, scanEtcdTable } from './etcd-record-backend.js';
 import { openFileRecordBackend } from './file-record-backend.js';
 import { LeaseLayout, META_FILE } from './lease-layout.js';
 import { scanRecords } from './lease-scan.js';
 import type { RecordKind } from './lease-record.js';
-import type { LeaseTableOptions } from './lease-table-options.js';
+import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseStoreKind, RecordBackend, ScanEntry } from './record-backend.js';
 import { readTableMeta, type TableMeta } from './table-meta.js';
 import { createRecordLocker } from './record-lock.js';
@@ -34,7 +35,8 @@ export interface LeaseTableDeps {
 
 /**
  * The store of `root`: an explicit choice as given (the backend's own metadata check refuses a
- * root recorded with another store), `auto` as recorded, or the default for a new root.
+ * root recorded with another store), `auto` as recorded, or the default for a new root: the etcd
+ * store when `etcdEndpoints` is set, else the file store.
  *
  * The first read takes no lock. Metadata that does not parse may be one another opener is still
  * writing under the metadata lock (table-meta.ts), so it is read again under that lock before it
@@ -67,7 +69,7 @@ export async function resolveLeaseStore(root: string, options: LeaseTableOptions
       await locker.close();
     }
   }
-  return meta?.store ?? (await defaultStoreFor(root, deps.statFilesystem)).store;
+  return meta?.store ?? (options.etcdEndpoints !== undefined ? 'etcd' : (await defaultStoreFor(root, deps.statFilesystem)).store);
 }
 
 export async function openRecordBackend(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind): Promise<RecordBackend> {
@@ -77,6 +79,8 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
       return openFileRecordBackend(root, options, deps, kind);
     case 'sqlite':
       return openSqliteRecordBackend(root, options, deps, kind);
+    case 'etcd':
+      return openEtcdRecordBackend(root, options, deps, kind);
     default:
       throw new Error(`lease store ${store satisfies never} has no backend`);
   }
@@ -85,14 +89,17 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
 /**
  * Every record of the table at `root` described by `meta`, read-only and lock-free, without
  * opening the table (no metadata written, no probe, no locks): for `symfence leases` next to live
- * coordinators.
+ * coordinators. An etcd table is read from the cluster `options` name (its endpoints, prefix,
+ * TLS and auth).
  */
-export async function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLayer = nodeFsLayer): Promise<ScanEntry[]> {
+export async function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLayer = nodeFsLayer, options: LeaseTableOptions = LEASE_TABLE_OPTIONS.defaults): Promise<ScanEntry[]> {
   switch (meta.store) {
     case 'files':
       return scanRecords(fsLayer, new LeaseLayout(root, meta.shardCount), meta.kind);
     case 'sqlite':
       return scanSqliteRoot(root, meta.kind);
+    case 'etcd':
+      return scanEtcdTable(root, options, meta.kind);
     default:
       throw new Error(`lease store ${meta.store satisfies never} has no scan`);
   }

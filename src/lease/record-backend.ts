@@ -20,11 +20,18 @@
  *     - `release` is idempotent and never throws; after a failed `lock` nothing is held.
  * - **scans**: `scan()` lists every record (valid or corrupt, with where it lives), lock-free: a
  *   snapshot, not a transaction.
+ *
+ * Optimistic stores (etcd) keep the same contract without holding anything between `lock` and
+ * `commit`: `commit` is one transaction that compares every record the batch read and writes only
+ * if none changed. When one did, `commit` rejects with `BatchConflictError` and changes nothing;
+ * the executor then re-runs the batch from `begin()` (lease-operation.ts "Retries"). A batch whose
+ * operations act outside the store while deciding (`LeaseOperation.sideEffects`, a replayed
+ * publication) is locked for real (`lock(ids, { exclusive: true })`) and never re-run.
  */
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 
 /** The lease stores symfence has. `auto` (the option) resolves to one of these at open. */
-export const LEASE_STORES = ['files', 'sqlite'] as const;
+export const LEASE_STORES = ['files', 'sqlite', 'etcd'] as const;
 export type LeaseStoreKind = (typeof LEASE_STORES)[number];
 
 /** What a committed batch did. Barrier counts are 0 where a store has no such step. */
@@ -47,10 +54,29 @@ export interface StagedRecord {
   readonly bytes: Buffer;
 }
 
+/**
+ * An optimistic batch's commit found a record changed since its read: nothing was written, and
+ * the batch may be run again from `begin()`. Never escapes the executor: past its retry deadline
+ * it becomes a `LockTimeoutError`.
+ */
+export class BatchConflictError extends Error {
+  constructor(readonly ids: readonly string[]) {
+    super(`lease records changed during the batch: ${ids.slice(0, 4).join(', ')}${ids.length > 4 ? ', …' : ''}`);
+  }
+}
+
+export interface LockOptions {
+  /**
+   * Exclusive access even in an optimistic store: the batch's operations have effects outside the
+   * store (a publication) that must never happen twice. The file store always locks.
+   */
+  readonly exclusive?: boolean;
+}
+
 /** One batch of a backend (phases in the file comment). */
 export interface RecordBatch {
   /** Takes exclusive access to `ids`. On failure nothing is held and nothing was written. */
-  lock(ids: Iterable<string>): Promise<void>;
+  lock(ids: Iterable<string>, options?: LockOptions): Promise<void>;
   /** Reads (and caches) the records of locked ids. */
   read(ids: Iterable<string>): Promise<void>;
   /** The current view of a read record, overlaid with what this batch staged. */
@@ -73,6 +99,24 @@ export interface RecordBackend {
   /** The table root this backend serves (a directory holding `lease-table.json`). */
   readonly root: string;
   begin(): RecordBatch;
+  /**
+   * Most distinct records one batch may touch (a transaction's size limit), or undefined for no
+   * limit. The executor splits larger runs of operations into several batches.
+   */
+  readonly maxBatchRecords?: number;
+  /**
+   * True for an optimistic store (commits may reject with `BatchConflictError`). The executor then
+   * also runs every operation with `sideEffects` in a batch of its own, so that no other
+   * operation's conflict can fail the batch after its publication.
+   */
+  readonly optimistic?: boolean;
+  /** Optimistic stores: how long the executor re-runs a conflicting batch before `LockTimeoutError`, ms. */
+  readonly conflictRetryMs?: number;
+  /**
+   * Stores whose leased records ride a server-side session (etcd): calls `listener` each time this
+   * process gives a session up (its records are no longer ours); returns the unsubscribe.
+   */
+  onSessionLost?(listener: (event: { readonly reason: string; readonly sessionsLost: number }) => void): () => void;
   /** Every record, valid or corrupt; `path` says where each lives (a file, `<db>#<id>`, …). */
   scan(): Promise<ScanEntry[]>;
   /**

@@ -20,6 +20,7 @@ import { checkNowMs, type LeaseOperation } from './lease-operation.js';
 import { isActiveLease, MAX_COMMIT_BYTES, type JsonObject, type LeaseRecord } from './lease-record.js';
 import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, ReplayResult } from './lease-results.js';
 import {
+  HEARTBEAT_BATCH_RECORDS,
   LeaseTableBase,
   checkCallOptions,
   checkLimit,
@@ -41,7 +42,7 @@ import { canonicalJson } from './canonical-json.js';
 import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions, WorkLeaseStore } from './lease-store.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
-export const MAX_HEARTBEAT_BATCH = 256;
+export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
 /** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
 export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
@@ -152,8 +153,9 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
     checkNowMs(options.nowMs);
     const sorted = [...new Map(all).entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const result = { renewed: [] as string[], lost: [] as string[], corrupt: [] as string[], directoryBarriers: 0 };
-    for (let start = 0; start < sorted.length; start += MAX_HEARTBEAT_BATCH) {
-      const { value, report } = await this.runOne(this.planHeartbeatMany(sorted.slice(start, start + MAX_HEARTBEAT_BATCH), options));
+    const step = this.heartbeatBatchSize;
+    for (let start = 0; start < sorted.length; start += step) {
+      const { value, report } = await this.runOne(this.planHeartbeatMany(sorted.slice(start, start + step), options));
       result.renewed.push(...value.renewed);
       result.lost.push(...value.lost);
       result.corrupt.push(...value.corrupt);
@@ -279,6 +281,8 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
     return {
       name: 'replayCommitOnce',
       lockIds: [workId],
+      // The publication happens while deciding: exclusive in every store, never retried.
+      sideEffects: true,
       apply: async (view): Promise<ReplayResult> => {
         const read = view.get(workId);
         if (read.state === 'corrupt') return 'corrupt';

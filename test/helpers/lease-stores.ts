@@ -13,14 +13,16 @@
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
 import type BetterSqlite3 from 'better-sqlite3';
+import { Etcd3 } from 'etcd3';
 import { LeaseLayout, META_FILE } from '../../src/lease/lease-layout.js';
 import { scanRecords } from '../../src/lease/lease-scan.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
 import type { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
+import { etcdUnavailable, startEtcd, type EtcdCluster } from './etcd-server.js';
 
 /** Store-specific access a scenario needs beyond the table API. `root` is a table root. */
 export interface LeaseStoreHooks {
@@ -38,13 +40,19 @@ export interface LeaseStoreHooks {
    * Takes the store's exclusive lock covering record `id` from outside any table (another lock
    * holder); resolves to the function that lets it go.
    */
-  holdLock(root: string, id: string): Promise<() => Promise<void>>;
+  holdLock?(root: string, id: string): Promise<() => Promise<void>>;
   /**
    * Makes the next batch that writes to the table at `root` fail in its commit, before anything
    * of it is visible; the returned function lifts the fault (call it right after that batch: a
    * store may keep failing until then). `fsLayer` is the fault layer the table was opened with.
    */
-  failWrites(root: string, fsLayer: FaultInjectingFsLayer): Promise<() => Promise<void>>;
+  failWrites?(root: string, fsLayer: FaultInjectingFsLayer): Promise<() => Promise<void>>;
+  /**
+   * False for a store whose leased records end with the session of the process that wrote them
+   * when it closes its tables (etcd revokes the session lease): such records do not outlive a
+   * clean close, only a crash.
+   */
+  readonly leasesOutliveClose?: boolean;
 }
 
 export interface LeaseStoreUnderTest extends LeaseStoreHooks {
@@ -55,11 +63,20 @@ export interface LeaseStoreUnderTest extends LeaseStoreHooks {
   /** Starts what the store needs; resolves to the table options that select it. */
   start(): Promise<Record<string, unknown>>;
   stop?(): Promise<void>;
+  /**
+   * The options of one test, from the started ones (default: unchanged). A shared server gives
+   * every test its own namespace here, as every test has its own temp directory.
+   */
+  perTest?(options: Record<string, unknown>): Record<string, unknown>;
 }
 
 async function fileLayout(root: string): Promise<LeaseLayout> {
   const meta = JSON.parse(await readFile(path.join(root, META_FILE), 'utf8')) as { shardCount: number };
   return new LeaseLayout(root, meta.shardCount);
+}
+
+async function tableKind(root: string): Promise<'work' | 'target'> {
+  return (JSON.parse(await readFile(path.join(root, META_FILE), 'utf8')) as { kind: 'work' | 'target' }).kind;
 }
 
 const filesStore: LeaseStoreUnderTest = {
@@ -183,7 +200,66 @@ const sqliteStore: LeaseStoreUnderTest = {
   },
 };
 
-export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [filesStore, sqliteStore];
+let etcd: EtcdCluster | undefined;
+let etcdTests = 0;
+/** The options of the running etcd test (its own key prefix), for the hooks. */
+let etcdOptions: Record<string, unknown> | undefined;
+
+/** A client of the test's etcd, and the key prefix of the table at `root`. */
+async function etcdTable(root: string): Promise<{ client: Etcd3; base: string }> {
+  if (etcd === undefined || etcdOptions === undefined) throw new Error('the etcd store was not started');
+  const client = new Etcd3({ hosts: etcd.endpoints.split(',').map((e) => `http://${e.replace(/^https?:\/\//, '')}`) });
+  return { client, base: `${String(etcdOptions['etcdPrefix'] ?? 'symfence')}/${await tableKind(root)}/` };
+}
+
+/**
+ * The etcd store: one local member per test file, a key prefix per test. Its batches are
+ * optimistic (no lock a test could hold) and its writes fail only when etcd does, so it has no
+ * `holdLock` or `failWrites` hook; the scenarios that need them run on the other stores, and
+ * etcd-lease-store.test.ts covers its own failures (a frozen member, lost sessions).
+ */
+const etcdStore: LeaseStoreUnderTest = {
+  name: 'etcd',
+  unavailable: etcdUnavailable,
+  async start() {
+    etcd = await startEtcd();
+    return { store: 'etcd', etcdEndpoints: etcd.endpoints };
+  },
+  async stop() {
+    await etcd?.stop();
+    etcd = undefined;
+  },
+  perTest: (options) => (etcdOptions = { ...options, etcdPrefix: `test-${process.pid}-${++etcdTests}` }),
+  leasesOutliveClose: false,
+  recordLocation: async (root, id) => `etcd:${(await etcdTable(root)).base}r/${id}`,
+  layoutLabel: async () => 'etcd store',
+  async writeRaw(root, id, bytes) {
+    const { client, base } = await etcdTable(root);
+    try {
+      await client.put(`${base}r/${id}`).value(Buffer.from(bytes));
+    } finally {
+      client.close();
+    }
+  },
+  async readRaw(root, id) {
+    const { client, base } = await etcdTable(root);
+    try {
+      return await client.get(`${base}r/${id}`).buffer();
+    } finally {
+      client.close();
+    }
+  },
+  async storedIds(root) {
+    const { client, base } = await etcdTable(root);
+    try {
+      return (await client.getAll().prefix(`${base}r/`).keys()).map((key) => key.slice(`${base}r/`.length)).sort();
+    } finally {
+      client.close();
+    }
+  },
+};
+
+export const LEASE_STORES_UNDER_TEST: readonly LeaseStoreUnderTest[] = [filesStore, sqliteStore, etcdStore];
 
 /** A store by name (tests that need one store's hooks outside `describeEachStore`). */
 export function leaseStoreUnderTest(name: string): LeaseStoreUnderTest {
@@ -199,6 +275,12 @@ export function leaseStoreUnderTest(name: string): LeaseStoreUnderTest {
 export interface StoreContext extends LeaseStoreHooks {
   readonly name: string;
   options(): Record<string, unknown>;
+  /**
+   * Options of a new, empty namespace of the store (a new key prefix on a shared server; the
+   * same options where a new root directory is enough), which `options()` and the hooks then
+   * use: for a test that opens several independent tables, e.g. one per property run.
+   */
+  fresh(): Record<string, unknown>;
 }
 
 /** `describe(title)` once per store, with the store started before and stopped after its tests. */
@@ -208,9 +290,14 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
     if (reason !== undefined && process.env['CI'] === 'true') throw new Error(`lease store ${store.name} cannot run in CI: ${reason}`);
     const run = reason === undefined ? describe : describe.skip;
     run(`${title} [${store.name} store]`, () => {
+      let started: Record<string, unknown> | undefined;
       let options: Record<string, unknown> | undefined;
       beforeAll(async () => {
-        options = await store.start();
+        started = await store.start();
+        options = started;
+      });
+      beforeEach(() => {
+        if (started !== undefined) options = store.perTest?.(started) ?? started;
       });
       afterAll(async () => {
         await store.stop?.();
@@ -221,13 +308,19 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
           if (options === undefined) throw new Error(`lease store ${store.name} was not started`);
           return options;
         },
+        fresh: () => {
+          if (started === undefined) throw new Error(`lease store ${store.name} was not started`);
+          options = store.perTest?.(started) ?? started;
+          return options;
+        },
         writeRaw: (root, id, bytes) => store.writeRaw(root, id, bytes),
         readRaw: (root, id) => store.readRaw(root, id),
         storedIds: (root) => store.storedIds(root),
         recordLocation: (root, id) => store.recordLocation(root, id),
         layoutLabel: (root) => store.layoutLabel(root),
-        holdLock: (root, id) => store.holdLock(root, id),
-        failWrites: (root, fsLayer) => store.failWrites(root, fsLayer),
+        ...(store.leasesOutliveClose !== undefined ? { leasesOutliveClose: store.leasesOutliveClose } : {}),
+        ...(store.holdLock ? { holdLock: store.holdLock.bind(store) } : {}),
+        ...(store.failWrites ? { failWrites: store.failWrites.bind(store) } : {}),
       });
     });
   }

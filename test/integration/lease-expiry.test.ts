@@ -46,7 +46,7 @@ describeEachStore('lease expiry', (store) => {
     expect((await holder.claim(id, { p: 1 }, { owner: 'holder', nowMs: T0 })).ok).toBe(true);
     expect(await reader.claim(id, { p: 1 }, { owner: 'reader', nowMs: T0 + 2 * S })).toMatchObject({ ok: false, reason: 'conflict' });
     expect(await reader.recoverExpired({ nowMs: T0 + 2 * S })).toEqual([]);
-    expect((await inspectLeaseTable(root, { nowMs: T0 + 2 * S, leaseTtlMs: 1 * S })).counts).toMatchObject({ leased: 1, expired: 0 });
+    expect((await inspectLeaseTable(root, { nowMs: T0 + 2 * S, leaseTtlMs: 1 * S, storeOptions: store.options() })).counts).toMatchObject({ leased: 1, expired: 0 });
     // A per-call TTL of 0 is still an explicit forced takeover.
     expect(await reader.claim(id, { p: 1 }, { owner: 'reader', nowMs: T0 + 2 * S, leaseTtlMs: 0 })).toMatchObject({ ok: true });
   });

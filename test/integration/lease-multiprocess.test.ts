@@ -17,13 +17,13 @@ if (!skip) {
   describeEachStore('lease tables across OS processes', (store) => {
     it('gives every round of an overlapping 2-process race exactly one winner, no partial publication and no residue', async () => {
       const root = await tempRoot();
-      const report = await runOverlapRace({ root, processes: 2, rounds: 6, shardCount: 8, store: store.name as 'files' | 'sqlite' });
+      const report = await runOverlapRace({ root, processes: 2, rounds: 6, shardCount: 8, storeOptions: store.options() });
       expect(report).toMatchObject({ rounds: 6, single_winner_rounds: 6, double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
     });
 
     it('never double-admits a target when 4 processes race over a chain of overlapping groups', async () => {
       const root = await tempRoot();
-      const report = await runOverlapRace({ root, processes: 4, rounds: 3, shardCount: 8, store: store.name as 'files' | 'sqlite' });
+      const report = await runOverlapRace({ root, processes: 4, rounds: 3, shardCount: 8, storeOptions: store.options() });
       expect(report).toMatchObject({ double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
       expect(report.single_winner_rounds).toBe(3);
     });

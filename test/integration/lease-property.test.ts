@@ -41,12 +41,14 @@ async function expectDiskMatches(table: FencedTargetLeaseTable, model: Map<bigin
 }
 
 describeEachStore('target leases under random interleavings', (store) => {
+  // Every property run gets its own root and its own namespace of the store.
   const openTarget = (root: string, options: Record<string, unknown> = {}) => openTargetTable(root, { ...store.options(), ...options });
 
   it('never gives two live holders one target, and the disk always equals the model', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 24 }), async (ops) => {
         const root = await tempRoot();
+        store.fresh();
         const tables = [await openTarget(root, { leaseTtlMs: TTL_MS }), await openTarget(root, { leaseTtlMs: TTL_MS })];
         const model = new Map<bigint, { token: string; updatedMs: number }>();
         const grants: Grant[][] = [[], []];
@@ -100,6 +102,7 @@ describeEachStore('target leases under random interleavings', (store) => {
     await fc.assert(
       fc.asyncProperty(groupArb, groupArb, async (left, right) => {
         const root = await tempRoot();
+        store.fresh();
         const [a, b] = [await openTarget(root), await openTarget(root)];
         const [ra, rb] = await Promise.all([
           a.claimGroup(left, { side: 'a' }, { owner: 'a', nowMs: 10 * S }),

@@ -1,14 +1,32 @@
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
+import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
+
+/** The store's table options as the variables a user sets for `symfence leases` (`SYMFENCE_ETCD_ENDPOINTS`, …). */
+let storeEnv: Record<string, string> = {};
 
 async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
-  return { code, out, err };
+  const saved = Object.fromEntries(Object.keys(storeEnv).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, storeEnv);
+  try {
+    const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
+    return { code, out, err };
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
+
+function envOf(options: Record<string, unknown>): Record<string, string> {
+  const specs = LEASE_TABLE_OPTIONS.specs as Record<string, { env?: string }>;
+  return Object.fromEntries(Object.entries(options).flatMap(([key, value]) => (specs[key]?.env && key !== 'store' ? [[specs[key]!.env!, String(value)]] : [])));
 }
 
 async function campaignDir(store: StoreContext): Promise<{ dir: string; workRoot: string; corruptPath: string }> {
@@ -32,6 +50,10 @@ async function campaignDir(store: StoreContext): Promise<{ dir: string; workRoot
 }
 
 describeEachStore('symfence leases', (store) => {
+  beforeEach(() => {
+    storeEnv = envOf(store.options());
+  });
+
   it('prints counts by status and owner for every table under a directory', async () => {
     const { dir } = await campaignDir(store);
     const { code, out } = await run('leases', dir);

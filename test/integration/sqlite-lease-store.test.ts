@@ -97,7 +97,7 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     const root = await tempRoot();
     let fakeNowMs = 0;
     const table = await FencedTargetLeaseTable.open(root, { store: 'sqlite', coordination: 'single', lockAcquireTimeoutMs: 5_000 }, { monotonicNowMs: () => fakeNowMs });
-    const release = await sqlite.holdLock(root, targetRecordId(1n));
+    const release = await sqlite.holdLock!(root, targetRecordId(1n));
     let turns = 0;
     const claim = table.claimGroup([1n], {}, { owner: 'a', nowMs: 10 * S }).then(
       () => 'granted',

@@ -5,6 +5,7 @@ import { addSchemaFlags } from '../../src/cli/flags.js';
 import { buildProgram, runCli } from '../../src/cli/program.js';
 import { defineOptionSchema } from '../../src/config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../src/coordinator/campaign-options.js';
+import { LEASE_STORE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../src/solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../src/telemetry/logger.js';
 import { IO_OPTIONS } from '../../src/io/io-options.js';
@@ -54,7 +55,7 @@ const envOfFlag = (schemas: readonly { specs: object }[]): Map<string, string> =
     ),
   );
 const SCHEMA_ENV: Readonly<Record<string, Map<string, string>>> = {
-  run: envOfFlag([CAMPAIGN_OPTIONS, SOLVER_CAMPAIGN_OPTIONS, LOGGER_OPTIONS]),
+  run: envOfFlag([CAMPAIGN_OPTIONS, SOLVER_CAMPAIGN_OPTIONS, LEASE_STORE_OPTIONS, LOGGER_OPTIONS]),
   demo: envOfFlag([SOLVER_CAMPAIGN_OPTIONS, LOGGER_OPTIONS]),
 };
 

@@ -26,8 +26,9 @@ describe('the fresh-clone install-scripts check (.ci/run)', () => {
     expect(execFileSync(process.execPath, [CHECK, REPO], { encoding: 'utf8' })).toContain('every dependency install script is reviewed');
     const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean>; scripts: Record<string, string> };
     // better-sqlite3 (the SQLite lease store) is approved (its version is pinned exactly in dependencies): it builds
-    // from source with node-gyp when no prebuilt binary can be downloaded.
-    expect(pkg.allowScripts).toEqual({ 'es5-ext': false, 'better-sqlite3': true });
+    // from source with node-gyp when no prebuilt binary can be downloaded. protobufjs (etcd3's gRPC
+    // stack) is denied: its postinstall only prints a warning.
+    expect(pkg.allowScripts).toEqual({ 'es5-ext': false, 'better-sqlite3': true, protobufjs: false });
     // The addon build is the package's own install script, which the policy does not govern.
     expect(pkg.scripts['install']).toBe('node native-bindings/build.mjs');
   });

@@ -54,7 +54,8 @@ export function register(program: Command, io: CliIo): void {
         '  symfence run --afl-out out --afl-instance main --name symfence -- ./target_symcc @@',
         '',
         'Several coordinators (processes or hosts) share work with --lease-dir <dir> and distinct',
-        '--name/--coordinator-id. Outputs: <afl-out>/<name>/{queue,crashes,hangs,stats.json,plot_data.csv,jobs.jsonl}.',
+        '--name/--coordinator-id; on many hosts, with --lease-store etcd --etcd-endpoints host:port,….',
+        'Outputs: <afl-out>/<name>/{queue,crashes,hangs,stats.json,plot_data.csv,jobs.jsonl}.',
       ].join('\n'),
     );
   addSchemaFlags(command, CAMPAIGN_OPTIONS);

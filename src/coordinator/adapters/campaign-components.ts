@@ -18,7 +18,10 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { STAGED_DIR } from '../../commit/commit-manifest.js';
+import { EtcdStagedFindings } from '../../commit/etcd-staged-findings.js';
 import { GuidanceInvalidError } from '../../errors.js';
+import { LEASE_TABLE_OPTIONS, type CampaignLeaseOptions } from '../../lease/lease-table-options.js';
 import { parseGuidance } from '../../scheduler/guidance-map.js';
 import { HintLinesFile } from '../../scheduler/hint-lines-file.js';
 import type { HintSource } from '../../scheduler/hints.js';
@@ -86,15 +89,36 @@ export function campaignTelemetry(options: CampaignOptions, command: CommandTemp
   });
 }
 
+/** True when the lease options select the etcd store (explicitly, or `auto` with endpoints). */
+function usesEtcd(lease: CampaignLeaseOptions): boolean {
+  return lease.store === 'etcd' || (lease.store === 'auto' && lease.etcdEndpoints !== undefined);
+}
+
+/** The I/O client with its staging requests served by etcd instead (publication stays on the thread). */
+function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<typeof IoResultCommits.open>[1] {
+  return {
+    publishCommitted: (...args) => io.publishCommitted(...args),
+    snapshotRecords: (...args) => io.snapshotRecords(...args),
+    ensureDir: () => staging.ensureDir(),
+    listDir: () => staging.listDir(),
+    stageFiles: (dir, files) => staging.stageFiles(dir, files),
+    removeFiles: (dir, names) => staging.removeFiles(dir, names),
+  };
+}
+
 /**
  * Starts the I/O thread over the lease tables: shared under `--lease-dir` (multi coordination,
  * work and target tables), private under `<outDir>/leases` otherwise (work table only). The tables
  * use the target TTL; work claims and expiry scans pass the work TTL per call.
+ *
+ * With the etcd store (`lease.store` / `lease.etcdEndpoints`) the tables are always shared —
+ * the records live in the cluster — and the root stays a directory of this host (under
+ * `--lease-dir`, else `<outDir>/leases`) holding lease-table.json and this host's staged findings.
  */
 export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string }> {
   const { options, outDir, coordinatorId } = context;
-  const shared = options.leaseDir !== undefined;
-  const root = shared ? path.resolve(options.leaseDir!) : path.join(outDir, 'leases');
+  const shared = options.leaseDir !== undefined || usesEtcd(context.lease);
+  const root = options.leaseDir !== undefined ? path.resolve(options.leaseDir) : path.join(outDir, 'leases');
   const io = await IoThread.start({
     coordinatorId,
     workRoot: path.join(root, 'work'),
@@ -141,7 +165,9 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
   const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared, leaseRoot } = await startIoThread(context, inflight);
+  const etcdStore = usesEtcd(context.lease);
   let pool: SolverPool<Telemetry> | undefined;
+  let staging: EtcdStagedFindings | undefined;
   try {
     const workLeases = new IoWorkLeases(io, context.options.workLeaseTtlMs);
     const targetLeases = shared ? new IoTargetLeases(io, (group) => inflight.ownerOf(group[0]!)) : undefined;
@@ -168,8 +194,12 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     await keeper.load();
     const reservations = new SchedulerAdapter(scheduler, inflight, context.counters, sharedClaims ? { shared: sharedClaims } : {});
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
-    // Findings are staged under the lease root, where every coordinator sharing it can replay them.
-    const commits = await IoResultCommits.open(leaseRoot, io, publisher);
+    // Findings are staged where every coordinator sharing the leases can replay them: under the
+    // lease root, or with the etcd store in etcd (the lease root is this host's own there).
+    staging = etcdStore ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), path.join(leaseRoot, STAGED_DIR)) : undefined;
+    const commits = staging
+      ? await IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, {}, staging.readFile)
+      : await IoResultCommits.open(leaseRoot, io, publisher);
     pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).
@@ -217,12 +247,14 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
           await solverPool.close();
         } finally {
           await io.close();
+          await staging?.close();
         }
       },
     };
   } catch (error) {
     await pool?.close().catch(() => {});
     await io.close().catch(() => {});
+    await staging?.close().catch(() => {});
     throw error;
   }
 }

@@ -48,9 +48,13 @@ export class IoResultCommits implements ResultCommits {
     this.#fsLayer = temps.fsLayer ?? nodeFsLayer;
   }
 
-  /** `leaseRoot`: the directory holding `work/` (shared `--lease-dir`, or `<outDir>/leases`). */
-  static async open(leaseRoot: string, client: ResultCommitsClient, publisher: QueuePublisher, temps: TempSweepSettings = {}): Promise<IoResultCommits> {
-    return new IoResultCommits(await StagedFindings.open(leaseRoot, client), client, publisher, leaseRoot, temps);
+  /**
+   * `leaseRoot`: the directory holding `work/` (shared `--lease-dir`, or `<outDir>/leases`).
+   * `readFile`: how finding files are read (default from disk; the etcd store reads staged ones
+   * from the cluster, commit/etcd-staged-findings.ts).
+   */
+  static async open(leaseRoot: string, client: ResultCommitsClient, publisher: QueuePublisher, temps: TempSweepSettings = {}, readFile?: (file: string) => Promise<Uint8Array>): Promise<IoResultCommits> {
+    return new IoResultCommits(await StagedFindings.open(leaseRoot, client, ...(readFile ? [readFile] : [])), client, publisher, leaseRoot, temps);
   }
 
   stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {

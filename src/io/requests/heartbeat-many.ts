@@ -26,8 +26,9 @@ export const heartbeatMany: RequestKind<HeartbeatManyRequest, HeartbeatManyAnswe
     const store = ctx.workStore();
     const sorted = [...new Map<string, string>(request.leases).entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const ops: LeaseOperation<unknown>[] = [];
-    for (let start = 0; start < sorted.length; start += MAX_HEARTBEAT_BATCH) {
-      ops.push(store.planHeartbeatMany(sorted.slice(start, start + MAX_HEARTBEAT_BATCH), { nowMs: request.nowMs }));
+    const step = store.heartbeatBatchSize ?? MAX_HEARTBEAT_BATCH;
+    for (let start = 0; start < sorted.length; start += step) {
+      ops.push(store.planHeartbeatMany(sorted.slice(start, start + step), { nowMs: request.nowMs }));
     }
     return {
       target: [],

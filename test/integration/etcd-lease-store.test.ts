@@ -1,0 +1,375 @@
+/**
+ * What only the etcd store does, against a real local etcd: leased records ride the coordinator's
+ * keep-alive session (and vanish with it) while committing and done records are never attached to
+ * an expiring lease; the request limits (a 64-member group fits, an oversized manifest is refused
+ * with a code and nothing written); the table metadata in etcd and in the local root; the client
+ * configuration (endpoints, auth) checked before anything is claimed; and connection loss (a session
+ * past its keep-alive deadline answers its records as lost without waiting for the server).
+ */
+import { spawnSync } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { optionsFromEnv } from '../../src/config/schema.js';
+import { STAGED_DIR } from '../../src/commit/commit-manifest.js';
+import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
+import { StagedFindings } from '../../src/commit/staged-findings.js';
+import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd-connection.js';
+import { workIdOf } from '../../src/lease/identity.js';
+import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
+import { readTableMeta } from '../../src/lease/table-meta.js';
+import { nodeFsLayer } from '../../src/fs/fs-layer.js';
+import { scanTableRoot } from '../../src/lease/open-record-backend.js';
+import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
+import { codeOf, codeOfAsync } from '../helpers/error-code.js';
+import { runCliProcess } from '../helpers/cli-process.js';
+import { etcdUnavailable, freePort, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
+
+const unavailable = etcdUnavailable();
+if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
+
+let prefixes = 0;
+const nextPrefix = (): string => `etcd-store-${process.pid}-${++prefixes}`;
+
+describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
+  let cluster: EtcdCluster;
+  let client: Etcd3;
+  beforeAll(async () => {
+    cluster = await startEtcd();
+    client = new Etcd3({ hosts: cluster.endpoints });
+  });
+  afterAll(async () => {
+    client?.close();
+    await cluster?.stop();
+  });
+  const base = (prefix: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ store: 'etcd', etcdEndpoints: cluster.endpoints, etcdPrefix: prefix, ...extra });
+
+  it('attaches leased target records to the session lease, and never a work, committing or done record', async () => {
+    const prefix = nextPrefix();
+    const table = await openWork(await tempRoot(), base(prefix));
+    const targets = await openTarget(await tempRoot(), base(prefix));
+    try {
+      const group = await targets.claimGroup([7n, 8n], { path: 'g' }, { owner: 'c', nowMs: 10 * S });
+      if (!group.ok) throw new Error('group claim failed');
+      const members = (await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs;
+      expect(members).toHaveLength(2);
+      for (const kv of members) expect(String(kv.lease)).not.toBe('0');
+      const ttl = await client.leaseClient.leaseTimeToLive({ ID: members[0]!.lease });
+      expect(Number(ttl.TTL)).toBeGreaterThan(0);
+
+      const id = workIdOf({ job: 'attach' });
+      const claim = await table.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
+      if (!claim.ok) throw new Error('claim failed');
+      const key = `${prefix}/work/r/${id}`;
+      const leased = (await client.get(key).exec()).kvs[0]!;
+      expect(String(leased.lease)).toBe('0');
+      expect(await table.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { findings: [] } })).toEqual({ ok: true });
+      const committing = (await client.get(key).exec()).kvs[0]!;
+      expect(String(committing.lease)).toBe('0');
+      expect(Number(committing.mod_revision)).toBeGreaterThan(Number(leased.mod_revision));
+      expect(await table.heartbeat(id, claim.token, { nowMs: 12 * S })).toEqual({ ok: true });
+      expect(String((await client.get(key).exec()).kvs[0]!.lease)).toBe('0');
+      expect(await table.completeOnce(id, claim.token, { nowMs: 13 * S })).toBe('completed');
+      expect(String((await client.get(key).exec()).kvs[0]!.lease)).toBe('0');
+    } finally {
+      await table.close();
+      await targets.close();
+    }
+  });
+
+  it('frees a closed (or dead) coordinator\'s targets with its session, and keeps its work records for a takeover', async () => {
+    const prefix = nextPrefix();
+    const root = await tempRoot();
+    const owner = await openWork(root, base(prefix));
+    const ownerTargets = await openTarget(await tempRoot(), base(prefix));
+    const leasedId = workIdOf({ job: 'leased' });
+    const committingId = workIdOf({ job: 'committing' });
+    const a = await owner.claim(leasedId, { job: 1 }, { owner: 'gone', nowMs: 10 * S });
+    const b = await owner.claim(committingId, { job: 2 }, { owner: 'gone', nowMs: 10 * S });
+    const group = await ownerTargets.claimGroup([21n, 22n, 23n], { path: 'g' }, { owner: 'gone', nowMs: 10 * S });
+    if (!a.ok || !b.ok || !group.ok) throw new Error('claims failed');
+    expect(await owner.beginCommit(committingId, b.token, { nowMs: 11 * S, commit: { findings: [] } })).toEqual({ ok: true });
+    // Revokes the session, as its server-side expiry would.
+    await owner.close();
+    await ownerTargets.close();
+    const survivor = await openWork(root, base(prefix));
+    const survivorTargets = await openTarget(await tempRoot(), base(prefix));
+    try {
+      // Well before any TTL by the records' own clock: the server-side expiry freed the targets.
+      expect(await survivorTargets.snapshotRecords()).toEqual([]);
+      expect((await survivorTargets.claimGroup([21n, 22n, 23n], { path: 'g' }, { owner: 'survivor', nowMs: 12 * S })).ok).toBe(true);
+      // The work stays, payload and all, until its TTL lets another coordinator take it over.
+      const records = new Map((await survivor.snapshotRecords()).map((e) => [e.id, e.record]));
+      expect(records.get(leasedId)).toMatchObject({ status: 'leased', payload: { job: 1 } });
+      expect(records.get(committingId)?.status).toBe('committing');
+      expect((await survivor.claim(leasedId, { job: 1 }, { owner: 'survivor', nowMs: 12 * S })).ok).toBe(false);
+      expect(await survivor.recoverExpired({ nowMs: 21 * S })).toMatchObject([{ id: leasedId, payload: { job: 1 } }]);
+      expect((await survivor.claim(leasedId, { job: 1 }, { owner: 'survivor', nowMs: 21 * S })).ok).toBe(true);
+    } finally {
+      await survivor.close();
+      await survivorTargets.close();
+    }
+  });
+
+  it('claims a 64-member group in one transaction and refuses a manifest too large for etcd without writing', async () => {
+    const prefix = nextPrefix();
+    const targets = await openTarget(await tempRoot(), base(prefix));
+    const work = await openWork(await tempRoot(), base(prefix));
+    try {
+      const group = Array.from({ length: 64 }, (_, i) => BigInt(5000 + i));
+      const before = (await client.get('symfence-test/ready').exec()).header.revision;
+      const claim = await targets.claimGroup(group, { path: 'x'.repeat(2000) }, { owner: 'c', nowMs: 10 * S });
+      expect(claim.ok).toBe(true);
+      const revisions = new Set((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => String(kv.mod_revision)));
+      expect(revisions.size).toBe(1); // all 64 written by one transaction
+      expect(Number([...revisions][0])).toBeGreaterThan(Number(before));
+
+      const id = workIdOf({ job: 'big' });
+      const held = await work.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
+      if (!held.ok) throw new Error('claim failed');
+      const manifest = { findings: Array.from({ length: 12_000 }, (_, i) => `finding-${i}-${'y'.repeat(100)}`) };
+      expect(await codeOfAsync(work.beginCommit(id, held.token, { nowMs: 11 * S, commit: manifest }))).toBe('ERR_LEASE_RECORD_TOO_LARGE');
+      expect((await work.snapshotRecords())[0]?.record).toMatchObject({ status: 'leased', token: held.token });
+    } finally {
+      await targets.close();
+      await work.close();
+    }
+  });
+
+  it('records the store in the local root and in etcd, and refuses mismatches', async () => {
+    const prefix = nextPrefix();
+    const root = await tempRoot();
+    const table = await openWork(root, base(prefix));
+    await table.close();
+    expect(await readTableMeta(nodeFsLayer, path.join(root, 'lease-table.json'))).toMatchObject({ schema: 2, kind: 'work', store: 'etcd' });
+    expect(String(await client.get(`${prefix}/work/meta`))).toBe('{"kind":"work","schema":2,"store":"etcd"}\n');
+    expect(await codeOfAsync(openWork(root, { store: 'files' }))).toBe('ERR_INVALID_OPTION');
+    const auto = await openWork(root, { etcdEndpoints: cluster.endpoints, etcdPrefix: prefix });
+    expect(auto.store).toBe('etcd');
+    await auto.close();
+    await client.put(`${prefix}/target/meta`).value('garbage');
+    expect(await codeOfAsync(openTarget(await tempRoot(), base(prefix)))).toBe('ERR_LEASE_CORRUPT');
+  });
+
+  it('lists an etcd table read-only for `symfence leases`', async () => {
+    const prefix = nextPrefix();
+    const root = await tempRoot();
+    const table = await openWork(root, base(prefix));
+    try {
+      const ids = Array.from({ length: 300 }, (_, i) => workIdOf({ job: `scan-${i}` }));
+      for (const id of ids) expect((await table.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S })).ok).toBe(true);
+      await client.put(`${prefix}/work/r/not-an-id`).value('{}');
+      const meta = (await readTableMeta(nodeFsLayer, path.join(root, 'lease-table.json')))!;
+      const entries = await scanTableRoot(root, meta, nodeFsLayer, LEASE_TABLE_OPTIONS.resolve(base(prefix)));
+      expect(entries.filter((e) => e.state === 'valid')).toHaveLength(300);
+      expect(entries.filter((e) => e.state === 'corrupt')).toMatchObject([{ id: undefined, path: `etcd:${prefix}/work/r/not-an-id` }]);
+      // `symfence leases` on the local root reads the cluster the environment names.
+      const cli = runCliProcess(['leases', root, '--json'], { env: { SYMFENCE_ETCD_ENDPOINTS: cluster.endpoints, SYMFENCE_ETCD_PREFIX: prefix } });
+      const exit = await cli.exit;
+      expect(exit.code, exit.stderr).toBe(0);
+      const parsed = JSON.parse(exit.stdout) as { tables: { kind: string; counts: Record<string, number> }[] };
+      expect(parsed.tables).toMatchObject([{ kind: 'work', counts: { leased: 300, corrupt: 1 } }]);
+    } finally {
+      await table.close();
+    }
+  });
+
+  it('stages findings in etcd, so a survivor with another lease directory loads, verifies and discards them', async () => {
+    const prefix = nextPrefix();
+    const options = LEASE_TABLE_OPTIONS.resolve(base(prefix));
+    const rootA = await tempRoot();
+    const rootB = await tempRoot();
+    const hostA = await EtcdStagedFindings.open(options, path.join(rootA, STAGED_DIR));
+    const hostB = await EtcdStagedFindings.open(options, path.join(rootB, STAGED_DIR));
+    try {
+      const stagerA = await StagedFindings.open(rootA, hostA, hostA.readFile);
+      const stagerB = await StagedFindings.open(rootB, hostB, hostB.readFile);
+      const workId = workIdOf({ job: 'staged' });
+      const solverOutput = path.join(rootA, 'output-1');
+      await writeFile(solverOutput, Buffer.from('from a file'));
+      const staged = await stagerA.stage(workId, [{ kind: 'queue', content: Buffer.from('finding one') }, { kind: 'crashes', content: { path: solverOutput } }], { status: 'ok', source: '000012' });
+      const loaded = await stagerB.load(workId, staged.manifest);
+      expect(loaded.findings.map((f) => Buffer.from(f.bytes).toString())).toEqual(['finding one', 'from a file']);
+      expect((await hostB.listDir()).sort()).toEqual(staged.manifest.items.map((i) => path.basename(i.path)).sort());
+      expect(await stagerB.discard(staged.manifest)).toBe(2);
+      expect(await codeOfAsync(stagerB.load(workId, staged.manifest))).toBe('ERR_STAGED_FINDING');
+      const huge = new Uint8Array(MAX_ETCD_STAGED_BYTES + 1);
+      expect(await codeOfAsync(stagerA.stage(workId, [{ kind: 'queue', content: huge }], { status: 'ok', source: '000012' }))).toBe('ERR_STAGED_FINDING_TOO_LARGE');
+      expect(await hostA.listDir()).toEqual([]);
+    } finally {
+      await hostA.close();
+      await hostB.close();
+    }
+  });
+
+  describe('configuration', () => {
+    it('takes endpoints, prefix, TLS files, user and password file from flags-and-env names of one schema', () => {
+      const env = {
+        SYMFENCE_LEASE_STORE: 'etcd',
+        SYMFENCE_ETCD_ENDPOINTS: '10.0.0.1:2379,https://etcd.example:2379',
+        SYMFENCE_ETCD_PREFIX: 'campaign-7',
+        SYMFENCE_ETCD_CA_FILE: '/ca.pem',
+        SYMFENCE_ETCD_CERT_FILE: '/cert.pem',
+        SYMFENCE_ETCD_KEY_FILE: '/key.pem',
+        SYMFENCE_ETCD_USER: 'fuzz',
+        SYMFENCE_ETCD_PASSWORD_FILE: '/pw',
+        SYMFENCE_ETCD_TIMEOUT: '2s',
+      };
+      const options = LEASE_TABLE_OPTIONS.resolve(optionsFromEnv(LEASE_TABLE_OPTIONS, env));
+      expect(options).toMatchObject({ store: 'etcd', etcdPrefix: 'campaign-7', etcdRequestTimeoutMs: 2000 });
+      expect(etcdClientConfig(options)).toEqual({
+        endpoints: ['10.0.0.1:2379', 'https://etcd.example:2379'],
+        caFile: '/ca.pem',
+        certFile: '/cert.pem',
+        keyFile: '/key.pem',
+        user: 'fuzz',
+        passwordFile: '/pw',
+        requestTimeoutMs: 2000,
+      });
+      const flags = Object.fromEntries(Object.entries(LEASE_TABLE_OPTIONS.specs).filter(([k]) => k.startsWith('etcd')).map(([k, spec]) => [k, (spec as { flag?: string }).flag]));
+      expect(flags).toEqual({
+        etcdEndpoints: 'etcd-endpoints',
+        etcdPrefix: 'etcd-prefix',
+        etcdCaFile: 'etcd-ca-file',
+        etcdCertFile: 'etcd-cert-file',
+        etcdKeyFile: 'etcd-key-file',
+        etcdUser: 'etcd-user',
+        etcdPasswordFile: 'etcd-password-file',
+        etcdRequestTimeoutMs: 'etcd-timeout',
+      });
+    });
+
+    it('refuses malformed endpoints and half-given TLS or auth with ERR_INVALID_OPTION naming the option', () => {
+      expect(codeOf(() => parseEndpoints(''))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => parseEndpoints('127.0.0.1'))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => parseEndpoints('127.0.0.1:99999'))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => parseEndpoints('ftp://h:1'))).toBe('ERR_INVALID_OPTION');
+      expect(parseEndpoints(' a:1 , [::1]:2,http://b:3')).toEqual(['a:1', '[::1]:2', 'http://b:3']);
+      const resolve = (o: Record<string, unknown>) => () => etcdClientConfig(LEASE_TABLE_OPTIONS.resolve({ etcdEndpoints: '127.0.0.1:1', ...o }));
+      expect(codeOf(resolve({ etcdCertFile: '/c' }))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(resolve({ etcdPasswordFile: '/p' }))).toBe('ERR_INVALID_OPTION');
+      expect(codeOf(() => LEASE_TABLE_OPTIONS.resolve({ store: 'zookeeper' }))).toBe('ERR_INVALID_OPTION');
+    });
+
+    it('fails to open with ERR_ETCD_UNAVAILABLE, within the request timeout, when no etcd answers', async () => {
+      const port = await freePort();
+      const startMs = performance.now();
+      const error = await openWork(await tempRoot(), base(nextPrefix(), { etcdEndpoints: `127.0.0.1:${port}`, etcdRequestTimeoutMs: 500 })).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'ERR_ETCD_UNAVAILABLE', details: { endpoints: [`127.0.0.1:${port}`] } });
+      expect(performance.now() - startMs).toBeLessThan(30_000);
+      expect(await codeOfAsync(openWork(await tempRoot(), base(nextPrefix(), { etcdCaFile: '/nonexistent/ca.pem' })))).toBe('ERR_INVALID_OPTION');
+    });
+
+    it('passes user and password through (file or environment), and never prints the password', async () => {
+      const auth = await startEtcd();
+      const admin = new Etcd3({ hosts: auth.endpoints });
+      try {
+        await admin.user('root').create('s3cret-root');
+        await admin.user('fuzz').create('s3cret-fuzz');
+        const role = await admin.role('fuzzer').create();
+        await role.grant({ permission: 'Readwrite', range: admin.range({ prefix: 'auth-' }) });
+        await admin.user('fuzz').addRole('fuzzer');
+        await admin.user('root').addRole('root');
+        await admin.auth.authEnable({});
+        const dir = await tempRoot();
+        const good = path.join(dir, 'pw');
+        const bad = path.join(dir, 'bad');
+        await writeFile(good, 's3cret-fuzz\n');
+        await writeFile(bad, 'wrong-password\n');
+        const opts = { store: 'etcd', etcdEndpoints: auth.endpoints, etcdPrefix: 'auth-a', etcdUser: 'fuzz' };
+        const table = await openWork(await tempRoot(), { ...opts, etcdPasswordFile: good });
+        expect((await table.claim(workIdOf({ auth: 1 }), { job: 1 }, { owner: 'c', nowMs: 10 * S })).ok).toBe(true);
+        await table.close();
+        const refused = await openWork(await tempRoot(), { ...opts, etcdPasswordFile: bad, etcdRequestTimeoutMs: 2000 }).catch((e: unknown) => e);
+        expect(refused).toMatchObject({ code: 'ERR_ETCD_UNAVAILABLE' });
+        expect(JSON.stringify({ message: (refused as Error).message, details: (refused as { details?: unknown }).details })).not.toContain('wrong-password');
+        process.env['SYMFENCE_ETCD_PASSWORD'] = 's3cret-fuzz';
+        try {
+          const fromEnv = await openWork(await tempRoot(), { ...opts, etcdPrefix: 'auth-b' });
+          expect(fromEnv.store).toBe('etcd');
+          await fromEnv.close();
+        } finally {
+          delete process.env['SYMFENCE_ETCD_PASSWORD'];
+        }
+        // No password anywhere: refused before connecting.
+        expect(await codeOfAsync(openWork(await tempRoot(), { ...opts, etcdPrefix: 'auth-c' }))).toBe('ERR_INVALID_OPTION');
+      } finally {
+        admin.close();
+        await auth.stop();
+      }
+    });
+  });
+
+  it.skipIf(spawnSync('openssl', ['version']).status !== 0)('passes TLS through: CA, client certificate and key; refuses a client without a certificate', async () => {
+    const dir = await tempRoot();
+    const f = (name: string): string => path.join(dir, name);
+    const openssl = (...args: string[]): void => {
+      const run = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+      if (run.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${run.stderr}`);
+    };
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=symfence-test-ca', '-keyout', f('ca.key'), '-out', f('ca.pem'));
+    await writeFile(f('san.cnf'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
+    for (const who of ['server', 'client']) {
+      openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${who}`, '-keyout', f(`${who}.key`), '-out', f(`${who}.csr`));
+      openssl('x509', '-req', '-in', f(`${who}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', f('san.cnf'), '-out', f(`${who}.pem`));
+    }
+    const secure = await startEtcd({ tls: { certFile: f('server.pem'), keyFile: f('server.key'), caFile: f('ca.pem'), client: { certFile: f('client.pem'), keyFile: f('client.key') } } });
+    try {
+      const opts = { store: 'etcd', etcdEndpoints: secure.endpoints, etcdPrefix: 'tls', etcdCaFile: f('ca.pem') };
+      const table = await openWork(await tempRoot(), { ...opts, etcdCertFile: f('client.pem'), etcdKeyFile: f('client.key') });
+      expect((await table.claim(workIdOf({ tls: 1 }), { job: 1 }, { owner: 'c', nowMs: 10 * S })).ok).toBe(true);
+      await table.close();
+      expect(await codeOfAsync(openWork(await tempRoot(), { ...opts, etcdRequestTimeoutMs: 2000 }))).toBe('ERR_ETCD_UNAVAILABLE');
+      expect(await codeOfAsync(openWork(await tempRoot(), { ...opts, etcdEndpoints: secure.endpoints, etcdCaFile: undefined, etcdRequestTimeoutMs: 2000 }))).toBe('ERR_ETCD_UNAVAILABLE');
+    } finally {
+      await secure.stop();
+    }
+  });
+
+  describe('connection loss', () => {
+    it('answers the records of a session past its keep-alive deadline as lost while etcd is unreachable, then recovers', async () => {
+      const lossy = await startEtcd();
+      let clockMs = 0;
+      const deps = { monotonicNowMs: () => performance.now() + clockMs };
+      const table = await openWork(await tempRoot(), { store: 'etcd', etcdEndpoints: lossy.endpoints, etcdPrefix: 'loss', etcdRequestTimeoutMs: 300, leaseTtlMs: 10 * S }, deps);
+      const member = lossy.members[0]!;
+      const losses: unknown[] = [];
+      table.onSessionLost((event) => losses.push(event));
+      try {
+        const id = workIdOf({ job: 'loss' });
+        const claim = await table.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
+        if (!claim.ok) throw new Error('claim failed');
+        member.process!.kill('SIGSTOP');
+        // Unreachable, session still inside its deadline: the outcome is unknown, nothing aborts.
+        const unknown = await table.heartbeatMany([[id, claim.token]], { nowMs: 11 * S }).catch((e: unknown) => e);
+        expect(unknown).toMatchObject({ code: 'ERR_LEASE_IO' });
+        // Past the keep-alive deadline (half the TTL without an acknowledgement): definitely lost.
+        clockMs += 6 * S;
+        expect(await table.heartbeatMany([[id, claim.token]], { nowMs: 12 * S })).toMatchObject({ renewed: [], lost: [id] });
+        expect(await table.beginCommit(id, claim.token, { nowMs: 12 * S, commit: { findings: [] } })).toMatchObject({ ok: false, reason: 'stale' });
+        member.process!.kill('SIGCONT');
+        // Reachable again: the fence is the server's record (ours, unless the server expired it),
+        // and a new session carries new claims.
+        const other = workIdOf({ job: 'after' });
+        // The client's circuit breaker reopens on its own schedule: retry as the coordinator does
+        // (bounded; only a broken fixture reaches the deadline).
+        let claimed: Awaited<ReturnType<typeof table.claim>> | undefined;
+        const deadline = performance.now() + 30_000;
+        while (claimed === undefined) {
+          claimed = await table.claim(other, { job: 2 }, { owner: 'c', nowMs: 13 * S }).catch((error: unknown) => {
+            if (performance.now() > deadline) throw error;
+            return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
+          });
+        }
+        expect(claimed.ok).toBe(true);
+        if (claimed.ok) expect(await table.heartbeat(other, claimed.token, { nowMs: 14 * S })).toEqual({ ok: true });
+        expect(losses).toEqual([expect.objectContaining({ sessionsLost: 1 })]);
+      } finally {
+        member.process?.kill('SIGCONT');
+        await table.close();
+        await lossy.stop();
+      }
+    });
+  });
+});

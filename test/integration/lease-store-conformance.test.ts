@@ -1,0 +1,231 @@
+/**
+ * The lease guarantees every store keeps, run against each store of LEASE_STORES_UNDER_TEST
+ * (files; etcd against a real local etcd): all-or-nothing group claims, conflicts, fencing of stale
+ * tokens, committing records never taken over, corrupt records failing closed and left untouched,
+ * the holder's TTL deciding expiry, per-operation batch outcomes, and exactly-once replay between
+ * racing coordinators.
+ */
+import { expect, it } from 'vitest';
+import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
+import { targetRecordId, workIdOf } from '../../src/lease/identity.js';
+import type { RecordKind } from '../../src/lease/lease-record.js';
+import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
+import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
+import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
+
+type Table = FencedWorkLeaseTable | FencedTargetLeaseTable;
+
+function range(from: number, to: number): bigint[] {
+  const out: bigint[] = [];
+  for (let t = from; t <= to; t += 1) out.push(BigInt(t));
+  return out;
+}
+
+/** Raw access to one record's stored bytes, through the store's hooks (to plant and check corrupt values). */
+async function rawRecord(store: StoreContext, table: Table, _kind: RecordKind, id: string, bytes?: Buffer): Promise<Buffer | null> {
+  if (bytes) await store.writeRaw(table.root, id, bytes);
+  return store.readRaw(table.root, id);
+}
+
+describeEachStore('lease store conformance', (store) => {
+  const tables: Table[] = [];
+  async function work(root: string, options: Record<string, unknown> = {}): Promise<FencedWorkLeaseTable> {
+    const table = await openWork(root, { ...store.options(), ...options });
+    tables.push(table);
+    return table;
+  }
+  async function target(root: string, options: Record<string, unknown> = {}): Promise<FencedTargetLeaseTable> {
+    const table = await openTarget(root, { ...store.options(), ...options });
+    tables.push(table);
+    return table;
+  }
+  async function closeAll(): Promise<void> {
+    await Promise.all(tables.splice(0).map((t) => t.close()));
+  }
+
+  it('claims a group all-or-nothing and refuses an overlapping one without writing any member', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await target(root);
+      const b = await target(root);
+      expect(a.store).toBe(store.name);
+      const first = await a.claimGroup([11n, 22n], { path: 'a' }, { owner: 'coord-a', nowMs: 100 * S });
+      expect(first.ok).toBe(true);
+      const refused = await b.claimGroup([22n, 33n], { path: 'b' }, { owner: 'coord-b', nowMs: 101 * S });
+      expect(refused).toMatchObject({ ok: false, reason: 'conflict', holders: [{ target: 22n, owner: 'coord-a' }] });
+      const ids = (await b.snapshotRecords()).map((e) => e.id).sort();
+      expect(ids).toEqual([targetRecordId(11n), targetRecordId(22n)].sort());
+      if (!first.ok) return;
+      expect(await a.releaseGroup([11n, 22n], first.token)).toEqual({ ok: true });
+      expect((await b.claimGroup([22n, 33n], { path: 'b' }, { owner: 'coord-b', nowMs: 102 * S })).ok).toBe(true);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('claims, renews and releases a 64-member group in one batch each', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      const group = range(1000, 1063);
+      const claim = await table.claimGroup(group, { path: 'big' }, { owner: 'coord', nowMs: 10 * S });
+      if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
+      expect((await table.snapshotCounts({ nowMs: 10 * S })).leased).toBe(64);
+      expect(await table.heartbeatGroup(group, claim.token, { nowMs: 15 * S })).toEqual({ ok: true });
+      expect((await table.snapshotRecords()).every((e) => e.record.updatedMs === 15 * S)).toBe(true);
+      expect(await table.releaseGroup(group, claim.token)).toEqual({ ok: true });
+      expect(await table.snapshotRecords()).toEqual([]);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('fences the old token once an expired group is taken over', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await target(root);
+      const b = await target(root);
+      const group = [77n, 88n];
+      const old = await a.claimGroup(group, { path: 'a' }, { owner: 'coord-a', nowMs: 10 * S });
+      if (!old.ok) throw new Error('claim failed');
+      expect((await b.claimGroup(group, { path: 'b' }, { owner: 'coord-b', nowMs: 19 * S })).ok).toBe(false);
+      const stolen = await b.claimGroup(group, { path: 'b' }, { owner: 'coord-b', nowMs: 20 * S });
+      if (!stolen.ok) throw new Error('takeover failed');
+      expect(await a.heartbeatGroup(group, old.token, { nowMs: 21 * S })).toMatchObject({ ok: false, reason: 'stale' });
+      expect(await a.releaseGroup(group, old.token)).toMatchObject({ ok: false, reason: 'stale' });
+      for (const entry of await a.snapshotRecords()) expect(entry.record).toMatchObject({ token: stolen.token, steals: 1, attempts: 2, previousOwner: 'coord-a' });
+      expect(await b.releaseGroup(group, stolen.token)).toEqual({ ok: true });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('never takes over a committing record, not even with TTL 0, and completes it once', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await work(root);
+      const b = await work(root);
+      const id = workIdOf({ job: 'committing' });
+      const claim = await a.claim(id, { job: 1 }, { owner: 'coord-a', nowMs: 10 * S });
+      if (!claim.ok) throw new Error('claim failed');
+      expect(await a.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { findings: ['x'] } })).toEqual({ ok: true });
+      expect(await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 10_000 * S })).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'committing' } });
+      expect(await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 10_000 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'conflict' });
+      expect(await b.completeOnce(id, 'not-the-token', { nowMs: 12 * S })).toBe('stale');
+      expect(await a.completeOnce(id, claim.token, { nowMs: 12 * S })).toBe('completed');
+      expect(await a.completeOnce(id, claim.token, { nowMs: 13 * S })).toBe('already');
+      expect(await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 10_000 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'done' } });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('fails closed on a corrupt record and leaves its bytes as they were', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      const id = targetRecordId(101n);
+      const corrupt = canonicalJsonBytes({ schema: 0, kind: 'target', id, status: 'leased', payload: {}, token: 'corrupt', updatedMs: 10 * S });
+      await rawRecord(store, table, 'target', id, corrupt);
+      expect(await table.claimGroup([101n, 102n], { path: 'x' }, { owner: 'c', nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ target: 101n }] });
+      expect(await table.claimGroup([101n], { path: 'x' }, { owner: 'c', nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+      expect(await table.heartbeatGroup([101n], 'corrupt', { nowMs: 20 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+      expect(await table.releaseGroup([101n], 'corrupt')).toMatchObject({ ok: false, reason: 'corrupt' });
+      await expect(table.snapshotRecords()).rejects.toMatchObject({ code: 'ERR_LEASE_CORRUPT' });
+      expect((await table.snapshotCounts({ nowMs: 20 * S })).corrupt).toBe(1);
+      expect((await rawRecord(store, table, 'target', id))?.equals(corrupt)).toBe(true);
+      expect((await table.snapshotRecords({ corrupt: 'skip' })).map((e) => e.id)).toEqual([]);
+
+      const garbage = Buffer.from('{"not json');
+      const wtable = await work(await tempRoot());
+      const wid = workIdOf({ job: 'garbage' });
+      await rawRecord(store, wtable, 'work', wid, garbage);
+      expect(await wtable.claim(wid, { job: 1 }, { owner: 'c', nowMs: 20 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'corrupt' });
+      expect((await rawRecord(store, wtable, 'work', wid))?.equals(garbage)).toBe(true);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('judges expiry by the holder\'s TTL, not the reader\'s', async () => {
+    try {
+      const root = await tempRoot();
+      const short = await work(root, { leaseTtlMs: 5 * S });
+      const long = await work(root, { leaseTtlMs: 60 * S });
+      const id = workIdOf({ job: 'ttl' });
+      expect((await short.claim(id, { job: 1 }, { owner: 'short', nowMs: 100 * S })).ok).toBe(true);
+      expect((await long.claim(id, { job: 1 }, { owner: 'long', nowMs: 104 * S })).ok).toBe(false);
+      expect(await long.recoverExpired({ nowMs: 105 * S })).toMatchObject([{ id, owner: 'short' }]);
+      expect((await long.claim(id, { job: 1 }, { owner: 'long', nowMs: 105 * S })).ok).toBe(true);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('keeps each operation\'s outcome in a batch: a failed one writes nothing, the others commit', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await work(root);
+      const a = workIdOf({ job: 'batch-a' });
+      const b = workIdOf({ job: 'batch-b' });
+      const held = await table.claim(b, { job: 'b' }, { owner: 'other', nowMs: 10 * S });
+      if (!held.ok) throw new Error('claim failed');
+      const failing = { name: 'explodes', lockIds: [b], apply: () => { throw new Error('boom'); } };
+      const result = await table.executeBatch([table.planClaim(a, { job: 'a' }, { owner: 'me', nowMs: 11 * S }), failing, table.planClaim(b, { job: 'b' }, { owner: 'me', nowMs: 11 * S })]);
+      expect(result.outcomes[0]).toMatchObject({ ok: true, value: { ok: true } });
+      expect(result.outcomes[1]).toMatchObject({ ok: false });
+      expect(result.outcomes[2]).toMatchObject({ ok: true, value: { ok: false, reason: 'conflict' } });
+      const records = new Map((await table.snapshotRecords()).map((e) => [e.id, e.record]));
+      expect(records.get(a)?.owner).toBe('me');
+      expect(records.get(b)?.token).toBe(held.token);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('lets exactly one of several racing coordinators claim a contended group', async () => {
+    try {
+      const root = await tempRoot();
+      const racers = await Promise.all(range(1, 6).map(async () => target(root)));
+      const group = range(500, 531);
+      const results = await Promise.all(racers.map((t, i) => t.claimGroup(group, { i }, { owner: `coord-${i}`, nowMs: 10 * S })));
+      expect(results.filter((r) => r.ok)).toHaveLength(1);
+      const tokens = new Set((await racers[0]!.snapshotRecords()).map((e) => e.record.token));
+      expect(tokens.size).toBe(1);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('publishes a replayed commit exactly once when two coordinators replay it at once', async () => {
+    try {
+      const root = await tempRoot();
+      const owner = await work(root);
+      const id = workIdOf({ job: 'replay' });
+      const claim = await owner.claim(id, { job: 1 }, { owner: 'dead', nowMs: 10 * S });
+      if (!claim.ok) throw new Error('claim failed');
+      expect(await owner.beginCommit(id, claim.token, { nowMs: 11 * S, commit: { findings: ['f'] } })).toEqual({ ok: true });
+      const survivors = await Promise.all([work(root), work(root), work(root)]);
+      let published = 0;
+      const results = await Promise.all(
+        survivors.map((s) =>
+          s.replayCommitOnce(
+            id,
+            claim.token,
+            async () => {
+              published += 1;
+            },
+            { nowMs: 100 * S, minIdleMs: 10 * S },
+          ),
+        ),
+      );
+      expect(published).toBe(1);
+      expect(results.filter((r) => r === 'completed')).toHaveLength(1);
+      expect(results.filter((r) => r !== 'completed').every((r) => r === 'already')).toBe(true);
+      expect((await owner.snapshotRecords())[0]?.record.status).toBe('done');
+    } finally {
+      await closeAll();
+    }
+  });
+});
