@@ -145,7 +145,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     expect(await readTableMeta(nodeFsLayer, path.join(root, 'lease-table.json'))).toMatchObject({ schema: 2, kind: 'work', store: 'etcd' });
     expect(String(await client.get(`${prefix}/work/meta`))).toBe('{"kind":"work","schema":2,"store":"etcd"}\n');
     expect(await codeOfAsync(openWork(root, { store: 'files' }))).toBe('ERR_INVALID_OPTION');
-    const auto = await openWork(root, { etcdEndpoints: cluster.endpoints, etcdPrefix: prefix });
+    const auto = await openWork(root, { store: 'auto', etcdEndpoints: cluster.endpoints, etcdPrefix: prefix });
     expect(auto.store).toBe('etcd');
     await auto.close();
     await client.put(`${prefix}/target/meta`).value('garbage');
