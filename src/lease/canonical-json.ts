@@ -20,8 +20,9 @@
  *
  * Memo: a group claim stores the same (frozen) `targets` list and payload in each of its up to 64
  * records. With a `memo`, the text of a frozen object or array is written once and reused, by
- * identity, wherever it occurs again — the bytes are those a fresh walk would write (a frozen
- * value cannot change), and the depth and length bounds still apply to every use.
+ * identity, wherever it occurs again — the bytes are those a fresh walk would write, because a
+ * value given with a memo must be frozen all the way down (`deepFreeze`; a frozen object with a
+ * mutable child would be reused stale) — and the depth and length bounds still apply to every use.
  */
 import { InvalidJobError } from '../errors.js';
 

@@ -1,6 +1,7 @@
 /**
  * Read-only inspection of lease directories, for `symfence leases` and embedding tools: counts by
- * status and by owner, and every corrupt record. Takes no locks and writes nothing.
+ * status and by owner, and every corrupt record. Takes no locks and changes no record (a SQLite
+ * table gets the `-wal`/`-shm` files any reader of it creates).
  *
  * `dir` is a table root (it holds `lease-table.json`) or a directory whose immediate
  * subdirectories are table roots (a campaign's lease directory with a work and a target table).

@@ -5,14 +5,20 @@
  * validating a 64-target group record is most of a batch's CPU. A hit costs one byte comparison:
  * equal bytes parse to an equal record, so the result is the one a fresh parse would give.
  *
- * Cached records are deeply frozen, so no caller can change what a later hit returns. Bounded:
- * the least recently used entry goes first. One cache per table (one record kind).
+ * Cached records are deeply frozen, so no caller can change what a later hit returns. Bounded by
+ * entries and by bytes (a work record may carry a manifest of megabytes): the least recently used
+ * entry goes first, and a record above `RECORD_READ_CACHE_MAX_RECORD_BYTES` is never kept. One
+ * cache per table (one record kind).
  */
 import { parseRecord, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import { deepFreeze } from './deep-freeze.js';
 
-/** Entries kept per table: 4096 records of at most a few KiB each. */
+/** Entries kept per table. */
 export const RECORD_READ_CACHE_ENTRIES = 4096;
+/** Stored bytes kept per table (the parsed records cost about as much again). */
+export const RECORD_READ_CACHE_BYTES = 16 * 1024 * 1024;
+/** Largest record kept: a 64-target record is a few KiB; bigger ones are parsed every time. */
+export const RECORD_READ_CACHE_MAX_RECORD_BYTES = 64 * 1024;
 
 interface Entry {
   readonly bytes: Buffer;
@@ -21,11 +27,18 @@ interface Entry {
 
 export class RecordReadCache {
   private readonly entries = new Map<string, Entry>();
+  private bytes = 0;
 
   constructor(
     private readonly kind: RecordKind,
     private readonly capacity = RECORD_READ_CACHE_ENTRIES,
+    private readonly capacityBytes = RECORD_READ_CACHE_BYTES,
   ) {}
+
+  /** Bytes of the records held (for tests). */
+  get heldBytes(): number {
+    return this.bytes;
+  }
 
   /** `parseRecord(bytes, id, kind)`, from the cache when `bytes` equal the cached bytes. */
   parse(bytes: Buffer, id: string): RecordRead {
@@ -37,19 +50,23 @@ export class RecordReadCache {
     }
     const read = parseRecord(bytes, id, this.kind);
     if (read.state === 'valid') this.remember(id, read.bytes, read.record);
-    else this.entries.delete(id);
+    else this.forget(id);
     return read;
   }
 
   /** Records what a committed write stored under `id`. */
   remember(id: string, bytes: Buffer, record: LeaseRecord): void {
-    this.entries.delete(id);
-    if (this.capacity === 0) return;
-    if (this.entries.size >= this.capacity) this.entries.delete(this.entries.keys().next().value as string);
+    this.forget(id);
+    if (this.capacity === 0 || bytes.length > RECORD_READ_CACHE_MAX_RECORD_BYTES || bytes.length > this.capacityBytes) return;
+    while (this.entries.size >= this.capacity || this.bytes + bytes.length > this.capacityBytes) this.forget(this.entries.keys().next().value as string);
     this.entries.set(id, { bytes, record: deepFreeze(record) });
+    this.bytes += bytes.length;
   }
 
   forget(id: string): void {
+    const entry = this.entries.get(id);
+    if (entry === undefined) return;
     this.entries.delete(id);
+    this.bytes -= entry.bytes.length;
   }
 }

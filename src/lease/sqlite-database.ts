@@ -141,6 +141,13 @@ export async function openWritableDatabase(root: string, kind: RecordKind, deadl
       throw error;
     });
     if (applicationId !== 0 && applicationId !== SQLITE_APPLICATION_ID) throw schemaError(file, `belongs to another application (application_id 0x${applicationId.toString(16)})`);
+    // Refused before any setting changes: a foreign database without an application_id (it has
+    // tables, or a user_version) is not switched to WAL on its way to being refused.
+    if (applicationId === 0) {
+      const version = await retryBusy(() => db.pragma('user_version', { simple: true }) as number, busy);
+      const objects = await retryBusy(() => (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").get() as { n: number }).n, busy);
+      if (version !== 0 || objects !== 0) checkSchema(db, file, kind, applicationId, version);
+    }
     const mode = await retryBusy(() => db.pragma('journal_mode = WAL', { simple: true }) as string, busy);
     if (mode !== 'wal') throw leaseIoError(`lease database ${file} cannot use the WAL journal (journal_mode ${mode})`, { path: file, step: 'open' }, undefined);
     db.pragma('synchronous = FULL');
@@ -191,8 +198,9 @@ function checkSchema(db: SqliteDatabase, file: string, kind: RecordKind, applica
 }
 
 /**
- * Opens the database of `root` read-only (`symfence leases`): no file is created, no setting is
- * changed; the schema is checked. Undefined when the database does not exist yet (a table whose
+ * Opens the database of `root` read-only (`symfence leases`): the database file is never changed
+ * and no setting is (SQLite creates its `-wal`/`-shm` files when no writer has them open); the
+ * schema is checked. Undefined when the database does not exist yet (a table whose
  * metadata was written but which never opened its database holds no record).
  */
 export function openReadOnlyDatabase(root: string, kind: RecordKind): SqliteDatabase | undefined {

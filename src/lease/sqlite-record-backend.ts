@@ -96,7 +96,11 @@ export async function openSqliteRecordBackend(root: string, options: LeaseTableO
   return new SqliteRecordBackend(path.resolve(root), kind, db, options.lockAcquireTimeoutMs, monotonicNowMs);
 }
 
-/** Read-only scan of a root's database, for `symfence leases` (no file created or changed). */
+/**
+ * Read-only scan of a root's database, for `symfence leases`: the database file and its rows are
+ * never changed. SQLite itself creates the `-wal`/`-shm` files beside it when no writer has them
+ * open (a WAL reader needs the shared-memory index), as any reader of the table would.
+ */
 export function scanSqliteRoot(root: string, kind: RecordKind): ScanEntry[] {
   const db = openReadOnlyDatabase(path.resolve(root), kind);
   if (!db) return [];
@@ -119,6 +123,7 @@ export class SqliteRecordBackend implements RecordBackend {
   /** The batch that owns the connection (its open transaction), if any. */
   private owner: SqliteRecordBatch | undefined;
   private closed = false;
+  private closedDb: Promise<void> = Promise.resolve();
   readonly statements: Statements;
   /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
   readonly readCache: RecordReadCache;
@@ -195,11 +200,20 @@ export class SqliteRecordBackend implements RecordBackend {
     });
   }
 
+  /**
+   * Closes the database once no batch holds it: a batch in progress keeps the write lock (and so
+   * its exclusion of every record) until its own release, as a held `flock` outlives a file
+   * table's close — otherwise another coordinator could publish a result this batch is still
+   * publishing. Batches that ask for the connection after `close()` fail with `ERR_LEASE_IO`.
+   */
   async close(): Promise<void> {
-    if (this.closed) return;
+    if (this.closed) return this.closedDb;
     this.closed = true;
-    if (this.owner) this.finish(this.owner);
-    this.db.close();
+    this.closedDb = (async () => {
+      while (this.owner !== undefined) await new Promise<void>((resolve) => setTimeout(resolve, HANDOFF_POLL_MS));
+      this.db.close();
+    })();
+    return this.closedDb;
   }
 }
 

@@ -135,6 +135,56 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     expect(await snapshot()).toEqual(before);
   });
 
+  it('refuses a foreign database without an application_id before changing anything in it (its journal mode stays)', async () => {
+    const root = await tempRoot();
+    await (await openTarget(root, { store: 'sqlite' })).close();
+    const file = path.join(root, SQLITE_FILE);
+    await writeFile(file, '');
+    const foreign = new Sqlite(file);
+    foreign.exec('CREATE TABLE notes (text TEXT)');
+    foreign.close();
+    const header = async () => (await readFile(file)).subarray(18, 20).toString('hex');
+    const before = await header();
+    await expect(openTarget(root, { store: 'sqlite' })).rejects.toMatchObject({ code: 'ERR_LEASE_STORE_SCHEMA' });
+    // Bytes 18-19 of the header are the file format versions: 01 01 rollback journal, 02 02 WAL.
+    expect(await header()).toBe(before);
+    expect(before).toBe('0101');
+  });
+
+  it('keeps the write lock of a batch in progress through close(): another table cannot publish what it is still publishing', async () => {
+    const root = await tempRoot();
+    const first = await openWork(root, { store: 'sqlite', coordination: 'multi' });
+    const second = await openWork(root, { store: 'sqlite', coordination: 'multi', lockAcquireTimeoutMs: 60_000 });
+    const id = 'f'.repeat(64);
+    const claim = await first.claim(id, { p: 1 }, { owner: 'a', nowMs: 10 * S });
+    if (!claim.ok) throw new Error('setup');
+    expect((await first.beginCommit(id, claim.token, { nowMs: 10 * S, commit: { files: [] } })).ok).toBe(true);
+    const events: string[] = [];
+    let inPublish!: () => void;
+    const publishing = new Promise<void>((resolve) => (inPublish = resolve));
+    let finishPublish!: () => void;
+    const publishMayEnd = new Promise<void>((resolve) => (finishPublish = resolve));
+    const replayA = first.replayCommitOnce(id, claim.token, async () => {
+      events.push('a publishes');
+      inPublish();
+      await publishMayEnd;
+      events.push('a published');
+    }, { nowMs: 20 * S });
+    await publishing;
+    const closed = first.close().then(() => events.push('a closed'));
+    const replayB = second.replayCommitOnce(id, claim.token, async () => {
+      events.push('b publishes');
+    }, { nowMs: 20 * S });
+    // B waits for the write lock A still holds while its batch runs, close() or not.
+    finishPublish();
+    expect(await replayA).toBe('completed');
+    await closed;
+    expect(await replayB).toBe('already');
+    expect(events.filter((e) => e.endsWith('publishes'))).toEqual(['a publishes']);
+    expect(events.indexOf('a published')).toBeLessThan(events.indexOf('a closed'));
+    await second.close();
+  });
+
   it.skipIf(loadNative() === null)('has the filesystem probe say which store auto picks there, and why', async () => {
     const dir = await tempRoot();
     expect((await probeFilesystem(dir)).filesystem).toMatchObject({ network: false, autoStore: 'sqlite' });

@@ -104,6 +104,19 @@ describe('parsed-record cache', () => {
   });
 });
 
+describe('parsed-record cache bounds', () => {
+  it('keeps no record above the per-record bound and stays within its byte budget', () => {
+    const cache = new RecordReadCache('target', 4096, 10_000);
+    const big = targetRecord(1n, ['1'], { blob: 'x'.repeat(70 * 1024) });
+    cache.parse(serializeRecord(big), big.id);
+    expect(cache.heldBytes).toBe(0);
+    const small = [2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n].map((t) => targetRecord(t, [t.toString(10)], { blob: 'y'.repeat(2000) }));
+    for (const r of small) cache.parse(serializeRecord(r), r.id);
+    expect(cache.heldBytes).toBeGreaterThan(0);
+    expect(cache.heldBytes).toBeLessThanOrEqual(10_000);
+  });
+});
+
 describe('recent target ids', () => {
   it('gives the SHA-256 record id of every target, across many generations of the map', () => {
     const direct = (t: bigint): string => createHash('sha256').update(`target:${t}`).digest('hex');
