@@ -12,7 +12,7 @@
  * configuration) so that `files_ms` and `etcd_ms` come from the same minutes of the same run.
  */
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { claimReleaseCycle } from './_claim-release.js';
 import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
 import { startEtcd } from '../test/helpers/etcd-server.js';
 import { groupCommitRunner } from './_groupcommit.js';
@@ -32,18 +32,10 @@ export async function runEtcdSection(base: string, config: { shards: number; rou
   try {
     const tables = {
       etcd: await FencedTargetLeaseTable.open(path.join(base, 'etcd-direct'), { ...etcdOptions, etcdPrefix: 'bench-direct', coordination: config.coordination, leaseTtlMs: 3_600_000 }),
-      files: await FencedTargetLeaseTable.open(path.join(base, 'etcd-files'), { shardCount: config.shards, coordination: config.coordination, leaseTtlMs: 3_600_000, verifyFilesystem: false }),
+      files: await FencedTargetLeaseTable.open(path.join(base, 'etcd-files'), { store: 'files', shardCount: config.shards, coordination: config.coordination, leaseTtlMs: 3_600_000, verifyFilesystem: false }),
     };
     let now = 1_000_000;
-    const cycle = async (table: FencedTargetLeaseTable): Promise<number> => {
-      now += 1;
-      const started = performance.now();
-      const claim = await table.claimGroup(targets, { bench: 'lease-cycle' }, { owner: 'bench', nowMs: now });
-      if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
-      const release = await table.releaseGroup(targets, claim.token);
-      if (!release.ok) throw new Error(`release failed: ${release.reason}`);
-      return performance.now() - started;
-    };
+    const cycle = (table: FencedTargetLeaseTable): Promise<number> => claimReleaseCycle(table, targets, (now += 1));
     const samples = { etcd: [] as number[], files: [] as number[] };
     try {
       await cycle(tables.etcd); // warm-up: session grant, connections

@@ -18,12 +18,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { FaultInjectingFsLayer } from '../src/fs/fault-fs-layer.js';
 import { FencedTargetLeaseTable } from '../src/lease/target-lease-table.js';
 import { loadNative } from '../src/native/bindings.js';
 import { runEtcdSection } from './_etcd-store.js';
+import { claimReleaseCycle } from './_claim-release.js';
 import { runGroupCommitSection } from './_groupcommit.js';
 
 type Mode = 'scalar' | 'batched';
@@ -93,15 +93,7 @@ async function runner(root: string, shards: number, mode: Mode | 'sqlite'): Prom
   let now = 1_000_000;
   return {
     fsLayer,
-    async cycle(): Promise<number> {
-      now += 1;
-      const started = performance.now();
-      const claim = await table.claimGroup(targets, { bench: 'lease-cycle' }, { owner: 'bench', nowMs: now });
-      if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
-      const release = await table.releaseGroup(targets, claim.token);
-      if (!release.ok) throw new Error(`release failed: ${release.reason}`);
-      return performance.now() - started;
-    },
+    cycle: () => claimReleaseCycle(table, targets, (now += 1)),
   };
 }
 

@@ -42,20 +42,16 @@
 import path from 'node:path';
 import { invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
-import { nodeFsLayer } from '../fs/fs-layer.js';
 import { canonicalJsonBytes } from './canonical-json.js';
 import { connectEtcd, etcdClientConfig, EtcdUnavailableError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
 import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
-import { LeaseLayout } from './lease-layout.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
 import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './etcd-record-batch.js';
 import type { RecordBackend, RecordBatch, ScanEntry } from './record-backend.js';
-import { createRecordLocker } from './record-lock.js';
-import { ensureDirectoryDurable } from './record-store.js';
-import { ensureTableMeta } from './table-meta.js';
+import { ensureStoreRoot } from './store-root.js';
 
 export { LeaseRecordTooLargeError, MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-record-batch.js';
 
@@ -86,24 +82,9 @@ function prefixEnd(prefix: Buffer): Buffer {
 export async function openEtcdRecordBackend(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind): Promise<EtcdRecordBackend> {
   const config = etcdClientConfig(options);
   const prefix = normalizePrefix(options.etcdPrefix);
-  const fsLayer = deps.fsLayer ?? nodeFsLayer;
   // The local root keeps lease-table.json (so `auto` and `symfence leases` know the store) and
   // this host's staged findings; the records themselves are in etcd.
-  const layout = new LeaseLayout(root, 1);
-  await ensureDirectoryDurable(fsLayer, layout.root);
-  const locker = createRecordLocker(options.coordination, {
-    fsLayer,
-    lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
-    lockAgeHintMs: options.lockAgeHintMs,
-    monotonicNowMs: deps.monotonicNowMs,
-    native: deps.native,
-    lockFdCacheSize: 0,
-  });
-  try {
-    await ensureTableMeta(fsLayer, layout, kind, 'etcd', locker);
-  } finally {
-    await locker.close();
-  }
+  const layout = await ensureStoreRoot(root, options, deps, kind, 'etcd');
   const connection = await connectEtcd(config, deps.monotonicNowMs);
   const backend = new EtcdRecordBackend(connection, layout.root, prefix, kind, options, deps.monotonicNowMs ?? (() => performance.now()));
   try {

@@ -13,7 +13,7 @@ import type { RecordKind } from './lease-record.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseStoreKind, RecordBackend, ScanEntry } from './record-backend.js';
 import { readTableMeta, type TableMeta } from './table-meta.js';
-import { createRecordLocker } from './record-lock.js';
+import { metadataLocker } from './store-root.js';
 import { LeaseCorruptError } from '../errors.js';
 import type { StatFilesystem } from './filesystem-kind.js';
 import { defaultStoreFor } from './store-choice.js';
@@ -53,14 +53,7 @@ export async function resolveLeaseStore(root: string, options: LeaseTableOptions
     meta = await readTableMeta(fsLayer, metaPath);
   } catch (error) {
     if (!(error instanceof LeaseCorruptError)) throw error;
-    const locker = createRecordLocker(options.coordination, {
-      fsLayer,
-      lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
-      lockAgeHintMs: options.lockAgeHintMs,
-      monotonicNowMs: deps.monotonicNowMs,
-      native: deps.native,
-      lockFdCacheSize: 0,
-    });
+    const locker = metadataLocker(options, deps);
     const handle = await locker.acquire(`${metaPath}.lock`, 'lease table metadata lock');
     try {
       meta = await readTableMeta(fsLayer, metaPath);

@@ -17,12 +17,8 @@
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { LeaseStoreUnsupportedError } from '../errors.js';
-import { nodeFsLayer } from '../fs/fs-layer.js';
 import { detectFilesystemKind } from './filesystem-kind.js';
-import { LeaseLayout } from './lease-layout.js';
-import { createRecordLocker } from './record-lock.js';
-import { ensureDirectoryDurable } from './record-store.js';
-import { ensureTableMeta } from './table-meta.js';
+import { ensureStoreRoot } from './store-root.js';
 import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
@@ -62,7 +58,6 @@ export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind)
  * creates) the database and checks its schema.
  */
 export async function openSqliteRecordBackend(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind): Promise<SqliteRecordBackend> {
-  const fsLayer = deps.fsLayer ?? nodeFsLayer;
   const monotonicNowMs = deps.monotonicNowMs ?? (() => performance.now());
   const filesystem = await detectFilesystemKind(root, deps.statFilesystem);
   if (filesystem.network) {
@@ -73,21 +68,7 @@ export async function openSqliteRecordBackend(root: string, options: LeaseTableO
       fsType: filesystem.type,
     });
   }
-  const layout = new LeaseLayout(root, 1);
-  await ensureDirectoryDurable(fsLayer, layout.root);
-  const locker = createRecordLocker(options.coordination, {
-    fsLayer,
-    lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
-    lockAgeHintMs: options.lockAgeHintMs,
-    monotonicNowMs: deps.monotonicNowMs,
-    native: deps.native,
-    lockFdCacheSize: 0,
-  });
-  try {
-    await ensureTableMeta(fsLayer, layout, kind, 'sqlite', locker);
-  } finally {
-    await locker.close();
-  }
+  await ensureStoreRoot(root, options, deps, kind, 'sqlite');
   const db = await openWritableDatabase(path.resolve(root), kind, {
     monotonicNowMs,
     deadlineMs: monotonicNowMs() + options.lockAcquireTimeoutMs,
