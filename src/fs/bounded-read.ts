@@ -17,7 +17,7 @@
  * unchanged: callers wrap them in their own coded error.
  */
 import fs from 'node:fs';
-import { errnoCode, type FsFileType, type FsLayer, type FsStat } from './fs-layer.js';
+import { errnoCode, toStat, type FsFileType, type FsLayer, type FsStat } from './fs-layer.js';
 
 export interface BoundedReadOptions {
   /** Largest accepted file, bytes. A larger file is `refused` without being read. */
@@ -53,6 +53,19 @@ function oversized(size: number, maxBytes: number): BoundedRead {
 }
 
 /**
+ * What a failed open means: absent, refused (a symlink under O_NOFOLLOW, a socket), or an error.
+ * open(2) of a unix socket fails with ENXIO; of a FIFO without a writer under O_WRONLY too (never
+ * here: we open read-only). Either way the path is not a file we read.
+ */
+function openFailure(error: unknown, options: BoundedReadOptions): BoundedRead {
+  const code = errnoCode(error);
+  if (code === 'ENOENT') return { state: 'absent' };
+  if (code === 'ELOOP' && !options.followSymlinks) return refusedType('symlink');
+  if (code === 'ENXIO') return refusedType('socket');
+  throw error;
+}
+
+/**
  * Reads the regular file at `filePath` if it is at most `maxBytes` long. Resolves `absent` for a
  * missing file, `refused` (with a reason) for anything that is not a regular file within the
  * bound, `read` otherwise. Rejects with the errno error for other failures (EIO, EACCES …).
@@ -64,13 +77,7 @@ export async function readBoundedFile(fsLayer: FsLayer, filePath: string, option
   try {
     fd = await fsLayer.open(filePath, flags);
   } catch (error) {
-    const code = errnoCode(error);
-    if (code === 'ENOENT') return { state: 'absent' };
-    if (code === 'ELOOP' && !options.followSymlinks) return refusedType('symlink');
-    // open(2) of a unix socket fails with ENXIO; of a FIFO without a writer under O_WRONLY too
-    // (never here: we open read-only). Either way the path is not a file we read.
-    if (code === 'ENXIO') return refusedType('socket');
-    throw error;
+    return openFailure(error, options);
   }
   try {
     const stat = await fsLayer.fstat(fd);
@@ -95,16 +102,12 @@ export function readBoundedFileSync(filePath: string, options: BoundedReadOption
   try {
     fd = fs.openSync(filePath, flags);
   } catch (error) {
-    const code = errnoCode(error);
-    if (code === 'ENOENT') return { state: 'absent' };
-    if (code === 'ELOOP' && !options.followSymlinks) return refusedType('symlink');
-    if (code === 'ENXIO') return refusedType('socket');
-    throw error;
+    return openFailure(error, options);
   }
   try {
-    const st = fs.fstatSync(fd);
-    if (!st.isFile()) return refusedType(st.isDirectory() ? 'directory' : st.isFIFO() ? 'fifo' : st.isSocket() ? 'socket' : st.isCharacterDevice() ? 'character-device' : st.isBlockDevice() ? 'block-device' : 'unknown');
-    if (st.size > maxBytes) return oversized(st.size, maxBytes);
+    const stat = toStat(fs.fstatSync(fd));
+    if (stat.type !== 'file') return refusedType(stat.type);
+    if (stat.size > maxBytes) return oversized(stat.size, maxBytes);
     // Read to EOF in chunks, stopping at maxBytes + 1: a file growing after the fstat still stops there.
     const chunks: Buffer[] = [];
     let length = 0;
@@ -116,7 +119,6 @@ export function readBoundedFileSync(filePath: string, options: BoundedReadOption
       length += n;
     }
     if (length > maxBytes) return oversized(length, maxBytes);
-    const stat: FsStat = { type: 'file', isFile: true, isDirectory: false, isSymbolicLink: false, size: st.size, dev: st.dev, ino: st.ino, mtimeMs: st.mtimeMs };
     return { state: 'read', bytes: Buffer.concat(chunks, length), stat };
   } finally {
     fs.closeSync(fd);

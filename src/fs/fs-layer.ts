@@ -113,7 +113,8 @@ function typeOf(stats: fs.Stats): FsFileType {
   return 'unknown';
 }
 
-function toStat(stats: fs.Stats): FsStat {
+/** An `FsStat` of Node's `fs.Stats` (for synchronous readers of the real filesystem too). */
+export function toStat(stats: fs.Stats): FsStat {
   return { type: typeOf(stats), isFile: stats.isFile(), isDirectory: stats.isDirectory(), isSymbolicLink: stats.isSymbolicLink(), size: stats.size, dev: stats.dev, ino: stats.ino, mtimeMs: stats.mtimeMs };
 }
 
