@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/cli/program.js';
+import { runCliCaptured } from '../helpers/cli-in-process.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
@@ -9,13 +9,10 @@ import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js
 let storeEnv: Record<string, string> = {};
 
 async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
   const saved = Object.fromEntries(Object.keys(storeEnv).map((name) => [name, process.env[name]]));
   Object.assign(process.env, storeEnv);
   try {
-    const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
-    return { code, out, err };
+    return await runCliCaptured(...argv);
   } finally {
     for (const [name, value] of Object.entries(saved)) {
       if (value === undefined) delete process.env[name];

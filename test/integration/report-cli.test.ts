@@ -7,7 +7,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/cli/program.js';
+import { runCliCaptured } from '../helpers/cli-in-process.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { leaseHealth } from '../../src/report/lease-health.js';
 import { writeReport } from '../../src/report/write-report.js';
@@ -24,12 +24,7 @@ function tmp(): string {
   return dir;
 }
 
-async function cli(...argv: string[]) {
-  let out = '';
-  let err = '';
-  const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
-  return { code, out, err };
-}
+const cli = runCliCaptured;
 
 function failingOnce(): FaultInjectingFsLayer {
   const fsLayer = new FaultInjectingFsLayer();

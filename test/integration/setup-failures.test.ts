@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/cli/program.js';
+import { runCliCaptured } from '../helpers/cli-in-process.js';
 import { Campaign } from '../../src/coordinator/campaign.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { SolverPool } from '../../src/solver/solver-pool.js';
@@ -26,12 +26,7 @@ function tempRoot(): string {
   return dir;
 }
 
-async function cli(...argv: string[]) {
-  let out = '';
-  let err = '';
-  const code = await runCli(argv, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
-  return { code, out, err };
-}
+const cli = runCliCaptured;
 
 /** Status of every work/target record under a lease directory, whatever its store (absent directory: none). */
 async function recordStatuses(leaseDir: string): Promise<string[]> {
