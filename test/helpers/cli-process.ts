@@ -3,7 +3,8 @@
  * child writes (the handshake: no sleeps for synchronisation, only polling of the child's output).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { afterEach } from 'vitest';
 import path from 'node:path';
 import { builtFile } from '../../src/util/paths.js';
 
@@ -59,4 +60,21 @@ export function readJsonIfExists(file: string): Record<string, unknown> | undefi
   } catch {
     return undefined;
   }
+}
+
+/** jobs.jsonl statuses of a job whose result was committed. */
+export const COMMITTED_STATUSES: ReadonlySet<string> = new Set(['ok', 'timeout', 'crash', 'error']);
+
+/**
+ * Temp directories and child processes of a test file, cleaned after every test: children still
+ * running are SIGKILLed, directories removed. Call once at the top of the file.
+ */
+export function cleanedAfterEach(): { dirs: string[]; children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> } {
+  const dirs: string[] = [];
+  const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
+  afterEach(() => {
+    for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  return { dirs, children };
 }

@@ -1,17 +1,12 @@
 // Output and log paths the CLI cannot use end the command at once: exit 2, one stderr line with
 // `[ERR_INVALID_OPTION]`, the option's flag and the path — never a spin, never a stray directory.
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { fakeAflOut, REFERENCE_SOLVER, runCliProcess } from '../helpers/cli-process.js';
+import { describe, expect, it } from 'vitest';
+import { cleanedAfterEach, fakeAflOut, REFERENCE_SOLVER, runCliProcess } from '../helpers/cli-process.js';
 
-const dirs: string[] = [];
-const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs, children } = cleanedAfterEach();
 
 function tempDir(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'symfence-userpaths-'));

@@ -3,21 +3,16 @@
 // coordinator process sharing the lease directory replays it after the work TTL: every finding is
 // in its queue exactly once, none in the dead one's, the record is done, the staged files are gone.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseCommitManifest, parseStagedName, STAGED_DIR } from '../../src/commit/commit-manifest.js';
 import { HOLD_AFTER_BEGIN_COMMIT_ENV } from '../../src/cli/test-hooks.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+import { cleanedAfterEach, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
-const dirs: string[] = [];
-const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs, children } = cleanedAfterEach();
 
 const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 const TTL = ['--work-lease-ttl', '2s', '--target-lease-ttl', '2s'];

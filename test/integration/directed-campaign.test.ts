@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
-import { fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
+import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../helpers/fake-symcc.js';
 
 function which(name: string): boolean {
@@ -20,14 +20,9 @@ function which(name: string): boolean {
 /** CI has all three (cc, the built preload library, Debian's afl++); elsewhere the reason is printed. */
 const unavailable = fakeSymccUnavailable() ?? (preloadLibraryPath() === null ? 'preload library not built' : !which('afl-cc') || !which('afl-showmap') ? 'afl-cc/afl-showmap missing' : null);
 
-const dirs: string[] = [];
-const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs, children } = cleanedAfterEach();
 
-const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
+const COMMITTED = COMMITTED_STATUSES;
 /** branchy inputs: several share the prefix of sites 1..4, so their branches overlap. */
 const SEEDS = ['AAAAxxyy', 'MAAAxyxy', 'MZAAyyxx', 'MZ!Axxxx', 'AAAAyyyy', 'MAAAxxxy'];
 

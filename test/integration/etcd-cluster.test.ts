@@ -5,30 +5,25 @@
  * the end no exact work was committed twice, no two jobs held a shared target at the same time,
  * and every committed job's record is done exactly once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { etcdUnavailable, startEtcd, type EtcdCluster, type EtcdMember } from '../helpers/etcd-server.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
-import { fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
 const unavailable = etcdUnavailable();
 if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
 
-const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
+const COMMITTED = COMMITTED_STATUSES;
 const SEEDS = Array.from({ length: 16 }, (_, i) => `AAAAAAAAAAAAAA${String(i).padStart(2, '0')}`);
 const NAMES = ['c1', 'c2'] as const;
 
-const dirs: string[] = [];
-const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs, children } = cleanedAfterEach();
 
 describe.skipIf(unavailable !== undefined)('two coordinators on a three-member etcd cluster', () => {
   let cluster: EtcdCluster;

@@ -4,28 +4,23 @@
  * two-coordinator exclusivity scenario of multi-coordinator.test.ts, the SIGKILL takeover, and a
  * bad endpoint refused before any seed is spent.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { etcdUnavailable, freePort, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
-import { fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
 const unavailable = etcdUnavailable();
 if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
 
-const dirs: string[] = [];
-const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs, children } = cleanedAfterEach();
 
-const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
+const COMMITTED = COMMITTED_STATUSES;
 const SEEDS = Array.from({ length: 8 }, (_, i) => `AAAAAAAAAAAAAAA${i}`);
 
 function runArgs(out: string, leases: string, name: string, etcd: string[], extra: string[] = []): string[] {

@@ -1,21 +1,16 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
-import { fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
-const dirs: string[] = [];
-const children: Array<{ kill(signal: NodeJS.Signals): boolean; exitCode: number | null }> = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs, children } = cleanedAfterEach();
 
-const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
+const COMMITTED = COMMITTED_STATUSES;
 const SEEDS = Array.from({ length: 8 }, (_, i) => `AAAAAAAAAAAAAAA${i}`);
 
 function runArgs(out: string, leases: string, name: string, extra: string[] = []): string[] {
