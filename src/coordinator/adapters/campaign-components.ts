@@ -21,7 +21,9 @@ import path from 'node:path';
 import { STAGED_DIR } from '../../commit/commit-manifest.js';
 import { EtcdStagedFindings } from '../../commit/etcd-staged-findings.js';
 import { GuidanceInvalidError } from '../../errors.js';
-import { LEASE_TABLE_OPTIONS, type CampaignLeaseOptions } from '../../lease/lease-table-options.js';
+import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
+import { resolveLeaseStore } from '../../lease/open-record-backend.js';
+import type { LeaseStoreKind } from '../../lease/record-backend.js';
 import { parseGuidance } from '../../scheduler/guidance-map.js';
 import { HintLinesFile } from '../../scheduler/hint-lines-file.js';
 import type { HintSource } from '../../scheduler/hints.js';
@@ -89,11 +91,6 @@ export function campaignTelemetry(options: CampaignOptions, command: CommandTemp
   });
 }
 
-/** True when the lease options select the etcd store (explicitly, or `auto` with endpoints). */
-function usesEtcd(lease: CampaignLeaseOptions): boolean {
-  return lease.store === 'etcd' || (lease.store === 'auto' && lease.etcdEndpoints !== undefined);
-}
-
 /** The I/O client with its staging requests served by etcd instead (publication stays on the thread). */
 function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<typeof IoResultCommits.open>[1] {
   return {
@@ -115,10 +112,12 @@ function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<type
  * the records live in the cluster — and the root stays a directory of this host (under
  * `--lease-dir`, else `<outDir>/leases`) holding lease-table.json and this host's staged findings.
  */
-export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string }> {
+export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string; store: LeaseStoreKind }> {
   const { options, outDir, coordinatorId } = context;
-  const shared = options.leaseDir !== undefined || usesEtcd(context.lease);
   const root = options.leaseDir !== undefined ? path.resolve(options.leaseDir) : path.join(outDir, 'leases');
+  // The store the tables will open with (the same rule: a recorded store first, then the options).
+  const store = await resolveLeaseStore(path.join(root, 'work'), LEASE_TABLE_OPTIONS.resolve({ ...context.lease }));
+  const shared = options.leaseDir !== undefined || store === 'etcd';
   const io = await IoThread.start({
     coordinatorId,
     workRoot: path.join(root, 'work'),
@@ -129,7 +128,7 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
     // The thread's warnings and errors ("I/O batch failed unexpectedly") reach the campaign log.
     logger: componentLogger(context.logger, 'io'),
   });
-  return { io, shared, leaseRoot: root };
+  return { io, shared, leaseRoot: root, store };
 }
 
 /**
@@ -164,8 +163,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
   else solverLog.info(telemetryLog, `solver telemetry: ${telemetry.mode}`);
   const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
-  const { io, shared, leaseRoot } = await startIoThread(context, inflight);
-  const etcdStore = usesEtcd(context.lease);
+  const { io, shared, leaseRoot, store } = await startIoThread(context, inflight);
   let pool: SolverPool<Telemetry> | undefined;
   let staging: EtcdStagedFindings | undefined;
   try {
@@ -196,7 +194,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
     // Findings are staged where every coordinator sharing the leases can replay them: under the
     // lease root, or with the etcd store in etcd (the lease root is this host's own there).
-    staging = etcdStore ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), path.join(leaseRoot, STAGED_DIR)) : undefined;
+    staging = store === 'etcd' ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), path.join(leaseRoot, STAGED_DIR)) : undefined;
     const commits = staging
       ? await IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, {}, staging.readFile)
       : await IoResultCommits.open(leaseRoot, io, publisher);
