@@ -86,80 +86,159 @@ export function canonicalJsonMemo(): CanonicalJsonMemo {
 
 interface WriteState {
   readonly stack: Set<object>;
-  readonly out: string[];
+  /** Keys and indexes from the top-level value down to the one being written (for errors). */
+  readonly trail: (string | number)[];
+  out: string;
   readonly maxDepth: number;
   readonly maxBytes: number;
   readonly ascii: boolean;
   readonly memo: CanonicalJsonMemo | undefined;
-  bytes: number;
 }
 
-function emit(state: WriteState, text: string, path: string): void {
-  state.bytes += text.length;
-  if (state.bytes > state.maxBytes) fail(path, `a value longer than ${state.maxBytes} bytes`);
-  state.out.push(text);
+/** `$`, then `.key` or `[index]` per level: where the value being written sits. */
+function pathOf(state: WriteState): string {
+  let path = '$';
+  for (const step of state.trail) path += typeof step === 'number' ? `[${step}]` : `.${step}`;
+  return path;
+}
+
+function emit(state: WriteState, text: string): void {
+  state.out += text;
+  if (state.out.length > state.maxBytes) fail(pathOf(state), `a value longer than ${state.maxBytes} bytes`);
+}
+
+/** True when `keys` are strictly ascending by UTF-16 code unit (the canonical order). */
+function isSorted(keys: readonly string[]): boolean {
+  for (let i = 1; i < keys.length; i += 1) if (keys[i - 1]! >= keys[i]!) return false;
+  return true;
+}
+
+/**
+ * True when every value of `value` (whose own keys, in their own order, are `keys`, already
+ * sorted) is a string of printable ASCII without `"` or `\`, a finite number, a boolean or
+ * null, and no key needs escaping — so `JSON.stringify` writes exactly the canonical text (the
+ * same key order, the same escapes, numbers by the same rule).
+ */
+function isFlatPlain(value: Record<string, unknown>, keys: readonly string[]): boolean {
+  if (keys.length > FLAT_MAX_KEYS) return false;
+  for (let i = 0; i < keys.length; i += 1) {
+    const key = keys[i]!;
+    if (!PLAIN_ASCII.test(key)) return false;
+    const item = value[key];
+    switch (typeof item) {
+      case 'string':
+        if (!PLAIN_ASCII.test(item)) return false;
+        break;
+      case 'number':
+        if (!Number.isFinite(item)) return false;
+        break;
+      case 'boolean':
+        break;
+      case 'object':
+        if (item !== null) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+/** Flat objects up to this many keys take the JSON.stringify path (records have about 15). */
+const FLAT_MAX_KEYS = 64;
+
+/** Escaped object keys with their colon: records and payloads repeat a few keys many times. */
+const KEY_TEXT = new Map<string, string>();
+const KEY_TEXT_ENTRIES = 4096;
+const KEY_TEXT_MAX_LENGTH = 64;
+
+function keyText(key: string, ascii: boolean): string {
+  if (!ascii || key.length > KEY_TEXT_MAX_LENGTH) return `${escapeString(key, ascii)}:`;
+  let text = KEY_TEXT.get(key);
+  if (text === undefined) {
+    text = `${escapeString(key, true)}:`;
+    if (KEY_TEXT.size < KEY_TEXT_ENTRIES) KEY_TEXT.set(key, text);
+  }
+  return text;
 }
 
 /** Writes `value`; returns its nesting height (0 for a scalar). */
-function write(value: unknown, path: string, state: WriteState, depth: number): number {
+function write(value: unknown, state: WriteState, depth: number): number {
   switch (typeof value) {
     case 'string':
       // The escaped form is at least as long as the string plus its quotes: refuse before escaping.
-      if (state.bytes + value.length + 2 > state.maxBytes) fail(path, `a value longer than ${state.maxBytes} bytes`);
-      emit(state, escapeString(value, state.ascii), path);
+      if (state.out.length + value.length + 2 > state.maxBytes) fail(pathOf(state), `a value longer than ${state.maxBytes} bytes`);
+      emit(state, escapeString(value, state.ascii));
       return 0;
     case 'number':
-      if (!Number.isFinite(value)) fail(path, `non-finite number ${String(value)}`);
-      emit(state, Object.is(value, -0) ? '0' : JSON.stringify(value), path);
+      if (!Number.isFinite(value)) fail(pathOf(state), `non-finite number ${String(value)}`);
+      // String() writes every finite number as JSON.stringify does (-0 as "0" too).
+      emit(state, String(value));
       return 0;
     case 'bigint':
-      emit(state, `"${value.toString(10)}"`, path);
+      emit(state, `"${value.toString(10)}"`);
       return 0;
     case 'boolean':
-      emit(state, value ? 'true' : 'false', path);
+      emit(state, value ? 'true' : 'false');
       return 0;
     case 'object': {
       if (value === null) {
-        emit(state, 'null', path);
+        emit(state, 'null');
         return 0;
       }
       const memo = state.memo !== undefined && Object.isFrozen(value) ? state.memo : undefined;
       const known = memo?.get(value);
       if (known !== undefined && known.ascii === state.ascii) {
-        if (depth + known.height - 1 > state.maxDepth) fail(path, `nesting deeper than ${state.maxDepth} levels`);
-        emit(state, known.text, path);
+        if (depth + known.height - 1 > state.maxDepth) fail(pathOf(state), `nesting deeper than ${state.maxDepth} levels`);
+        emit(state, known.text);
         return known.height;
       }
-      if (state.stack.has(value)) fail(path, 'a cycle');
-      if (depth > state.maxDepth) fail(path, `nesting deeper than ${state.maxDepth} levels`);
+      if (state.stack.has(value)) fail(pathOf(state), 'a cycle');
+      if (depth > state.maxDepth) fail(pathOf(state), `nesting deeper than ${state.maxDepth} levels`);
       state.stack.add(value);
       const start = state.out.length;
       let inner = 0;
+      const { trail } = state;
       if (Array.isArray(value)) {
-        emit(state, '[', path);
+        emit(state, '[');
         for (let i = 0; i < value.length; i += 1) {
-          if (i > 0) emit(state, ',', path);
-          inner = Math.max(inner, write(value[i], `${path}[${i}]`, state, depth + 1));
+          if (i > 0) emit(state, ',');
+          trail.push(i);
+          const height = write(value[i], state, depth + 1);
+          trail.pop();
+          if (height > inner) inner = height;
         }
-        emit(state, ']', path);
+        emit(state, ']');
       } else {
-        if (!isPlainObject(value)) fail(path, `an instance of ${value.constructor?.name ?? 'a class'}`);
-        const keys = Object.keys(value).sort();
-        emit(state, '{', path);
-        keys.forEach((key, i) => {
-          if (i > 0) emit(state, ',', path);
-          emit(state, escapeString(key, state.ascii), path);
-          emit(state, ':', path);
-          inner = Math.max(inner, write((value as Record<string, unknown>)[key], `${path}.${key}`, state, depth + 1));
-        });
-        emit(state, '}', path);
+        if (!isPlainObject(value)) fail(pathOf(state), `an instance of ${value.constructor?.name ?? 'a class'}`);
+        const keys = Object.keys(value);
+        const inOrder = isSorted(keys);
+        if (!inOrder) keys.sort();
+        // A flat object whose own keys are already in order (a record read back, a member row) is
+        // what JSON.stringify writes, byte for byte, when every value is a plain scalar.
+        if (inOrder && state.ascii && isFlatPlain(value as Record<string, unknown>, keys)) {
+          state.stack.delete(value);
+          emit(state, JSON.stringify(value));
+          return 1;
+        }
+        emit(state, '{');
+        for (let i = 0; i < keys.length; i += 1) {
+          const key = keys[i]!;
+          if (i > 0) emit(state, ',');
+          trail.push(key);
+          emit(state, keyText(key, state.ascii));
+          const height = write((value as Record<string, unknown>)[key], state, depth + 1);
+          trail.pop();
+          if (height > inner) inner = height;
+        }
+        emit(state, '}');
       }
       state.stack.delete(value);
-      if (memo !== undefined) memo.set(value, { text: state.out.slice(start).join(''), height: inner + 1, ascii: state.ascii });
+      if (memo !== undefined) memo.set(value, { text: state.out.slice(start), height: inner + 1, ascii: state.ascii });
       return inner + 1;
     }
     default:
-      return fail(path, `a value of type ${typeof value}`);
+      return fail(pathOf(state), `a value of type ${typeof value}`);
   }
 }
 
@@ -167,15 +246,15 @@ function write(value: unknown, path: string, state: WriteState, depth: number): 
 export function canonicalJson(value: unknown, limits: CanonicalJsonLimits = {}): string {
   const state: WriteState = {
     stack: new Set(),
-    out: [],
+    trail: [],
+    out: '',
     maxDepth: limits.maxDepth ?? DEFAULT_MAX_DEPTH,
     maxBytes: limits.maxBytes ?? Number.POSITIVE_INFINITY,
     ascii: limits.nonAscii !== 'utf8',
     memo: limits.memo,
-    bytes: 0,
   };
-  write(value, '$', state, 1);
-  return state.out.join('');
+  write(value, state, 1);
+  return state.out;
 }
 
 /** Canonical JSON plus one `\n`, as bytes: the exact content of a record file. */

@@ -140,6 +140,7 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
   const batch = backend.begin();
   // Group records repeat their frozen `targets` and payload: their text is written once per batch.
   const memo = canonicalJsonMemo();
+  const encode = backend.encoder?.(memo) ?? ((record: LeaseRecord): StagedRecord => ({ record, bytes: serializeRecord(record, memo) }));
   try {
     const ids = operations.flatMap((op) => op.lockIds);
     await batch.lock(ids, exclusive ? { exclusive: true } : undefined);
@@ -164,7 +165,7 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
         },
         put: (record) => {
           if (!allowed.has(record.id)) throw new Error(`${op.name} staged ${record.id} outside its lock set`);
-          staged.set(record.id, { record, bytes: serializeRecord(record, memo) });
+          staged.set(record.id, encode(record));
         },
         remove: (id) => {
           if (!allowed.has(id)) throw new Error(`${op.name} staged ${id} outside its lock set`);

@@ -28,6 +28,7 @@
  * operations act outside the store while deciding (`LeaseOperation.sideEffects`, a replayed
  * publication) is locked for real (`lock(ids, { exclusive: true })`) and never re-run.
  */
+import type { CanonicalJsonMemo } from './canonical-json.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 
 /** The lease stores symfence has. `auto` (the option) resolves to one of these at open. */
@@ -48,7 +49,10 @@ export interface BatchReport {
 
 export const EMPTY_BATCH_REPORT: BatchReport = Object.freeze({ published: 0, fileBarriers: 0, directoryBarriers: 0, directories: [] });
 
-/** A staged change: the record's next value and its canonical bytes (serialised once, at staging). */
+/**
+ * A staged change: the record's next value and its bytes as the store keeps them (serialised
+ * once, at staging; a record file's canonical JSON unless the backend has its own `encoder`).
+ */
 export interface StagedRecord {
   readonly record: LeaseRecord;
   readonly bytes: Buffer;
@@ -99,6 +103,13 @@ export interface RecordBackend {
   /** The table root this backend serves (a directory holding `lease-table.json`). */
   readonly root: string;
   begin(): RecordBatch;
+  /**
+   * The store's own encoding of staged records, made fresh for each batch (`memo` lives as long
+   * as the batch). Default: the bytes of a record file (`serializeRecord`). Whatever it returns
+   * is what `stageAll` receives; it throws `InvalidJobError` for a record a reader would call
+   * corrupt, before anything is written.
+   */
+  encoder?(memo: CanonicalJsonMemo): (record: LeaseRecord) => StagedRecord;
   /**
    * Most distinct records one batch may touch (a transaction's size limit), or undefined for no
    * limit. The executor splits larger runs of operations into several batches.

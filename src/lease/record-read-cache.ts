@@ -42,19 +42,27 @@ export class RecordReadCache {
 
   /** `parseRecord(bytes, id, kind)`, from the cache when `bytes` equal the cached bytes. */
   parse(bytes: Buffer, id: string): RecordRead {
-    const hit = this.entries.get(id);
-    if (hit !== undefined && hit.bytes.equals(bytes)) {
-      this.entries.delete(id);
-      this.entries.set(id, hit);
-      return { state: 'valid', record: hit.record, bytes: hit.bytes };
-    }
+    const hit = this.lookup(id, bytes);
+    if (hit !== undefined) return { state: 'valid', record: hit, bytes };
     const read = parseRecord(bytes, id, this.kind);
     if (read.state === 'valid') this.remember(id, read.bytes, read.record);
     else this.forget(id);
     return read;
   }
 
-  /** Records what a committed write stored under `id`. */
+  /** The cached record of `id` when it was cached with exactly these key bytes. */
+  lookup(id: string, key: Buffer): LeaseRecord | undefined {
+    const hit = this.entries.get(id);
+    if (hit === undefined || !hit.bytes.equals(key)) return undefined;
+    this.entries.delete(id);
+    this.entries.set(id, hit);
+    return hit.record;
+  }
+
+  /**
+   * Records what a committed write stored under `id`: `bytes` are the stored bytes (or, for a
+   * store that keeps a record in several parts, a key equal exactly when every part is).
+   */
   remember(id: string, bytes: Buffer, record: LeaseRecord): void {
     this.forget(id);
     if (this.capacity === 0 || bytes.length > RECORD_READ_CACHE_MAX_RECORD_BYTES || bytes.length > this.capacityBytes) return;

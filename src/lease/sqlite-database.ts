@@ -9,10 +9,12 @@
  * the calling thread, which for the I/O thread stalls every other request. Contention is
  * retried asynchronously by the caller instead, until a monotonic deadline (`retryBusy`).
  *
- * Schema 1: `PRAGMA application_id` = `SQLITE_APPLICATION_ID` marks the file as symfence's,
- * `PRAGMA user_version` = 1 is the schema, table `symfence_table` records the table kind, table
- * `lease_records` holds one row per record: its id and the record's canonical JSON bytes, the
- * same bytes a record file holds (so rows are validated exactly like files, lease-record.ts).
+ * Schema 2: `PRAGMA application_id` = `SQLITE_APPLICATION_ID` marks the file as symfence's,
+ * `PRAGMA user_version` = 2 is the schema, table `symfence_table` records the table kind, table
+ * `lease_records` holds one row per record and `lease_groups` the part every member of a target
+ * group shares, once per group (the row layout is sqlite-rows.ts). Schema 1 (no `lease_groups`,
+ * every row a whole record) is upgraded in place by the first writer that opens it, in the same
+ * transaction that checks it; its rows stay valid as they are.
  */
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -29,13 +31,22 @@ export const SQLITE_FILE = 'lease-table.sqlite';
 /** `PRAGMA application_id`: ASCII `SYMF`. */
 export const SQLITE_APPLICATION_ID = 0x53594d46;
 /** `PRAGMA user_version` of the schema this version writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 1;
+export const SQLITE_SCHEMA_VERSION = 2;
+/** The older schema a writer upgrades (and a reader still reads). */
+const SQLITE_SCHEMA_V1 = 1;
 /** Pause between attempts on a busy database, ms (the flock locker's retry period too). */
 const BUSY_RETRY_MS = 1;
 
+const GROUPS_SQL = 'CREATE TABLE lease_groups (hash BLOB PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, refs INTEGER NOT NULL) STRICT, WITHOUT ROWID;';
 const SCHEMA_SQL = `
 CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
-CREATE TABLE lease_records (id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL) STRICT;
+CREATE TABLE lease_records (id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL, group_hash BLOB) STRICT;
+${GROUPS_SQL}
+`;
+/** Schema 1 → 2: rows keep their whole records (`group_hash` NULL). */
+const UPGRADE_V1_SQL = `
+ALTER TABLE lease_records ADD COLUMN group_hash BLOB;
+${GROUPS_SQL}
 `;
 
 let loaded: typeof BetterSqlite3 | null | undefined;
@@ -181,20 +192,33 @@ function checkOrCreateSchema(db: SqliteDatabase, file: string, kind: RecordKind)
     return;
   }
   checkSchema(db, file, kind, applicationId, version);
+  if (version === SQLITE_SCHEMA_V1) {
+    db.exec(UPGRADE_V1_SQL);
+    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
+  }
 }
 
 function checkSchema(db: SqliteDatabase, file: string, kind: RecordKind, applicationId: number, version: number): void {
   if (applicationId !== SQLITE_APPLICATION_ID) throw schemaError(file, applicationId === 0 ? 'is not a symfence lease database (no application_id)' : `belongs to another application (application_id 0x${applicationId.toString(16)})`);
   if (version > SQLITE_SCHEMA_VERSION) throw schemaError(file, `has schema ${version}, newer than this version of symfence reads (${SQLITE_SCHEMA_VERSION}); upgrade symfence`);
-  if (version !== SQLITE_SCHEMA_VERSION) throw schemaError(file, `has unknown schema ${version}`);
+  if (version !== SQLITE_SCHEMA_VERSION && version !== SQLITE_SCHEMA_V1) throw schemaError(file, `has unknown schema ${version}`);
   let stored: string | undefined;
   try {
     stored = (db.prepare("SELECT value FROM symfence_table WHERE key = 'kind'").get() as { value?: string } | undefined)?.value;
-    db.prepare('SELECT id, record FROM lease_records LIMIT 0').all();
+    if (version === SQLITE_SCHEMA_V1) db.prepare('SELECT id, record FROM lease_records LIMIT 0').all();
+    else {
+      db.prepare('SELECT id, record, group_hash FROM lease_records LIMIT 0').all();
+      db.prepare('SELECT hash, bytes, refs FROM lease_groups LIMIT 0').all();
+    }
   } catch (error) {
-    throw schemaError(file, `lacks the schema-1 tables (${(error as Error).message})`);
+    throw schemaError(file, `lacks the schema-${version} tables (${(error as Error).message})`);
   }
   if (stored !== kind) throw schemaError(file, `holds a ${stored ?? 'unknown'} table, not a ${kind} table`);
+}
+
+/** True when `db` has schema 1 (read-only readers read it as it is; a writer upgrades it). */
+export function isSchemaV1(db: SqliteDatabase): boolean {
+  return (db.pragma('user_version', { simple: true }) as number) === SQLITE_SCHEMA_V1;
 }
 
 /**

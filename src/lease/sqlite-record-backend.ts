@@ -21,34 +21,66 @@ import { detectFilesystemKind } from './filesystem-kind.js';
 import { ensureStoreRoot } from './store-root.js';
 import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
-import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
+import type { CanonicalJsonMemo } from './canonical-json.js';
+import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 import { RecordReadCache } from './record-read-cache.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from './record-backend.js';
-import { lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
+import { cacheKey, decodeRow, GroupCache, GroupRefs, parseGroupRow, refsProblem, sqliteEncoder, stagedGroup, type GroupFields } from './sqlite-rows.js';
+import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
 /** Pause between checks while another batch of this process holds the connection, ms. */
 const HANDOFF_POLL_MS = 2;
 
-/** A row as validated: the same rules as a record file (lease-record.ts), plus the row's own. */
-export function rowRead(id: string, record: unknown, kind: RecordKind, cache?: RecordReadCache): RecordRead {
-  if (!Buffer.isBuffer(record)) return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not a blob` };
-  if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
-  return cache !== undefined ? cache.parse(record, id) : parseRecord(record, id, kind);
-}
-
-/** Every row of `db`, validated; `file#id` names where each lives. */
+/**
+ * Every row of `db`, validated (sqlite-rows.ts); `file#id` names where each lives. A group row
+ * whose reference count disagrees with the rows that name it is reported as corrupt too
+ * (`file#group:<hash>`), so `leases check` sees it.
+ */
 export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
-  const rows = db.prepare('SELECT id, record FROM lease_records ORDER BY id').all() as { id: unknown; record: unknown }[];
-  return rows.map(({ id, record }): ScanEntry => {
+  const v1 = isSchemaV1(db);
+  const rows = db.prepare(v1 ? 'SELECT id, record, NULL AS group_hash FROM lease_records ORDER BY id' : 'SELECT id, record, group_hash FROM lease_records ORDER BY id').all() as Row[];
+  const groups = new Map<string, { hash: Buffer; bytes: unknown; refs: unknown; named: number }>();
+  if (!v1) {
+    for (const row of db.prepare('SELECT hash, bytes, refs FROM lease_groups ORDER BY hash').all() as { hash: unknown; bytes: unknown; refs: unknown }[]) {
+      const hex = Buffer.isBuffer(row.hash) ? row.hash.toString('hex') : `(${typeof row.hash})`;
+      groups.set(hex, { hash: Buffer.isBuffer(row.hash) ? row.hash : Buffer.alloc(0), bytes: row.bytes, refs: row.refs, named: 0 });
+    }
+  }
+  const parsed = new Map<string, GroupFields | string>();
+  const group = (hash: Buffer): GroupFields | string => {
+    const hex = hash.toString('hex');
+    const known = parsed.get(hex);
+    if (known !== undefined) return known;
+    const row = groups.get(hex);
+    const fields = row === undefined ? `its group row ${hex} is missing` : parseGroupRow(hash, row.bytes, kind);
+    parsed.set(hex, fields);
+    return fields;
+  };
+  const entries = rows.map(({ id, record, group_hash }): ScanEntry => {
     const where = `${file}#${String(id)}`;
+    if (Buffer.isBuffer(group_hash)) {
+      const named = groups.get(group_hash.toString('hex'));
+      if (named !== undefined) named.named += 1;
+    }
     if (typeof id !== 'string' || !isRecordId(id)) return { state: 'corrupt', id: undefined, path: where, reason: 'row id is not a record id' };
-    const read = rowRead(id, record, kind);
+    const read = decodeRow(id, record, group_hash, kind, group);
     if (read.state === 'valid') return { state: 'valid', id, path: where, record: read.record };
     return { state: 'corrupt', id, path: where, reason: read.state === 'corrupt' ? read.reason : 'absent' };
   });
+  for (const [hex, row] of groups) {
+    const problem = refsProblem(hex, row.refs, row.named);
+    if (problem !== undefined) entries.push({ state: 'corrupt', id: undefined, path: `${file}#group:${hex}`, reason: problem });
+  }
+  return entries;
+}
+
+interface Row {
+  readonly id: unknown;
+  readonly record: unknown;
+  readonly group_hash: unknown;
 }
 
 /**
@@ -93,9 +125,13 @@ export function scanSqliteRoot(root: string, kind: RecordKind): ScanEntry[] {
 }
 
 interface Statements {
-  readonly select: BetterSqlite3.Statement<[string], { record: unknown }>;
-  readonly upsert: BetterSqlite3.Statement<[string, Buffer]>;
+  readonly select: BetterSqlite3.Statement<[string], { record: unknown; group_hash: unknown }>;
+  readonly upsert: BetterSqlite3.Statement<[string, Buffer, Buffer | null]>;
   readonly remove: BetterSqlite3.Statement<[string]>;
+  readonly selectGroup: BetterSqlite3.Statement<[Buffer], { bytes: unknown }>;
+  readonly addRefs: BetterSqlite3.Statement<[Buffer, Buffer, number]>;
+  readonly dropRefs: BetterSqlite3.Statement<[number, Buffer]>;
+  readonly pruneGroup: BetterSqlite3.Statement<[Buffer]>;
 }
 
 export class SqliteRecordBackend implements RecordBackend {
@@ -108,6 +144,8 @@ export class SqliteRecordBackend implements RecordBackend {
   readonly statements: Statements;
   /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
   readonly readCache: RecordReadCache;
+  /** Parsed group rows by hash (immutable content). */
+  readonly groupCache = new GroupCache();
 
   constructor(
     readonly root: string,
@@ -119,14 +157,34 @@ export class SqliteRecordBackend implements RecordBackend {
     this.file = path.join(root, SQLITE_FILE);
     this.readCache = new RecordReadCache(kind);
     this.statements = {
-      select: db.prepare('SELECT record FROM lease_records WHERE id = ?'),
-      upsert: db.prepare('INSERT INTO lease_records (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record'),
+      select: db.prepare('SELECT record, group_hash FROM lease_records WHERE id = ?'),
+      upsert: db.prepare('INSERT INTO lease_records (id, record, group_hash) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_hash = excluded.group_hash'),
       remove: db.prepare('DELETE FROM lease_records WHERE id = ?'),
+      selectGroup: db.prepare('SELECT bytes FROM lease_groups WHERE hash = ?'),
+      addRefs: db.prepare('INSERT INTO lease_groups (hash, bytes, refs) VALUES (?, ?, ?) ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs'),
+      dropRefs: db.prepare('UPDATE lease_groups SET refs = refs - ? WHERE hash = ?'),
+      pruneGroup: db.prepare('DELETE FROM lease_groups WHERE hash = ? AND refs <= 0'),
     };
   }
 
   begin(): RecordBatch {
     return new SqliteRecordBatch(this);
+  }
+
+  encoder(memo: CanonicalJsonMemo): (record: LeaseRecord) => StagedRecord {
+    return sqliteEncoder(memo);
+  }
+
+  /** The content of group row `hash`: the cache, else the database (checked against its hash). */
+  group(hash: Buffer): GroupFields | string {
+    const hex = hash.toString('hex');
+    const cached = this.groupCache.get(hex);
+    if (cached !== undefined) return cached;
+    const row = this.statements.selectGroup.get(hash);
+    if (row === undefined) return `its group row ${hex} is missing`;
+    const fields = parseGroupRow(hash, row.bytes, this.kind);
+    if (typeof fields !== 'string') this.groupCache.remember(hex, fields, (row.bytes as Buffer).length);
+    return fields;
   }
 
   /**
@@ -204,6 +262,8 @@ type BatchState = 'open' | 'locked' | 'committed' | 'failed' | 'released';
 export class SqliteRecordBatch implements RecordBatch {
   private readonly locked = new Set<string>();
   private readonly reads = new Map<string, RecordRead>();
+  /** The group row each read row named (null: a whole record, or no row). */
+  private readonly readGroups = new Map<string, Buffer | null>();
   private readonly mutations = new Map<string, StagedRecord | null>();
   private state: BatchState = 'open';
 
@@ -226,13 +286,16 @@ export class SqliteRecordBatch implements RecordBatch {
     for (const id of new Set(ids)) {
       if (this.reads.has(id)) continue;
       if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
-      let row: { record: unknown } | undefined;
+      let row: { record: unknown; group_hash: unknown } | undefined;
+      let read: RecordRead;
       try {
         row = select.get(id);
+        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_hash, this.backend.kind, (hash) => this.backend.group(hash), this.backend.readCache);
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
-      this.reads.set(id, row === undefined ? { state: 'absent' } : rowRead(id, row.record, this.backend.kind, this.backend.readCache));
+      this.reads.set(id, read);
+      this.readGroups.set(id, row !== undefined && Buffer.isBuffer(row.group_hash) ? row.group_hash : null);
     }
   }
 
@@ -269,10 +332,20 @@ export class SqliteRecordBatch implements RecordBatch {
     const { db, statements, file } = this.backend;
     const list = [...this.mutations.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
     let step = 'write';
+    const refs = new GroupRefs();
     try {
       for (const [id, next] of list) {
-        if (next) statements.upsert.run(id, next.bytes);
+        const group = next ? stagedGroup(next) : null;
+        if (next) statements.upsert.run(id, next.bytes, group?.hash ?? null);
         else statements.remove.run(id);
+        refs.move(this.readGroups.get(id) ?? null, group);
+      }
+      for (const { hash, bytes, delta } of refs.changes()) {
+        if (delta > 0) statements.addRefs.run(hash, bytes!, delta);
+        else {
+          statements.dropRefs.run(-delta, hash);
+          statements.pruneGroup.run(hash);
+        }
       }
       step = 'commit';
       db.exec('COMMIT');
@@ -293,8 +366,13 @@ export class SqliteRecordBatch implements RecordBatch {
     }
     this.state = 'committed';
     for (const [id, next] of list) {
-      if (next) this.backend.readCache.remember(id, next.bytes, next.record);
-      else this.backend.readCache.forget(id);
+      const group = next ? stagedGroup(next) : null;
+      if (!next) this.backend.readCache.forget(id);
+      else if (group === null) this.backend.readCache.remember(id, next.bytes, next.record);
+      else {
+        this.backend.readCache.remember(id, cacheKey(next.bytes, group.hash), next.record);
+        this.backend.groupCache.remember(group.hex, { payload: next.record.payload, targets: next.record.targets! }, group.bytes.length);
+      }
     }
     if (list.length === 0) return EMPTY_BATCH_REPORT;
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };

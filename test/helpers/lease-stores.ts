@@ -21,6 +21,7 @@ import { scanRecords } from '../../src/lease/lease-scan.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { loadNative } from '../../src/native/bindings.js';
 import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import type { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { etcdUnavailable, startEtcd, type EtcdCluster } from './etcd-server.js';
 
@@ -147,7 +148,15 @@ const sqliteStore: LeaseStoreUnderTest = {
   async writeRaw(root, id, bytes) {
     const db = connect(root);
     try {
-      db.prepare('INSERT INTO lease_records (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record').run(id, Buffer.from(bytes));
+      // The row then holds the whole record (no group row), as another writer would leave it.
+      db.transaction(() => {
+        const old = db.prepare('SELECT group_hash FROM lease_records WHERE id = ?').get(id) as { group_hash: Buffer | null } | undefined;
+        db.prepare('INSERT INTO lease_records (id, record, group_hash) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_hash = NULL').run(id, Buffer.from(bytes));
+        if (old?.group_hash) {
+          db.prepare('UPDATE lease_groups SET refs = refs - 1 WHERE hash = ?').run(old.group_hash);
+          db.prepare('DELETE FROM lease_groups WHERE hash = ? AND refs <= 0').run(old.group_hash);
+        }
+      }).immediate();
     } finally {
       db.close();
     }
@@ -155,8 +164,15 @@ const sqliteStore: LeaseStoreUnderTest = {
   async readRaw(root, id) {
     const db = connect(root);
     try {
-      const row = db.prepare('SELECT record FROM lease_records WHERE id = ?').get(id) as { record: Buffer } | undefined;
-      return row === undefined ? null : Buffer.from(row.record);
+      // A member of a target group keeps its group's payload and targets in its group row: joined
+      // here, the record is the exact bytes a record file of it would hold.
+      const row = db.prepare('SELECT r.record, r.group_hash, g.bytes AS group_bytes FROM lease_records r LEFT JOIN lease_groups g ON g.hash = r.group_hash WHERE r.id = ?').get(id) as
+        | { record: Buffer; group_hash: Buffer | null; group_bytes: Buffer | null }
+        | undefined;
+      if (row === undefined) return null;
+      if (row.group_hash === null) return Buffer.from(row.record);
+      if (row.group_bytes === null) throw new Error(`record ${id} names a missing group row`);
+      return canonicalJsonBytes({ ...(JSON.parse(row.record.toString('utf8')) as object), ...(JSON.parse(row.group_bytes.toString('utf8')) as object) });
     } finally {
       db.close();
     }

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type BetterSqlite3 from 'better-sqlite3';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
-import { SQLITE_APPLICATION_ID, SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite-database.js';
 import { probeFilesystem } from '../../src/lease/fs-probe.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
@@ -61,7 +61,7 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
   it('refuses a database of another application, of a newer schema, or that is no database at all', async () => {
     const cases: [string, (file: string) => Promise<void>, string][] = [
       ['foreign', async (file) => setPragmas(file, 0x12345678, 1), 'another application'],
-      ['newer', async (file) => setPragmas(file, SQLITE_APPLICATION_ID, 2), 'newer'],
+      ['newer', async (file) => setPragmas(file, SQLITE_APPLICATION_ID, SQLITE_SCHEMA_VERSION + 1), 'newer'],
       ['garbage', async (file) => writeFile(file, 'this is not a database, just bytes long enough to look like a header ....................................'), 'not a SQLite database'],
     ];
     for (const [label, damage, reason] of cases) {

@@ -1,0 +1,74 @@
+// The fast paths of the canonical-JSON writer give the bytes of the plain definition: keys
+// sorted by UTF-16 code unit at every level, no whitespace, every non-ASCII character as \uXXXX,
+// numbers as JSON writes them. A flat object whose keys are already in order is written by
+// JSON.stringify; the reference below never takes that path.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { canonicalJson } from '../../src/lease/canonical-json.js';
+
+function escaped(text: string): string {
+  return JSON.stringify(text).replace(/[\u007f-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The definition, written the slow way. */
+function reference(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(reference).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${keys.map((k) => `${escaped(k)}:${reference((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  if (typeof value === 'string') return escaped(value);
+  return JSON.stringify(value);
+}
+
+/** The same entries, inserted in canonical key order (the order the JSON.stringify path needs). */
+function inKeyOrder(value: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+const scalar = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  fc.constantFrom('plain', 'with "quote"', 'back\\slash', 'tab\there', 'ünïcødé', '\u2028', '\ud800', '\u007f'),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.integer(),
+  fc.constantFrom(0, -0, 1e21, 5e-324, Number.MAX_SAFE_INTEGER),
+  fc.boolean(),
+  fc.constant(null),
+);
+const key = fc.oneof(fc.string(), fc.constantFrom('a', 'b', 'Z', '10', '9', '2', '', ' ', 'é', '"', 'schema', 'id', '__proto__x'));
+
+describe('canonical JSON fast paths', () => {
+  it('writes a flat object the same whatever its insertion order, in key order or not', () => {
+    fc.assert(
+      fc.property(fc.dictionary(key, scalar, { maxKeys: 20 }), (flat) => {
+        const want = reference(flat);
+        expect(canonicalJson(flat)).toBe(want);
+        expect(canonicalJson(inKeyOrder(flat))).toBe(want);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('writes nested objects and arrays of flat objects as the definition does', () => {
+    const nested = fc.letrec<{ value: unknown }>((tie) => ({
+      value: fc.oneof({ depthSize: 'small' }, scalar, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(key, tie('value'), { maxKeys: 5 }).map(inKeyOrder), fc.dictionary(key, tie('value'), { maxKeys: 5 })),
+    }));
+    fc.assert(
+      fc.property(nested.value, (value) => {
+        expect(canonicalJson(value)).toBe(reference(value));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('still bounds a flat object by length and refuses what it always refused', () => {
+    const flat = inKeyOrder({ a: 'x'.repeat(50), b: 1 });
+    expect(() => canonicalJson(flat, { maxBytes: 40 })).toThrow(/longer than 40 bytes/);
+    expect(() => canonicalJson(inKeyOrder({ a: 1, b: Number.NaN }))).toThrow(/non-finite number NaN at \$\.b/);
+    expect(() => canonicalJson(inKeyOrder({ a: 1, b: undefined }))).toThrow(/undefined at \$\.b/);
+    expect(() => canonicalJson({ x: [inKeyOrder({ a: 1, f: () => 1 })] })).toThrow(/function at \$\.x\[0\]\.f/);
+    expect(canonicalJson({ deep: [[[inKeyOrder({ a: 1 })]]] }, { maxDepth: 5 })).toBe('{"deep":[[[{"a":1}]]]}');
+    expect(() => canonicalJson({ deep: [[[inKeyOrder({ a: 1 })]]] }, { maxDepth: 4 })).toThrow(/nesting deeper than 4 levels/);
+  });
+});
