@@ -160,7 +160,8 @@ export class DurabilityBatch implements RecordBatch {
       id,
       dir: this.ctx.layout.dirOf(id),
       recordPath: this.ctx.layout.recordPath(id),
-      previous: read.state === 'valid' ? read.bytes : null,
+      // A record file's read always carries its bytes (record-store.ts).
+      previous: read.state === 'valid' ? read.bytes! : null,
       next,
     });
   }

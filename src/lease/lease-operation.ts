@@ -159,7 +159,7 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
         get: (id) => {
           if (staged.has(id)) {
             const next = staged.get(id);
-            return next ? { state: 'valid', record: next.record, bytes: next.bytes } : { state: 'absent' };
+            return next ? { state: 'valid', record: next.record } : { state: 'absent' };
           }
           return batch.view(id);
         },

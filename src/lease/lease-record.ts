@@ -90,7 +90,8 @@ export interface LeaseRecord {
 
 export type RecordRead =
   | { readonly state: 'absent' }
-  | { readonly state: 'valid'; readonly record: LeaseRecord; readonly bytes: Buffer }
+  /** `bytes`: the stored bytes, where a store keeps a record as one byte string (files, etcd). */
+  | { readonly state: 'valid'; readonly record: LeaseRecord; readonly bytes?: Buffer }
   | { readonly state: 'corrupt'; readonly reason: string; readonly bytes?: Buffer };
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -20,9 +20,21 @@ export const RECORD_READ_CACHE_BYTES = 16 * 1024 * 1024;
 /** Largest record kept: a 64-target record is a few KiB; bigger ones are parsed every time. */
 export const RECORD_READ_CACHE_MAX_RECORD_BYTES = 64 * 1024;
 
+/**
+ * What a record was stored as: its bytes (a record file, an etcd value), or the text of a SQLite
+ * row; `tag` is the SQLite group row it names, if any. Equal stored forms mean an equal record.
+ */
+export type StoredForm = Buffer | string;
+
 interface Entry {
-  readonly bytes: Buffer;
+  readonly stored: StoredForm;
+  readonly tag: number | undefined;
   readonly record: LeaseRecord;
+}
+
+function sameStored(a: StoredForm, b: StoredForm): boolean {
+  if (typeof a === 'string') return a === b;
+  return typeof b !== 'string' && a.equals(b);
 }
 
 export class RecordReadCache {
@@ -45,36 +57,34 @@ export class RecordReadCache {
     const hit = this.lookup(id, bytes);
     if (hit !== undefined) return { state: 'valid', record: hit, bytes };
     const read = parseRecord(bytes, id, this.kind);
-    if (read.state === 'valid') this.remember(id, read.bytes, read.record);
+    if (read.state === 'valid') this.remember(id, bytes, read.record);
     else this.forget(id);
     return read;
   }
 
-  /** The cached record of `id` when it was cached with exactly these key bytes. */
-  lookup(id: string, key: Buffer): LeaseRecord | undefined {
+  /** The cached record of `id` when it was cached with exactly this stored form and tag. */
+  lookup(id: string, stored: StoredForm, tag?: number): LeaseRecord | undefined {
     const hit = this.entries.get(id);
-    if (hit === undefined || !hit.bytes.equals(key)) return undefined;
+    if (hit === undefined || hit.tag !== tag || !sameStored(hit.stored, stored)) return undefined;
     this.entries.delete(id);
     this.entries.set(id, hit);
     return hit.record;
   }
 
-  /**
-   * Records what a committed write stored under `id`: `bytes` are the stored bytes (or, for a
-   * store that keeps a record in several parts, a key equal exactly when every part is).
-   */
-  remember(id: string, bytes: Buffer, record: LeaseRecord): void {
+  /** Records what a committed write stored under `id` (or what a read found there). */
+  remember(id: string, stored: StoredForm, record: LeaseRecord, tag?: number): void {
     this.forget(id);
-    if (this.capacity === 0 || bytes.length > RECORD_READ_CACHE_MAX_RECORD_BYTES || bytes.length > this.capacityBytes) return;
-    while (this.entries.size >= this.capacity || this.bytes + bytes.length > this.capacityBytes) this.forget(this.entries.keys().next().value as string);
-    this.entries.set(id, { bytes, record: deepFreeze(record) });
-    this.bytes += bytes.length;
+    const size = stored.length;
+    if (this.capacity === 0 || size > RECORD_READ_CACHE_MAX_RECORD_BYTES || size > this.capacityBytes) return;
+    while (this.entries.size >= this.capacity || this.bytes + size > this.capacityBytes) this.forget(this.entries.keys().next().value as string);
+    this.entries.set(id, { stored, tag, record: deepFreeze(record) });
+    this.bytes += size;
   }
 
   forget(id: string): void {
     const entry = this.entries.get(id);
     if (entry === undefined) return;
     this.entries.delete(id);
-    this.bytes -= entry.bytes.length;
+    this.bytes -= entry.stored.length;
   }
 }

@@ -37,15 +37,19 @@ const SQLITE_SCHEMA_V1 = 1;
 /** Pause between attempts on a busy database, ms (the flock locker's retry period too). */
 const BUSY_RETRY_MS = 1;
 
-const GROUPS_SQL = 'CREATE TABLE lease_groups (hash BLOB PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, refs INTEGER NOT NULL) STRICT, WITHOUT ROWID;';
+const GROUPS_SQL = 'CREATE TABLE lease_groups (id INTEGER PRIMARY KEY AUTOINCREMENT, hash BLOB NOT NULL UNIQUE, content TEXT NOT NULL, refs INTEGER NOT NULL) STRICT;';
+const RECORDS_SQL = (name: string): string => `CREATE TABLE ${name} (id TEXT PRIMARY KEY NOT NULL, record ANY NOT NULL, group_id INTEGER) STRICT;`;
 const SCHEMA_SQL = `
 CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
-CREATE TABLE lease_records (id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL, group_hash BLOB) STRICT;
+${RECORDS_SQL('lease_records')}
 ${GROUPS_SQL}
 `;
-/** Schema 1 → 2: rows keep their whole records (`group_hash` NULL). */
+/** Schema 1 → 2: the records table rebuilt with the new columns; every row keeps its whole record. */
 const UPGRADE_V1_SQL = `
-ALTER TABLE lease_records ADD COLUMN group_hash BLOB;
+${RECORDS_SQL('lease_records_v2')}
+INSERT INTO lease_records_v2 (id, record) SELECT id, record FROM lease_records;
+DROP TABLE lease_records;
+ALTER TABLE lease_records_v2 RENAME TO lease_records;
 ${GROUPS_SQL}
 `;
 
@@ -207,8 +211,8 @@ function checkSchema(db: SqliteDatabase, file: string, kind: RecordKind, applica
     stored = (db.prepare("SELECT value FROM symfence_table WHERE key = 'kind'").get() as { value?: string } | undefined)?.value;
     if (version === SQLITE_SCHEMA_V1) db.prepare('SELECT id, record FROM lease_records LIMIT 0').all();
     else {
-      db.prepare('SELECT id, record, group_hash FROM lease_records LIMIT 0').all();
-      db.prepare('SELECT hash, bytes, refs FROM lease_groups LIMIT 0').all();
+      db.prepare('SELECT id, record, group_id FROM lease_records LIMIT 0').all();
+      db.prepare('SELECT id, hash, content, refs FROM lease_groups LIMIT 0').all();
     }
   } catch (error) {
     throw schemaError(file, `lacks the schema-${version} tables (${(error as Error).message})`);

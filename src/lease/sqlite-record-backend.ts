@@ -21,13 +21,13 @@ import { detectFilesystemKind } from './filesystem-kind.js';
 import { ensureStoreRoot } from './store-root.js';
 import { leaseIoError } from './lease-io-error.js';
 import { isRecordId } from './identity.js';
-import type { CanonicalJsonMemo } from './canonical-json.js';
+import { canonicalJsonMemo, type CanonicalJsonMemo } from './canonical-json.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 import { RecordReadCache } from './record-read-cache.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from './record-backend.js';
-import { cacheKey, decodeRow, GroupCache, GroupRefs, parseGroupRow, refsProblem, sqliteEncoder, stagedGroup, type GroupFields } from './sqlite-rows.js';
+import { decodeRow, GroupCache, GroupRefs, parseGroupRow, refsProblem, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
@@ -36,43 +36,38 @@ const HANDOFF_POLL_MS = 2;
 
 /**
  * Every row of `db`, validated (sqlite-rows.ts); `file#id` names where each lives. A group row
- * whose reference count disagrees with the rows that name it is reported as corrupt too
- * (`file#group:<hash>`), so `leases check` sees it.
+ * whose member count disagrees with the rows that name it is reported as corrupt too
+ * (`file#group:<id>`), so `leases check` sees it.
  */
 export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
   const v1 = isSchemaV1(db);
-  const rows = db.prepare(v1 ? 'SELECT id, record, NULL AS group_hash FROM lease_records ORDER BY id' : 'SELECT id, record, group_hash FROM lease_records ORDER BY id').all() as Row[];
-  const groups = new Map<string, { hash: Buffer; bytes: unknown; refs: unknown; named: number }>();
+  const rows = db.prepare(v1 ? 'SELECT id, record, NULL AS group_id FROM lease_records ORDER BY id' : 'SELECT id, record, group_id FROM lease_records ORDER BY id').all() as Row[];
+  const groups = new Map<number, { row: { hash: unknown; content: unknown }; refs: unknown; named: number }>();
   if (!v1) {
-    for (const row of db.prepare('SELECT hash, bytes, refs FROM lease_groups ORDER BY hash').all() as { hash: unknown; bytes: unknown; refs: unknown }[]) {
-      const hex = Buffer.isBuffer(row.hash) ? row.hash.toString('hex') : `(${typeof row.hash})`;
-      groups.set(hex, { hash: Buffer.isBuffer(row.hash) ? row.hash : Buffer.alloc(0), bytes: row.bytes, refs: row.refs, named: 0 });
+    for (const { id, hash, content, refs } of db.prepare('SELECT id, hash, content, refs FROM lease_groups ORDER BY id').all() as { id: number; hash: unknown; content: unknown; refs: unknown }[]) {
+      groups.set(id, { row: { hash, content }, refs, named: 0 });
     }
   }
-  const parsed = new Map<string, GroupFields | string>();
-  const group = (hash: Buffer): GroupFields | string => {
-    const hex = hash.toString('hex');
-    const known = parsed.get(hex);
-    if (known !== undefined) return known;
-    const row = groups.get(hex);
-    const fields = row === undefined ? `its group row ${hex} is missing` : parseGroupRow(hash, row.bytes, kind);
-    parsed.set(hex, fields);
-    return fields;
+  const parsed = new Map<number, GroupEntry | string>();
+  const group = (groupId: number): GroupEntry | string => {
+    let entry = parsed.get(groupId);
+    if (entry === undefined) parsed.set(groupId, (entry = parseGroupRow(groupId, groups.get(groupId)?.row, kind)));
+    return entry;
   };
-  const entries = rows.map(({ id, record, group_hash }): ScanEntry => {
+  const entries = rows.map(({ id, record, group_id }): ScanEntry => {
     const where = `${file}#${String(id)}`;
-    if (Buffer.isBuffer(group_hash)) {
-      const named = groups.get(group_hash.toString('hex'));
+    if (typeof group_id === 'number') {
+      const named = groups.get(group_id);
       if (named !== undefined) named.named += 1;
     }
     if (typeof id !== 'string' || !isRecordId(id)) return { state: 'corrupt', id: undefined, path: where, reason: 'row id is not a record id' };
-    const read = decodeRow(id, record, group_hash, kind, group);
+    const read = decodeRow(id, record, group_id, kind, group);
     if (read.state === 'valid') return { state: 'valid', id, path: where, record: read.record };
     return { state: 'corrupt', id, path: where, reason: read.state === 'corrupt' ? read.reason : 'absent' };
   });
-  for (const [hex, row] of groups) {
-    const problem = refsProblem(hex, row.refs, row.named);
-    if (problem !== undefined) entries.push({ state: 'corrupt', id: undefined, path: `${file}#group:${hex}`, reason: problem });
+  for (const [groupId, { refs, named }] of groups) {
+    const problem = refsProblem(groupId, refs, named);
+    if (problem !== undefined) entries.push({ state: 'corrupt', id: undefined, path: `${file}#group:${groupId}`, reason: problem });
   }
   return entries;
 }
@@ -80,7 +75,7 @@ export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind)
 interface Row {
   readonly id: unknown;
   readonly record: unknown;
-  readonly group_hash: unknown;
+  readonly group_id: unknown;
 }
 
 /**
@@ -125,13 +120,13 @@ export function scanSqliteRoot(root: string, kind: RecordKind): ScanEntry[] {
 }
 
 interface Statements {
-  readonly select: BetterSqlite3.Statement<[string], { record: unknown; group_hash: unknown }>;
-  readonly upsert: BetterSqlite3.Statement<[string, Buffer, Buffer | null]>;
+  readonly select: BetterSqlite3.Statement<[string], { record: unknown; group_id: unknown }>;
+  readonly upsert: BetterSqlite3.Statement<[string, string, number | null]>;
   readonly remove: BetterSqlite3.Statement<[string]>;
-  readonly selectGroup: BetterSqlite3.Statement<[Buffer], { bytes: unknown }>;
-  readonly addRefs: BetterSqlite3.Statement<[Buffer, Buffer, number]>;
-  readonly dropRefs: BetterSqlite3.Statement<[number, Buffer]>;
-  readonly pruneGroup: BetterSqlite3.Statement<[Buffer]>;
+  readonly selectGroup: BetterSqlite3.Statement<[number], { hash: unknown; content: unknown }>;
+  readonly addMembers: BetterSqlite3.Statement<[Buffer, string, number], { id: number }>;
+  readonly dropMembers: BetterSqlite3.Statement<[number, number]>;
+  readonly pruneGroup: BetterSqlite3.Statement<[number]>;
 }
 
 export class SqliteRecordBackend implements RecordBackend {
@@ -144,7 +139,7 @@ export class SqliteRecordBackend implements RecordBackend {
   readonly statements: Statements;
   /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
   readonly readCache: RecordReadCache;
-  /** Parsed group rows by hash (immutable content). */
+  /** Parsed group rows by id (immutable content, ids never reused). */
   readonly groupCache = new GroupCache();
 
   constructor(
@@ -157,13 +152,13 @@ export class SqliteRecordBackend implements RecordBackend {
     this.file = path.join(root, SQLITE_FILE);
     this.readCache = new RecordReadCache(kind);
     this.statements = {
-      select: db.prepare('SELECT record, group_hash FROM lease_records WHERE id = ?'),
-      upsert: db.prepare('INSERT INTO lease_records (id, record, group_hash) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_hash = excluded.group_hash'),
+      select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
+      upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
       remove: db.prepare('DELETE FROM lease_records WHERE id = ?'),
-      selectGroup: db.prepare('SELECT bytes FROM lease_groups WHERE hash = ?'),
-      addRefs: db.prepare('INSERT INTO lease_groups (hash, bytes, refs) VALUES (?, ?, ?) ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs'),
-      dropRefs: db.prepare('UPDATE lease_groups SET refs = refs - ? WHERE hash = ?'),
-      pruneGroup: db.prepare('DELETE FROM lease_groups WHERE hash = ? AND refs <= 0'),
+      selectGroup: db.prepare('SELECT hash, content FROM lease_groups WHERE id = ?'),
+      addMembers: db.prepare('INSERT INTO lease_groups (hash, content, refs) VALUES (?, ?, ?) ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs RETURNING id'),
+      dropMembers: db.prepare('UPDATE lease_groups SET refs = refs - ? WHERE id = ?'),
+      pruneGroup: db.prepare('DELETE FROM lease_groups WHERE id = ? AND refs <= 0'),
     };
   }
 
@@ -175,16 +170,14 @@ export class SqliteRecordBackend implements RecordBackend {
     return sqliteEncoder(memo);
   }
 
-  /** The content of group row `hash`: the cache, else the database (checked against its hash). */
-  group(hash: Buffer): GroupFields | string {
-    const hex = hash.toString('hex');
-    const cached = this.groupCache.get(hex);
+  /** Group row `groupId`: the cache, else the database (checked against its hash). */
+  group(groupId: number): GroupEntry | string {
+    const cached = this.groupCache.get(groupId);
     if (cached !== undefined) return cached;
-    const row = this.statements.selectGroup.get(hash);
-    if (row === undefined) return `its group row ${hex} is missing`;
-    const fields = parseGroupRow(hash, row.bytes, this.kind);
-    if (typeof fields !== 'string') this.groupCache.remember(hex, fields, (row.bytes as Buffer).length);
-    return fields;
+    const row = this.statements.selectGroup.get(groupId);
+    const entry = parseGroupRow(groupId, row, this.kind);
+    if (typeof entry !== 'string') this.groupCache.remember(groupId, entry.hex, entry.fields, (row!.content as string).length);
+    return entry;
   }
 
   /**
@@ -256,6 +249,14 @@ export class SqliteRecordBackend implements RecordBackend {
   }
 }
 
+/**
+ * A staged record as this store writes it: its own encoding, or (a record encoded elsewhere) the
+ * record again as a whole-record row.
+ */
+function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
+  return staged instanceof SqliteStagedRecord ? staged : sqliteEncoder(canonicalJsonMemo())(staged.record);
+}
+
 type BatchState = 'open' | 'locked' | 'committed' | 'failed' | 'released';
 
 /** One write transaction (phases in record-backend.ts). */
@@ -263,7 +264,7 @@ export class SqliteRecordBatch implements RecordBatch {
   private readonly locked = new Set<string>();
   private readonly reads = new Map<string, RecordRead>();
   /** The group row each read row named (null: a whole record, or no row). */
-  private readonly readGroups = new Map<string, Buffer | null>();
+  private readonly readGroups = new Map<string, number | null>();
   private readonly mutations = new Map<string, StagedRecord | null>();
   private state: BatchState = 'open';
 
@@ -286,22 +287,22 @@ export class SqliteRecordBatch implements RecordBatch {
     for (const id of new Set(ids)) {
       if (this.reads.has(id)) continue;
       if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
-      let row: { record: unknown; group_hash: unknown } | undefined;
+      let row: { record: unknown; group_id: unknown } | undefined;
       let read: RecordRead;
       try {
         row = select.get(id);
-        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_hash, this.backend.kind, (hash) => this.backend.group(hash), this.backend.readCache);
+        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId), this.backend.readCache);
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
       this.reads.set(id, read);
-      this.readGroups.set(id, row !== undefined && Buffer.isBuffer(row.group_hash) ? row.group_hash : null);
+      this.readGroups.set(id, row !== undefined && typeof row.group_id === 'number' ? row.group_id : null);
     }
   }
 
   view(id: string): RecordRead {
     const next = this.mutations.get(id);
-    if (next !== undefined) return next ? { state: 'valid', record: next.record, bytes: next.bytes } : { state: 'absent' };
+    if (next !== undefined) return next ? { state: 'valid', record: next.record } : { state: 'absent' };
     const read = this.reads.get(id);
     if (!read) throw new Error(`record ${id} was not read in this batch`);
     return read;
@@ -333,19 +334,24 @@ export class SqliteRecordBatch implements RecordBatch {
     const list = [...this.mutations.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
     let step = 'write';
     const refs = new GroupRefs();
+    // Each staged row: its text, and its group row — kept (a heartbeat), or new (id known once
+    // the group row is written, below).
+    const rows = list.map(([id, next]) => {
+      const staged = next === null ? null : asSqliteStaged(next);
+      const before = this.readGroups.get(id) ?? null;
+      const kept = refs.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null) === 'same';
+      return { id, staged, groupId: kept ? before : null };
+    });
+    const groupIds = new Map<string, number>();
     try {
-      for (const [id, next] of list) {
-        const group = next ? stagedGroup(next) : null;
-        if (next) statements.upsert.run(id, next.bytes, group?.hash ?? null);
-        else statements.remove.run(id);
-        refs.move(this.readGroups.get(id) ?? null, group);
+      for (const [hex, { blob, count }] of refs.added) groupIds.set(hex, statements.addMembers.get(blob.hash, blob.content, count)!.id);
+      for (const { id, staged, groupId } of rows) {
+        if (staged === null) statements.remove.run(id);
+        else statements.upsert.run(id, staged.text, staged.group === null ? null : (groupId ?? groupIds.get(staged.group.hex)!));
       }
-      for (const { hash, bytes, delta } of refs.changes()) {
-        if (delta > 0) statements.addRefs.run(hash, bytes!, delta);
-        else {
-          statements.dropRefs.run(-delta, hash);
-          statements.pruneGroup.run(hash);
-        }
+      for (const [groupId, count] of refs.left) {
+        statements.dropMembers.run(count, groupId);
+        statements.pruneGroup.run(groupId);
       }
       step = 'commit';
       db.exec('COMMIT');
@@ -365,14 +371,15 @@ export class SqliteRecordBatch implements RecordBatch {
       }, error);
     }
     this.state = 'committed';
-    for (const [id, next] of list) {
-      const group = next ? stagedGroup(next) : null;
-      if (!next) this.backend.readCache.forget(id);
-      else if (group === null) this.backend.readCache.remember(id, next.bytes, next.record);
-      else {
-        this.backend.readCache.remember(id, cacheKey(next.bytes, group.hash), next.record);
-        this.backend.groupCache.remember(group.hex, { payload: next.record.payload, targets: next.record.targets! }, group.bytes.length);
+    for (const { id, staged, groupId } of rows) {
+      if (staged === null) {
+        this.backend.readCache.forget(id);
+        continue;
       }
+      const group = staged.group;
+      const tag = group === null ? undefined : (groupId ?? groupIds.get(group.hex)!);
+      this.backend.readCache.remember(id, staged.text, staged.record, tag);
+      if (group !== null && tag !== undefined) this.backend.groupCache.remember(tag, group.hex, { payload: staged.record.payload, targets: staged.record.targets! }, group.content.length);
     }
     if (list.length === 0) return EMPTY_BATCH_REPORT;
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };

@@ -3,30 +3,37 @@
  *
  * Every member of a target group carries the same `payload` and the same list of up to 64
  * `targets` — at 64-bit targets about 1.4 KB of each 1.8 KB record. The SQLite store keeps that
- * part once per group: a row of `lease_groups`, content-addressed by the SHA-256 of its bytes and
- * reference-counted, and each member's row in `lease_records` holds the member's own fields
- * (`record`, canonical JSON without `payload` and `targets`) and the group row's hash (`group_hash`).
- * A row whose `group_hash` is NULL holds a whole record, exactly the bytes of a record file (work
- * records, and rows written by schema 1).
+ * part once per group: a row of `lease_groups` (its canonical JSON `content`, the SHA-256 of the
+ * content, and a count of the member rows naming it), and each member's row in `lease_records`
+ * holds the member's own fields as canonical JSON text plus the group row's `id`. Rows are text,
+ * not blobs: reading a row then costs one string, not a buffer per column.
  *
- * Reading: the member bytes and the group bytes are each parsed, joined, and the joined record is
- * validated exactly like a record file (lease-record.ts). A group row is checked against its hash
- * when it is read from the database; a missing or damaged one makes every member that names it
- * corrupt. Group contents are immutable (a changed payload or list is another hash), so a parsed
- * group is cached by hash for as long as the process lives, bounded.
+ * The forms of a `lease_records` row:
+ * - `record` text, `group_id` an integer: a group member (its fields without `payload` and
+ *   `targets`, which are the group row's);
+ * - `record` text, `group_id` NULL: a whole record (work records), canonical JSON;
+ * - `record` a blob, `group_id` NULL: a whole record as the bytes of a record file (schema-1
+ *   rows, kept as they were by the upgrade).
+ * Anything else is corrupt. Reading joins a member and its group and validates the joined record
+ * exactly like a record file (lease-record.ts).
+ *
+ * Group rows are immutable: their content never changes (another content is another row), and
+ * their ids are never reused (`AUTOINCREMENT`), so a parsed group row is cached by id for as long
+ * as the process lives, bounded. A group row is checked against its hash whenever it is read from
+ * the database; a missing or damaged one makes every member naming it corrupt.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJsonBytes, type CanonicalJsonMemo } from './canonical-json.js';
+import { canonicalJson, type CanonicalJsonMemo } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
-import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, recordProblem, serializeRecord, type JsonObject, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
+import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, recordProblem, type JsonObject, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import type { RecordReadCache } from './record-read-cache.js';
 import type { StagedRecord } from './record-backend.js';
 
-/** A group row: its content, the SHA-256 of that content (the row's key), and the key as hex. */
+/** A group row to be written: its content, and the SHA-256 of that content (hex too). */
 export interface GroupBlob {
   readonly hash: Buffer;
   readonly hex: string;
-  readonly bytes: Buffer;
+  readonly content: string;
 }
 
 /** The parsed content of a group row. */
@@ -35,52 +42,59 @@ export interface GroupFields {
   readonly targets: readonly string[];
 }
 
-/** A staged record of the SQLite store: `bytes` are the row's `record`, `group` its group row. */
-export interface SqliteStagedRecord extends StagedRecord {
-  readonly group: GroupBlob | null;
+/** A group row as read: its content parsed, and its hash (hex). */
+export interface GroupEntry {
+  readonly fields: GroupFields;
+  readonly hex: string;
 }
 
-/** The group row of a staged record; null for a whole record (any other store's encoding too). */
-export function stagedGroup(staged: StagedRecord): GroupBlob | null {
-  return (staged as Partial<SqliteStagedRecord>).group ?? null;
+/** A staged record of the SQLite store: the row's `record` text, and its group row if a member. */
+export class SqliteStagedRecord implements StagedRecord {
+  constructor(
+    readonly record: LeaseRecord,
+    readonly text: string,
+    readonly group: GroupBlob | null,
+  ) {}
+
+  /** The row's text as bytes (only for callers that ask: the store itself writes the text). */
+  get bytes(): Buffer {
+    return Buffer.from(this.text, 'utf8');
+  }
 }
 
-const hashHex = (hash: Buffer): string => hash.toString('hex');
-
-function groupBlobOf(bytes: Buffer): GroupBlob {
-  const hash = createHash('sha256').update(bytes).digest();
-  return { hash, hex: hashHex(hash), bytes };
-}
+const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
 /**
- * A fresh encoder for one batch: a target record with a `targets` list is split into its member
- * bytes and its group row (the group's bytes and hash computed once per distinct frozen
- * `targets`/`payload` pair of the batch); any other record is stored whole. Throws
+ * A fresh encoder for one batch: a target record with a `targets` list becomes a member row plus
+ * its group row (the group's content and hash computed once per distinct frozen
+ * `targets`/`payload` pair of the batch); any other record a whole-record row. Throws
  * `InvalidJobError` for what a reader would call corrupt (over the size bound), before any write.
  */
 export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) => SqliteStagedRecord {
   const groups = new WeakMap<object, WeakMap<object, GroupBlob>>();
   return (record) => {
-    const { payload, targets, ...member } = record;
-    if (record.kind !== 'target' || !Array.isArray(targets)) return { record, bytes: serializeRecord(record, memo), group: null };
     const limits = { maxBytes: maxRecordBytes(record.kind), maxDepth: MAX_PAYLOAD_DEPTH + 4, memo };
+    const { payload, targets, ...member } = record;
+    if (record.kind !== 'target' || !Array.isArray(targets)) return new SqliteStagedRecord(record, canonicalJson(record, limits), null);
     const frozen = Object.isFrozen(targets) && Object.isFrozen(payload);
     let group = frozen ? groups.get(targets)?.get(payload) : undefined;
     if (group === undefined) {
-      group = groupBlobOf(canonicalJsonBytes({ payload, targets }, limits));
+      const content = canonicalJson({ payload, targets }, limits);
+      const hash = sha256(content);
+      group = { hash, hex: hash.toString('hex'), content };
       if (frozen) {
         let byPayload = groups.get(targets);
         if (byPayload === undefined) groups.set(targets, (byPayload = new WeakMap()));
         byPayload.set(payload, group);
       }
     }
-    return { record, bytes: canonicalJsonBytes(member, limits), group };
+    return new SqliteStagedRecord(record, canonicalJson(member, limits), group);
   };
 }
 
-/** Parsed group rows by hash, least recently used first out; bounded by entries and bytes. */
+/** Parsed group rows by id, least recently used first out; bounded by entries and bytes. */
 export class GroupCache {
-  private readonly entries = new Map<string, { readonly fields: GroupFields; readonly size: number }>();
+  private readonly entries = new Map<number, GroupEntry & { readonly size: number }>();
   private bytes = 0;
 
   constructor(
@@ -88,127 +102,125 @@ export class GroupCache {
     private readonly capacityBytes = 16 * 1024 * 1024,
   ) {}
 
-  get(hex: string): GroupFields | undefined {
-    const hit = this.entries.get(hex);
+  get(id: number): GroupEntry | undefined {
+    const hit = this.entries.get(id);
     if (hit === undefined) return undefined;
-    this.entries.delete(hex);
-    this.entries.set(hex, hit);
-    return hit.fields;
+    this.entries.delete(id);
+    this.entries.set(id, hit);
+    return hit;
   }
 
-  /** Keeps `fields` (deep-frozen) as the content of the group row `hex` of `size` bytes. */
-  remember(hex: string, fields: GroupFields, size: number): void {
-    if (this.entries.has(hex) || size > this.capacityBytes) return;
+  /** Keeps `fields` (deep-frozen) as the content of group row `id` (hash `hex`, `size` bytes). */
+  remember(id: number, hex: string, fields: GroupFields, size: number): void {
+    if (this.entries.has(id) || size > this.capacityBytes) return;
     while (this.entries.size >= this.capacity || this.bytes + size > this.capacityBytes) {
-      const oldest = this.entries.keys().next().value as string;
+      const oldest = this.entries.keys().next().value as number;
       this.bytes -= this.entries.get(oldest)!.size;
       this.entries.delete(oldest);
     }
-    this.entries.set(hex, { fields: deepFreeze(fields), size });
+    this.entries.set(id, { fields: deepFreeze(fields), hex, size });
     this.bytes += size;
   }
 }
 
-/** Why the bytes of group row `hash` are not a group row, or the parsed fields. */
-export function parseGroupRow(hash: Buffer, bytes: unknown, kind: RecordKind): GroupFields | string {
-  if (!Buffer.isBuffer(bytes)) return `its group row ${hashHex(hash)} is a ${bytes === null ? 'null' : typeof bytes}, not a blob`;
-  if (bytes.length > maxRecordBytes(kind)) return `its group row ${hashHex(hash)} is ${bytes.length} bytes, over the ${maxRecordBytes(kind)}-byte bound`;
-  if (!createHash('sha256').update(bytes).digest().equals(hash)) return `its group row ${hashHex(hash)} does not match its hash`;
+/** The group row `id` as read from the database (`row` undefined: no such row), checked. */
+export function parseGroupRow(id: number, row: { hash: unknown; content: unknown } | undefined, kind: RecordKind): GroupEntry | string {
+  if (row === undefined) return `its group row ${id} is missing`;
+  const { hash, content } = row;
+  if (!Buffer.isBuffer(hash) || hash.length !== 32) return `its group row ${id} has no 32-byte hash`;
+  if (typeof content !== 'string') return `its group row ${id} holds a ${content === null ? 'null' : typeof content}, not text`;
+  if (content.length > maxRecordBytes(kind)) return `its group row ${id} is ${content.length} bytes, over the ${maxRecordBytes(kind)}-byte bound`;
+  if (!sha256(content).equals(hash)) return `its group row ${id} does not match its hash`;
   let value: unknown;
   try {
-    value = JSON.parse(bytes.toString('utf8'));
+    value = JSON.parse(content);
   } catch (error) {
-    return `its group row ${hashHex(hash)} is not valid JSON (${(error as Error).message})`;
+    return `its group row ${id} is not valid JSON (${(error as Error).message})`;
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `its group row ${hashHex(hash)} is not a JSON object`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `its group row ${id} is not a JSON object`;
   const keys = Object.keys(value).sort().join(',');
-  if (keys !== 'payload,targets') return `its group row ${hashHex(hash)} has fields ${keys || '(none)'}, not payload and targets`;
-  return value as GroupFields;
+  if (keys !== 'payload,targets') return `its group row ${id} has fields ${keys || '(none)'}, not payload and targets`;
+  return { fields: value as GroupFields, hex: hash.toString('hex') };
 }
 
-/** How a row names its group: a 32-byte hash, or NULL for a row holding a whole record. */
-export function groupHashOf(value: unknown): Buffer | null | string {
-  if (value === null) return null;
-  if (!Buffer.isBuffer(value) || value.length !== 32) return 'group_hash is not a 32-byte blob';
-  return value;
+function parseText(text: string, id: string, kind: RecordKind): RecordRead {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})` };
+  }
+  const problem = recordProblem(value, id, kind);
+  return problem === undefined ? { state: 'valid', record: value as LeaseRecord } : { state: 'corrupt', reason: problem };
 }
 
 /**
- * The record a row holds, validated. `record` is the row's `record` column, `groupHash` its
- * `group_hash` column; `group` gives the group row's content (the cache, else the database:
- * `undefined` when the row is missing). `readCache` keeps parsed records per id, keyed by the
- * member bytes and the group hash.
+ * The record a row holds, validated (the forms are in the file comment). `group` gives a group
+ * row's content: the cache, else the database. `readCache` keeps parsed records per id, keyed by
+ * the row's text and group id.
  */
-export function decodeRow(
-  id: string,
-  record: unknown,
-  groupHash: unknown,
-  kind: RecordKind,
-  group: (hash: Buffer) => GroupFields | string,
-  readCache?: RecordReadCache,
-): RecordRead {
-  if (!Buffer.isBuffer(record)) return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not a blob` };
+export function decodeRow(id: string, record: unknown, groupId: unknown, kind: RecordKind, group: (groupId: number) => GroupEntry | string, readCache?: RecordReadCache): RecordRead {
+  if (groupId !== null && (typeof groupId !== 'number' || !Number.isSafeInteger(groupId))) return { state: 'corrupt', reason: 'group_id is not an integer' };
+  if (Buffer.isBuffer(record)) {
+    if (groupId !== null) return { state: 'corrupt', reason: 'a group member row holds a blob, not text' };
+    if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
+    return readCache !== undefined ? readCache.parse(record, id) : parseRecord(record, id, kind);
+  }
+  if (typeof record !== 'string') return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not text or a blob` };
   if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
-  const hash = groupHashOf(groupHash);
-  if (typeof hash === 'string') return { state: 'corrupt', reason: hash, bytes: record };
-  if (hash === null) return readCache !== undefined ? readCache.parse(record, id) : parseRecord(record, id, kind);
-  const key = cacheKey(record, hash);
-  const hit = readCache?.lookup(id, key);
-  if (hit !== undefined) return { state: 'valid', record: hit, bytes: record };
-  const fields = group(hash);
-  if (typeof fields === 'string') return { state: 'corrupt', reason: fields, bytes: record };
+  const tag = groupId ?? undefined;
+  const hit = readCache?.lookup(id, record, tag);
+  if (hit !== undefined) return { state: 'valid', record: hit };
+  let read: RecordRead;
+  if (tag === undefined) read = parseText(record, id, kind);
+  else {
+    const entry = group(tag);
+    if (typeof entry === 'string') return { state: 'corrupt', reason: entry };
+    read = parseMember(record, id, kind, entry.fields);
+  }
+  if (read.state === 'valid') readCache?.remember(id, record, read.record, tag);
+  else readCache?.forget(id);
+  return read;
+}
+
+function parseMember(text: string, id: string, kind: RecordKind, fields: GroupFields): RecordRead {
   let member: unknown;
   try {
-    member = JSON.parse(record.toString('utf8'));
+    member = JSON.parse(text);
   } catch (error) {
-    return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})`, bytes: record };
+    return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})` };
   }
-  if (typeof member !== 'object' || member === null || Array.isArray(member)) return { state: 'corrupt', reason: 'not a JSON object', bytes: record };
-  if ('payload' in member || 'targets' in member) return { state: 'corrupt', reason: 'a row with a group row holds payload or targets itself', bytes: record };
+  if (typeof member !== 'object' || member === null || Array.isArray(member)) return { state: 'corrupt', reason: 'not a JSON object' };
+  if ('payload' in member || 'targets' in member) return { state: 'corrupt', reason: 'a group member row holds payload or targets itself' };
   const joined = { ...member, payload: fields.payload, targets: fields.targets };
   const problem = recordProblem(joined, id, kind);
-  if (problem !== undefined) return { state: 'corrupt', reason: problem, bytes: record };
-  readCache?.remember(id, key, joined as LeaseRecord);
-  return { state: 'valid', record: joined as LeaseRecord, bytes: record };
+  return problem === undefined ? { state: 'valid', record: joined as LeaseRecord } : { state: 'corrupt', reason: problem };
 }
 
-/** The read-cache key of a row with a group row: its member bytes, then the group hash. */
-export function cacheKey(record: Buffer, hash: Buffer): Buffer {
-  return Buffer.concat([record, hash]);
-}
-
-/** Net reference changes of the group rows a batch touches, by hash. */
+/**
+ * The group-row work of one commit: new group rows and their member counts (by hash), and the
+ * members that left existing group rows (by id). A member that stays in its group row (a
+ * heartbeat) changes no count.
+ */
 export class GroupRefs {
-  private readonly deltas = new Map<string, { hash: Buffer; bytes: Buffer | undefined; delta: number }>();
+  readonly added = new Map<string, { readonly blob: GroupBlob; count: number }>();
+  readonly left = new Map<number, number>();
 
-  /** A row that named `before` (or none) now names `after` (or none). */
-  move(before: Buffer | null, after: GroupBlob | null): void {
-    if (before !== null && after !== null && before.equals(after.hash)) return;
-    if (before !== null) this.add(before, undefined, -1);
-    if (after !== null) this.add(after.hash, after.bytes, 1);
-  }
-
-  /** Every changed group row, ascending by hash. */
-  changes(): { hash: Buffer; bytes: Buffer | undefined; delta: number }[] {
-    return [...this.deltas.entries()]
-      .filter(([, change]) => change.delta !== 0)
-      .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([, change]) => change);
-  }
-
-  private add(hash: Buffer, bytes: Buffer | undefined, delta: number): void {
-    const hex = hashHex(hash);
-    const known = this.deltas.get(hex);
-    if (known === undefined) this.deltas.set(hex, { hash, bytes, delta });
-    else {
-      known.delta += delta;
-      known.bytes ??= bytes;
+  /** A row that named group row `before` (or none; `beforeHex` its hash if known) now names `after`. */
+  move(before: number | null, beforeHex: string | undefined, after: GroupBlob | null): 'same' | 'moved' {
+    if (before !== null && after !== null && beforeHex === after.hex) return 'same';
+    if (before !== null) this.left.set(before, (this.left.get(before) ?? 0) + 1);
+    if (after !== null) {
+      const known = this.added.get(after.hex);
+      if (known === undefined) this.added.set(after.hex, { blob: after, count: 1 });
+      else known.count += 1;
     }
+    return 'moved';
   }
 }
 
-/** A group row whose reference count disagrees with the rows naming it (for scans). */
-export function refsProblem(hex: string, refs: unknown, named: number): string | undefined {
+/** A group row whose member count disagrees with the rows naming it (for scans). */
+export function refsProblem(id: number, refs: unknown, named: number): string | undefined {
   if (refs === named) return undefined;
-  return `group row ${hex} counts ${String(refs)} references but ${named} records name it`;
+  return `group row ${id} counts ${String(refs)} members but ${named} records name it`;
 }

@@ -75,20 +75,23 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         for (const member of members) {
           const read = view.get(member.id);
           const counters = claimCounters(read.state === 'valid' ? read.record : undefined, owner);
+          // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
           view.put({
-            schema: 1,
-            kind: 'target',
+            attempts: counters.attempts,
             id: member.id,
-            status: 'leased',
-            payload: stored,
-            owner,
-            worker,
-            token,
-            updatedMs: nowMs,
+            kind: 'target',
             leaseTtlMs: ttlMs,
-            ...counters,
+            owner,
+            payload: stored,
+            previousOwner: counters.previousOwner,
+            schema: 1,
+            status: 'leased',
+            steals: counters.steals,
             target: member.target.toString(10),
             targets: groupTargets,
+            token,
+            updatedMs: nowMs,
+            worker,
           });
         }
         return { ok: true, token, ids: members.map((m) => m.id) };

@@ -148,13 +148,13 @@ const sqliteStore: LeaseStoreUnderTest = {
   async writeRaw(root, id, bytes) {
     const db = connect(root);
     try {
-      // The row then holds the whole record (no group row), as another writer would leave it.
+      // The row then holds the whole record as a blob (no group row), as a schema-1 row does.
       db.transaction(() => {
-        const old = db.prepare('SELECT group_hash FROM lease_records WHERE id = ?').get(id) as { group_hash: Buffer | null } | undefined;
-        db.prepare('INSERT INTO lease_records (id, record, group_hash) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_hash = NULL').run(id, Buffer.from(bytes));
-        if (old?.group_hash) {
-          db.prepare('UPDATE lease_groups SET refs = refs - 1 WHERE hash = ?').run(old.group_hash);
-          db.prepare('DELETE FROM lease_groups WHERE hash = ? AND refs <= 0').run(old.group_hash);
+        const old = db.prepare('SELECT group_id FROM lease_records WHERE id = ?').get(id) as { group_id: number | null } | undefined;
+        db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = NULL').run(id, Buffer.from(bytes));
+        if (typeof old?.group_id === 'number') {
+          db.prepare('UPDATE lease_groups SET refs = refs - 1 WHERE id = ?').run(old.group_id);
+          db.prepare('DELETE FROM lease_groups WHERE id = ? AND refs <= 0').run(old.group_id);
         }
       }).immediate();
     } finally {
@@ -166,13 +166,13 @@ const sqliteStore: LeaseStoreUnderTest = {
     try {
       // A member of a target group keeps its group's payload and targets in its group row: joined
       // here, the record is the exact bytes a record file of it would hold.
-      const row = db.prepare('SELECT r.record, r.group_hash, g.bytes AS group_bytes FROM lease_records r LEFT JOIN lease_groups g ON g.hash = r.group_hash WHERE r.id = ?').get(id) as
-        | { record: Buffer; group_hash: Buffer | null; group_bytes: Buffer | null }
+      const row = db.prepare('SELECT r.record, r.group_id, g.content FROM lease_records r LEFT JOIN lease_groups g ON g.id = r.group_id WHERE r.id = ?').get(id) as
+        | { record: Buffer | string; group_id: number | null; content: string | null }
         | undefined;
       if (row === undefined) return null;
-      if (row.group_hash === null) return Buffer.from(row.record);
-      if (row.group_bytes === null) throw new Error(`record ${id} names a missing group row`);
-      return canonicalJsonBytes({ ...(JSON.parse(row.record.toString('utf8')) as object), ...(JSON.parse(row.group_bytes.toString('utf8')) as object) });
+      if (row.group_id === null) return typeof row.record === 'string' ? Buffer.from(`${row.record}\n`) : Buffer.from(row.record);
+      if (row.content === null) throw new Error(`record ${id} names a missing group row`);
+      return canonicalJsonBytes({ ...(JSON.parse(String(row.record)) as object), ...(JSON.parse(row.content) as object) });
     } finally {
       db.close();
     }
