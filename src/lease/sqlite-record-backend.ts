@@ -379,7 +379,7 @@ export class SqliteRecordBatch implements RecordBatch {
       const group = staged.group;
       const tag = group === null ? undefined : (groupId ?? groupIds.get(group.hex)!);
       this.backend.readCache.remember(id, staged.text, staged.record, tag);
-      if (group !== null && tag !== undefined) this.backend.groupCache.remember(tag, group.hex, { payload: staged.record.payload, targets: staged.record.targets! }, group.content.length);
+      if (group !== null && tag !== undefined) this.backend.groupCache.remember(tag, group.hex, group.fields, group.content.length);
     }
     if (list.length === 0) return EMPTY_BATCH_REPORT;
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };

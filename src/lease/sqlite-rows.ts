@@ -1,16 +1,18 @@
 /**
  * How the SQLite store lays a record out in rows (docs/lease-format.md "SQLite store").
  *
- * Every member of a target group carries the same `payload` and the same list of up to 64
- * `targets` — at 64-bit targets about 1.4 KB of each 1.8 KB record. The SQLite store keeps that
- * part once per group: a row of `lease_groups` (its canonical JSON `content`, the SHA-256 of the
+ * The members of a claimed target group share everything but their own identity: the same
+ * holder, token and times, the same `payload` and the same list of up to 64 `targets` — at 64-bit
+ * targets about 1.7 KB of each 1.8 KB record. The SQLite store keeps that part (`GROUP_FIELDS`)
+ * once per claim: a row of `lease_groups` (its canonical JSON `content`, the SHA-256 of the
  * content, and a count of the member rows naming it), and each member's row in `lease_records`
- * holds the member's own fields as canonical JSON text plus the group row's `id`. Rows are text,
- * not blobs: reading a row then costs one string, not a buffer per column.
+ * holds only the member's own fields (id, target, counters, and any field a newer writer added)
+ * as canonical JSON text, plus the group row's `id`. Rows are text, not blobs: reading a row then
+ * costs one string, not a buffer per column. A heartbeat or a new claim names a new group row
+ * (the content changed); the old one goes when its last member leaves it.
  *
  * The forms of a `lease_records` row:
- * - `record` text, `group_id` an integer: a group member (its fields without `payload` and
- *   `targets`, which are the group row's);
+ * - `record` text, `group_id` an integer: a group member;
  * - `record` text, `group_id` NULL: a whole record (work records), canonical JSON;
  * - `record` a blob, `group_id` NULL: a whole record as the bytes of a record file (schema-1
  *   rows, kept as they were by the upgrade).
@@ -25,21 +27,23 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson, type CanonicalJsonMemo } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
-import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, recordProblem, type JsonObject, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
+import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import type { RecordReadCache } from './record-read-cache.js';
 import type { StagedRecord } from './record-backend.js';
 
-/** A group row to be written: its content, and the SHA-256 of that content (hex too). */
+/** The fields of a target record kept in its group row, in canonical (sorted) order. */
+export const GROUP_FIELDS = ['kind', 'leaseTtlMs', 'owner', 'payload', 'schema', 'status', 'targets', 'token', 'updatedMs', 'worker'] as const;
+const GROUP_FIELD_SET: ReadonlySet<string> = new Set(GROUP_FIELDS);
+
+/** The parsed content of a group row: the group fields its members share. */
+export type GroupFields = Readonly<Record<string, unknown>>;
+
+/** A group row to be written: its fields, their content, and the SHA-256 of it (hex too). */
 export interface GroupBlob {
+  readonly fields: GroupFields;
   readonly hash: Buffer;
   readonly hex: string;
   readonly content: string;
-}
-
-/** The parsed content of a group row. */
-export interface GroupFields {
-  readonly payload: JsonObject;
-  readonly targets: readonly string[];
 }
 
 /** A group row as read: its content parsed, and its hash (hex). */
@@ -66,30 +70,56 @@ const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8
 
 /**
  * A fresh encoder for one batch: a target record with a `targets` list becomes a member row plus
- * its group row (the group's content and hash computed once per distinct frozen
- * `targets`/`payload` pair of the batch); any other record a whole-record row. Throws
- * `InvalidJobError` for what a reader would call corrupt (over the size bound), before any write.
+ * its group row (the group row's content and hash computed once per claim in the batch: per
+ * distinct frozen `targets`/`payload` pair and holder fields); any other record a whole-record
+ * row. Throws `InvalidJobError` for what a reader would call corrupt (over the size bound),
+ * before any write.
  */
 export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) => SqliteStagedRecord {
-  const groups = new WeakMap<object, WeakMap<object, GroupBlob>>();
+  const claims = new WeakMap<object, WeakMap<object, GroupBlob[]>>();
   return (record) => {
     const limits = { maxBytes: maxRecordBytes(record.kind), maxDepth: MAX_PAYLOAD_DEPTH + 4, memo };
-    const { payload, targets, ...member } = record;
+    const { payload, targets } = record;
     if (record.kind !== 'target' || !Array.isArray(targets)) return new SqliteStagedRecord(record, canonicalJson(record, limits), null);
     const frozen = Object.isFrozen(targets) && Object.isFrozen(payload);
-    let group = frozen ? groups.get(targets)?.get(payload) : undefined;
+    const seen = frozen ? claims.get(targets)?.get(payload) : undefined;
+    let group = seen?.find((known) => sameGroupFields(known.fields, record));
     if (group === undefined) {
-      const content = canonicalJson({ payload, targets }, limits);
+      const fields: Record<string, unknown> = {};
+      for (const key of GROUP_FIELDS) if (record[key] !== undefined) fields[key] = record[key];
+      const content = canonicalJson(fields, limits);
       const hash = sha256(content);
-      group = { hash, hex: hash.toString('hex'), content };
+      group = { fields, hash, hex: hash.toString('hex'), content };
       if (frozen) {
-        let byPayload = groups.get(targets);
-        if (byPayload === undefined) groups.set(targets, (byPayload = new WeakMap()));
-        byPayload.set(payload, group);
+        let byPayload = claims.get(targets);
+        if (byPayload === undefined) claims.set(targets, (byPayload = new WeakMap()));
+        if (seen === undefined) byPayload.set(payload, [group]);
+        else seen.push(group);
       }
     }
-    return new SqliteStagedRecord(record, canonicalJson(member, limits), group);
+    return new SqliteStagedRecord(record, canonicalJson(memberFields(record), limits), group);
   };
+}
+
+/** The fields of a member row: every field of `record` that is not a group field. */
+function memberFields(record: LeaseRecord): Record<string, unknown> {
+  // A record with exactly the fields of this version (the case of every claim): written in key
+  // order directly; one with more (a newer writer's) gets them all.
+  if (Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0)) {
+    return { attempts: record.attempts, id: record.id, previousOwner: record.previousOwner, steals: record.steals, target: record.target };
+  }
+  const member: Record<string, unknown> = {};
+  for (const key of Object.keys(record)) if (!GROUP_FIELD_SET.has(key)) member[key] = record[key];
+  return member;
+}
+
+/** The member fields of a target record of this version: attempts, id, previousOwner, steals, target. */
+const MEMBER_FIELD_COUNT = 5;
+
+/** True when `record` has exactly the group fields `fields` holds (the same values, ===). */
+function sameGroupFields(fields: GroupFields, record: LeaseRecord): boolean {
+  for (const key of GROUP_FIELDS) if (fields[key] !== record[key]) return false;
+  return true;
 }
 
 /** Parsed group rows by id, least recently used first out; bounded by entries and bytes. */
@@ -138,8 +168,8 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
     return `its group row ${id} is not valid JSON (${(error as Error).message})`;
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return `its group row ${id} is not a JSON object`;
-  const keys = Object.keys(value).sort().join(',');
-  if (keys !== 'payload,targets') return `its group row ${id} has fields ${keys || '(none)'}, not payload and targets`;
+  const stray = Object.keys(value).find((key) => !GROUP_FIELD_SET.has(key));
+  if (stray !== undefined) return `its group row ${id} holds ${JSON.stringify(stray)}, which is not a group field`;
   return { fields: value as GroupFields, hex: hash.toString('hex') };
 }
 
@@ -191,8 +221,9 @@ function parseMember(text: string, id: string, kind: RecordKind, fields: GroupFi
     return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})` };
   }
   if (typeof member !== 'object' || member === null || Array.isArray(member)) return { state: 'corrupt', reason: 'not a JSON object' };
-  if ('payload' in member || 'targets' in member) return { state: 'corrupt', reason: 'a group member row holds payload or targets itself' };
-  const joined = { ...member, payload: fields.payload, targets: fields.targets };
+  const own = Object.keys(member).find((key) => GROUP_FIELD_SET.has(key));
+  if (own !== undefined) return { state: 'corrupt', reason: `a group member row holds the group field ${own} itself` };
+  const joined = { ...member, ...fields };
   const problem = recordProblem(joined, id, kind);
   return problem === undefined ? { state: 'valid', record: joined as LeaseRecord } : { state: 'corrupt', reason: problem };
 }

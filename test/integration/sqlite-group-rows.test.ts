@@ -1,5 +1,6 @@
-// The SQLite store's row layout: a target group's payload and targets live once, in a
-// reference-counted, content-addressed group row; members hold their own fields. Checked on the
+// The SQLite store's row layout: what the members of a claimed target group share (holder, token,
+// times, payload, targets) lives once, in a counted, content-addressed group row; members hold
+// their own fields. Checked on the
 // database itself (a second connection), through fresh tables (no cache to hide a bad row), and
 // through the read-only inspection `symfence leases` uses.
 import { createRequire } from 'node:module';
@@ -39,7 +40,7 @@ const memberRows = (root: string) =>
   withDb(root, (db) => new Map((db.prepare('SELECT id, record, group_id FROM lease_records ORDER BY id').all() as { id: string; record: Buffer | string; group_id: number | null }[]).map((r) => [r.id, [typeof r.record === 'string' ? r.record : `blob:${r.record.toString('base64')}`, r.group_id] as const])));
 
 describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 'true')('SQLite group rows', () => {
-  it('stores a group payload and target list once, counts its members, and drops it with the last member', async () => {
+  it('stores what a claim shares once, counts its members, moves them on a heartbeat, and drops the row with the last member', async () => {
     const root = await tempRoot();
     const table = await openTarget(root, { store: 'sqlite' });
     const [a, b] = [group(0), group(1)];
@@ -51,45 +52,48 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     const members = memberRows(root);
     expect(members.size).toBe(128);
     for (const [text, groupId] of members.values()) {
-      expect(text).not.toContain('"targets"');
-      expect(text).not.toContain('"payload"');
+      for (const field of ['"targets"', '"payload"', '"token"', '"owner"', '"updatedMs"']) expect(text).not.toContain(field);
       expect(groups.map((g) => g.id)).toContain(groupId);
     }
-    // A member row is a fraction of the whole record; the record read back is the whole record.
+    // A member row is a small fraction of the whole record; the record read back is the whole record.
     const whole = (await sqlite.readRaw(root, targetRecordId(a[0]!)))!;
-    expect(members.get(targetRecordId(a[0]!))![0].length * 3).toBeLessThan(whole.length);
+    expect(members.get(targetRecordId(a[0]!))![0].length * 8).toBeLessThan(whole.length);
     const snapshot = await table.snapshotRecords();
     const first = snapshot.find((e) => e.id === targetRecordId(a[0]!))!.record;
     expect(serializeRecord(first)).toEqual(whole);
     expect(first.targets).toHaveLength(64);
-    expect(first.payload).toEqual({ seed: 'id:000001' });
+    expect([first.payload, first.owner, first.token, first.updatedMs]).toEqual([{ seed: 'id:000001' }, 'c1', claimA.token, 10 * S]);
 
-    // A heartbeat rewrites the members' own fields only: the same group rows, the same counts.
+    // A heartbeat gives the group a new group row (its time changed) and drops the old one.
     expect(await table.heartbeatGroup(a, claimA.token, { nowMs: 20 * S })).toEqual({ ok: true });
-    expect(groupRows(root)).toEqual(groups);
+    const beaten = groupRows(root);
+    expect(beaten.map((g) => g.refs)).toEqual([64, 64]);
+    expect(beaten.map((g) => g.id)).not.toContain(groups[0]!.id);
+    expect(beaten.map((g) => g.id)).toContain(groups[1]!.id);
+    expect((await table.snapshotRecords()).filter((e) => e.record.updatedMs === 20 * S)).toHaveLength(64);
 
     expect(await table.releaseGroup(a, claimA.token)).toEqual({ ok: true });
-    expect(groupRows(root).map((g) => g.refs)).toEqual([64]);
+    expect(groupRows(root)).toEqual([groups[1]]);
     expect(await table.releaseGroup(b, claimB.token)).toEqual({ ok: true });
     expect(groupRows(root)).toEqual([]);
     expect(memberRows(root).size).toBe(0);
     await table.close();
   });
 
-  it('shares a group row between two groups with the same payload and targets only while both name it', async () => {
+  it('moves every member of a taken-over group to the new claim and keeps each member its own counters', async () => {
     const root = await tempRoot();
     const table = await openTarget(root, { store: 'sqlite', leaseTtlMs: 10 * S });
     const targets = group(2);
-    const first = await table.claimGroup(targets, { seed: 'same' }, { owner: 'c1', nowMs: 10 * S });
-    // Expired, so another coordinator takes the whole group over: same payload and list, one row.
-    const second = await table.claimGroup(targets, { seed: 'same' }, { owner: 'c2', nowMs: 30 * S });
+    const first = await table.claimGroup(targets.slice(0, 32), { seed: 'same' }, { owner: 'c1', nowMs: 10 * S });
+    // Expired, so another coordinator takes the whole group over: half the members were leased before.
+    const second = await table.claimGroup(targets, { seed: 'other' }, { owner: 'c2', nowMs: 30 * S });
     if (!first.ok || !second.ok) throw new Error('claims failed');
     expect(groupRows(root).map((g) => g.refs)).toEqual([64]);
-    const third = await table.claimGroup(targets, { seed: 'other' }, { owner: 'c3', nowMs: 50 * S });
-    if (!third.ok) throw new Error('claim failed');
-    expect(groupRows(root).map((g) => g.refs)).toEqual([64]);
-    const record = (await table.snapshotRecords())[0]!.record;
-    expect([record.owner, record.previousOwner, record.attempts, record.steals, record.payload]).toEqual(['c3', 'c2', 3, 2, { seed: 'other' }]);
+    const records = (await table.snapshotRecords()).map((e) => e.record);
+    const counters = (r: (typeof records)[number]) => [r.owner, r.previousOwner, r.attempts, r.steals, r.payload];
+    const taken = new Set(targets.slice(0, 32).map(String));
+    expect(records.filter((r) => taken.has(r.target!)).map(counters)).toEqual(Array(32).fill(['c2', 'c1', 2, 1, { seed: 'other' }]));
+    expect(records.filter((r) => !taken.has(r.target!)).map(counters)).toEqual(Array(32).fill(['c2', '', 1, 0, { seed: 'other' }]));
     await table.close();
   });
 

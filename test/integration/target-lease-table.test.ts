@@ -54,6 +54,28 @@ describeEachStore('FencedTargetLeaseTable', (store) => {
     expect((await second.claimGroup([22n, 33n], { path: 'seed-b' }, { owner: 'master-b', nowMs: 106 * S })).ok).toBe(true);
   });
 
+  it('keeps a field a newer writer added through heartbeats and takes it away with the release', async () => {
+    const root = await tempRoot();
+    const table = await open(root);
+    const targets = [41n, 42n];
+    const token = await claimed(table, targets, 100 * S);
+    for (const target of targets) {
+      const id = targetRecordId(target);
+      await store.writeRaw(root, id, canonicalJsonBytes({ ...(await storedJson(store, root, id)), zNewerField: { since: 'v9' } }));
+    }
+    // A fresh table: what it reads is what is stored, not what this process wrote.
+    const reader = await open(root);
+    expect(await reader.heartbeatGroup(targets, token, { nowMs: 110 * S })).toEqual({ ok: true });
+    for (const target of targets) expect(await storedJson(store, root, targetRecordId(target))).toMatchObject({ zNewerField: { since: 'v9' }, updatedMs: 110 * S, token });
+    expect(await reader.heartbeatGroup(targets, token, { nowMs: 120 * S })).toEqual({ ok: true });
+    expect((await reader.snapshotRecords()).map((e) => [e.record['zNewerField'], e.record.updatedMs])).toEqual([
+      [{ since: 'v9' }, 120 * S],
+      [{ since: 'v9' }, 120 * S],
+    ]);
+    expect(await reader.releaseGroup(targets, token)).toEqual({ ok: true });
+    expect(await store.storedIds(root)).toEqual([]);
+  });
+
   it('fences heartbeats, expiry and a stale release (T2)', async () => {
     const root = await tempRoot();
     const first = await open(root);
