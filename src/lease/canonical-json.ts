@@ -123,25 +123,30 @@ function isFlatPlain(value: Record<string, unknown>, keys: readonly string[]): b
   if (keys.length > FLAT_MAX_KEYS) return false;
   for (let i = 0; i < keys.length; i += 1) {
     const key = keys[i]!;
-    if (!PLAIN_ASCII.test(key)) return false;
-    const item = value[key];
-    switch (typeof item) {
-      case 'string':
-        if (!PLAIN_ASCII.test(item)) return false;
-        break;
-      case 'number':
-        if (!Number.isFinite(item)) return false;
-        break;
-      case 'boolean':
-        break;
-      case 'object':
-        if (item !== null) return false;
-        break;
-      default:
-        return false;
-    }
+    if (!PLAIN_ASCII.test(key) || !isPlainScalar(value[key])) return false;
   }
   return true;
+}
+
+/** True when every item of `value` is a plain scalar in the sense of `isFlatPlain`. */
+function isFlatPlainArray(value: readonly unknown[]): boolean {
+  for (let i = 0; i < value.length; i += 1) if (!isPlainScalar(value[i])) return false;
+  return true;
+}
+
+function isPlainScalar(item: unknown): boolean {
+  switch (typeof item) {
+    case 'string':
+      return PLAIN_ASCII.test(item);
+    case 'number':
+      return Number.isFinite(item);
+    case 'boolean':
+      return true;
+    case 'object':
+      return item === null;
+    default:
+      return false;
+  }
 }
 
 /** Flat objects up to this many keys take the JSON.stringify path (records have about 15). */
@@ -200,6 +205,14 @@ function write(value: unknown, state: WriteState, depth: number): number {
       let inner = 0;
       const { trail } = state;
       if (Array.isArray(value)) {
+        // An array of plain scalars (a group's targets) is what JSON.stringify writes.
+        if (state.ascii && isFlatPlainArray(value)) {
+          state.stack.delete(value);
+          const text = JSON.stringify(value);
+          emit(state, text);
+          if (memo !== undefined) memo.set(value, { text, height: 1, ascii: true });
+          return 1;
+        }
         emit(state, '[');
         for (let i = 0; i < value.length; i += 1) {
           if (i > 0) emit(state, ',');

@@ -331,7 +331,8 @@ export class SqliteRecordBatch implements RecordBatch {
   async commit(): Promise<BatchReport> {
     this.assertState('locked');
     const { db, statements, file } = this.backend;
-    const list = [...this.mutations.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+    // In staging order: one transaction needs no lock order, and its rows are atomic together.
+    const list = [...this.mutations.entries()];
     let step = 'write';
     const refs = new GroupRefs();
     // Each staged row: its text, and its group row — kept (a heartbeat), or new (id known once
