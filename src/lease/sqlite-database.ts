@@ -38,7 +38,7 @@ const SQLITE_SCHEMA_V1 = 1;
 const BUSY_RETRY_MS = 1;
 
 const GROUPS_SQL = 'CREATE TABLE lease_groups (id INTEGER PRIMARY KEY AUTOINCREMENT, hash BLOB NOT NULL UNIQUE, content TEXT NOT NULL, refs INTEGER NOT NULL) STRICT;';
-const RECORDS_SQL = (name: string): string => `CREATE TABLE ${name} (id TEXT PRIMARY KEY NOT NULL, record ANY NOT NULL, group_id INTEGER) STRICT;`;
+const RECORDS_SQL = (name: string): string => `CREATE TABLE ${name} (id TEXT PRIMARY KEY NOT NULL, record ANY NOT NULL, group_id INTEGER) STRICT, WITHOUT ROWID;`;
 const SCHEMA_SQL = `
 CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
 ${RECORDS_SQL('lease_records')}

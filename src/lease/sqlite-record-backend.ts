@@ -127,7 +127,17 @@ interface Statements {
   readonly addMembers: BetterSqlite3.Statement<[Buffer, string, number], { id: number }>;
   readonly dropMembers: BetterSqlite3.Statement<[number, number]>;
   readonly pruneGroup: BetterSqlite3.Statement<[number]>;
+  readonly dataVersion: BetterSqlite3.Statement<[]>;
 }
+
+/** A row as this connection knows it: its record (valid or absent) and the group row it names. */
+interface KnownRow {
+  readonly read: RecordRead;
+  readonly groupId: number | null;
+}
+
+/** Rows a backend keeps knowing between batches. */
+const KNOWN_ROWS = 65_536;
 
 export class SqliteRecordBackend implements RecordBackend {
   readonly store = 'sqlite';
@@ -141,6 +151,14 @@ export class SqliteRecordBackend implements RecordBackend {
   readonly readCache: RecordReadCache;
   /** Parsed group rows by id (immutable content, ids never reused). */
   readonly groupCache = new GroupCache();
+  /**
+   * Rows as this connection last read or wrote them, exact for as long as no other connection
+   * has committed: SQLite's `data_version` changes exactly then (this connection's own commits
+   * leave it). A batch that finds it unchanged under its write lock needs no `SELECT` for these
+   * ids; one that finds it changed starts over from the database.
+   */
+  private readonly known = new Map<string, KnownRow>();
+  private knownVersion: number | undefined;
 
   constructor(
     readonly root: string,
@@ -159,11 +177,35 @@ export class SqliteRecordBackend implements RecordBackend {
       addMembers: db.prepare('INSERT INTO lease_groups (hash, content, refs) VALUES (?, ?, ?) ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs RETURNING id'),
       dropMembers: db.prepare('UPDATE lease_groups SET refs = refs - ? WHERE id = ?'),
       pruneGroup: db.prepare('DELETE FROM lease_groups WHERE id = ? AND refs <= 0'),
+      dataVersion: db.prepare('PRAGMA data_version').pluck(),
     };
   }
 
   begin(): RecordBatch {
     return new SqliteRecordBatch(this);
+  }
+
+  /** The rows known exactly at this point of a write transaction (the class comment on `known`). */
+  knownRows(): Map<string, KnownRow> {
+    const version = this.statements.dataVersion.get() as number;
+    if (version !== this.knownVersion) {
+      this.known.clear();
+      this.knownVersion = version;
+    }
+    return this.known;
+  }
+
+  /** Records what a row now holds, as read or as committed by this connection. */
+  rememberRow(id: string, row: KnownRow): void {
+    this.known.delete(id);
+    if (this.known.size >= KNOWN_ROWS) this.known.delete(this.known.keys().next().value as string);
+    this.known.set(id, row);
+  }
+
+  /** After a commit that failed: nothing this connection knew about rows can be trusted. */
+  forgetRows(): void {
+    this.known.clear();
+    this.knownVersion = undefined;
   }
 
   encoder(memo: CanonicalJsonMemo): (record: LeaseRecord) => StagedRecord {
@@ -284,9 +326,21 @@ export class SqliteRecordBatch implements RecordBatch {
   async read(ids: Iterable<string>): Promise<void> {
     this.assertState('locked');
     const { select } = this.backend.statements;
+    let known: Map<string, KnownRow>;
+    try {
+      known = this.backend.knownRows();
+    } catch (error) {
+      throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
+    }
     for (const id of new Set(ids)) {
       if (this.reads.has(id)) continue;
       if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
+      const hit = known.get(id);
+      if (hit !== undefined) {
+        this.reads.set(id, hit.read);
+        this.readGroups.set(id, hit.groupId);
+        continue;
+      }
       let row: { record: unknown; group_id: unknown } | undefined;
       let read: RecordRead;
       try {
@@ -295,8 +349,11 @@ export class SqliteRecordBatch implements RecordBatch {
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
+      const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
       this.reads.set(id, read);
-      this.readGroups.set(id, row !== undefined && typeof row.group_id === 'number' ? row.group_id : null);
+      this.readGroups.set(id, groupId);
+      // A corrupt row is read again every time: an operator may repair it.
+      if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId });
     }
   }
 
@@ -358,6 +415,7 @@ export class SqliteRecordBatch implements RecordBatch {
       db.exec('COMMIT');
     } catch (error) {
       this.state = 'failed';
+      this.backend.forgetRows();
       let restored = true;
       try {
         if (db.inTransaction) db.exec('ROLLBACK');
@@ -375,11 +433,13 @@ export class SqliteRecordBatch implements RecordBatch {
     for (const { id, staged, groupId } of rows) {
       if (staged === null) {
         this.backend.readCache.forget(id);
+        this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null });
         continue;
       }
       const group = staged.group;
       const tag = group === null ? undefined : (groupId ?? groupIds.get(group.hex)!);
       this.backend.readCache.remember(id, staged.text, staged.record, tag);
+      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: tag ?? null });
       if (group !== null && tag !== undefined) this.backend.groupCache.remember(tag, group.hex, group.fields, group.content.length);
     }
     if (list.length === 0) return EMPTY_BATCH_REPORT;

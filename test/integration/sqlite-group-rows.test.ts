@@ -97,6 +97,31 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     await table.close();
   });
 
+  it('trusts what a table last saw only until another connection commits: then it reads the rows again', async () => {
+    const root = await tempRoot();
+    const [a, b] = [await openTarget(root, { store: 'sqlite' }), await openTarget(root, { store: 'sqlite' })];
+    const targets = group(4);
+    const claim = await a.claimGroup(targets, { seed: 's' }, { owner: 'c1', nowMs: 10 * S });
+    if (!claim.ok) throw new Error('claim failed');
+    // The other table moves the group to a new group row; the first releases it from there.
+    expect(await b.heartbeatGroup(targets, claim.token, { nowMs: 20 * S })).toEqual({ ok: true });
+    expect(await a.releaseGroup(targets, claim.token)).toEqual({ ok: true });
+    expect(groupRows(root)).toEqual([]);
+    expect(memberRows(root).size).toBe(0);
+    expect((await inspectLeaseTable(root, { nowMs: 20 * S, leaseTtlMs: 60 * S })).counts.corrupt).toBe(0);
+
+    // Claimed by the first, released by the second: the first sees the targets free again.
+    const again = await a.claimGroup(targets, {}, { owner: 'c1', nowMs: 30 * S });
+    if (!again.ok) throw new Error('claim failed');
+    expect(await b.releaseGroup(targets, again.token)).toEqual({ ok: true });
+    expect((await a.claimGroup(targets, {}, { owner: 'c2', nowMs: 31 * S })).ok).toBe(true);
+    // A row changed by any other writer is seen at the next batch.
+    await sqlite.writeRaw(root, targetRecordId(targets[0]!), '{"schema":');
+    expect(await a.claimGroup(targets, {}, { owner: 'c3', nowMs: 32 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    await a.close();
+    await b.close();
+  });
+
   it('fails closed on a damaged or missing group row: every member is corrupt, nothing is overwritten, and leases check names it', async () => {
     const root = await tempRoot();
     const writer = await openTarget(root, { store: 'sqlite' });
