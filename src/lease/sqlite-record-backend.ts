@@ -123,6 +123,7 @@ interface Statements {
   readonly select: BetterSqlite3.Statement<[string], { record: unknown; group_id: unknown }>;
   readonly upsert: BetterSqlite3.Statement<[string, string, number | null]>;
   readonly remove: BetterSqlite3.Statement<[string]>;
+  readonly removeChunk: BetterSqlite3.Statement<string[]>;
   readonly selectGroup: BetterSqlite3.Statement<[number], { hash: unknown; content: unknown }>;
   readonly addMembers: BetterSqlite3.Statement<[Buffer, string, number], { id: number }>;
   readonly dropMembers: BetterSqlite3.Statement<[number, number]>;
@@ -135,6 +136,9 @@ interface KnownRow {
   readonly read: RecordRead;
   readonly groupId: number | null;
 }
+
+/** Ids per multi-row DELETE. */
+const REMOVE_CHUNK = 64;
 
 /** Rows a backend keeps knowing between batches. */
 const KNOWN_ROWS = 65_536;
@@ -173,6 +177,7 @@ export class SqliteRecordBackend implements RecordBackend {
       select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
       upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
       remove: db.prepare('DELETE FROM lease_records WHERE id = ?'),
+      removeChunk: db.prepare(`DELETE FROM lease_records WHERE id IN (${Array.from({ length: REMOVE_CHUNK }, () => '?').join(', ')})`),
       selectGroup: db.prepare('SELECT hash, content FROM lease_groups WHERE id = ?'),
       addMembers: db.prepare('INSERT INTO lease_groups (hash, content, refs) VALUES (?, ?, ?) ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs RETURNING id'),
       dropMembers: db.prepare('UPDATE lease_groups SET refs = refs - ? WHERE id = ?'),
@@ -403,10 +408,15 @@ export class SqliteRecordBatch implements RecordBatch {
     const groupIds = new Map<string, number>();
     try {
       for (const [hex, { blob, count }] of refs.added) groupIds.set(hex, statements.addMembers.get(blob.hash, blob.content, count)!.id);
+      const removed: string[] = [];
       for (const { id, staged, groupId } of rows) {
-        if (staged === null) statements.remove.run(id);
+        if (staged === null) removed.push(id);
         else statements.upsert.run(id, staged.text, staged.group === null ? null : (groupId ?? groupIds.get(staged.group.hex)!));
       }
+      // Deletions in statements of REMOVE_CHUNK ids (a released group is one), the rest singly.
+      let next = 0;
+      for (; next + REMOVE_CHUNK <= removed.length; next += REMOVE_CHUNK) statements.removeChunk.run(...removed.slice(next, next + REMOVE_CHUNK));
+      for (; next < removed.length; next += 1) statements.remove.run(removed[next]!);
       for (const [groupId, count] of refs.left) {
         statements.dropMembers.run(count, groupId);
         statements.pruneGroup.run(groupId);

@@ -97,8 +97,25 @@ export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) =>
         else seen.push(group);
       }
     }
-    return new SqliteStagedRecord(record, canonicalJson(memberFields(record), limits), group);
+    return new SqliteStagedRecord(record, memberText(record) ?? canonicalJson(memberFields(record), limits), group);
   };
+}
+
+const PLAIN_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+const HEX_ID = /^[0-9a-f]{64}$/;
+const DECIMAL = /^[0-9]{1,20}$/;
+
+/**
+ * The canonical JSON of a member row written directly, for a record with exactly this version's
+ * fields and values that need no escaping (every claim's members); undefined otherwise (then the
+ * general writer runs). The same bytes canonicalJson gives (tested against it).
+ */
+export function memberText(record: LeaseRecord): string | undefined {
+  const { attempts, id, previousOwner, steals, target } = record;
+  if (Object.keys(record).length !== MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0)) return undefined;
+  if (!Number.isSafeInteger(attempts) || !Number.isSafeInteger(steals) || typeof target !== 'string' || !DECIMAL.test(target) || !HEX_ID.test(id)) return undefined;
+  if (typeof previousOwner !== 'string' || !PLAIN_TEXT.test(previousOwner)) return undefined;
+  return `{"attempts":${attempts},"id":"${id}","previousOwner":"${previousOwner}","steals":${steals},"target":"${target}"}`;
 }
 
 /** The fields of a member row: every field of `record` that is not a group field. */
