@@ -102,7 +102,6 @@ export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) =>
 }
 
 const PLAIN_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
-const HEX_ID = /^[0-9a-f]{64}$/;
 const DECIMAL = /^[0-9]{1,20}$/;
 
 /**
@@ -113,7 +112,9 @@ const DECIMAL = /^[0-9]{1,20}$/;
 export function memberText(record: LeaseRecord): string | undefined {
   const { attempts, id, previousOwner, steals, target } = record;
   if (Object.keys(record).length !== MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0)) return undefined;
-  if (!Number.isSafeInteger(attempts) || !Number.isSafeInteger(steals) || typeof target !== 'string' || !DECIMAL.test(target) || !HEX_ID.test(id)) return undefined;
+  // `id` is one of the batch's lock ids (the executor refuses any other), which are record ids:
+  // 64 lowercase hex characters, nothing to escape.
+  if (!Number.isSafeInteger(attempts) || !Number.isSafeInteger(steals) || typeof target !== 'string' || !DECIMAL.test(target) || id.length !== 64) return undefined;
   if (typeof previousOwner !== 'string' || !PLAIN_TEXT.test(previousOwner)) return undefined;
   return `{"attempts":${attempts},"id":"${id}","previousOwner":"${previousOwner}","steals":${steals},"target":"${target}"}`;
 }
