@@ -103,8 +103,9 @@ function pathOf(state: WriteState): string {
 }
 
 function emit(state: WriteState, text: string): void {
+  // Checked before joining: a text over the bound is refused, never built (no RangeError).
+  if (state.out.length + text.length > state.maxBytes) fail(pathOf(state), `a value longer than ${state.maxBytes} bytes`);
   state.out += text;
-  if (state.out.length > state.maxBytes) fail(pathOf(state), `a value longer than ${state.maxBytes} bytes`);
 }
 
 /** True when `keys` are strictly ascending by UTF-16 code unit (the canonical order). */
@@ -114,24 +115,49 @@ function isSorted(keys: readonly string[]): boolean {
 }
 
 /**
- * True when every value of `value` (whose own keys, in their own order, are `keys`, already
- * sorted) is a string of printable ASCII without `"` or `\`, a finite number, a boolean or
- * null, and no key needs escaping — so `JSON.stringify` writes exactly the canonical text (the
- * same key order, the same escapes, numbers by the same rule).
+ * For the JSON.stringify path: a fresh plain copy of `value` (whose own keys, in their own order,
+ * are `keys`, already sorted) when every value is a string of printable ASCII without `"` or
+ * `\\`, a finite number, a boolean or null, no key needs escaping, and the text fits in `room`
+ * — so `JSON.stringify` of the copy writes exactly the canonical text (the same key order, the
+ * same escapes, numbers by the same rule). Each property is read once, here: a getter cannot
+ * answer differently to `JSON.stringify`, and no `toJSON` of the value itself is ever called.
+ * Undefined otherwise (the general walk then writes the value, or refuses it where it must).
  */
-function isFlatPlain(value: Record<string, unknown>, keys: readonly string[]): boolean {
-  if (keys.length > FLAT_MAX_KEYS) return false;
+function flatPlainCopy(value: Record<string, unknown>, keys: readonly string[], room: number): Record<string, unknown> | undefined {
+  if (keys.length > FLAT_MAX_KEYS) return undefined;
+  const copy: Record<string, unknown> = {};
+  let length = 2;
   for (let i = 0; i < keys.length; i += 1) {
     const key = keys[i]!;
-    if (!PLAIN_ASCII.test(key) || !isPlainScalar(value[key])) return false;
+    const item = value[key];
+    // `copy.__proto__ = …` would set the copy's prototype, not a property: the walk writes it.
+    if (key === '__proto__' || !PLAIN_ASCII.test(key) || !isPlainScalar(item)) return undefined;
+    length += key.length + 4 + scalarLength(item);
+    if (length > room) return undefined;
+    copy[key] = item;
   }
-  return true;
+  // A toJSON inherited by every object (an altered Object.prototype) would change what
+  // JSON.stringify writes; the walk does not call it.
+  return 'toJSON' in copy ? undefined : copy;
 }
 
-/** True when every item of `value` is a plain scalar in the sense of `isFlatPlain`. */
-function isFlatPlainArray(value: readonly unknown[]): boolean {
-  for (let i = 0; i < value.length; i += 1) if (!isPlainScalar(value[i])) return false;
-  return true;
+/** The items of `value` in a fresh array, when each is a plain scalar and the text fits `room`. */
+function flatPlainItems(value: readonly unknown[], room: number): unknown[] | undefined {
+  const items = new Array<unknown>(value.length);
+  let length = 2;
+  for (let i = 0; i < value.length; i += 1) {
+    const item = value[i];
+    if (!isPlainScalar(item)) return undefined;
+    length += 1 + scalarLength(item);
+    if (length > room) return undefined;
+    items[i] = item;
+  }
+  return 'toJSON' in items ? undefined : items;
+}
+
+/** No less than the length of a plain scalar's JSON text (exact for strings; 24 covers any number). */
+function scalarLength(item: unknown): number {
+  return typeof item === 'string' ? item.length + 2 : 24;
 }
 
 function isPlainScalar(item: unknown): boolean {
@@ -206,9 +232,10 @@ function write(value: unknown, state: WriteState, depth: number): number {
       const { trail } = state;
       if (Array.isArray(value)) {
         // An array of plain scalars (a group's targets) is what JSON.stringify writes.
-        if (state.ascii && isFlatPlainArray(value)) {
+        const items = state.ascii ? flatPlainItems(value, state.maxBytes - state.out.length) : undefined;
+        if (items !== undefined) {
           state.stack.delete(value);
-          const text = JSON.stringify(value);
+          const text = JSON.stringify(items);
           emit(state, text);
           if (memo !== undefined) memo.set(value, { text, height: 1, ascii: true });
           return 1;
@@ -229,9 +256,10 @@ function write(value: unknown, state: WriteState, depth: number): number {
         if (!inOrder) keys.sort();
         // A flat object whose own keys are already in order (a record read back, a member row) is
         // what JSON.stringify writes, byte for byte, when every value is a plain scalar.
-        if (inOrder && state.ascii && isFlatPlain(value as Record<string, unknown>, keys)) {
+        const copy = inOrder && state.ascii ? flatPlainCopy(value as Record<string, unknown>, keys, state.maxBytes - state.out.length) : undefined;
+        if (copy !== undefined) {
           state.stack.delete(value);
-          emit(state, JSON.stringify(value));
+          emit(state, JSON.stringify(copy));
           return 1;
         }
         emit(state, '{');

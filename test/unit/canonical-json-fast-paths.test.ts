@@ -69,6 +69,8 @@ describe('canonical JSON fast paths', () => {
     expect(() => canonicalJson(inKeyOrder({ a: 1, b: undefined }))).toThrow(/undefined at \$\.b/);
     expect(() => canonicalJson({ x: [inKeyOrder({ a: 1, f: () => 1 })] })).toThrow(/function at \$\.x\[0\]\.f/);
     expect(canonicalJson({ deep: [[[inKeyOrder({ a: 1 })]]] }, { maxDepth: 5 })).toBe('{"deep":[[[{"a":1}]]]}');
+    // An own "__proto__" key (as JSON.parse makes one) is a key like any other.
+    expect(canonicalJson(JSON.parse('{"__proto__":1,"a":2}'))).toBe('{"__proto__":1,"a":2}');
     expect(() => canonicalJson({ deep: [[[inKeyOrder({ a: 1 })]]] }, { maxDepth: 4 })).toThrow(/nesting deeper than 4 levels/);
   });
 });
