@@ -28,7 +28,7 @@ export type StoredForm = Buffer | string;
 
 interface Entry {
   readonly stored: StoredForm;
-  readonly tag: number | undefined;
+  readonly tag: string | undefined;
   readonly record: LeaseRecord;
 }
 
@@ -63,7 +63,7 @@ export class RecordReadCache {
   }
 
   /** The cached record of `id` when it was cached with exactly this stored form and tag. */
-  lookup(id: string, stored: StoredForm, tag?: number): LeaseRecord | undefined {
+  lookup(id: string, stored: StoredForm, tag?: string): LeaseRecord | undefined {
     const hit = this.entries.get(id);
     if (hit === undefined || hit.tag !== tag || !sameStored(hit.stored, stored)) return undefined;
     this.entries.delete(id);
@@ -72,7 +72,7 @@ export class RecordReadCache {
   }
 
   /** Records what a committed write stored under `id` (or what a read found there). */
-  remember(id: string, stored: StoredForm, record: LeaseRecord, tag?: number): void {
+  remember(id: string, stored: StoredForm, record: LeaseRecord, tag?: string): void {
     this.forget(id);
     const size = stored.length;
     if (this.capacity === 0 || size > RECORD_READ_CACHE_MAX_RECORD_BYTES || size > this.capacityBytes) return;

@@ -37,7 +37,7 @@ const SQLITE_SCHEMA_V1 = 1;
 /** Pause between attempts on a busy database, ms (the flock locker's retry period too). */
 const BUSY_RETRY_MS = 1;
 
-const GROUPS_SQL = 'CREATE TABLE lease_groups (id INTEGER PRIMARY KEY AUTOINCREMENT, hash BLOB NOT NULL UNIQUE, content TEXT NOT NULL, refs INTEGER NOT NULL) STRICT;';
+const GROUPS_SQL = 'CREATE TABLE lease_groups (id INTEGER PRIMARY KEY AUTOINCREMENT, hash BLOB NOT NULL UNIQUE, content TEXT NOT NULL) STRICT;';
 const RECORDS_SQL = (name: string): string => `CREATE TABLE ${name} (id TEXT PRIMARY KEY NOT NULL, record ANY NOT NULL, group_id INTEGER) STRICT, WITHOUT ROWID;`;
 const SCHEMA_SQL = `
 CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
@@ -212,7 +212,7 @@ function checkSchema(db: SqliteDatabase, file: string, kind: RecordKind, applica
     if (version === SQLITE_SCHEMA_V1) db.prepare('SELECT id, record FROM lease_records LIMIT 0').all();
     else {
       db.prepare('SELECT id, record, group_id FROM lease_records LIMIT 0').all();
-      db.prepare('SELECT id, hash, content, refs FROM lease_groups LIMIT 0').all();
+      db.prepare('SELECT id, hash, content FROM lease_groups LIMIT 0').all();
     }
   } catch (error) {
     throw schemaError(file, `lacks the schema-${version} tables (${(error as Error).message})`);

@@ -20,14 +20,14 @@ import { LeaseStoreUnsupportedError } from '../errors.js';
 import { detectFilesystemKind } from './filesystem-kind.js';
 import { ensureStoreRoot } from './store-root.js';
 import { leaseIoError } from './lease-io-error.js';
-import { isRecordId } from './identity.js';
+import { isRecordId, MAX_TARGET, targetRecordId } from './identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from './canonical-json.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
 import { RecordReadCache } from './record-read-cache.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from './record-backend.js';
-import { decodeRow, GroupCache, GroupRefs, parseGroupRow, refsProblem, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
+import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
@@ -35,41 +35,39 @@ import type BetterSqlite3 from 'better-sqlite3';
 const HANDOFF_POLL_MS = 2;
 
 /**
- * Every row of `db`, validated (sqlite-rows.ts); `file#id` names where each lives. A group row
- * whose member count disagrees with the rows that name it is reported as corrupt too
- * (`file#group:<id>`), so `leases check` sees it.
+ * Every row of `db`, validated (sqlite-rows.ts); `file#id` names where each lives. One read
+ * transaction: a batch of another connection committing meanwhile cannot make the rows and the
+ * group rows they name disagree (inside a write transaction of this connection the reads already
+ * share its snapshot).
  */
 export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
+  if (db.inTransaction) return scanSnapshot(db, file, kind);
+  db.exec('BEGIN');
+  try {
+    return scanSnapshot(db, file, kind);
+  } finally {
+    if (db.inTransaction) db.exec('COMMIT');
+  }
+}
+
+function scanSnapshot(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
   const v1 = isSchemaV1(db);
   const rows = db.prepare(v1 ? 'SELECT id, record, NULL AS group_id FROM lease_records ORDER BY id' : 'SELECT id, record, group_id FROM lease_records ORDER BY id').all() as Row[];
-  const groups = new Map<number, { row: { hash: unknown; content: unknown }; refs: unknown; named: number }>();
-  if (!v1) {
-    for (const { id, hash, content, refs } of db.prepare('SELECT id, hash, content, refs FROM lease_groups ORDER BY id').all() as { id: number; hash: unknown; content: unknown; refs: unknown }[]) {
-      groups.set(id, { row: { hash, content }, refs, named: 0 });
-    }
-  }
+  const groups = new Map<number, { hash: unknown; content: unknown }>();
+  if (!v1) for (const { id, hash, content } of db.prepare('SELECT id, hash, content FROM lease_groups').all() as { id: number; hash: unknown; content: unknown }[]) groups.set(id, { hash, content });
   const parsed = new Map<number, GroupEntry | string>();
   const group = (groupId: number): GroupEntry | string => {
     let entry = parsed.get(groupId);
-    if (entry === undefined) parsed.set(groupId, (entry = parseGroupRow(groupId, groups.get(groupId)?.row, kind)));
+    if (entry === undefined) parsed.set(groupId, (entry = parseGroupRow(groupId, groups.get(groupId), kind)));
     return entry;
   };
-  const entries = rows.map(({ id, record, group_id }): ScanEntry => {
+  return rows.map(({ id, record, group_id }): ScanEntry => {
     const where = `${file}#${String(id)}`;
-    if (typeof group_id === 'number') {
-      const named = groups.get(group_id);
-      if (named !== undefined) named.named += 1;
-    }
     if (typeof id !== 'string' || !isRecordId(id)) return { state: 'corrupt', id: undefined, path: where, reason: 'row id is not a record id' };
     const read = decodeRow(id, record, group_id, kind, group);
     if (read.state === 'valid') return { state: 'valid', id, path: where, record: read.record };
     return { state: 'corrupt', id, path: where, reason: read.state === 'corrupt' ? read.reason : 'absent' };
   });
-  for (const [groupId, { refs, named }] of groups) {
-    const problem = refsProblem(groupId, refs, named);
-    if (problem !== undefined) entries.push({ state: 'corrupt', id: undefined, path: `${file}#group:${groupId}`, reason: problem });
-  }
-  return entries;
 }
 
 interface Row {
@@ -125,9 +123,9 @@ interface Statements {
   readonly remove: BetterSqlite3.Statement<[string]>;
   readonly removeChunk: BetterSqlite3.Statement<string[]>;
   readonly selectGroup: BetterSqlite3.Statement<[number], { hash: unknown; content: unknown }>;
-  readonly addMembers: BetterSqlite3.Statement<[Buffer, string, number], { id: number }>;
-  readonly dropMembers: BetterSqlite3.Statement<[number, number]>;
-  readonly pruneGroup: BetterSqlite3.Statement<[number]>;
+  readonly addGroup: BetterSqlite3.Statement<[Buffer, string], { id: number }>;
+  readonly removeGroup: BetterSqlite3.Statement<[number]>;
+  readonly selectGroupOf: BetterSqlite3.Statement<[string], number | null>;
   readonly dataVersion: BetterSqlite3.Statement<[]>;
 }
 
@@ -136,6 +134,8 @@ interface KnownRow {
   readonly read: RecordRead;
   readonly groupId: number | null;
 }
+
+const DECIMAL_TARGET = /^[1-9][0-9]{0,19}$/;
 
 /** Ids per multi-row DELETE. */
 const REMOVE_CHUNK = 64;
@@ -179,9 +179,10 @@ export class SqliteRecordBackend implements RecordBackend {
       remove: db.prepare('DELETE FROM lease_records WHERE id = ?'),
       removeChunk: db.prepare(`DELETE FROM lease_records WHERE id IN (${Array.from({ length: REMOVE_CHUNK }, () => '?').join(', ')})`),
       selectGroup: db.prepare('SELECT hash, content FROM lease_groups WHERE id = ?'),
-      addMembers: db.prepare('INSERT INTO lease_groups (hash, content, refs) VALUES (?, ?, ?) ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs RETURNING id'),
-      dropMembers: db.prepare('UPDATE lease_groups SET refs = refs - ? WHERE id = ?'),
-      pruneGroup: db.prepare('DELETE FROM lease_groups WHERE id = ? AND refs <= 0'),
+      // An existing row of the same content is the same group row: its id is returned.
+      addGroup: db.prepare('INSERT INTO lease_groups (hash, content) VALUES (?, ?) ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash RETURNING id'),
+      removeGroup: db.prepare('DELETE FROM lease_groups WHERE id = ?'),
+      selectGroupOf: db.prepare('SELECT group_id FROM lease_records WHERE id = ?').pluck() as BetterSqlite3.Statement<[string], number | null>,
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
     };
   }
@@ -195,6 +196,9 @@ export class SqliteRecordBackend implements RecordBackend {
     const version = this.statements.dataVersion.get() as number;
     if (version !== this.knownVersion) {
       this.known.clear();
+      // Another connection may have changed group rows too (only by damaging one: this store
+      // never changes a group row's content); they are read and checked again.
+      this.groupCache.clear();
       this.knownVersion = version;
     }
     return this.known;
@@ -223,7 +227,7 @@ export class SqliteRecordBackend implements RecordBackend {
     if (cached !== undefined) return cached;
     const row = this.statements.selectGroup.get(groupId);
     const entry = parseGroupRow(groupId, row, this.kind);
-    if (typeof entry !== 'string') this.groupCache.remember(groupId, entry.hex, entry.fields, (row!.content as string).length);
+    if (typeof entry !== 'string') this.groupCache.remember(groupId, entry.hex, entry.fields, entry.size);
     return entry;
   }
 
@@ -396,18 +400,18 @@ export class SqliteRecordBatch implements RecordBatch {
     // In staging order: one transaction needs no lock order, and its rows are atomic together.
     const list = [...this.mutations.entries()];
     let step = 'write';
-    const refs = new GroupRefs();
+    const moves = new GroupMoves();
     // Each staged row: its text, and its group row — kept (a heartbeat), or new (id known once
     // the group row is written, below).
     const rows = list.map(([id, next]) => {
       const staged = next === null ? null : asSqliteStaged(next);
       const before = this.readGroups.get(id) ?? null;
-      const kept = refs.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null) === 'same';
+      const kept = moves.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null) === 'same';
       return { id, staged, groupId: kept ? before : null };
     });
     const groupIds = new Map<string, number>();
     try {
-      for (const [hex, { blob, count }] of refs.added) groupIds.set(hex, statements.addMembers.get(blob.hash, blob.content, count)!.id);
+      for (const [hex, blob] of moves.added) groupIds.set(hex, statements.addGroup.get(blob.hash, blob.content)!.id);
       const removed: string[] = [];
       for (const { id, staged, groupId } of rows) {
         if (staged === null) removed.push(id);
@@ -417,10 +421,9 @@ export class SqliteRecordBatch implements RecordBatch {
       let next = 0;
       for (; next + REMOVE_CHUNK <= removed.length; next += REMOVE_CHUNK) statements.removeChunk.run(...removed.slice(next, next + REMOVE_CHUNK));
       for (; next < removed.length; next += 1) statements.remove.run(removed[next]!);
-      for (const [groupId, count] of refs.left) {
-        statements.dropMembers.run(count, groupId);
-        statements.pruneGroup.run(groupId);
-      }
+      // The group row each written row names once written (null: none, or the row deleted).
+      const written = new Map(rows.map(({ id, staged, groupId }) => [id, staged?.group ? (groupId ?? groupIds.get(staged.group.hex)!) : null]));
+      for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
       step = 'commit';
       db.exec('COMMIT');
     } catch (error) {
@@ -447,13 +450,35 @@ export class SqliteRecordBatch implements RecordBatch {
         continue;
       }
       const group = staged.group;
-      const tag = group === null ? undefined : (groupId ?? groupIds.get(group.hex)!);
-      this.backend.readCache.remember(id, staged.text, staged.record, tag);
-      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: tag ?? null });
-      if (group !== null && tag !== undefined) this.backend.groupCache.remember(tag, group.hex, group.fields, group.content.length);
+      const named = group === null ? null : (groupId ?? groupIds.get(group.hex)!);
+      this.backend.readCache.remember(id, staged.text, staged.record, named === null ? undefined : memberTag(named, group!.hex));
+      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named });
+      if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
     }
     if (list.length === 0) return EMPTY_BATCH_REPORT;
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
+  }
+
+  /**
+   * True when some row still names group row `groupId` once this batch's rows are written. Only
+   * a member of that group's own target list can name it (a row whose target is not in its
+   * group's list is not a valid member), so these few ids are all there is to check: from this
+   * batch where it read or writes them — every id, when a whole group is released — and from the
+   * database otherwise (a takeover of part of a group). A group row this cannot read is kept.
+   */
+  private stillNamed(groupId: number, written: ReadonlyMap<string, number | null>): boolean {
+    const entry = this.backend.group(groupId);
+    if (typeof entry === 'string') return true;
+    const targets = entry.fields['targets'];
+    if (!Array.isArray(targets)) return true;
+    for (const target of targets) {
+      // A list a reader would not accept leaves the row in place (it is reported, not guessed at).
+      if (typeof target !== 'string' || !DECIMAL_TARGET.test(target) || BigInt(target) > MAX_TARGET) return true;
+      const id = targetRecordId(BigInt(target));
+      const named = written.has(id) ? written.get(id) : this.reads.has(id) ? this.readGroups.get(id) : (this.backend.statements.selectGroupOf.get(id) ?? null);
+      if (named === groupId) return true;
+    }
+    return false;
   }
 
   async release(): Promise<void> {

@@ -25,6 +25,7 @@
  * the database; a missing or damaged one makes every member naming it corrupt.
  */
 import { createHash } from 'node:crypto';
+import { InvalidJobError } from '../errors.js';
 import { canonicalJson, type CanonicalJsonMemo } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
 import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
@@ -50,6 +51,8 @@ export interface GroupBlob {
 export interface GroupEntry {
   readonly fields: GroupFields;
   readonly hex: string;
+  /** Bytes of the row's content. */
+  readonly size: number;
 }
 
 /** A staged record of the SQLite store: the row's `record` text, and its group row if a member. */
@@ -67,6 +70,18 @@ export class SqliteStagedRecord implements StagedRecord {
 }
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+/** Bytes of `text` as UTF-8 (counted only when it could matter: a code unit is 1 to 3 bytes). */
+function utf8Bytes(text: string, bound: number): number {
+  return text.length * 3 <= bound ? text.length : Buffer.byteLength(text, 'utf8');
+}
+
+/** Why a member row and its group row are too big together (their join is the record), if they are. */
+function joinedOver(memberBytes: number, groupBytes: number, kind: RecordKind): string | undefined {
+  const bound = maxRecordBytes(kind);
+  if (memberBytes + groupBytes <= bound) return undefined;
+  return `the record is ${memberBytes + groupBytes} bytes with its group row, over the ${bound}-byte bound`;
+}
 
 /**
  * A fresh encoder for one batch: a target record with a `targets` list becomes a member row plus
@@ -97,7 +112,11 @@ export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) =>
         else seen.push(group);
       }
     }
-    return new SqliteStagedRecord(record, memberText(record) ?? canonicalJson(memberFields(record), limits), group);
+    const text = memberText(record) ?? canonicalJson(memberFields(record), limits);
+    // A writer never stores what a reader would call corrupt (canonical text is ASCII: length = bytes).
+    const over = joinedOver(text.length, group.content.length, record.kind);
+    if (over !== undefined) throw new InvalidJobError(`cannot store target record ${record.id}: ${over}`, { id: record.id, bound: maxRecordBytes(record.kind) });
+    return new SqliteStagedRecord(record, text, group);
   };
 }
 
@@ -126,9 +145,8 @@ function memberFields(record: LeaseRecord): Record<string, unknown> {
   if (Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0)) {
     return { attempts: record.attempts, id: record.id, previousOwner: record.previousOwner, steals: record.steals, target: record.target };
   }
-  const member: Record<string, unknown> = {};
-  for (const key of Object.keys(record)) if (!GROUP_FIELD_SET.has(key)) member[key] = record[key];
-  return member;
+  // fromEntries defines own properties: a field named __proto__ stays a field.
+  return Object.fromEntries(Object.entries(record).filter(([key]) => !GROUP_FIELD_SET.has(key)));
 }
 
 /** The member fields of a target record of this version: attempts, id, previousOwner, steals, target. */
@@ -142,7 +160,7 @@ function sameGroupFields(fields: GroupFields, record: LeaseRecord): boolean {
 
 /** Parsed group rows by id, least recently used first out; bounded by entries and bytes. */
 export class GroupCache {
-  private readonly entries = new Map<number, GroupEntry & { readonly size: number }>();
+  private readonly entries = new Map<number, GroupEntry>();
   private bytes = 0;
 
   constructor(
@@ -160,13 +178,24 @@ export class GroupCache {
 
   /** Keeps `fields` (deep-frozen) as the content of group row `id` (hash `hex`, `size` bytes). */
   remember(id: number, hex: string, fields: GroupFields, size: number): void {
+    this.store(id, { fields, hex, size });
+  }
+
+  /** Drops every entry: after another connection committed, group rows are read (and checked) again. */
+  clear(): void {
+    this.entries.clear();
+    this.bytes = 0;
+  }
+
+  private store(id: number, entry: GroupEntry): void {
+    const { size } = entry;
     if (this.entries.has(id) || size > this.capacityBytes) return;
     while (this.entries.size >= this.capacity || this.bytes + size > this.capacityBytes) {
       const oldest = this.entries.keys().next().value as number;
       this.bytes -= this.entries.get(oldest)!.size;
       this.entries.delete(oldest);
     }
-    this.entries.set(id, { fields: deepFreeze(fields), hex, size });
+    this.entries.set(id, { ...entry, fields: deepFreeze(entry.fields) });
     this.bytes += size;
   }
 }
@@ -177,7 +206,8 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
   const { hash, content } = row;
   if (!Buffer.isBuffer(hash) || hash.length !== 32) return `its group row ${id} has no 32-byte hash`;
   if (typeof content !== 'string') return `its group row ${id} holds a ${content === null ? 'null' : typeof content}, not text`;
-  if (content.length > maxRecordBytes(kind)) return `its group row ${id} is ${content.length} bytes, over the ${maxRecordBytes(kind)}-byte bound`;
+  const size = utf8Bytes(content, maxRecordBytes(kind));
+  if (size > maxRecordBytes(kind)) return `its group row ${id} is ${size} bytes, over the ${maxRecordBytes(kind)}-byte bound`;
   if (!sha256(content).equals(hash)) return `its group row ${id} does not match its hash`;
   let value: unknown;
   try {
@@ -188,7 +218,7 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return `its group row ${id} is not a JSON object`;
   const stray = Object.keys(value).find((key) => !GROUP_FIELD_SET.has(key));
   if (stray !== undefined) return `its group row ${id} holds ${JSON.stringify(stray)}, which is not a group field`;
-  return { fields: value as GroupFields, hex: hash.toString('hex') };
+  return { fields: value as GroupFields, hex: hash.toString('hex'), size };
 }
 
 function parseText(text: string, id: string, kind: RecordKind): RecordRead {
@@ -215,20 +245,34 @@ export function decodeRow(id: string, record: unknown, groupId: unknown, kind: R
     return readCache !== undefined ? readCache.parse(record, id) : parseRecord(record, id, kind);
   }
   if (typeof record !== 'string') return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not text or a blob` };
-  if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
-  const tag = groupId ?? undefined;
+  const bound = maxRecordBytes(kind);
+  const bytes = utf8Bytes(record, bound);
+  if (bytes > bound) return { state: 'corrupt', reason: `record is ${bytes} bytes, over the ${bound}-byte bound` };
+  if (groupId === null) {
+    const hit = readCache?.lookup(id, record);
+    if (hit !== undefined) return { state: 'valid', record: hit };
+    return remembered(id, record, parseText(record, id, kind), undefined, readCache);
+  }
+  // The group row first, whatever the cache holds: the row is checked whenever it is read again.
+  const entry = group(groupId);
+  if (typeof entry === 'string') return { state: 'corrupt', reason: entry };
+  const over = joinedOver(bytes, entry.size, kind);
+  if (over !== undefined) return { state: 'corrupt', reason: over };
+  const tag = memberTag(groupId, entry.hex);
   const hit = readCache?.lookup(id, record, tag);
   if (hit !== undefined) return { state: 'valid', record: hit };
-  let read: RecordRead;
-  if (tag === undefined) read = parseText(record, id, kind);
-  else {
-    const entry = group(tag);
-    if (typeof entry === 'string') return { state: 'corrupt', reason: entry };
-    read = parseMember(record, id, kind, entry.fields);
-  }
+  return remembered(id, record, parseMember(record, id, kind, entry.fields), tag, readCache);
+}
+
+function remembered(id: string, record: string, read: RecordRead, tag: string | undefined, readCache: RecordReadCache | undefined): RecordRead {
   if (read.state === 'valid') readCache?.remember(id, record, read.record, tag);
   else readCache?.forget(id);
   return read;
+}
+
+/** The read-cache tag of a member row: its group row's id and hash. */
+export function memberTag(groupId: number, hex: string): string {
+  return `${groupId}:${hex}`;
 }
 
 function parseMember(text: string, id: string, kind: RecordKind, fields: GroupFields): RecordRead {
@@ -247,29 +291,19 @@ function parseMember(text: string, id: string, kind: RecordKind, fields: GroupFi
 }
 
 /**
- * The group-row work of one commit: new group rows and their member counts (by hash), and the
- * members that left existing group rows (by id). A member that stays in its group row (a
- * heartbeat) changes no count.
+ * The group-row work of one commit: the new group rows its members name (by hash), and the group
+ * rows some member left (by id), which go if no row names them any more. A member that stays in
+ * its group row changes neither.
  */
-export class GroupRefs {
-  readonly added = new Map<string, { readonly blob: GroupBlob; count: number }>();
-  readonly left = new Map<number, number>();
+export class GroupMoves {
+  readonly added = new Map<string, GroupBlob>();
+  readonly left = new Set<number>();
 
   /** A row that named group row `before` (or none; `beforeHex` its hash if known) now names `after`. */
   move(before: number | null, beforeHex: string | undefined, after: GroupBlob | null): 'same' | 'moved' {
     if (before !== null && after !== null && beforeHex === after.hex) return 'same';
-    if (before !== null) this.left.set(before, (this.left.get(before) ?? 0) + 1);
-    if (after !== null) {
-      const known = this.added.get(after.hex);
-      if (known === undefined) this.added.set(after.hex, { blob: after, count: 1 });
-      else known.count += 1;
-    }
+    if (before !== null) this.left.add(before);
+    if (after !== null && !this.added.has(after.hex)) this.added.set(after.hex, after);
     return 'moved';
   }
-}
-
-/** A group row whose member count disagrees with the rows naming it (for scans). */
-export function refsProblem(id: number, refs: unknown, named: number): string | undefined {
-  if (refs === named) return undefined;
-  return `group row ${id} counts ${String(refs)} members but ${named} records name it`;
 }

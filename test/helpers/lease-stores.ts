@@ -153,8 +153,7 @@ const sqliteStore: LeaseStoreUnderTest = {
         const old = db.prepare('SELECT group_id FROM lease_records WHERE id = ?').get(id) as { group_id: number | null } | undefined;
         db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = NULL').run(id, Buffer.from(bytes));
         if (typeof old?.group_id === 'number') {
-          db.prepare('UPDATE lease_groups SET refs = refs - 1 WHERE id = ?').run(old.group_id);
-          db.prepare('DELETE FROM lease_groups WHERE id = ? AND refs <= 0').run(old.group_id);
+          db.prepare('DELETE FROM lease_groups WHERE id = ? AND NOT EXISTS (SELECT 1 FROM lease_records WHERE group_id = ?)').run(old.group_id, old.group_id);
         }
       }).immediate();
     } finally {
