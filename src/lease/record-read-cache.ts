@@ -22,7 +22,8 @@ export const RECORD_READ_CACHE_MAX_RECORD_BYTES = 64 * 1024;
 
 /**
  * What a record was stored as: its bytes (a record file, an etcd value), or the text of a SQLite
- * row; `tag` is the SQLite group row it names, if any. Equal stored forms mean an equal record.
+ * row; `tag` names the SQLite group row it joins (id and hash), if any. Equal stored forms and
+ * tags mean an equal record.
  */
 export type StoredForm = Buffer | string;
 

@@ -4,12 +4,12 @@
  * The members of a claimed target group share everything but their own identity: the same
  * holder, token and times, the same `payload` and the same list of up to 64 `targets` — at 64-bit
  * targets about 1.7 KB of each 1.8 KB record. The SQLite store keeps that part (`GROUP_FIELDS`)
- * once per claim: a row of `lease_groups` (its canonical JSON `content`, the SHA-256 of the
- * content, and a count of the member rows naming it), and each member's row in `lease_records`
+ * once per claim: a row of `lease_groups` (its canonical JSON `content` and the SHA-256 of the
+ * content), and each member's row in `lease_records`
  * holds only the member's own fields (id, target, counters, and any field a newer writer added)
  * as canonical JSON text, plus the group row's `id`. Rows are text, not blobs: reading a row then
  * costs one string, not a buffer per column. A heartbeat or a new claim names a new group row
- * (the content changed); the old one goes when its last member leaves it.
+ * (the content changed); the old one goes in the transaction its last member leaves it in.
  *
  * The forms of a `lease_records` row:
  * - `record` text, `group_id` an integer: a group member;
@@ -20,9 +20,11 @@
  * exactly like a record file (lease-record.ts).
  *
  * Group rows are immutable: their content never changes (another content is another row), and
- * their ids are never reused (`AUTOINCREMENT`), so a parsed group row is cached by id for as long
- * as the process lives, bounded. A group row is checked against its hash whenever it is read from
- * the database; a missing or damaged one makes every member naming it corrupt.
+ * their ids are never reused (`AUTOINCREMENT`), so a parsed group row is cached by id — until
+ * another connection commits (it could only have damaged one), then it is read again. A group row
+ * is checked against its hash whenever it is read from the database; a missing or damaged one
+ * makes every member naming it corrupt. Sizes are UTF-8 bytes, of member and group row together,
+ * against the bound of the record they join to.
  */
 import { createHash } from 'node:crypto';
 import { InvalidJobError } from '../errors.js';
