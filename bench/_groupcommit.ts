@@ -113,6 +113,9 @@ export async function floorRunner(root: string, options: { shards: number; k: nu
   };
 }
 
+/** Untimed rounds of every mode before the measured ones. */
+const WARM_UP_ROUNDS = 3;
+
 function median(samples: number[]): number {
   const sorted = [...samples].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -137,11 +140,16 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
     const gcSqlite = await groupCommitRunner(path.join(base, `groupcommit-sqlite-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, coordination: config.coordination, fileBarrier, store: 'sqlite' });
     const floor = await floorRunner(path.join(base, `floor-${k}`), { shards: config.shards, k, targetsPerGroup: config.targetsPerGroup, fileBarrier });
     try {
-      await gc.round(); // warm-up: shard directories and lock files
-      await gcFsync.round();
-      await gcNoCache.round();
-      await gcSqlite.round();
-      await floor.round();
+      // Warm-up, the same for every mode: shard directories and lock files, the database's
+      // write-ahead log growing to its working size, and the I/O threads' compiled code. The
+      // first rounds of a fresh runner measure start-up, not the steady state the figures are for.
+      for (let round = 0; round < WARM_UP_ROUNDS; round += 1) {
+        await gc.round();
+        await gcFsync.round();
+        await gcNoCache.round();
+        await gcSqlite.round();
+        await floor.round();
+      }
       const runners = { gc, gcFsync, gcNoCache, gcSqlite, floor };
       const samples = { gc: [] as number[], gcFsync: [] as number[], gcNoCache: [] as number[], gcSqlite: [] as number[], floor: [] as number[] };
       for (let round = 0; round < config.rounds; round += 1) {
@@ -162,7 +170,7 @@ export async function runGroupCommitSection(base: string, config: { shards: numb
       byK.push(row);
       console.log(
         `  shards ${String(config.shards).padStart(2)}  groupcommit K=${String(k).padStart(2)} (${fileBarrier}) median ${String(row.groupcommit_ms).padStart(8)} ms/group cycle  ` +
-          `fsync ${row.groupcommit_fsync_ms} ms  no fd cache ${row.groupcommit_nocache_ms} ms  sqlite ${row.sqlite_groupcommit_ms} ms  floor ${row.floor_ms} ms  dir barriers/cycle ${row.barriers_groupcommit}  file barriers/cycle ${row.file_barriers_groupcommit}  samples ${samples.gc.map(round2).join(' ')}`,
+          `fsync ${row.groupcommit_fsync_ms} ms  no fd cache ${row.groupcommit_nocache_ms} ms  sqlite ${row.sqlite_groupcommit_ms} ms  floor ${row.floor_ms} ms  dir barriers/cycle ${row.barriers_groupcommit}  file barriers/cycle ${row.file_barriers_groupcommit}  samples ${samples.gc.map(round2).join(' ')}  sqlite samples ${samples.gcSqlite.map(round2).join(' ')}`,
       );
     } finally {
       await gc.close();
