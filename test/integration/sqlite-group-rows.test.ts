@@ -3,7 +3,6 @@
 // member naming it; members hold their own fields. Checked on the
 // database itself (a second connection), through fresh tables (no cache to hide a bad row), and
 // through the read-only inspection `symfence leases` uses.
-import { createRequire } from 'node:module';
 import { copyFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -15,23 +14,9 @@ import { serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.
 import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite-database.js';
 import { openTarget, S, tempRoot } from '../helpers/lease-fixtures.js';
 import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
+import { group, Sqlite, withDb } from '../helpers/sqlite-tables.js';
 
-const Sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
 const sqlite = leaseStoreUnderTest('sqlite');
-
-/** 64 full-width targets per group: the size a real group's list has. */
-function group(index: number): bigint[] {
-  return Array.from({ length: 64 }, (_, i) => (0x9e3779b97f4a7c15n * BigInt(index * 64 + i + 1)) % 2n ** 64n || 1n);
-}
-
-function withDb<T>(root: string, use: (db: BetterSqlite3.Database) => T): T {
-  const db = new Sqlite(path.join(root, SQLITE_FILE), { fileMustExist: true, timeout: 10_000 });
-  try {
-    return use(db);
-  } finally {
-    db.close();
-  }
-}
 
 /** Every group row: its id, its size, and how many member rows name it. */
 const groupRows = (root: string) =>

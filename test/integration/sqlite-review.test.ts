@@ -3,7 +3,6 @@
 // bounded as a record file is (in bytes), a group row damaged by another connection is seen, and
 // a scan is one snapshot (a commit landing between its statements cannot make it report
 // corruption that never existed).
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -14,22 +13,9 @@ import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
 import { scanDatabase } from '../../src/lease/sqlite-record-backend.js';
 import { openTarget, S, tempRoot } from '../helpers/lease-fixtures.js';
 import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
+import { group, Sqlite, withDb } from '../helpers/sqlite-tables.js';
 
-const Sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
 const sqlite = leaseStoreUnderTest('sqlite');
-
-function group(index: number): bigint[] {
-  return Array.from({ length: 64 }, (_, i) => (0x9e3779b97f4a7c15n * BigInt(index * 64 + i + 1)) % 2n ** 64n || 1n);
-}
-
-function withDb<T>(root: string, use: (db: BetterSqlite3.Database) => T): T {
-  const db = new Sqlite(path.join(root, SQLITE_FILE), { fileMustExist: true, timeout: 10_000 });
-  try {
-    return use(db);
-  } finally {
-    db.close();
-  }
-}
 
 describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 'true')('SQLite schema-2 rows (review)', () => {
   it('keeps an extra field named __proto__ that a newer writer added through a heartbeat', async () => {
