@@ -73,11 +73,6 @@ export class SqliteStagedRecord implements StagedRecord {
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
-/** Bytes of `text` as UTF-8 (counted only when it could matter: a code unit is 1 to 3 bytes). */
-function utf8Bytes(text: string, bound: number): number {
-  return text.length * 3 <= bound ? text.length : Buffer.byteLength(text, 'utf8');
-}
-
 /** Why a member row and its group row are too big together (their join is the record), if they are. */
 function joinedOver(memberBytes: number, groupBytes: number, kind: RecordKind): string | undefined {
   const bound = maxRecordBytes(kind);
@@ -208,7 +203,7 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
   const { hash, content } = row;
   if (!Buffer.isBuffer(hash) || hash.length !== 32) return `its group row ${id} has no 32-byte hash`;
   if (typeof content !== 'string') return `its group row ${id} holds a ${content === null ? 'null' : typeof content}, not text`;
-  const size = utf8Bytes(content, maxRecordBytes(kind));
+  const size = Buffer.byteLength(content, 'utf8');
   if (size > maxRecordBytes(kind)) return `its group row ${id} is ${size} bytes, over the ${maxRecordBytes(kind)}-byte bound`;
   if (!sha256(content).equals(hash)) return `its group row ${id} does not match its hash`;
   let value: unknown;
@@ -248,7 +243,7 @@ export function decodeRow(id: string, record: unknown, groupId: unknown, kind: R
   }
   if (typeof record !== 'string') return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not text or a blob` };
   const bound = maxRecordBytes(kind);
-  const bytes = utf8Bytes(record, bound);
+  const bytes = Buffer.byteLength(record, 'utf8');
   if (bytes > bound) return { state: 'corrupt', reason: `record is ${bytes} bytes, over the ${bound}-byte bound` };
   if (groupId === null) {
     const hit = readCache?.lookup(id, record);

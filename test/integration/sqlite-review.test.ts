@@ -3,6 +3,7 @@
 // bounded as a record file is (in bytes), a group row damaged by another connection is seen, and
 // a scan is one snapshot (a commit landing between its statements cannot make it report
 // corruption that never existed).
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -99,6 +100,30 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     expect(Buffer.byteLength(text)).toBeGreaterThan(maxRecordBytes('target'));
     withDb(root, (db) => db.prepare('UPDATE lease_records SET record = ?, group_id = NULL WHERE id = ?').run(text, id));
     withDb(root, (db) => db.prepare('DELETE FROM lease_groups').run());
+    const fresh = await openTarget(root, { store: 'sqlite' });
+    expect(await fresh.claimGroup(targets, {}, { owner: 'c2', nowMs: 10 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
+    await fresh.close();
+  });
+
+  it('measures a member row and its group row together in bytes: two multibyte halves under the bound each join to a record over it', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    const targets = [13n];
+    const claim = await table.claimGroup(targets, {}, { owner: 'c1', nowMs: 10 * S });
+    if (!claim.ok) throw new Error('claim failed');
+    await table.close();
+    const id = targetRecordId(13n);
+    // Each half: 200,000 three-byte characters, 600 kB of UTF-8 in 200,000 code units.
+    const wide = '\u20ac'.repeat(200_000);
+    withDb(root, (db) => {
+      const member = db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?').get(id) as { record: string; group_id: number };
+      const fields = JSON.parse((db.prepare('SELECT content FROM lease_groups WHERE id = ?').get(member.group_id) as { content: string }).content) as Record<string, unknown>;
+      const content = JSON.stringify({ ...fields, payload: { wide } });
+      db.prepare('UPDATE lease_groups SET content = ?, hash = ? WHERE id = ?').run(content, createHash('sha256').update(content, 'utf8').digest(), member.group_id);
+      db.prepare('UPDATE lease_records SET record = ? WHERE id = ?').run(`${member.record.slice(0, -1)},"zz":"${wide}"}`, id);
+    });
+    expect(Buffer.byteLength(wide) * 2).toBeGreaterThan(maxRecordBytes('target'));
+    expect(Buffer.byteLength(wide) + 1000).toBeLessThan(maxRecordBytes('target'));
     const fresh = await openTarget(root, { store: 'sqlite' });
     expect(await fresh.claimGroup(targets, {}, { owner: 'c2', nowMs: 10 * S })).toMatchObject({ ok: false, reason: 'corrupt' });
     await fresh.close();
