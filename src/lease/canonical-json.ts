@@ -38,6 +38,11 @@ function isPlainObject(value: object): boolean {
 /** Printable ASCII except `"` and `\`: such a string is its own JSON body, in both forms. */
 const PLAIN_ASCII = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
+/** True when `text` is written as itself between quotes (printable ASCII except `"` and `\`). */
+export function isPlainAscii(text: string): boolean {
+  return PLAIN_ASCII.test(text);
+}
+
 function escapeString(text: string, ascii: boolean): string {
   // Fast path for the common case (ids, tokens, decimal targets): a group record repeats its 64
   // targets in each of its 64 members, so this runs thousands of times per group claim.

@@ -106,7 +106,8 @@ function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
-function isDecimalTarget(value: unknown): value is string {
+/** A u64 target as a record stores it: decimal, no leading zero, at most 2^64 − 1. */
+export function isDecimalTarget(value: unknown): value is string {
   if (typeof value !== 'string' || !/^[1-9][0-9]{0,19}$/.test(value)) return false;
   // Below 20 digits a decimal is below 2^64 (20 digits); only those need the exact comparison.
   return value.length < 20 || BigInt(value) <= MAX_TARGET;
@@ -151,15 +152,20 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
 
 /** Parses and validates the bytes of a record file. */
 export function parseRecord(bytes: Buffer, expectedId: string, kind: RecordKind): RecordRead {
+  return { ...parseRecordText(bytes.toString('utf8'), expectedId, kind), bytes };
+}
+
+/** Parses and validates a record's JSON text (a record file's bytes, decoded; a SQLite row). */
+export function parseRecordText(text: string, expectedId: string, kind: RecordKind): RecordRead & { state: 'valid' | 'corrupt' } {
   let value: unknown;
   try {
-    value = JSON.parse(bytes.toString('utf8'));
+    value = JSON.parse(text);
   } catch (error) {
-    return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})`, bytes };
+    return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})` };
   }
   const problem = recordProblem(value, expectedId, kind);
-  if (problem !== undefined) return { state: 'corrupt', reason: problem, bytes };
-  return { state: 'valid', record: value as LeaseRecord, bytes };
+  if (problem !== undefined) return { state: 'corrupt', reason: problem };
+  return { state: 'valid', record: value as LeaseRecord };
 }
 
 /**

@@ -20,9 +20,9 @@ import { LeaseStoreUnsupportedError } from '../errors.js';
 import { detectFilesystemKind } from './filesystem-kind.js';
 import { ensureStoreRoot } from './store-root.js';
 import { leaseIoError } from './lease-io-error.js';
-import { isRecordId, MAX_TARGET, targetRecordId } from './identity.js';
+import { isRecordId, targetRecordId } from './identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from './canonical-json.js';
-import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
+import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import { RecordReadCache } from './record-read-cache.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import type { LeaseTableDeps } from './open-record-backend.js';
@@ -134,8 +134,6 @@ interface KnownRow {
   readonly read: RecordRead;
   readonly groupId: number | null;
 }
-
-const DECIMAL_TARGET = /^[1-9][0-9]{0,19}$/;
 
 /** Ids per multi-row DELETE. */
 const REMOVE_CHUNK = 64;
@@ -300,10 +298,7 @@ export class SqliteRecordBackend implements RecordBackend {
   }
 }
 
-/**
- * A staged record as this store writes it: its own encoding, or (a record encoded elsewhere) the
- * record again as a whole-record row.
- */
+/** A staged record as this store writes it: its own encoding, or a record encoded elsewhere encoded again. */
 function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
   return staged instanceof SqliteStagedRecord ? staged : sqliteEncoder(canonicalJsonMemo())(staged.record);
 }
@@ -341,7 +336,7 @@ export class SqliteRecordBatch implements RecordBatch {
     } catch (error) {
       throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
     }
-    for (const id of new Set(ids)) {
+    for (const id of ids) {
       if (this.reads.has(id)) continue;
       if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
       const hit = known.get(id);
@@ -401,29 +396,33 @@ export class SqliteRecordBatch implements RecordBatch {
     const list = [...this.mutations.entries()];
     let step = 'write';
     const moves = new GroupMoves();
-    // Each staged row: its text, and its group row — kept (a heartbeat), or new (id known once
-    // the group row is written, below).
-    const rows = list.map(([id, next]) => {
+    // Each staged row, and the group row it named before if it stays there (a heartbeat of an
+    // unchanged group); a row in a new group row learns its id once that row is written.
+    const planned = list.map(([id, next]) => {
       const staged = next === null ? null : asSqliteStaged(next);
       const before = this.readGroups.get(id) ?? null;
-      const kept = moves.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null) === 'same';
-      return { id, staged, groupId: kept ? before : null };
+      const stays = moves.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null);
+      return { id, staged, kept: stays ? before : null };
     });
-    const groupIds = new Map<string, number>();
+    let rows: { id: string; staged: SqliteStagedRecord | null; named: number | null }[] = [];
     try {
+      const groupIds = new Map<string, number>();
       for (const [hex, blob] of moves.added) groupIds.set(hex, statements.addGroup.get(blob.hash, blob.content)!.id);
+      // The group row each row names once written (null: a whole record, or the row deleted).
+      rows = planned.map(({ id, staged, kept }) => ({ id, staged, named: staged?.group ? (kept ?? groupIds.get(staged.group.hex)!) : null }));
       const removed: string[] = [];
-      for (const { id, staged, groupId } of rows) {
+      for (const { id, staged, named } of rows) {
         if (staged === null) removed.push(id);
-        else statements.upsert.run(id, staged.text, staged.group === null ? null : (groupId ?? groupIds.get(staged.group.hex)!));
+        else statements.upsert.run(id, staged.text, named);
       }
       // Deletions in statements of REMOVE_CHUNK ids (a released group is one), the rest singly.
       let next = 0;
       for (; next + REMOVE_CHUNK <= removed.length; next += REMOVE_CHUNK) statements.removeChunk.run(...removed.slice(next, next + REMOVE_CHUNK));
       for (; next < removed.length; next += 1) statements.remove.run(removed[next]!);
-      // The group row each written row names once written (null: none, or the row deleted).
-      const written = new Map(rows.map(({ id, staged, groupId }) => [id, staged?.group ? (groupId ?? groupIds.get(staged.group.hex)!) : null]));
-      for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
+      if (moves.left.size > 0) {
+        const written = new Map(rows.map(({ id, named }) => [id, named]));
+        for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
+      }
       step = 'commit';
       db.exec('COMMIT');
     } catch (error) {
@@ -443,15 +442,14 @@ export class SqliteRecordBatch implements RecordBatch {
       }, error);
     }
     this.state = 'committed';
-    for (const { id, staged, groupId } of rows) {
+    for (const { id, staged, named } of rows) {
       if (staged === null) {
         this.backend.readCache.forget(id);
         this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null });
         continue;
       }
       const group = staged.group;
-      const named = group === null ? null : (groupId ?? groupIds.get(group.hex)!);
-      this.backend.readCache.remember(id, staged.text, staged.record, named === null ? undefined : memberTag(named, group!.hex));
+      this.backend.readCache.remember(id, staged.text, staged.record, group === null || named === null ? undefined : memberTag(named, group.hex));
       this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named });
       if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
     }
@@ -473,7 +471,7 @@ export class SqliteRecordBatch implements RecordBatch {
     if (!Array.isArray(targets)) return true;
     for (const target of targets) {
       // A list a reader would not accept leaves the row in place (it is reported, not guessed at).
-      if (typeof target !== 'string' || !DECIMAL_TARGET.test(target) || BigInt(target) > MAX_TARGET) return true;
+      if (!isDecimalTarget(target)) return true;
       const id = targetRecordId(BigInt(target));
       const named = written.has(id) ? written.get(id) : this.reads.has(id) ? this.readGroups.get(id) : (this.backend.statements.selectGroupOf.get(id) ?? null);
       if (named === groupId) return true;

@@ -28,9 +28,9 @@
  */
 import { createHash } from 'node:crypto';
 import { InvalidJobError } from '../errors.js';
-import { canonicalJson, type CanonicalJsonMemo } from './canonical-json.js';
+import { canonicalJson, isPlainAscii, type CanonicalJsonMemo } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
-import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
+import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, parseRecordText, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import type { RecordReadCache } from './record-read-cache.js';
 import type { StagedRecord } from './record-backend.js';
 
@@ -117,37 +117,36 @@ export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) =>
   };
 }
 
-const PLAIN_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 const DECIMAL = /^[0-9]{1,20}$/;
 
+/** The member fields of a target record of this version: attempts, id, previousOwner, steals, target. */
+const MEMBER_FIELD_COUNT = 5;
+
+/** True when `record` has only the fields of this version (the case of every claim's members). */
+function hasOnlyKnownFields(record: LeaseRecord): boolean {
+  return Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0);
+}
+
 /**
- * The canonical JSON of a member row written directly, for a record with exactly this version's
+ * The canonical JSON of a member row written directly, for a record with only this version's
  * fields and values that need no escaping (every claim's members); undefined otherwise (then the
  * general writer runs). The same bytes canonicalJson gives (tested against it).
  */
 export function memberText(record: LeaseRecord): string | undefined {
   const { attempts, id, previousOwner, steals, target } = record;
-  if (Object.keys(record).length !== MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0)) return undefined;
+  if (!hasOnlyKnownFields(record)) return undefined;
   // `id` is one of the batch's lock ids (the executor refuses any other), which are record ids:
   // 64 lowercase hex characters, nothing to escape.
   if (!Number.isSafeInteger(attempts) || !Number.isSafeInteger(steals) || typeof target !== 'string' || !DECIMAL.test(target) || id.length !== 64) return undefined;
-  if (typeof previousOwner !== 'string' || !PLAIN_TEXT.test(previousOwner)) return undefined;
+  if (typeof previousOwner !== 'string' || !isPlainAscii(previousOwner)) return undefined;
   return `{"attempts":${attempts},"id":"${id}","previousOwner":"${previousOwner}","steals":${steals},"target":"${target}"}`;
 }
 
 /** The fields of a member row: every field of `record` that is not a group field. */
 function memberFields(record: LeaseRecord): Record<string, unknown> {
-  // A record with exactly the fields of this version (the case of every claim): written in key
-  // order directly; one with more (a newer writer's) gets them all.
-  if (Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0)) {
-    return { attempts: record.attempts, id: record.id, previousOwner: record.previousOwner, steals: record.steals, target: record.target };
-  }
   // fromEntries defines own properties: a field named __proto__ stays a field.
   return Object.fromEntries(Object.entries(record).filter(([key]) => !GROUP_FIELD_SET.has(key)));
 }
-
-/** The member fields of a target record of this version: attempts, id, previousOwner, steals, target. */
-const MEMBER_FIELD_COUNT = 5;
 
 /** True when `record` has exactly the group fields `fields` holds (the same values, ===). */
 function sameGroupFields(fields: GroupFields, record: LeaseRecord): boolean {
@@ -173,10 +172,6 @@ export class GroupCache {
     return hit;
   }
 
-  /** Keeps `fields` (deep-frozen) as the content of group row `id` (hash `hex`, `size` bytes). */
-  remember(id: number, hex: string, fields: GroupFields, size: number): void {
-    this.store(id, { fields, hex, size });
-  }
 
   /** Drops every entry: after another connection committed, group rows are read (and checked) again. */
   clear(): void {
@@ -184,15 +179,15 @@ export class GroupCache {
     this.bytes = 0;
   }
 
-  private store(id: number, entry: GroupEntry): void {
-    const { size } = entry;
+  /** Keeps `fields` (deep-frozen) as the content of group row `id` (hash `hex`, `size` bytes). */
+  remember(id: number, hex: string, fields: GroupFields, size: number): void {
     if (this.entries.has(id) || size > this.capacityBytes) return;
     while (this.entries.size >= this.capacity || this.bytes + size > this.capacityBytes) {
       const oldest = this.entries.keys().next().value as number;
       this.bytes -= this.entries.get(oldest)!.size;
       this.entries.delete(oldest);
     }
-    this.entries.set(id, { ...entry, fields: deepFreeze(entry.fields) });
+    this.entries.set(id, { fields: deepFreeze(fields), hex, size });
     this.bytes += size;
   }
 }
@@ -218,17 +213,6 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
   return { fields: value as GroupFields, hex: hash.toString('hex'), size };
 }
 
-function parseText(text: string, id: string, kind: RecordKind): RecordRead {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    return { state: 'corrupt', reason: `not valid JSON (${(error as Error).message})` };
-  }
-  const problem = recordProblem(value, id, kind);
-  return problem === undefined ? { state: 'valid', record: value as LeaseRecord } : { state: 'corrupt', reason: problem };
-}
-
 /**
  * The record a row holds, validated (the forms are in the file comment). `group` gives a group
  * row's content: the cache, else the database. `readCache` keeps parsed records per id, keyed by
@@ -248,7 +232,7 @@ export function decodeRow(id: string, record: unknown, groupId: unknown, kind: R
   if (groupId === null) {
     const hit = readCache?.lookup(id, record);
     if (hit !== undefined) return { state: 'valid', record: hit };
-    return remembered(id, record, parseText(record, id, kind), undefined, readCache);
+    return remembered(id, record, parseRecordText(record, id, kind), undefined, readCache);
   }
   // The group row first, whatever the cache holds: the row is checked whenever it is read again.
   const entry = group(groupId);
@@ -296,11 +280,14 @@ export class GroupMoves {
   readonly added = new Map<string, GroupBlob>();
   readonly left = new Set<number>();
 
-  /** A row that named group row `before` (or none; `beforeHex` its hash if known) now names `after`. */
-  move(before: number | null, beforeHex: string | undefined, after: GroupBlob | null): 'same' | 'moved' {
-    if (before !== null && after !== null && beforeHex === after.hex) return 'same';
+  /**
+   * A row that named group row `before` (or none; `beforeHex` its hash if known) now names
+   * `after`. True when that is the same group row (the row stays in it).
+   */
+  move(before: number | null, beforeHex: string | undefined, after: GroupBlob | null): boolean {
+    if (before !== null && after !== null && beforeHex === after.hex) return true;
     if (before !== null) this.left.add(before);
     if (after !== null && !this.added.has(after.hex)) this.added.set(after.hex, after);
-    return 'moved';
+    return false;
   }
 }
