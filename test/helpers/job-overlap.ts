@@ -1,4 +1,7 @@
-import type { JobLogEntry } from '../../src/telemetry/job-log.js';
+import path from 'node:path';
+import { expect } from 'vitest';
+import { readJobLog, type JobLogEntry } from '../../src/telemetry/job-log.js';
+import { COMMITTED_STATUSES } from './cli-process.js';
 
 /**
  * Pairs of `jobs.jsonl` entries that hold a target in common and whose solver intervals
@@ -16,4 +19,18 @@ export function overlappingTargetPairs(jobs: readonly JobLogEntry[]): string[] {
     }
   }
   return bad;
+}
+
+/**
+ * Reads the `jobs.jsonl` of every coordinator in `names` under `out` and checks what a shared
+ * campaign promises: no exact work committed twice, no two solver runs overlapping on a target,
+ * and progress by every coordinator. Returns every job and the committed ones.
+ */
+export function expectExclusiveProgress(out: string, names: readonly string[]): { jobs: JobLogEntry[]; committed: JobLogEntry[] } {
+  const jobs = names.flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl')));
+  const committed = jobs.filter((j) => COMMITTED_STATUSES.has(j.status));
+  expect(new Set(committed.map((j) => j.workId)).size).toBe(committed.length);
+  expect(overlappingTargetPairs(jobs)).toEqual([]);
+  for (const name of names) expect(committed.filter((j) => j.coordinator === name).length, `${name} made progress`).toBeGreaterThan(0);
+  return { jobs, committed };
 }

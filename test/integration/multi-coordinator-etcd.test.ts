@@ -12,7 +12,7 @@ import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { etcdUnavailable, freePort, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
-import { overlappingTargetPairs } from '../helpers/job-overlap.js';
+import { expectExclusiveProgress } from '../helpers/job-overlap.js';
 import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
 const unavailable = etcdUnavailable();
@@ -68,11 +68,7 @@ describe.skipIf(unavailable !== undefined)('coordinators in separate processes s
     const exits = await Promise.all(runs.map((r) => r.exit));
     for (const e of exits) expect(e.code, e.stderr).toBe(0);
 
-    const jobs = ['c1', 'c2'].flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl')));
-    const committed = jobs.filter((j) => COMMITTED.has(j.status));
-    expect(new Set(committed.map((j) => j.workId)).size).toBe(committed.length);
-    expect(overlappingTargetPairs(jobs)).toEqual([]);
-    for (const name of ['c1', 'c2']) expect(committed.filter((j) => j.coordinator === name).length, `${name} made progress`).toBeGreaterThan(0);
+    const { committed } = expectExclusiveProgress(out, ['c1', 'c2']);
 
     const counts = await leaseCounts(root, prefix);
     expect(counts.work).toMatchObject({ leased: 0, committing: 0, corrupt: 0 });
