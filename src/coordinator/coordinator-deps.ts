@@ -30,6 +30,12 @@ export interface CoordinatorOptions {
    * after which the coordinator stops with `ERR_SETUP_FAILURES`. Default 8.
    */
   readonly maxSetupFailures?: number;
+  /**
+   * Keep one job per solver slot dispatched ahead (admitted, claimed, not started), so a slot whose
+   * solver exits starts its next run at once, with no admission or lease I/O in between
+   * (docs/campaign.md "Prefetching"). Default true.
+   */
+  readonly prefetchJobs?: boolean;
 }
 
 export interface CoordinatorEvents {
@@ -66,6 +72,7 @@ export interface CoordinatorDeps extends CoordinatorPorts {
 
 export interface ShutdownReport {
   readonly abortedRuns: number;
+  /** Jobs admitted but never started (pending, or prefetched and claimed) whose holdings were released. */
   readonly releasedPending: number;
   readonly releaseFailures: number;
 }

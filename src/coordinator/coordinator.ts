@@ -15,7 +15,7 @@
 import type { Logger } from 'pino';
 import { componentLogger } from '../telemetry/logger.js';
 import { CommitRecovery } from './commit-recovery.js';
-import { dispatch, type DispatchContext } from './dispatch.js';
+import { dispatch, startRun, type DispatchContext } from './dispatch.js';
 import { releasePending, type GroupReleaseContext } from './group-release.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
 import { JobJournal } from './job-journal.js';
@@ -40,6 +40,15 @@ export class Coordinator {
   readonly #log: Logger;
   readonly #pending: PendingJob[] = [];
   readonly #active = new Map<string, ActiveJob>();
+  /**
+   * Prefetched jobs: dispatched (claimed, leases held and renewed) but not started, at most one per
+   * slot, best first. A slot whose solver exits takes the first at once (`#solverExited`).
+   */
+  readonly #ready: ActiveJob[] = [];
+  /** Per slot: whether a solver runs in it, and when its last solver exited (for `gapMs`). */
+  readonly #slotBusy: boolean[];
+  readonly #slotExitMs: (number | undefined)[];
+  readonly #prefetch: boolean;
   readonly #dispatching = new Set<Promise<unknown>>();
   readonly #heartbeatIntervalMs: number;
   readonly #release: GroupReleaseContext;
@@ -67,6 +76,9 @@ export class Coordinator {
     this.#heartbeatIntervalMs = heartbeatIntervalMs(options.workLeaseTtlMs, deps.targetLeases ? options.targetLeaseTtlMs : undefined);
     this.#lastHeartbeatMs = deps.clock.now();
     this.#setupFailures = new SetupFailureStreak(options.maxSetupFailures);
+    this.#slotBusy = new Array<boolean>(options.workers).fill(false);
+    this.#slotExitMs = new Array<number | undefined>(options.workers).fill(undefined);
+    this.#prefetch = options.prefetchJobs ?? true;
 
     const { clock, counters, workLeases, reservations, commits, source } = deps;
     const targetLeases = deps.targetLeases;
@@ -80,7 +92,7 @@ export class Coordinator {
       reservations,
       log,
       inputExists: deps.inputExists,
-      known: (workId) => this.#active.has(workId) || this.#pending.some((p) => jobWorkId(p.work.job) === workId),
+      known: (workId) => this.#active.has(workId) || this.#ready.some((r) => r.workId === workId) || this.#pending.some((p) => jobWorkId(p.work.job) === workId),
     };
     this.#dispatchContext = { ...release, coordinatorId: options.coordinatorId, workLeases, stopping: () => this.#stopping };
     this.#commit = {
@@ -112,6 +124,16 @@ export class Coordinator {
 
   get activeCount(): number {
     return this.#active.size;
+  }
+
+  /** Prefetched jobs: claimed, waiting for a slot. */
+  get readyCount(): number {
+    return this.#ready.length;
+  }
+
+  /** Work ids of the prefetched jobs, next to start first (for tests and status). */
+  readyWorkIds(): string[] {
+    return this.#ready.map((r) => r.workId);
   }
 
   /** Jobs whose solver process is still running (the rest of `activeCount` is committing). */
@@ -162,9 +184,12 @@ export class Coordinator {
       await this.recoverCommits();
     }
     if (this.#stopping) return;
+    await this.#rollBackLostReady();
     await this.#takeOverExpired();
     await this.#topUp();
+    await this.#giveWayToBetter();
     await this.#dispatchFree();
+    await this.#prefetchReady();
     this.#deps.counters.fillRatio = this.runningCount / this.#options.workers;
     this.accrueSolverBusy();
   }
@@ -193,7 +218,8 @@ export class Coordinator {
 
   /** Adds work from outside the regular source (e.g. an embedder). Subject to the safety valve. */
   async enqueue(works: readonly AdmittedWork[]): Promise<void> {
-    for (const work of works) this.#pending.push({ work, targetToken: work.targetToken, recovered: false });
+    const now = this.#deps.clock.now();
+    for (const work of works) this.#pending.push({ work, targetToken: work.targetToken, recovered: false, admittedMs: now });
     await this.#applySafetyValve();
   }
 
@@ -201,7 +227,9 @@ export class Coordinator {
   async heartbeat(): Promise<HeartbeatReport> {
     const now = this.#deps.clock.now();
     this.#lastHeartbeatMs = now;
-    return renewLeases(this.#renewal, [...this.#active.values()], this.#pending, now);
+    // Prefetched jobs hold leases too; one lost there marks the job and `#rollBackLostReady` (or the
+    // slot that would have started it) gives everything back.
+    return renewLeases(this.#renewal, [...this.#active.values(), ...this.#ready], this.#pending, now);
   }
 
   /**
@@ -219,7 +247,7 @@ export class Coordinator {
    */
   async #takeOverExpired(): Promise<void> {
     if (!this.#options.recoverExpiredWork) return;
-    const free = this.#freeSlots() - this.#pending.length;
+    const free = this.#wanted();
     if (free <= 0) return;
     const now = this.#deps.clock.now();
     if (now - this.#lastTakeoverMs < this.#heartbeatIntervalMs) return;
@@ -227,8 +255,14 @@ export class Coordinator {
     this.#pending.push(...(await takeOverExpired(this.#takeover, free, this.#options.recoveryOwner ?? RECOVERY_OWNER, now)));
   }
 
+  /** Jobs to take in now: one per free slot, plus (prefetching) one per slot ahead, minus those held. */
+  #wanted(): number {
+    const ahead = this.#prefetch ? this.#options.workers - this.#ready.length : 0;
+    return this.#freeSlots() + ahead - this.#pending.length;
+  }
+
   async #topUp(): Promise<void> {
-    const wanted = this.#freeSlots() - this.#pending.length;
+    const wanted = this.#wanted();
     if (wanted <= 0) return;
     let works: readonly AdmittedWork[];
     try {
@@ -238,7 +272,8 @@ export class Coordinator {
       return;
     }
     this.#deps.counters.admissions += works.length;
-    for (const work of works) this.#pending.push({ work, targetToken: work.targetToken, recovered: false });
+    const now = this.#deps.clock.now();
+    for (const work of works) this.#pending.push({ work, targetToken: work.targetToken, recovered: false, admittedMs: now });
     await this.#applySafetyValve();
   }
 
@@ -256,47 +291,200 @@ export class Coordinator {
     for (const pending of dropped) await releasePending(this.#release, pending);
   }
 
+  /** Starts prefetched jobs, then freshly dispatched pending ones, in every free slot. */
   async #dispatchFree(): Promise<void> {
-    while (!this.#stopping && this.#freeSlots() > 0 && this.#pending.length > 0) {
-      const pending = this.#pending.shift()!;
-      const attempt = this.#dispatchOne(pending);
-      this.#dispatching.add(attempt);
-      try {
-        await attempt;
-      } finally {
-        this.#dispatching.delete(attempt);
+    while (!this.#stopping && this.#freeSlots() > 0) {
+      const ready = this.#takeReady();
+      if (ready !== undefined) {
+        this.#start(ready);
+        continue;
       }
+      if (this.#pending.length === 0) return;
+      const active = await this.#track(dispatch(this.#dispatchContext, this.#pending.shift()!));
+      if (active === undefined) continue;
+      // A slot may have been taken meanwhile (by a prefetched job): then this one waits prefetched.
+      this.#place(active);
     }
   }
 
-  /** pending → active (contract in `dispatch.ts`); a dispatched job runs and commits on its own. */
-  async #dispatchOne(pending: PendingJob): Promise<void> {
-    const active = await dispatch(this.#dispatchContext, pending);
-    if (active === undefined) return;
+  /** Dispatches pending jobs ahead, until every slot has one waiting (see `#ready`). */
+  async #prefetchReady(): Promise<void> {
+    while (this.#prefetch && !this.#stopping && this.#ready.length < this.#options.workers && this.#pending.length > 0) {
+      const active = await this.#track(dispatch(this.#dispatchContext, this.#pending.shift()!));
+      if (active !== undefined) this.#place(active);
+    }
+  }
+
+  /** A dispatched job: started if a slot is free, else prefetched; rolled back if we are stopping. */
+  #place(active: ActiveJob): void {
+    if (this.#stopping) {
+      void this.#track(this.#rollBackReady(active, 'shutting down'));
+      return;
+    }
+    this.#insertReady(active);
+    this.#startReadyInFreeSlots();
+  }
+
+  /** Keeps `#ready` ordered by priority, highest first; FIFO among equals. */
+  #insertReady(active: ActiveJob): void {
+    const priority = active.work.priority ?? 0;
+    let at = this.#ready.length;
+    while (at > 0 && (this.#ready[at - 1]!.work.priority ?? 0) < priority) at--;
+    this.#ready.splice(at, 0, active);
+  }
+
+  /** The next prefetched job fit to start; ones that lost a lease meanwhile are rolled back. */
+  #takeReady(): ActiveJob | undefined {
+    for (;;) {
+      const next = this.#ready.shift();
+      if (next === undefined) return undefined;
+      if (next.lost === undefined && !next.controller.signal.aborted) return next;
+      void this.#track(this.#rollBackReady(next, `${next.lost ?? 'unknown'} lease lost while prefetched`));
+    }
+  }
+
+  /**
+   * Rollback of a prefetched job (contract as a failed dispatch, `dispatch.ts`): work lease
+   * abandoned, target group and local reservation released, nothing left held; counted as a
+   * dispatch rollback and a prefetch rollback. The job never ran, so it gets no jobs.jsonl line.
+   */
+  async #rollBackReady(active: ActiveJob, reason: string): Promise<void> {
+    const report = await active.tx.rollback();
+    this.#deps.counters.dispatchRollbacks++;
+    this.#deps.counters.prefetchRollbacks++;
+    active.logger.debug({ reason, failedUndos: report.failed }, 'prefetched job rolled back');
+  }
+
+  /** Prefetched jobs whose lease a heartbeat found lost give everything back now, not at their turn. */
+  async #rollBackLostReady(): Promise<void> {
+    for (let i = this.#ready.length - 1; i >= 0; i--) {
+      const job = this.#ready[i]!;
+      if (job.lost === undefined && !job.controller.signal.aborted) continue;
+      this.#ready.splice(i, 1);
+      await this.#track(this.#rollBackReady(job, `${job.lost ?? 'unknown'} lease lost while prefetched`));
+    }
+  }
+
+  /**
+   * A pending job of higher priority than a prefetched one takes its place: the prefetched job's
+   * exact-work lease is abandoned and it goes back to the front of the pending queue with what it
+   * held there before (local reservation, target token), so nothing is lost and nothing leaks.
+   * Contract: the demoted job's work lease is abandoned or, if abandoning fails, left to TTL (its
+   * next dispatch re-claims it; a stale lease of our own then shows as a conflict and the job is
+   * rolled back by that dispatch like any refused claim).
+   */
+  async #giveWayToBetter(): Promise<void> {
+    for (let guard = this.#ready.length; guard > 0 && this.#ready.length > 0 && this.#pending.length > 0; guard--) {
+      const best = Math.max(...this.#pending.map((p) => p.work.priority ?? 0));
+      const worst = this.#ready[this.#ready.length - 1]!;
+      if ((worst.work.priority ?? 0) >= best) return;
+      this.#ready.pop();
+      try {
+        await worst.tx.undoNewest('work-lease');
+      } catch (error) {
+        worst.logger.warn({ err: error }, 'abandoning a displaced prefetched work lease failed; left to TTL');
+      }
+      this.#deps.counters.prefetchRollbacks++;
+      const bestAt = this.#pending.findIndex((p) => (p.work.priority ?? 0) === best);
+      const [better] = this.#pending.splice(bestAt, 1);
+      this.#pending.unshift(better!, {
+        work: worst.work,
+        targetToken: worst.targetToken,
+        recovered: false,
+        ...(worst.marks ? { admittedMs: worst.marks.admittedMs } : {}),
+      });
+      worst.logger.debug('prefetched job gave way to a better one');
+    }
+  }
+
+  /** Runs `work` as a tracked dispatch step (`stop()` and `settled()` wait for it). */
+  async #track<T>(work: Promise<T>): Promise<T> {
+    this.#dispatching.add(work);
+    try {
+      return await work;
+    } finally {
+      this.#dispatching.delete(work);
+    }
+  }
+
+  /** A dispatched job goes to the lowest free slot and its solver run starts now (synchronously). */
+  #start(active: ActiveJob): void {
+    const slot = this.#slotBusy.indexOf(false);
+    // #freeSlots() > 0 was checked by every caller; a slot index is free whenever that holds.
+    const at = slot < 0 ? 0 : slot;
+    this.#slotBusy[at] = true;
+    startRun(this.#deps.counters, active, at, this.#slotExitMs[at], this.#deps.clock.now());
     this.#active.set(active.workId, active);
     active.done = this.#runAndCommit(active).finally(() => {
       this.#active.delete(active.workId);
+      // A finished commit can unblock a slot held back by the bound on jobs still finishing.
+      this.#startReadyInFreeSlots();
       this.#signalWake();
     });
+  }
+
+  #startReadyInFreeSlots(): void {
+    if (this.#stopping) return;
+    for (let next; this.#freeSlots() > 0 && (next = this.#takeReady()) !== undefined; ) this.#start(next);
   }
 
   async #runAndCommit(active: ActiveJob): Promise<void> {
     let outcome: SolverOutcome;
     try {
-      outcome = await this.#deps.solver.run({ workId: active.workId, job: active.work.job }, { signal: active.controller.signal });
+      outcome = await this.#deps.solver.run(
+        { workId: active.workId, job: active.work.job },
+        { signal: active.controller.signal, onSolverExit: () => this.#solverExited(active) },
+      );
     } catch (error) {
       outcome = { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
     }
-    // The slot is free for the next dispatch while this result commits.
-    this.#accrue(active, this.#deps.clock.now());
-    active.solverRunning = false;
-    this.#signalWake();
+    // A solver port that does not report the exit frees the slot now.
+    this.#solverExited(active);
+    if (active.marks) active.marks.resultMs = this.#deps.clock.now();
+    if (outcome.timing !== undefined) active.timing = outcome.timing;
+    this.#countSlotTime(active, outcome);
     try {
       await commitResult(this.#commit, active, outcome);
     } catch (error) {
       // Never leave a job half-finished without a trace; its leases fall to TTL.
       active.logger.error({ err: error }, 'job lifecycle failed after the solver run');
     }
+  }
+
+  /**
+   * The solver process of `active` exited: its slot is free. Idempotent. The slot's prefetched
+   * successor starts here, in the same turn — before this run's triage and commit, and with no
+   * admission, lease I/O or queue scan in between.
+   */
+  #solverExited(active: ActiveJob): void {
+    if (!active.solverRunning) return;
+    const now = this.#deps.clock.now();
+    this.#accrue(active, now);
+    active.solverRunning = false;
+    const slot = active.marks?.slot ?? -1;
+    if (active.marks) active.marks.solverExitMs = now;
+    if (slot >= 0) {
+      this.#slotBusy[slot] = false;
+      this.#slotExitMs[slot] = now;
+    } else {
+      const busy = this.#slotBusy.indexOf(true);
+      if (busy >= 0) this.#slotBusy[busy] = false;
+    }
+    this.#startReadyInFreeSlots();
+    this.#signalWake();
+  }
+
+  /** Adds the run's measured slot time to the counters (docs/campaign.md "Where slot time goes"). */
+  #countSlotTime(active: ActiveJob, outcome: SolverOutcome): void {
+    const c = this.#deps.counters;
+    const timing = outcome.timing;
+    c.solverProcessMs += timing?.solverMs ?? outcome.elapsedMs;
+    if (timing === undefined) return;
+    c.slotSpawnMs += timing.spawnMs;
+    c.slotCollectMs += timing.collectMs;
+    c.triageMs += timing.triageMs;
+    const since = active.marks?.slotFreeSinceMs;
+    if (since !== undefined) c.slotGapMs += Math.max(0, active.startMs - since);
   }
 
   /** Counts a set-up failure; `maxSetupFailures` in a row stop the coordinator with the error. */
@@ -363,6 +551,10 @@ export class Coordinator {
     this.#signalWake();
     const failuresBefore = this.#deps.counters.releaseFailures;
     await Promise.allSettled([...this.#dispatching]);
+    // Prefetched jobs never started: everything they hold is given back (counted with the pending).
+    const prefetched = this.#ready.splice(0);
+    for (const job of prefetched) await this.#rollBackReady(job, 'shutting down');
+    await Promise.allSettled([...this.#dispatching]);
     let abortedRuns = 0;
     for (const active of this.#active.values()) {
       // Jobs whose solver already ended go on to commit; only running solvers are aborted.
@@ -376,7 +568,7 @@ export class Coordinator {
     for (const job of pending) await releasePending(this.#release, job);
     const report = {
       abortedRuns,
-      releasedPending: pending.length,
+      releasedPending: pending.length + prefetched.length,
       releaseFailures: this.#deps.counters.releaseFailures - failuresBefore,
     };
     this.#log.info(report, 'coordinator stopped');

@@ -61,6 +61,21 @@ export class DispatchTransaction {
   }
 
   /**
+   * Undoes only the newest registration, which must be `name`, and forgets it; the others stay
+   * registered. Contract: only while preparing (a job not yet sent); resolves false — nothing
+   * undone — when the newest registration has another name. A throwing undo propagates, and the
+   * registration is forgotten all the same (its resource is then left to TTL).
+   */
+  async undoNewest(name: string): Promise<boolean> {
+    if (this.#state !== 'preparing') throw new Error(`dispatch transaction is ${this.#state}; cannot undo ${name} alone`);
+    const newest = this.#undos.at(-1);
+    if (newest === undefined || newest.name !== name) return false;
+    this.#undos.pop();
+    await newest.beforeSend();
+    return true;
+  }
+
+  /**
    * Undoes every registration, newest first. Contract: runs each undo exactly once even when an
    * earlier one throws; a second call, or a call after `commit()`, does nothing.
    */

@@ -6,8 +6,9 @@
  *      (a renewal with it proves the group is still ours right now), or the group is re-claimed
  *      when the token is gone or refused; the token held is registered for undo (release);
  *   3. the exact-work lease is claimed and registered for undo (abandon);
- *   4. unless the coordinator is stopping, the transaction is marked sent and the active job is
- *      handed back for the coordinator to run.
+ *   4. unless the coordinator is stopping, the active job is handed back, claimed but not started:
+ *      the coordinator starts it in a free slot at once, or keeps it prefetched for the next slot
+ *      that frees (`startRun` marks the transaction sent then).
  *
  * Contract: on success the job holds its local reservation, a current target token (if targeted
  * and shared) and the exact-work fence, all registered in its `DispatchTransaction` — the result
@@ -38,6 +39,7 @@ const ioFailure: ClaimOutcome = { ok: false, reason: 'error' };
 export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promise<ActiveJob | undefined> {
   const { job, owner } = pending.work;
   const counters = ctx.counters;
+  const claimStartMs = ctx.clock.now();
   const tx = new DispatchTransaction();
   if (job.group.length > 0) {
     tx.register('local-reservation', () => {
@@ -98,8 +100,6 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
 
   if (ctx.stopping()) return rollback('shutting down');
   if (pending.recovered) counters.leaseSteals++;
-  tx.markSent();
-  counters.jobsStarted++;
   const logger: Logger = childLogger(ctx.log, { workId, targets: decimal(job.group) });
   const startMs = ctx.clock.now();
   return {
@@ -116,5 +116,29 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     busyAccruedUntilMs: startMs,
     lost: undefined,
     done: Promise.resolve(),
+    marks: {
+      admittedMs: pending.admittedMs ?? claimStartMs,
+      claimStartMs,
+      claimedMs: startMs,
+      slot: -1,
+      slotFreeSinceMs: undefined,
+      solverExitMs: undefined,
+      resultMs: undefined,
+    },
   };
+}
+
+/**
+ * A dispatched job goes to its solver slot: the transaction is marked sent (later rollbacks use
+ * the after-send undos), the start is counted, and its run's interval begins now.
+ */
+export function startRun(counters: DispatchContext['counters'], active: ActiveJob, slot: number, slotFreeSinceMs: number | undefined, nowMs: number): void {
+  active.tx.markSent();
+  counters.jobsStarted++;
+  active.startMs = nowMs;
+  active.busyAccruedUntilMs = nowMs;
+  if (active.marks) {
+    active.marks.slot = slot;
+    active.marks.slotFreeSinceMs = slotFreeSinceMs;
+  }
 }

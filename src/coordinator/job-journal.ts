@@ -47,8 +47,29 @@ export class JobJournal {
             ...(kind === 'targeted' ? { targetReached: telemetry.targetReached, targetStatus: telemetry.targetStatus } : {}),
           }
         : {}),
+      ...this.#breakdown(active),
     };
     this.#write(entry, active.logger);
+  }
+
+  /** The time-breakdown fields of a run whose solver measured its timing (see `JobLogEntry`). */
+  #breakdown(active: ActiveJob): Partial<JobLogEntry> {
+    const { marks, timing } = active;
+    if (marks === undefined || timing === undefined) return {};
+    const ms = (x: number): number => Math.round(Math.max(0, x) * 100) / 100;
+    const gap = marks.slotFreeSinceMs === undefined ? {} : { gapMs: ms(active.startMs - marks.slotFreeSinceMs + timing.spawnMs) };
+    return {
+      slot: marks.slot,
+      queuedMs: ms(marks.claimStartMs - marks.admittedMs),
+      claimMs: ms(marks.claimedMs - marks.claimStartMs),
+      prefetchedMs: ms(active.startMs - marks.claimedMs),
+      spawnMs: ms(timing.spawnMs),
+      solverMs: ms(timing.solverMs),
+      collectMs: ms(timing.collectMs),
+      triageMs: ms(timing.triageMs),
+      commitMs: ms(this.#ctx.clock.now() - (marks.resultMs ?? this.#ctx.clock.now())),
+      ...gap,
+    };
   }
 
   /**

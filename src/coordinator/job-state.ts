@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { DispatchTransaction } from './dispatch-transaction.js';
-import type { AdmittedWork } from './ports.js';
+import type { AdmittedWork, SolverRunTiming } from './ports.js';
 
 /** Admitted work waiting for a solver slot. */
 export interface PendingJob {
@@ -15,10 +15,31 @@ export interface PendingJob {
   targetToken: string | undefined;
   /** Taken over from an expired lease of another coordinator (counted as a steal at dispatch). */
   readonly recovered: boolean;
+  /** When it entered the pending queue, ms (the start of `queuedMs` in jobs.jsonl). */
+  readonly admittedMs?: number;
 }
 
 /** `active`: the dispatch's resources are still rolled back on failure; `committing`: never again. */
 export type ActivePhase = 'active' | 'committing';
+
+/**
+ * When a job passed each step on its way to a slot, ms on the coordinator's clock; jobs.jsonl's
+ * time breakdown is computed from these (docs/campaign.md "Where slot time goes").
+ */
+export interface JobMarks {
+  /** Entered the pending queue. */
+  admittedMs: number;
+  /** Its dispatch (re-validation and claims) began, and ended with everything held. */
+  claimStartMs: number;
+  claimedMs: number;
+  /** The slot it ran in (0 .. workers - 1); -1 while prefetched, before it started. */
+  slot: number;
+  /** When that slot's previous solver exited (undefined for the slot's first run). */
+  slotFreeSinceMs: number | undefined;
+  /** When the solver reported its exit (the slot became free), and when its result came back. */
+  solverExitMs: number | undefined;
+  resultMs: number | undefined;
+}
 
 export interface ActiveJob {
   readonly workId: string;
@@ -28,7 +49,8 @@ export interface ActiveJob {
   /** Every acquisition of the dispatch, with its undo; committed (emptied) at beginCommit. */
   readonly tx: DispatchTransaction;
   readonly controller: AbortController;
-  readonly startMs: number;
+  /** When the solver run was started (for a prefetched job: when it was claimed, until it starts). */
+  startMs: number;
   readonly logger: Logger;
   phase: ActivePhase;
   /** True until the solver run settled: the job occupies a solver slot only while this holds. */
@@ -38,6 +60,10 @@ export interface ActiveJob {
   /** Set by lease renewal when a lease was definitely lost; the run is then aborted. */
   lost: 'work' | 'target' | undefined;
   done: Promise<void>;
+  /** The time breakdown's marks (absent in jobs built outside the coordinator, e.g. tests). */
+  marks?: JobMarks;
+  /** The solver's own measurement of the run, once its result came back. */
+  timing?: SolverRunTiming;
 }
 
 /** Targets as decimal strings, the form logs and jobs.jsonl use. */

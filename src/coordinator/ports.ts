@@ -72,6 +72,11 @@ export interface AdmittedWork {
   readonly targetToken?: string;
   /** Local reservation owner id (the in-flight set's owner number). */
   readonly owner: number;
+  /**
+   * Higher runs first; default 0. A job waiting prefetched for a slot gives its place to a pending
+   * job of higher priority (docs/campaign.md "Prefetching").
+   */
+  readonly priority?: number;
 }
 
 /** Outcome of a claim: a token, or why not (`error` = I/O failure, outcome unknown). */
@@ -130,6 +135,18 @@ export interface TriagedInput {
 
 export type SolverPortStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted';
 
+/**
+ * Where a run's time went on its solver slot, ms, as the solver measured it (docs/campaign.md
+ * "Where slot time goes"): start-up until the solver process ran, the process's lifetime, what
+ * still held the slot after its exit (output collection), and coverage triage (off the slot).
+ */
+export interface SolverRunTiming {
+  readonly spawnMs: number;
+  readonly solverMs: number;
+  readonly collectMs: number;
+  readonly triageMs: number;
+}
+
 export interface SolverOutcome {
   readonly status: SolverPortStatus;
   readonly generated: readonly TriagedInput[];
@@ -144,6 +161,8 @@ export interface SolverOutcome {
   readonly error?: string;
   /** Stable code of an `error` outcome (`ERR_SOLVER_SPAWN`, `ERR_SHOWMAP_SETUP` …), when known. */
   readonly errorCode?: string;
+  /** Absent when the solver cannot tell (no process ran, or a solver port that does not measure). */
+  readonly timing?: SolverRunTiming;
 }
 
 export interface SolverPortTask {
@@ -151,9 +170,19 @@ export interface SolverPortTask {
   readonly job: CoordinatorJob;
 }
 
+export interface SolverRunOptions {
+  readonly signal: AbortSignal;
+  /**
+   * Called at most once, when the run's solver process has exited and its slot can take the next
+   * run, possibly well before `run` resolves (triage still to come). Optional for the port: one
+   * that never calls it frees the slot when `run` resolves.
+   */
+  readonly onSolverExit?: () => void;
+}
+
 /** The solver pool. Aborting `signal` kills the run's process group and resolves `aborted`. */
 export interface SolverPort {
-  run(task: SolverPortTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome>;
+  run(task: SolverPortTask, options: SolverRunOptions): Promise<SolverOutcome>;
 }
 
 /**

@@ -53,6 +53,10 @@ export interface GroupRunOutcome {
   /** Set when the process could not be started (ENOENT, EACCES …). */
   readonly spawnError: NodeJS.ErrnoException | null;
   readonly elapsedMs: number;
+  /** From the call to the launcher returning: the cost of starting the process, ms. */
+  readonly launchMs: number;
+  /** From the launcher returning to the leader's exit (its lifetime as seen here), ms; elapsedMs when it never exited. */
+  readonly processMs: number;
   readonly stderr: StderrCapture;
 }
 
@@ -88,6 +92,8 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     let graceTimer: NodeJS.Timeout | null = null;
     let settled = false;
     let child: LaunchedProcess | undefined;
+    let launchedAt: number | null = null;
+    let exitedAt: number | null = null;
 
     const finish = (): void => {
       if (settled) return;
@@ -95,13 +101,17 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
       if (timeoutTimer) clearTimeout(timeoutTimer);
       if (graceTimer) clearTimeout(graceTimer);
       stderr.end();
+      const end = now();
+      const launched = launchedAt ?? end;
       resolve({
         code: exit?.code ?? null,
         signal: exit?.signal ?? null,
         timedOut,
         cancelled,
         spawnError,
-        elapsedMs: now() - started,
+        elapsedMs: end - started,
+        launchMs: launched - started,
+        processMs: Math.max(0, (exitedAt ?? end) - launched),
         stderr,
       });
     };
@@ -121,6 +131,7 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
         stderr: (chunk) => stderr.push(chunk),
         exit: (code, signal) => {
           exit = { code, signal };
+          exitedAt = now();
           // Exited in time: the timeout no longer applies, even if stderr is still draining.
           if (timeoutTimer) clearTimeout(timeoutTimer);
         },
@@ -131,6 +142,7 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
         },
       },
     );
+    launchedAt = now();
     if (child === undefined || settled) return;
     const leader = child;
 

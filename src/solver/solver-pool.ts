@@ -22,7 +22,8 @@ import { CoverageBitmap } from './coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
 import { MainThreadSolverRunner } from './main-thread-runner.js';
 import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
-import type { SolverResult, SolverTask, WireResult } from './solver-types.js';
+import type { SolverResult, SolverTask, WireResult, WireTask } from './solver-types.js';
+import { TriageSlots, triageOutputs } from './result-triage.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { removeTreeBounded } from './bounded-remove.js';
@@ -48,6 +49,13 @@ export interface SolverPoolOptions<T> {
 export interface RunOptions {
   /** Aborting kills the solver's process group from inside the worker; `run()` then rejects. */
   readonly signal?: AbortSignal;
+  /**
+   * Called once when the run's solver slot is free again (its solver process exited and its
+   * outputs were collected), before coverage triage, which runs after it on this thread. A caller
+   * that starts the next run here overlaps it with this run's triage. Called for every run whose
+   * slot reported back (also one that failed before its solver started); never twice.
+   */
+  readonly onSolverExit?: () => void;
 }
 
 export interface SolverPoolCounters {
@@ -89,6 +97,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   };
   #nextTaskId = 1;
   #closing: Promise<void> | null = null;
+  readonly #triageSlots: TriageSlots;
+  /** A plain snapshot of the environment afl-showmap's is derived from (iterating `process.env` is slow). */
+  readonly #baseEnv: NodeJS.ProcessEnv = Object.freeze({ ...process.env });
 
   constructor(options: SolverPoolOptions<T> = {}) {
     checkOptionsObject(options, 'options');
@@ -102,6 +113,8 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     const swept = sweepStaleScratch(scratchParent);
     if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of dead coordinators');
     this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
+    // As many triages at once as solver slots: each slot's triage overlaps the slot's next run.
+    this.#triageSlots = new TriageSlots(this.#scratchRoot, this.options.workers);
     const workerData: SolverWorkerData = {
       scratchRoot: this.#scratchRoot,
       bitmapBuffer: this.bitmap.buffer,
@@ -150,7 +163,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       cell.requestAbort();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    const running = this.#mainRunner !== null ? this.#mainRunner.run(wire) : (this.#piscina!.run(wire) as Promise<WireResult>);
+    // The solver slot runs the solver and collects its outputs; triage follows on this thread.
+    const slotTask: WireTask = wire.triage !== null ? { ...wire, triage: null, includeBytes: true } : wire;
+    const running = this.#runTriaged(wire, this.#mainRunner !== null ? this.#mainRunner.run(slotTask) : (this.#piscina!.run(slotTask) as Promise<WireResult>), runOptions.onSolverExit, cell);
     this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) });
     let wireResult: WireResult;
     try {
@@ -168,6 +183,45 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       });
     }
     return this.#finish(wireResult);
+  }
+
+  /**
+   * The slot's result, then (when the task asked for it) its outputs' coverage triage. The slot is
+   * reported free (`onSolverExit`) first. A showmap that cannot run the target at all makes the
+   * run an `error` with `ERR_SHOWMAP_SETUP` and no outputs: not the input's fault.
+   */
+  async #runTriaged(wire: WireTask, slot: Promise<WireResult>, onSolverExit: (() => void) | undefined, cell: TaskAbortCell): Promise<WireResult> {
+    const result = await slot;
+    try {
+      onSolverExit?.();
+    } catch (error) {
+      this.#logger.error({ err: error }, 'onSolverExit callback threw');
+    }
+    if (wire.triage === null || result.aborted || result.generated.length === 0) return result;
+    const triageStartMs = performance.now();
+    const workDir = await this.#triageSlots.acquire();
+    let triaged;
+    try {
+      triaged = await triageOutputs({
+        triage: wire.triage,
+        outputs: result.generated,
+        bitmap: this.bitmap,
+        workDir,
+        stopRequested: () => cell.abortRequested,
+        baseEnv: this.#baseEnv,
+        ...(wire.spawnMethod !== undefined ? { spawnMethod: wire.spawnMethod } : {}),
+      });
+    } finally {
+      this.#triageSlots.release(workDir);
+    }
+    const timing = result.timing !== undefined ? { timing: { ...result.timing, triageMs: performance.now() - triageStartMs } } : {};
+    if (!Array.isArray(triaged)) {
+      // Triage could not run at all: no verdict on any output, and not this input's fault.
+      const { error: _solverError, ...rest } = result;
+      return { ...rest, ...timing, generated: [], duplicatesDropped: 0, ignoredEntries: 0, outputEntriesRead: 0, aborted: result.aborted || cell.abortRequested, status: 'error', error: triaged.setupError };
+    }
+    const generated = wire.includeBytes ? triaged : triaged.map(({ bytes: _bytes, ...rest }) => rest);
+    return { ...result, ...timing, generated, aborted: result.aborted || cell.abortRequested };
   }
 
   #finish(wire: WireResult): SolverResult<T> {

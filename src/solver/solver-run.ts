@@ -7,7 +7,7 @@
  *        ▼
  *   spawn in own process group ── timeout / abort → SIGTERM group → grace → SIGKILL group
  *        ▼
- *   classify exit → collect outputs under caps → read telemetry → triage each output
+ *   classify exit → collect outputs under caps → read telemetry (triage follows in the pool)
  *        ▼
  *   run dir removed (always, also on every failure path)
  *
@@ -19,16 +19,15 @@
  */
 import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ShowmapSetupError, SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
+import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
 import { TaskAbortCell } from './abort-cell.js';
+import type { CoverageBitmap } from './coverage-bitmap.js';
 import { classifyExit } from './exit-classification.js';
 import { removeTreeBounded } from './bounded-remove.js';
 import { CollectionStopped, collectOutputs, type CollectedOutputs } from './output-collector.js';
 import { runInProcessGroup } from './process-group.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
-import type { GeneratedInput, SolverStatus, WireResult, WireTask } from './solver-types.js';
-import type { CoverageBitmap } from './coverage-bitmap.js';
-import { runShowmap } from './showmap.js';
+import type { GeneratedInput, RunTiming, SolverStatus, WireResult, WireTask } from './solver-types.js';
 
 /** Telemetry larger than this is refused as unreadable rather than parsed. */
 export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
@@ -47,13 +46,14 @@ export interface SolverRunContext {
 }
 
 export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Promise<WireResult> {
+  const receivedMs = performance.now();
   const cell = new TaskAbortCell(task.abortBuffer);
   const runDir = path.join(ctx.workerDir, `run-${ctx.nextRunId()}`);
   try {
     if (cell.abortRequested) return failedBeforeStart(null, true);
     mkdirSync(runDir);
     mkdirSync(path.join(runDir, 'output'));
-    return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'));
+    return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'), receivedMs);
   } catch (error) {
     // Setup failures (unreadable input path, full disk …) come back as typed results: a thrown
     // error would cross the thread boundary without its code.
@@ -85,7 +85,7 @@ function removeRunDir(runDir: string): void {
   }
 }
 
-async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string): Promise<WireResult> {
+async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string, receivedMs: number): Promise<WireResult> {
   let stdin: Uint8Array | number | null = null;
   let stdinFd: number | null = null;
   let inputFile: string | null = null;
@@ -131,6 +131,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : task.command.argv;
 
   let outcome;
+  const launchCallMs = performance.now();
   try {
     outcome = await runInProcessGroup({
       binary: task.command.binary,
@@ -147,6 +148,13 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   } finally {
     if (stdinFd !== null) closeSync(stdinFd);
   }
+
+  const settledMs = performance.now();
+  const spawnMs = launchCallMs - receivedMs + outcome.launchMs;
+  const solverMs = outcome.processMs;
+  // Everything after the solver's exit: the stderr drain plus what follows here until return.
+  const drainMs = Math.max(0, outcome.elapsedMs - outcome.launchMs - outcome.processMs);
+  const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0 });
 
   const common = {
     exitCode: outcome.code,
@@ -193,17 +201,18 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
 
   // An aborted run's result is dropped by the pool: reading its outputs (possibly a flood) would
   // only delay the abort, so it is skipped — and collection stops if the abort arrives during it.
-  if (outcome.cancelled || cell.abortRequested) return { ...common, ...emptyOutputs(), aborted: true, status, ...(error ? { error } : {}) };
+  if (outcome.cancelled || cell.abortRequested) return { ...common, timing: timing(), ...emptyOutputs(), aborted: true, status, ...(error ? { error } : {}) };
   // Outputs are collected on every other path: a killed or crashing run may still have solved branches.
   let collected: CollectedOutputs;
   try {
     collected = collectOutputs(outputDir, task.caps, { stopRequested: () => cell.abortRequested });
   } catch (budget) {
-    if (budget instanceof CollectionStopped) return { ...common, ...emptyOutputs(), aborted: true, status, outputEntriesRead: budget.entriesRead };
+    if (budget instanceof CollectionStopped) return { ...common, timing: timing(), ...emptyOutputs(), aborted: true, status, outputEntriesRead: budget.entriesRead };
     const data = toErrorData(budget);
     if (data.code !== 'ERR_SOLVER_OUTPUT_BUDGET') throw budget;
     return {
       ...common,
+      timing: timing(),
       ...emptyOutputs(),
       totalGenerated: Number(data.details?.totalGenerated ?? 0),
       outputEntriesRead: Number(data.details?.entriesRead ?? 0),
@@ -213,14 +222,19 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   }
 
   const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
-  const generated = await triageAll(task, ctx, runDir, collected, cell);
-  if (!Array.isArray(generated)) {
-    // Triage could not run at all: no verdict on any output, and not this input's fault.
-    return { ...common, ...emptyOutputs(), ...telemetry, totalGenerated: collected.totalGenerated, aborted: outcome.cancelled || cell.abortRequested, status: 'error', error: generated.setupError };
-  }
+  // Coverage triage is not done here: the pool triages after this slot was given back
+  // (result-triage.ts), so the outputs' bytes travel with the result whenever it asked for triage.
+  const withBytes = task.includeBytes || task.triage !== null;
+  const generated: GeneratedInput[] = collected.files.map((file) => ({
+    name: file.name,
+    sha256: file.sha256,
+    sizeBytes: file.bytes.length,
+    ...(withBytes ? { bytes: file.bytes } : {}),
+  }));
   return {
     ...common,
-    // An abort that arrives after the solver exited still stops triage and drops the result.
+    timing: timing(),
+    // An abort that arrives after the solver exited still drops the result.
     aborted: outcome.cancelled || cell.abortRequested,
     ...telemetry,
     status,
@@ -231,60 +245,6 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     ignoredEntries: collected.ignoredEntries,
     outputEntriesRead: collected.entriesRead,
   };
-}
-
-/** The triaged outputs, or the showmap set-up failure that stopped triage (`ERR_SHOWMAP_SETUP`). */
-async function triageAll(
-  task: WireTask,
-  ctx: SolverRunContext,
-  runDir: string,
-  collected: CollectedOutputs,
-  cell: TaskAbortCell,
-): Promise<GeneratedInput[] | { readonly setupError: ErrorData }> {
-  const generated: GeneratedInput[] = [];
-  for (const file of collected.files) {
-    // Stop claiming shared coverage for a run whose result will be dropped.
-    if (cell.abortRequested) break;
-    const base = {
-      name: file.name,
-      sha256: file.sha256,
-      sizeBytes: file.bytes.length,
-      ...(task.includeBytes ? { bytes: file.bytes } : {}),
-    };
-    if (task.triage === null || ctx.bitmap === null) {
-      generated.push(base);
-      continue;
-    }
-    const shown = await runShowmap({
-      showmap: task.triage.showmap,
-      target: task.triage.target,
-      inputMode: task.triage.inputMode,
-      timeoutMs: task.triage.timeoutMs,
-      workDir: runDir,
-      candidate: file.bytes,
-      baseEnv: ctx.baseEnv,
-      ...(task.spawnMethod !== undefined ? { spawnMethod: task.spawnMethod } : {}),
-    });
-    if (shown.setupFailure) {
-      const error = new ShowmapSetupError(`afl-showmap cannot run the target: ${shown.detail ?? 'set-up failed'}`, {
-        showmap: task.triage.showmap.binary,
-        target: task.triage.target.binary,
-        exitCode: shown.exitCode,
-        detail: shown.detail ?? null,
-      });
-      return { setupError: toErrorData(error) };
-    }
-    if (shown.outcome === 'ok' && shown.map) {
-      if (shown.map.length > ctx.bitmap.sizeBytes) {
-        generated.push({ ...base, showmap: 'error' });
-        continue;
-      }
-      generated.push({ ...base, showmap: 'ok', novelty: ctx.bitmap.claim(shown.map) });
-    } else {
-      generated.push({ ...base, showmap: shown.outcome });
-    }
-  }
-  return generated;
 }
 
 function readTelemetry(file: string): Pick<WireResult, 'telemetryText' | 'telemetryReadError'> {

@@ -127,6 +127,20 @@ export interface GeneratedInput {
   readonly novelty?: CoverageNovelty;
 }
 
+/**
+ * Where one run's time went on its solver slot, ms (docs/campaign.md "Where slot time goes"):
+ * `spawnMs` from the task reaching its slot to the solver process started (run directory, input
+ * copy, launch), `solverMs` the solver process's lifetime, `collectMs` what still held the slot
+ * after its exit (stderr drain, output collection, telemetry), `triageMs` the coverage triage of
+ * the outputs, which runs after the slot was given back (`SolverPool.run`'s `onSolverExit`).
+ */
+export interface RunTiming {
+  readonly spawnMs: number;
+  readonly solverMs: number;
+  readonly collectMs: number;
+  readonly triageMs: number;
+}
+
 /** What the worker returns. `SolverPool.run` adds the parsed telemetry. */
 export interface WireResult {
   readonly status: SolverStatus;
@@ -158,6 +172,8 @@ export interface WireResult {
   /** The last `stderrCapBytes` of stderr. */
   readonly stderrTail: string;
   readonly stderrTruncated: boolean;
+  /** Absent when the run never reached a solver process (aborted or failed before the spawn). */
+  readonly timing?: RunTiming;
 }
 
 export interface SolverResult<T = unknown> extends WireResult {

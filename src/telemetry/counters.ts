@@ -77,6 +77,21 @@ export interface CampaignCounters {
    * (`solverUtilisation`), where `fillRatio` is only the instant's value.
    */
   solverBusyMs: number;
+  /**
+   * Where slot time went, ms (docs/campaign.md "Where slot time goes"), summed over runs whose
+   * solver measured it: solver processes alive (`solverProcessMs`; its share of `workers × elapsed`
+   * is `solverUtilisation`), starting them (`slotSpawnMs`: run directory, input copy, launch),
+   * collecting outputs after their exit (`slotCollectMs`), and slots idle between one run's exit
+   * and the next run's start (`slotGapMs`). `triageMs` is coverage triage, which no longer holds
+   * a slot. `solverProcessMs` also counts runs whose solver port does not measure (their elapsed).
+   */
+  solverProcessMs: number;
+  slotSpawnMs: number;
+  slotCollectMs: number;
+  slotGapMs: number;
+  triageMs: number;
+  /** Prefetched jobs rolled back before they started (stop, lost lease) or sent back to pending for a better one. */
+  prefetchRollbacks: number;
   /** Busy solver slots / slots, sampled at the last scheduling round. */
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
@@ -123,6 +138,12 @@ export function createCounters(): CampaignCounters {
     targetsUnsat: 0,
     tempsSwept: 0,
     solverBusyMs: 0,
+    solverProcessMs: 0,
+    slotSpawnMs: 0,
+    slotCollectMs: 0,
+    slotGapMs: 0,
+    triageMs: 0,
+    prefetchRollbacks: 0,
     fillRatio: 0,
     edgesCovered: 0,
   };
@@ -158,6 +179,12 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'tempsSwept',
   'jobsAbandoned',
   'solverBusyMs',
+  'solverProcessMs',
+  'slotSpawnMs',
+  'slotCollectMs',
+  'slotGapMs',
+  'triageMs',
+  'prefetchRollbacks',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

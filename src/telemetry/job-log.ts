@@ -44,6 +44,26 @@ export interface JobLogEntry {
   /** Directed jobs: was the primary target on the path, and its status. */
   readonly targetReached?: boolean;
   readonly targetStatus?: string;
+  /**
+   * The run's time breakdown, ms (docs/campaign.md "Where slot time goes"), on lines of runs whose
+   * solver measured its timing (the solver pool always does): the solver slot it ran in; waiting
+   * in the pending queue (`queuedMs`), its dispatch's lease claims (`claimMs`), waiting claimed
+   * for a slot (`prefetchedMs`), start-up until the solver process ran (`spawnMs`), the process's
+   * lifetime (`solverMs`), output collection after its exit (`collectMs`), coverage triage
+   * (`triageMs`, off the slot), staging + commit + publication until this line (`commitMs`), and
+   * the slot's time without a solver process since its previous run exited (`gapMs`: the wait
+   * plus `spawnMs`; absent on a slot's first run).
+   */
+  readonly slot?: number;
+  readonly queuedMs?: number;
+  readonly claimMs?: number;
+  readonly prefetchedMs?: number;
+  readonly spawnMs?: number;
+  readonly solverMs?: number;
+  readonly collectMs?: number;
+  readonly triageMs?: number;
+  readonly commitMs?: number;
+  readonly gapMs?: number;
 }
 
 /** Where the coordinator reports finished jobs. */

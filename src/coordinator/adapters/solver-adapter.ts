@@ -8,7 +8,7 @@ import { codeOf } from '../../errors.js';
 import type { Telemetry } from '../../scheduler/telemetry.js';
 import type { SolverPool } from '../../solver/solver-pool.js';
 import type { CommandTemplate, InputMode, SolverResult, TriageSettings } from '../../solver/solver-types.js';
-import type { TriagedInput, SolverOutcome, SolverPort, SolverPortTask } from '../ports.js';
+import type { TriagedInput, SolverOutcome, SolverPort, SolverPortTask, SolverRunOptions } from '../ports.js';
 
 export interface SolverAdapterSettings {
   /** The SymCC binary (or the reference solver) and its argv, `@@` for file input. */
@@ -32,7 +32,7 @@ export class SolverPoolAdapter implements SolverPort {
     private readonly settings: SolverAdapterSettings,
   ) {}
 
-  async run(task: SolverPortTask, options: { readonly signal: AbortSignal }): Promise<SolverOutcome> {
+  async run(task: SolverPortTask, options: SolverRunOptions): Promise<SolverOutcome> {
     const { job } = task;
     let result: SolverResult<Telemetry>;
     try {
@@ -46,7 +46,7 @@ export class SolverPoolAdapter implements SolverPort {
           ...(this.settings.preload ? { preload: this.settings.preload } : {}),
           ...(this.settings.triage ? { triage: this.settings.triage } : {}),
         },
-        { signal: options.signal },
+        { signal: options.signal, ...(options.onSolverExit ? { onSolverExit: options.onSolverExit } : {}) },
       );
     } catch (error) {
       if (codeOf(error) === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
@@ -71,6 +71,7 @@ export class SolverPoolAdapter implements SolverPort {
       ...(result.telemetryError !== undefined ? { telemetryError: result.telemetryError } : {}),
       ...(result.solverTimeUs !== null ? { solverTimeUs: result.solverTimeUs } : {}),
       elapsedMs: result.elapsedMs,
+      ...(result.timing !== undefined ? { timing: result.timing } : {}),
       ...(result.error ? { error: result.error.message, errorCode: result.error.code } : {}),
     };
   }

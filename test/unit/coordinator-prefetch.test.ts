@@ -1,0 +1,292 @@
+// The pipelined slot: one job per slot dispatched ahead (claimed, not started), started the moment
+// the slot's solver exits; its rollbacks (stop, lost lease, a better job); triage and commit of a
+// run after its slot was freed; and the per-run time breakdown in jobs.jsonl, on an injected clock.
+import { describe, expect, it } from 'vitest';
+import { Coordinator, type CoordinatorOptions } from '../../src/coordinator/coordinator.js';
+import type { AdmittedWork, CoordinatorJob, SolverOutcome, SolverPort, SolverPortTask, SolverRunOptions, SolverRunTiming } from '../../src/coordinator/ports.js';
+import { jobWorkId } from '../../src/coordinator/work-identity.js';
+import { createCounters } from '../../src/telemetry/counters.js';
+import type { JobLogEntry } from '../../src/telemetry/job-log.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import { FakeReservations, FakeSource, FakeTargetLeases, FakeWorkLeases, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
+import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
+
+const TTL_MS = 30_000;
+const OWNER = 1;
+
+interface Run {
+  readonly task: SolverPortTask;
+  readonly options: SolverRunOptions;
+  /** The solver process exited: the slot is free (what the pool reports before triage). */
+  exit(): void;
+  /** Triage done: the run's outcome. */
+  resolve(outcome: SolverOutcome): void;
+}
+
+/** A solver whose process exit and result are two separate steps the test drives. */
+class TwoStepSolver implements SolverPort {
+  readonly runs: Run[] = [];
+  run(task: SolverPortTask, options: SolverRunOptions): Promise<SolverOutcome> {
+    return new Promise((resolve) => {
+      let exited = false;
+      const exit = (): void => {
+        if (exited) return;
+        exited = true;
+        options.onSolverExit?.();
+      };
+      options.signal.addEventListener('abort', () => resolve({ status: 'aborted', generated: [], elapsedMs: 0 }), { once: true });
+      this.runs.push({ task, options, exit, resolve });
+    });
+  }
+}
+
+const timing: SolverRunTiming = { spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7 };
+const ok = (text?: string): SolverOutcome => ({
+  status: 'ok',
+  elapsedMs: 43,
+  timing,
+  generated: text === undefined ? [] : [{ bytes: new TextEncoder().encode(text), sha256: text, interesting: true }],
+});
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 10_000 && !condition(); i++) await new Promise((r) => setImmediate(r));
+  expect(condition()).toBe(true);
+}
+
+function setup(overrides: Partial<CoordinatorOptions> = {}) {
+  const clock = new ManualClock();
+  const workLeases = new FakeWorkLeases(TTL_MS);
+  const targetLeases = new FakeTargetLeases(TTL_MS);
+  const reservations = new FakeReservations();
+  const solver = new TwoStepSolver();
+  const source = new FakeSource();
+  const commits = new MemoryResultCommits(workLeases);
+  const counters = createCounters();
+  const jobs: JobLogEntry[] = [];
+  const coordinator = new Coordinator(
+    { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false, ...overrides },
+    { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver, source, commits, jobLog: { append: (e) => jobs.push(e), close: () => {} } },
+  );
+  async function admit(job: CoordinatorJob, priority?: number): Promise<AdmittedWork> {
+    expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
+    const claim = job.group.length > 0 ? await targetLeases.claimGroup(job.group, {}, clock.now()) : undefined;
+    if (claim && !claim.ok) throw new Error('test setup: admission claim refused');
+    return { job, owner: OWNER, ...(claim?.ok ? { targetToken: claim.token } : {}), ...(priority !== undefined ? { priority } : {}) };
+  }
+  return { clock, workLeases, targetLeases, reservations, solver, source, commits, counters, jobs, coordinator, admit };
+}
+
+describe('prefetching one job per slot', () => {
+  it('claims the next job ahead and starts it in the turn the solver exits, before the first run is triaged or committed', async () => {
+    const t = setup();
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(1);
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b)]);
+    // b holds its exact-work lease already, not started.
+    expect(t.workLeases.records.get(jobWorkId(b))?.status).toBe('leased');
+    expect(t.counters.jobsStarted).toBe(1);
+
+    t.solver.runs[0]!.exit();
+    // Synchronously: no tick, no promise turn.
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(a), jobWorkId(b)]);
+    expect(t.coordinator.runningCount).toBe(1);
+    expect(t.counters.jobsStarted).toBe(2);
+    expect(t.jobs).toEqual([]); // a is still being triaged: nothing committed yet
+  });
+
+  it('triages and commits a run after its slot was freed: the result publishes through the fenced protocol while the next run goes on', async () => {
+    const t = setup();
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.exit(); // slot freed; b runs
+    expect(t.coordinator.runningCount).toBe(1);
+    expect(t.coordinator.activeCount).toBe(2);
+    expect(t.workLeases.records.get(jobWorkId(a))?.status).toBe('leased'); // not committed before its result
+
+    t.solver.runs[0]!.resolve(ok('found-by-a')); // a's triage finished later
+    await until(() => t.jobs.length === 1);
+    expect(t.workLeases.records.get(jobWorkId(a))?.status).toBe('done');
+    expect(t.commits.entries.map((e) => e.kind)).toEqual(['queue']);
+    expect(t.jobs[0]).toMatchObject({ workId: jobWorkId(a), status: 'ok', interesting: 1 });
+    expect(t.targetLeases.records.has(1n)).toBe(false); // a's group released after publication
+    // b is untouched by a's commit: still running with its leases.
+    expect(t.coordinator.runningCount).toBe(1);
+    expect(t.workLeases.records.get(jobWorkId(b))?.status).toBe('leased');
+    expect(t.targetLeases.records.has(2n)).toBe(true);
+
+    t.solver.runs[1]!.exit();
+    t.solver.runs[1]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok']);
+    expect(t.workLeases.held()).toEqual([]);
+  });
+
+  it('rolls a prefetched job back completely at stop: work lease abandoned, target group and reservation released, no jobs.jsonl line', async () => {
+    const t = setup();
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n, [3n]);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    expect(t.coordinator.readyCount).toBe(1);
+
+    const report = await t.coordinator.stop();
+    expect(report).toEqual({ abortedRuns: 1, releasedPending: 1, releaseFailures: 0 });
+    expect(t.workLeases.records.has(jobWorkId(b))).toBe(false);
+    expect(t.workLeases.calls).toContain(`abandon ${jobWorkId(b).slice(0, 8)}`);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.coordinator.readyCount).toBe(0);
+    expect(t.jobs.map((j) => j.workId)).toEqual([jobWorkId(a)]); // only the aborted run
+    expect(t.counters).toMatchObject({ prefetchRollbacks: 1, jobsStarted: 1 });
+    expect(t.solver.runs).toHaveLength(1);
+  });
+
+  it('does not start a prefetched job while stopping, even when a solver exits during the stop', async () => {
+    const t = setup();
+    t.source.queue.push(await t.admit(makeJob('a', 1n)), await t.admit(makeJob('b', 2n)));
+    await t.coordinator.tick();
+    const stopped = t.coordinator.stop();
+    t.solver.runs[0]!.exit();
+    t.solver.runs[0]!.resolve(ok()); // a's solver had ended: its result still commits
+    await stopped;
+    expect(t.solver.runs).toHaveLength(1);
+    expect(t.workLeases.held()).toEqual([]);
+    expect(t.reservations.held.size).toBe(0);
+  });
+
+  it('rolls back a prefetched job whose work lease a heartbeat found stolen, and never starts it', async () => {
+    const t = setup();
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    t.workLeases.steal(jobWorkId(b), t.clock.now());
+    const report = await t.coordinator.heartbeat();
+    expect(report.workFailed).toBe(1);
+    expect(t.coordinator.readyCount).toBe(1); // marked lost; given back at the next round
+
+    await t.coordinator.tick();
+    expect(t.coordinator.readyCount).toBe(0);
+    expect(t.workLeases.records.get(jobWorkId(b))?.token).toMatch(/^thief:/); // the thief's record is untouched
+    expect(t.targetLeases.records.has(2n)).toBe(false);
+    expect(t.reservations.held.has(2n)).toBe(false);
+    expect(t.counters).toMatchObject({ prefetchRollbacks: 1, leaseExpiries: 1 });
+
+    t.solver.runs[0]!.exit();
+    expect(t.solver.runs).toHaveLength(1); // b was never started
+  });
+
+  it('rolls back a prefetched job that lost its lease when its slot frees before the next round', async () => {
+    const t = setup();
+    const b = makeJob('b', 2n);
+    t.source.queue.push(await t.admit(makeJob('a', 1n)), await t.admit(b));
+    await t.coordinator.tick();
+    t.targetLeases.takeOver([2n], t.clock.now());
+    await t.coordinator.heartbeat();
+    t.solver.runs[0]!.exit(); // the slot frees before any tick could drop b
+    expect(t.solver.runs).toHaveLength(1);
+    await until(() => t.counters.prefetchRollbacks === 1);
+    expect(t.workLeases.records.has(jobWorkId(b))).toBe(false);
+    expect(t.reservations.held.has(2n)).toBe(false);
+  });
+
+  it('gives a prefetched place to a better job: the displaced job keeps its reservation and token as pending and runs after it', async () => {
+    const t = setup();
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    const better = makeJob('better', 5n);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b)]);
+    const bToken = t.targetLeases.records.get(2n)!.token;
+
+    await t.coordinator.enqueue([await t.admit(better, 10)]);
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(better)]);
+    expect(t.coordinator.pendingCount).toBe(1);
+    expect(t.workLeases.records.has(jobWorkId(b))).toBe(false); // b's work lease abandoned…
+    expect(t.targetLeases.records.get(2n)?.token).toBe(bToken); // …its group kept, as for any pending job
+    expect(t.reservations.held.has(2n)).toBe(true);
+    expect(t.counters.prefetchRollbacks).toBe(1);
+
+    t.solver.runs[0]!.exit();
+    expect(t.solver.runs.at(-1)!.task.workId).toBe(jobWorkId(better));
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.tick(); // b is prefetched again with a fresh work claim
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b)]);
+    await until(() => t.jobs.length === 1); // a committed
+    t.solver.runs[1]!.exit();
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(a), jobWorkId(better), jobWorkId(b)]);
+    t.solver.runs[1]!.resolve(ok());
+    t.solver.runs[2]!.exit();
+    t.solver.runs[2]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok']);
+    expect(t.workLeases.held()).toEqual([]);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.targetLeases.records.size).toBe(0);
+  });
+
+  it('with prefetchJobs false claims nothing ahead', async () => {
+    const t = setup({ prefetchJobs: false });
+    t.source.queue.push(await t.admit(makeJob('a', 1n)), await t.admit(makeJob('b', 2n)));
+    await t.coordinator.tick();
+    expect(t.coordinator.readyCount).toBe(0);
+    expect(t.workLeases.records.size).toBe(1);
+  });
+});
+
+describe('time breakdown in jobs.jsonl', () => {
+  it('writes queue, claim, prefetch, spawn, solver, collect, triage and commit times, and the gap since the slot\'s previous run', async () => {
+    const t = setup();
+    // Each exact-work claim takes 3 ms, each beginCommit 4 ms, on the injected clock.
+    const claim = t.workLeases.claim.bind(t.workLeases);
+    t.workLeases.claim = async (...args) => {
+      t.clock.advance(3);
+      return claim(...args);
+    };
+    const beginCommit = t.workLeases.beginCommit.bind(t.workLeases);
+    t.workLeases.beginCommit = async (...args) => {
+      t.clock.advance(4);
+      return beginCommit(...args);
+    };
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    const t0 = t.clock.now();
+    await t.coordinator.tick(); // a: claimed 0..3 and started at 3; b: claimed 3..6, prefetched
+    t.clock.advance(44); // a's solver runs until 50
+    t.solver.runs[0]!.exit(); // b starts at 50
+    t.clock.advance(10); // a's triage
+    t.solver.runs[0]!.resolve(ok());
+    await until(() => t.jobs.length === 1);
+    t.solver.runs[1]!.exit();
+    t.solver.runs[1]!.resolve(ok());
+    await until(() => t.jobs.length === 2);
+
+    const [first, second] = t.jobs;
+    expect(first).toMatchObject({ workId: jobWorkId(a), slot: 0, startMs: t0 + 3, queuedMs: 0, claimMs: 3, prefetchedMs: 0, spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7, commitMs: 4 });
+    expect(first!.gapMs).toBeUndefined(); // the slot's first run
+    // b: queued from admission at t0 until its claim began at t0 + 3, waited claimed from t0 + 6 to
+    // t0 + 50; the slot was without a solver from a's exit (t0 + 50) to b's start plus b's spawn.
+    expect(second).toMatchObject({ workId: jobWorkId(b), slot: 0, startMs: t0 + 50, queuedMs: 3, claimMs: 3, prefetchedMs: 44, spawnMs: 2, gapMs: 2 });
+    expect(t.counters).toMatchObject({ solverProcessMs: 80, slotSpawnMs: 4, slotCollectMs: 2, triageMs: 14, slotGapMs: 0 });
+  });
+
+  it('writes no breakdown for a run whose solver did not measure its timing', async () => {
+    const t = setup();
+    t.source.queue.push(await t.admit(makeJob('a', 1n)));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.exit();
+    t.solver.runs[0]!.resolve({ status: 'ok', elapsedMs: 9, generated: [] });
+    await t.coordinator.settled();
+    expect(t.jobs[0]).not.toHaveProperty('solverMs');
+    expect(t.jobs[0]).not.toHaveProperty('gapMs');
+    expect(t.counters.solverProcessMs).toBe(9);
+  });
+});
