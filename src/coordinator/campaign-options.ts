@@ -188,6 +188,17 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     env: 'SYMFENCE_RECOVER_EXPIRED',
     description: 'take over expired work of dead coordinators',
   },
+  /**
+   * Keep one job per solver slot admitted and claimed ahead, so a slot whose solver exits starts
+   * its next run at once (docs/campaign.md "Prefetching"). Default true.
+   */
+  prefetchJobs: {
+    kind: 'boolean',
+    default: true,
+    flag: 'prefetch-jobs',
+    env: 'SYMFENCE_PREFETCH_JOBS',
+    description: 'claim one job per solver slot ahead, started the moment the slot\'s solver exits',
+  },
 });
 
 export type CampaignOptions = ResolvedOptions<typeof CAMPAIGN_OPTIONS.specs>;

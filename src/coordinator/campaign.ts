@@ -123,8 +123,10 @@ export interface CampaignSummary {
   readonly jobsCompleted: number;
   /** Solver slots the campaign ran with. */
   readonly workers: number;
-  /** Time-averaged solver utilisation over the run, in [0, 1] (`counters.solverBusyMs` over workers × elapsed). */
+  /** Time-averaged solver utilisation over the run, in [0, 1]: solver process time (`counters.solverProcessMs`) over workers × elapsed. */
   readonly solverUtilisation: number;
+  /** Slot occupancy over the run, in [0, 1]: slot time held by a run (`counters.solverBusyMs`) over workers × elapsed. */
+  readonly slotOccupancy: number;
   readonly counters: Readonly<CampaignCounters>;
   readonly shutdown: ShutdownReport;
 }
@@ -278,6 +280,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           maxPendingJobs: this.options.maxPendingJobs,
           recoverExpiredWork: this.options.recoverExpiredWork,
           maxSetupFailures: this.options.maxSetupFailures,
+          prefetchJobs: this.options.prefetchJobs,
         },
         {
           clock: this.#clock,
@@ -376,7 +379,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
         elapsedMs,
         jobsCompleted: jobsCompleted(counters),
         workers: this.workers,
-        solverUtilisation: solverUtilisation(counters.solverBusyMs, this.workers, elapsedMs),
+        solverUtilisation: solverUtilisation(counters.solverProcessMs, this.workers, elapsedMs),
+        slotOccupancy: solverUtilisation(counters.solverBusyMs, this.workers, elapsedMs),
         counters,
         shutdown,
       };

@@ -104,3 +104,44 @@ export function utilisationLines(sources: ReportSources, axis: TimeAxis): ChartP
   }
   return out;
 }
+
+/** The slot-time shares in stack order (bottom first): plot column, or the remainder, and its name. */
+export const SLOT_TIME_SHARES: readonly (readonly [PlotColumn | 'other', string])[] = [
+  ['solver_process_ms', 'solver process'],
+  ['slot_spawn_ms', 'spawn'],
+  ['slot_collect_ms', 'output collection'],
+  ['slot_gap_ms', 'between runs'],
+  ['other', 'other (no work, unmeasured)'],
+];
+
+/**
+ * Where one coordinator's slot time went, per sampling interval, in percent of `workers × interval`
+ * (docs/campaign.md "Where slot time goes"): the shares of `SLOT_TIME_SHARES`, stacked to 100.
+ * Files written before the slot-time columns existed give no points.
+ */
+export function slotTimeShares(source: ReportSources['coordinators'][number], axis: TimeAxis): ChartPoint[] {
+  const out: ChartPoint[] = [];
+  const workers = Math.max(1, source.stats.workers);
+  let previous: PlotRow | undefined;
+  for (const row of thin(source.plot)) {
+    const unixMs = row.unix_ms;
+    if (unixMs === undefined || row.solver_process_ms === undefined) continue;
+    if (previous !== undefined && previous.unix_ms !== undefined && unixMs > previous.unix_ms) {
+      const slotMs = workers * (unixMs - previous.unix_ms);
+      const t = at(axis, unixMs);
+      let measured = 0;
+      for (const [column, measure] of SLOT_TIME_SHARES) {
+        let share: number;
+        if (column === 'other') share = Math.max(0, 100 - measured);
+        else {
+          const delta = Math.max(0, (row[column] ?? 0) - (previous[column] ?? 0));
+          share = Math.min(100 - measured, (delta / slotMs) * 100);
+          measured += share;
+        }
+        out.push({ t, value: round(share, 2), measure, source: source.label });
+      }
+    }
+    previous = row;
+  }
+  return out;
+}

@@ -4,7 +4,7 @@
  * rendering needs no loader and no network.
  */
 import type { TopLevelSpec } from 'vega-lite';
-import { counterLines, coverageLines, timeAxisOf, utilisationLines, type ChartPoint, type TimeAxis } from './chart-data.js';
+import { counterLines, coverageLines, SLOT_TIME_SHARES, slotTimeShares, timeAxisOf, utilisationLines, type ChartPoint, type TimeAxis } from './chart-data.js';
 import type { ReportSources } from './report-sources.js';
 
 export interface ChartDefinition {
@@ -19,6 +19,8 @@ export interface ChartDefinition {
   readonly step: boolean;
   /** The y scale's fixed domain, when it has one (percentages). */
   readonly yDomain?: readonly [number, number];
+  /** Stacked areas (shares of a whole, in `measure` order) instead of lines. */
+  readonly stacked?: readonly string[];
 }
 
 /** Every chart the sources have data for, in report order. A chart without a single point is left out. */
@@ -102,6 +104,19 @@ export function chartDefinitions(sources: ReportSources, axis: TimeAxis = timeAx
       step: true,
     },
   ];
+  sources.coordinators.forEach((source, index) => {
+    charts.push({
+      id: index === 0 ? 'slot-time' : `slot-time-${index + 1}`,
+      title: sources.coordinators.length > 1 ? `Where slot time goes: ${source.label}` : 'Where slot time goes',
+      caption:
+        'Per sampling interval, the share of workers × time that solver processes ran, that starting them and collecting their outputs took, that slots sat idle between one run and the next, and the rest (no work waiting, runs not measured). Coverage triage runs off the slots.',
+      yTitle: 'slot time (%)',
+      points: slotTimeShares(source, axis),
+      step: true,
+      yDomain: [0, 100],
+      stacked: SLOT_TIME_SHARES.map(([, measure]) => measure),
+    });
+  });
   return charts.filter((c) => c.points.length > 0);
 }
 
@@ -113,6 +128,7 @@ const UNIT_TITLE: Readonly<Record<TimeAxis['unit'], string>> = { s: 'seconds', m
  * legend. Few samples get point marks too, so a two-sample series is still visible.
  */
 export function vegaLiteSpec(chart: ChartDefinition, axis: TimeAxis): TopLevelSpec {
+  if (chart.stacked) return stackedSpec(chart, chart.stacked, axis);
   const sources = new Set(chart.points.map((p) => p.source));
   const perLine = new Map<string, number>();
   for (const p of chart.points) perLine.set(`${p.measure}\u0000${p.source}`, (perLine.get(`${p.measure}\u0000${p.source}`) ?? 0) + 1);
@@ -134,6 +150,28 @@ export function vegaLiteSpec(chart: ChartDefinition, axis: TimeAxis): TopLevelSp
       ...(dashed ? { strokeDash: { field: 'source', type: 'nominal', title: 'source', legend: { orient: 'right', labelLimit: 260, symbolType: 'stroke', symbolStrokeColor: '#333', symbolStrokeWidth: 2, symbolSize: 500 } } } : {}),
       detail: { field: 'source', type: 'nominal' },
       order: { field: 't', type: 'quantitative' },
+    },
+    config: { font: 'sans-serif', axis: { labelFontSize: 11, titleFontSize: 12 }, legend: { labelFontSize: 11, titleFontSize: 12 } },
+  };
+}
+
+/** A stacked-area chart: one band per measure, bottom to top in `order`, summing to the whole. */
+function stackedSpec(chart: ChartDefinition, order: readonly string[], axis: TimeAxis): TopLevelSpec {
+  const rank = new Map(order.map((m, i) => [m, i]));
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: chart.title, anchor: 'start', fontSize: 15 },
+    width: 640,
+    height: 240,
+    background: 'white',
+    padding: 8,
+    data: { values: chart.points.map((p) => ({ ...p, rank: rank.get(p.measure) ?? order.length })) },
+    mark: { type: 'area', interpolate: 'step-before' },
+    encoding: {
+      x: { field: 't', type: 'quantitative', title: `time since campaign start (${UNIT_TITLE[axis.unit]})`, scale: { zero: true, nice: true } },
+      y: { field: 'value', type: 'quantitative', title: chart.yTitle, stack: 'zero', ...(chart.yDomain ? { scale: { domain: [...chart.yDomain] } } : {}) },
+      color: { field: 'measure', type: 'nominal', title: 'slot time', sort: [...order], legend: { orient: 'right', labelLimit: 260 } },
+      order: { field: 'rank', type: 'quantitative' },
     },
     config: { font: 'sans-serif', axis: { labelFontSize: 11, titleFontSize: 12 }, legend: { labelFontSize: 11, titleFontSize: 12 } },
   };

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
 import { formatDuration } from '../config/schema.js';
 import { readStatsFile, STATS_FILE_NAME, type StatsSnapshot } from './stats-file.js';
+import { formatSlotTime } from './counters.js';
 
 export interface CampaignStatus {
   readonly path: string;
@@ -49,7 +50,7 @@ export function formatCampaignStatus(status: CampaignStatus): string {
     `  findings   generated ${c.generated}, interesting ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}, edges ${c.edgesCovered}`,
     `  admission  admitted ${c.admissions}, conflicts ${c.conflicts}, back-fills ${c.backFills}, rollbacks ${c.dispatchRollbacks}, fill ${(c.fillRatio * 100).toFixed(0)}% of ${s.workers}, average ${(s.solverUtilisation * 100).toFixed(0)}%`,
     `  leases     stale results ${c.staleResults}, steals ${c.leaseSteals}, expiries ${c.leaseExpiries}, release failures ${c.releaseFailures}, heartbeats ${c.heartbeatsOk} ok / ${c.heartbeatsFailed} failed`,
-    `  solver     ${(c.solverTimeMs / 1000).toFixed(1)} s`,
+    `  solver     ${(c.solverTimeMs / 1000).toFixed(1)} s; ${formatSlotTime(c, s.workers, s.updatedMs - s.startedMs)}`,
     `  recovery   replayed ${c.commitsReplayed}, replay failures ${c.commitReplayFailures}, staged swept ${c.stagedSwept}, temps swept ${c.tempsSwept}`,
   ].join('\n');
 }

@@ -227,8 +227,21 @@ export function solverUtilisation(solverBusyMs: number, workers: number, elapsed
   return Math.min(1, Math.max(0, solverBusyMs / (workers * elapsedMs)));
 }
 
-/** `solver utilisation 73% (busy 87.4 solver-s; fill 50% of 4 at the end)`-style summary text. */
-export function formatUtilisation(utilisation: number, solverBusyMs: number, workers: number, fillRatio?: number): string {
+/** `solver utilisation 73% (busy 87.4 solver-s; fill 50% of 4 at the end)`-style summary text; `solverMs` is solver process time. */
+export function formatUtilisation(utilisation: number, solverMs: number, workers: number, fillRatio?: number): string {
   const fill = fillRatio === undefined ? '' : `; fill ${(fillRatio * 100).toFixed(0)}% of ${workers} now`;
-  return `solver utilisation ${(utilisation * 100).toFixed(0)}% on average (busy ${(solverBusyMs / 1000).toFixed(1)} solver-s over ${workers} worker(s)${fill})`;
+  return `solver utilisation ${(utilisation * 100).toFixed(0)}% on average (busy ${(solverMs / 1000).toFixed(1)} solver-s over ${workers} worker(s)${fill})`;
+}
+
+/**
+ * `slot time: solver 83.1%, spawn 1.2%, collect 0.4%, between runs 2.0%, other 13.3%; triage 20.5 s off the slots`:
+ * where the slots' `workers × elapsedMs` went (docs/campaign.md "Where slot time goes"). `other`
+ * is the rest: no work to run, runs whose solver did not measure, start-up and shutdown.
+ */
+export function formatSlotTime(c: Readonly<CampaignCounters>, workers: number, elapsedMs: number): string {
+  const slotMs = workers * elapsedMs;
+  if (slotMs <= 0) return 'slot time: none yet';
+  const pct = (ms: number): string => `${((ms / slotMs) * 100).toFixed(1)}%`;
+  const other = Math.max(0, slotMs - c.solverProcessMs - c.slotSpawnMs - c.slotCollectMs - c.slotGapMs);
+  return `slot time: solver ${pct(c.solverProcessMs)}, spawn ${pct(c.slotSpawnMs)}, collect ${pct(c.slotCollectMs)}, between runs ${pct(c.slotGapMs)}, other ${pct(other)}; triage ${(c.triageMs / 1000).toFixed(1)} s off the slots`;
 }

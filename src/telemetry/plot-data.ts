@@ -39,6 +39,11 @@ export const PLOT_COLUMNS = [
   'jobs_error',
   'jobs_aborted',
   'generated',
+  'solver_process_ms',
+  'slot_spawn_ms',
+  'slot_collect_ms',
+  'slot_gap_ms',
+  'triage_ms',
 ] as const;
 
 export type PlotColumn = (typeof PLOT_COLUMNS)[number];
@@ -77,6 +82,11 @@ export function plotRow(nowMs: number, startedMs: number, c: Readonly<CampaignCo
     c.jobsError,
     c.jobsAborted,
     c.generated,
+    Math.round(c.solverProcessMs),
+    Math.round(c.slotSpawnMs),
+    Math.round(c.slotCollectMs),
+    Math.round(c.slotGapMs),
+    Math.round(c.triageMs),
   ];
   return values.join(',') + '\n';
 }

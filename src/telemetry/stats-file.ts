@@ -34,15 +34,24 @@ export interface StatsSnapshot {
   /** Generated inputs per solved branch query. */
   readonly generatedPerQuery: number;
   /**
-   * Time-averaged solver utilisation since the start, in [0, 1]: `counters.solverBusyMs` over
-   * `workers × (updatedMs - startedMs)`. `counters.fillRatio` is the instant's value beside it.
+   * Time-averaged solver utilisation since the start, in [0, 1]: solver processes' lifetime
+   * (`counters.solverProcessMs`) over `workers × (updatedMs - startedMs)` — the share of the slots'
+   * time a solver process actually ran (docs/campaign.md "Where slot time goes"). Files written
+   * before that counter existed hold the `slotOccupancy` figure here.
    */
   readonly solverUtilisation: number;
+  /**
+   * Slot occupancy since the start, in [0, 1]: the time slots were held by a job, from its run's
+   * start until its solver exited (`counters.solverBusyMs`), over `workers × elapsed` — includes
+   * the spawn and output collection that `solverUtilisation` leaves out. `counters.fillRatio` is
+   * the instant's value. Absent in files of earlier versions.
+   */
+  readonly slotOccupancy?: number;
   /** The lease directory the campaign uses (absent in files of earlier versions). */
   readonly leaseDir?: string;
 }
 
-export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation'>): StatsSnapshot {
+export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation' | 'slotOccupancy'>): StatsSnapshot {
   const completed = jobsCompleted(fields.counters);
   const elapsedS = Math.max(0.001, (fields.updatedMs - fields.startedMs) / 1000);
   return {
@@ -53,7 +62,8 @@ export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsComplet
     jobsCompleted: completed,
     jobsPerSec: completed / elapsedS,
     generatedPerQuery: generatedPerQuery(fields.counters),
-    solverUtilisation: solverUtilisation(fields.counters.solverBusyMs, fields.workers, fields.updatedMs - fields.startedMs),
+    solverUtilisation: solverUtilisation(fields.counters.solverProcessMs, fields.workers, fields.updatedMs - fields.startedMs),
+    slotOccupancy: solverUtilisation(fields.counters.solverBusyMs, fields.workers, fields.updatedMs - fields.startedMs),
   };
 }
 

@@ -31,7 +31,7 @@ export function formatDemoSummary(s: DemoSummary): string {
     `symfence demo: maze "${s.maze}": ${s.branchesReached} of ${s.branchesTotal} branches reached${s.complete ? ' (every branch)' : ''}`,
     `  jobs ${s.jobsCompleted} in ${(s.elapsedMs / 1000).toFixed(1)} s, findings ${s.findings} (queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}), conflicts ${s.conflicts}`,
     `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}; targets reached ${c.targetsReached}`,
-    `  ${formatUtilisation(s.solverUtilisation, c.solverBusyMs, s.workers)}`,
+    `  ${formatUtilisation(s.solverUtilisation, c.solverProcessMs, s.workers)}`,
     `  output: ${s.outDir}`,
     `  make its report: symfence report ${s.outDir}  (in a checkout: node dist/src/cli/main.js report ${s.outDir})`,
   ].join('\n');

@@ -11,7 +11,7 @@ import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
 import { IO_OPTIONS } from '../../io/io-options.js';
 import { CAMPAIGN_LEASE_OPTIONS } from '../../lease/lease-table-options.js';
-import { formatUtilisation, generatedPerQuery } from '../../telemetry/counters.js';
+import { formatSlotTime, formatUtilisation, generatedPerQuery } from '../../telemetry/counters.js';
 import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { addSchemaFlags } from '../flags.js';
 import type { CliIo } from '../program.js';
@@ -24,7 +24,8 @@ export function formatRunSummary(s: CampaignSummary): string {
     `  jobs by kind: trace ${c.jobsTrace}, targeted ${c.jobsTargeted}, full ${c.jobsFull}; queries solved ${c.queriesSolved}, skipped ${c.queriesSkipped}; generated per query ${generatedPerQuery(c).toFixed(2)}; targets reached ${c.targetsReached} (sat ${c.targetsSat}, unsat ${c.targetsUnsat})`,
     `  findings: queue ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}; edges ${c.edgesCovered}`,
     `  leases: conflicts ${c.conflicts}, stale results ${c.staleResults}, steals ${c.leaseSteals}, release failures ${c.releaseFailures}`,
-    `  ${formatUtilisation(s.solverUtilisation, c.solverBusyMs, s.workers)}`,
+    `  ${formatUtilisation(s.solverUtilisation, c.solverProcessMs, s.workers)}, slot occupancy ${(s.slotOccupancy * 100).toFixed(0)}%`,
+    `  ${formatSlotTime(c, s.workers, s.elapsedMs)}`,
     `  output: ${s.outDir}`,
     `  report: symfence report ${s.outDir}`,
   ].join('\n');
