@@ -5,7 +5,8 @@
  * Ranking, best first: names ending in `+cov` (AFL found new coverage with them), then initial
  * seeds (`orig:`), then smaller files (cheaper to solve), then newer entries (higher name). A
  * reader never hands out the same path twice, nor the same content twice (AFL re-imports our own
- * findings as `sync:` entries; running them again would only repeat work already done).
+ * findings as `sync:` entries; running them again would only repeat work already done). The
+ * reader scans incrementally; see `AflQueueReader`.
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
@@ -62,18 +63,54 @@ export interface PickedInput {
   readonly sha256: string;
 }
 
-/** Hands out the best unseen inputs of one AFL queue directory, each path and content once. */
+export interface AflQueueReaderOptions {
+  /** Most new directory entries stat'ed per scan; the rest wait for the next scans. Default 512. */
+  readonly maxNewEntriesPerScan?: number;
+}
+
+/** Called with each batch of newly found queue entries, in the order they were found. */
+export type AflQueueListener = (entries: readonly AflQueueEntry[]) => void;
+
+/**
+ * Hands out the best unseen inputs of one AFL queue directory, each path and content once.
+ *
+ * Incremental (docs/campaign.md "AFL++ queue"): a queue only grows, so a scan lists the directory
+ * only when its mtime moved (one `stat` otherwise), parses and stats only names it has not seen,
+ * at most `maxNewEntriesPerScan` of them per scan, and keeps the unseen entries ranked between
+ * scans instead of sorting the whole queue each time. Change detection is the directory's mtime
+ * rather than inotify: it is deterministic (no event can be missed by a scan that follows a write),
+ * needs no watcher descriptor, and also sees entries written by another host on a shared
+ * filesystem, where inotify stays silent. An mtime within `RACY_MTIME_MS` of the last listing is
+ * listed again next time (a write in the same timestamp tick as the listing would not move it).
+ */
 export class AflQueueReader {
   readonly #queueDir: string;
-  readonly #seenPaths = new Set<string>();
+  readonly #maxNewPerScan: number;
   readonly #seenDigests = new Set<string>();
+  /** Every name ever listed (parsed once; non-entries too, so they are never parsed again). */
+  readonly #knownNames = new Set<string>();
+  /** Listed names not stat'ed yet (over the per-scan bound), oldest first. */
+  #backlog: string[] = [];
+  /** Entries not handed out yet, best first (`compareQueueEntries`). */
+  readonly #ranked: AflQueueEntry[] = [];
+  readonly #listeners = new Set<AflQueueListener>();
+  #listedMtimeMs = Number.NaN;
+  #listedAtMs = Number.NEGATIVE_INFINITY;
 
-  constructor(queueDir: string) {
+  constructor(queueDir: string, options: AflQueueReaderOptions = {}) {
     this.#queueDir = queueDir;
+    const bound = options.maxNewEntriesPerScan ?? 512;
+    if (!Number.isSafeInteger(bound) || bound < 1) throw new RangeError(`maxNewEntriesPerScan must be a positive integer, got ${bound}`);
+    this.#maxNewPerScan = bound;
   }
 
   get queueDir(): string {
     return this.#queueDir;
+  }
+
+  /** Entries found and not handed out yet (for status and tests). */
+  get unseenCount(): number {
+    return this.#ranked.length;
   }
 
   /** Marks content as already handled (e.g. our own published findings). */
@@ -81,20 +118,29 @@ export class AflQueueReader {
     this.#seenDigests.add(sha256);
   }
 
+  /**
+   * Calls `listener` with every batch of queue entries a scan finds from now on (each entry once,
+   * whether or not it is ever handed out by `next`). Returns the unsubscribe function. A throwing
+   * listener is ignored: it must not stop the scan.
+   */
+  onNewEntries(listener: AflQueueListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
   /** Up to `limit` best unseen inputs, read and hashed; each is marked seen. */
   async next(limit: number): Promise<PickedInput[]> {
     if (limit <= 0) return [];
-    const unseen = (await listAflQueue(this.#queueDir)).filter((e) => !this.#seenPaths.has(e.path));
+    await this.scan();
     const picked: PickedInput[] = [];
-    for (const entry of rankQueueEntries(unseen)) {
-      if (picked.length >= limit) break;
+    while (picked.length < limit && this.#ranked.length > 0) {
+      const entry = this.#ranked.shift()!;
       let bytes: Uint8Array;
       try {
         bytes = await readFile(entry.path);
       } catch {
-        continue;
+        continue; // vanished: AFL trims nothing, but a peer may be mid-rename
       }
-      this.#seenPaths.add(entry.path);
       const sha256 = createHash('sha256').update(bytes).digest('hex');
       if (this.#seenDigests.has(sha256)) continue;
       this.#seenDigests.add(sha256);
@@ -102,7 +148,82 @@ export class AflQueueReader {
     }
     return picked;
   }
+
+  /**
+   * One bounded scan: lists the directory if it changed, then stats up to `maxNewEntriesPerScan`
+   * new names. Resolves with the entries found by this call. Throws `ERR_AFL` when the queue
+   * directory cannot be read.
+   */
+  async scan(nowMs: number = Date.now()): Promise<AflQueueEntry[]> {
+    await this.#listIfChanged(nowMs);
+    const batch = this.#backlog.length <= this.#maxNewPerScan ? this.#backlog.splice(0) : this.#backlog.splice(0, this.#maxNewPerScan);
+    const found: AflQueueEntry[] = [];
+    for (const name of batch) {
+      const parsed = parseAflEntryName(name);
+      if (!parsed) continue;
+      const full = path.join(this.#queueDir, name);
+      try {
+        const info = await stat(full);
+        if (!info.isFile()) continue;
+        found.push({ path: full, name, sizeBytes: info.size, parsed });
+      } catch {
+        // Vanished between readdir and stat.
+      }
+    }
+    for (const entry of found) this.#insertRanked(entry);
+    if (found.length > 0) {
+      for (const listener of this.#listeners) {
+        try {
+          listener(found);
+        } catch {
+          // A listener's failure is its own; the queue scan goes on.
+        }
+      }
+    }
+    return found;
+  }
+
+  async #listIfChanged(nowMs: number): Promise<void> {
+    let mtimeMs: number;
+    try {
+      mtimeMs = (await stat(this.#queueDir)).mtimeMs;
+    } catch (error) {
+      throw new AflError(`cannot read AFL queue ${this.#queueDir}: ${(error as Error).message}`, { queueDir: this.#queueDir });
+    }
+    const racy = Math.abs(this.#listedAtMs - mtimeMs) < RACY_MTIME_MS;
+    if (mtimeMs === this.#listedMtimeMs && !racy) return;
+    let names: string[];
+    try {
+      names = await readdir(this.#queueDir);
+    } catch (error) {
+      throw new AflError(`cannot read AFL queue ${this.#queueDir}: ${(error as Error).message}`, { queueDir: this.#queueDir });
+    }
+    this.#listedMtimeMs = mtimeMs;
+    this.#listedAtMs = nowMs;
+    for (const name of names) {
+      if (this.#knownNames.has(name)) continue;
+      this.#knownNames.add(name);
+      this.#backlog.push(name);
+    }
+  }
+
+  #insertRanked(entry: AflQueueEntry): void {
+    let lo = 0;
+    let hi = this.#ranked.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareQueueEntries(this.#ranked[mid]!, entry) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    this.#ranked.splice(lo, 0, entry);
+  }
 }
+
+/**
+ * A directory mtime this close to the time it was listed may hide a later write in the same
+ * timestamp tick (coarse kernel clocks): such a listing is repeated at the next scan.
+ */
+const RACY_MTIME_MS = 1_000;
 
 export interface AflTargetCommand {
   /** The target argv as AFL runs it (after `--`); may contain `@@`. */

@@ -63,7 +63,7 @@ describe.skipIf(skipBrowserTests)('the report in headless Chromium', () => {
     const written = await writeReport([outDir]);
     const { page, consoleErrors, requests } = await open(written.htmlPath);
     const marks = await marksPerChart(page);
-    expect(marks.map(([id]) => id)).toEqual(['coverage', 'jobs', 'findings', 'utilisation', 'admission', 'job-kinds', 'coordinators']);
+    expect(marks.map(([id]) => id)).toEqual(['coverage', 'jobs', 'findings', 'utilisation', 'admission', 'job-kinds', 'coordinators', 'slot-time']);
     for (const [id, n] of marks) expect(n, `data marks of ${id}`).toBeGreaterThan(0);
     // Each chart is laid out with a real size, not collapsed.
     const sizes = await page.$$eval('figure.chart svg', (svgs) => svgs.map((s) => s.getBoundingClientRect().width * s.getBoundingClientRect().height));

@@ -14,7 +14,7 @@ import { writeReport } from '../../src/report/write-report.js';
 import { codeOfAsync } from '../helpers/error-code.js';
 import { demoCampaign } from '../helpers/demo-outputs.js';
 
-const CHARTS = ['coverage', 'jobs', 'findings', 'utilisation', 'admission', 'job-kinds', 'coordinators'];
+const CHARTS = ['coverage', 'jobs', 'findings', 'utilisation', 'admission', 'job-kinds', 'coordinators', 'slot-time'];
 const dirs: string[] = [];
 let demo: string;
 
@@ -32,9 +32,9 @@ function failingOnce(): FaultInjectingFsLayer {
   return fsLayer;
 }
 
-/** Data marks Vega drew in one SVG: the children of each `role-mark` group (lines, points). */
+/** Data marks Vega drew in one SVG: the children of each `role-mark` group (lines, points, stacked areas). */
 function dataMarks(svg: string): number {
-  return (svg.match(/<g class="mark-(?:line|symbol) role-mark[^"]*"[^>]*>(.*?)<\/g>/gs) ?? []).reduce((n, g) => n + (g.match(/<path/g)?.length ?? 0), 0);
+  return (svg.match(/<g class="mark-(?:line|symbol|area) role-mark[^"]*"[^>]*>(.*?)<\/g>/gs) ?? []).reduce((n, g) => n + (g.match(/<path/g)?.length ?? 0), 0);
 }
 
 beforeAll(async () => {
