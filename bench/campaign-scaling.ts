@@ -1,6 +1,6 @@
 /**
- * Campaign scaling: the demo maze with a fixed job budget, run with 1 and then 2 solver workers in
- * the same process run (A/B), medians over repeated rounds.
+ * Campaign scaling: the demo maze with a fixed job budget, run with 1, 2 and all-cores solver workers
+ * in the same process run (A/B), medians over repeated rounds.
  *
  *   npm run bench -- campaign-scaling [--jobs 24] [--rounds 3] [--solve-cpu-ms 0]
  *
@@ -13,7 +13,12 @@
  * measure process start-up as much as the runtime; the ratio is what matters.
  *
  * `--solve-cpu-ms N` makes every reference-solver run spend N ms of CPU first, standing in for the
- * constraint solving that dominates a real SymCC job (without it, a job is mostly node start-up).
+ * constraint solving that dominates a real SymCC job (without it, a job is mostly node start-up);
+ * `--solve-cpu-ms 20` is the short directed job for which gaps between runs matter most.
+ *
+ * Busy share per worker: solver-process time (jobs.jsonl `solverMs`) over workers × the jobs' span,
+ * i.e. the campaign's true `solverUtilisation` over the measured interval; `vs_raw_<n>` is the
+ * campaign's throughput over the raw solver's at the same concurrency (the raw-spawn ceiling).
  *
  * Machine baseline, in the same run: the same solver command on the same seeds, started directly
  * (no symfence) one at a time and two at a time. `raw_scaling` is what two cores of this machine
@@ -90,7 +95,7 @@ function cpuMs(): { self: number; children: number } {
 /** Lease stores the rounds ran on (one expected: the default for this machine's temp directory). */
 const leaseStores = new Set<string>();
 
-async function round(workers: number): Promise<{ jobsPerSec: number; duplicates: number; jobs: number; selfCpuMsPerJob: number; childCpuMsPerJob: number }> {
+async function round(workers: number): Promise<{ jobsPerSec: number; busyShare: number; duplicates: number; jobs: number; selfCpuMsPerJob: number; childCpuMsPerJob: number }> {
   const cpuBefore = cpuMs();
   const outDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-scaling-'));
   try {
@@ -126,8 +131,11 @@ async function round(workers: number): Promise<{ jobsPerSec: number; duplicates:
     const last = Math.max(...committed.map((j) => j.endMs));
     const cpuAfter = cpuMs();
     const ran = Math.max(1, jobs.length);
+    const spanMs = Math.max(1, last - first);
+    const solverMs = jobs.reduce((sum, j) => sum + (j.solverMs ?? 0), 0);
     return {
-      jobsPerSec: committed.length / Math.max(0.001, (last - first) / 1000),
+      jobsPerSec: committed.length / Math.max(0.001, spanMs / 1000),
+      busyShare: solverMs / (workers * spanMs),
       duplicates: duplicateSolves(jobs),
       jobs: committed.length,
       selfCpuMsPerJob: (cpuAfter.self - cpuBefore.self) / ran,
@@ -175,51 +183,63 @@ async function rawRound(seeds: readonly Uint8Array[], concurrency: number): Prom
   }
 }
 
-const median = (values: readonly number[]): number => {
+function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
+}
 
-const results: Record<1 | 2, number[]> = { 1: [], 2: [] };
-const raw: Record<1 | 2, number[]> = { 1: [], 2: [] };
+const cores = os.availableParallelism();
+const workerCounts = [...new Set([1, 2, cores])].sort((a, b) => a - b);
+const results = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
+const busy = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
+const raw = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
 const rawSeeds = seedInputs(jobBudget);
 let duplicates = 0;
-console.log(`campaign-scaling: demo maze, ${jobBudget} jobs per round, ${rounds} rounds, solve cpu ${solveCpuMs} ms per job, cores ${os.availableParallelism()}`);
+console.log(`campaign-scaling: demo maze, ${jobBudget} jobs per round, ${rounds} rounds, solve cpu ${solveCpuMs} ms per job, cores ${cores}, workers ${workerCounts.join('/')}`);
 for (let r = 0; r < rounds; r++) {
-  for (const workers of [1, 2] as const) {
+  for (const workers of workerCounts) {
     const res = await round(workers);
-    results[workers].push(res.jobsPerSec);
+    results.get(workers)!.push(res.jobsPerSec);
+    busy.get(workers)!.push(res.busyShare);
     duplicates += res.duplicates;
     console.log(
-      `round ${r + 1} workers ${workers}: ${res.jobs} jobs, ${res.jobsPerSec.toFixed(2)} jobs/s, duplicate solves ${res.duplicates}, ` +
-        `cpu/job: coordinator process ${res.selfCpuMsPerJob.toFixed(1)} ms, solver processes ${res.childCpuMsPerJob.toFixed(1)} ms`,
+      `round ${r + 1} workers ${workers}: ${res.jobs} jobs, ${res.jobsPerSec.toFixed(2)} jobs/s, busy ${(res.busyShare * 100).toFixed(1)}% per worker, duplicate solves ${res.duplicates}, ` +
+        `cpu/job: coordinator process ${res.selfCpuMsPerJob.toFixed(1)} ms, solver processes ${res.childCpuMsPerJob.toFixed(1)} ms, load ${os.loadavg()[0]!.toFixed(2)}`,
     );
     const rawRate = await rawRound(rawSeeds, workers);
-    raw[workers].push(rawRate);
+    raw.get(workers)!.push(rawRate);
     console.log(`round ${r + 1} raw solver, ${workers} at a time: ${rawRate.toFixed(2)} runs/s`);
   }
 }
-const one = median(results[1]);
-const two = median(results[2]);
-const rawOne = median(raw[1]);
-const rawTwo = median(raw[2]);
+const one = median(results.get(1)!);
+const two = median(results.get(2)!);
+const rawOne = median(raw.get(1)!);
+const rawTwo = median(raw.get(2)!);
 const scaling = two / one;
 const rawScaling = rawTwo / rawOne;
 console.log(`lease store: ${[...leaseStores].join(', ')} (the default for a new lease directory in ${os.tmpdir()})`);
 console.log(`median: 1 worker ${one.toFixed(2)} jobs/s, 2 workers ${two.toFixed(2)} jobs/s, scaling ${scaling.toFixed(2)}`);
 console.log(`machine baseline: raw solver ${rawOne.toFixed(2)} → ${rawTwo.toFixed(2)} runs/s, scaling ${rawScaling.toFixed(2)}; runtime keeps ${((scaling / rawScaling) * 100).toFixed(0)}% of it`);
+const perWorkers: Record<string, number> = {};
+for (const w of workerCounts) {
+  const rate = median(results.get(w)!);
+  const rawRate = median(raw.get(w)!);
+  perWorkers[`jobs_per_sec_${w}`] = Number(rate.toFixed(3));
+  perWorkers[`busy_share_${w}`] = Number(median(busy.get(w)!).toFixed(3));
+  perWorkers[`raw_runs_per_sec_${w}`] = Number(rawRate.toFixed(3));
+  perWorkers[`vs_raw_${w}`] = Number((rate / rawRate).toFixed(3));
+  console.log(`${w} worker(s): ${rate.toFixed(2)} jobs/s, busy ${(median(busy.get(w)!) * 100).toFixed(1)}% per worker, ${((rate / rawRate) * 100).toFixed(0)}% of the raw solver at ${w} at a time`);
+}
 console.log(
   JSON.stringify({
     bench: 'campaign-scaling',
     jobs: jobBudget,
     rounds,
     solve_cpu_ms: solveCpuMs,
-    jobs_per_sec_1: Number(one.toFixed(3)),
-    jobs_per_sec_2: Number(two.toFixed(3)),
+    cores,
+    ...perWorkers,
     scaling: Number(scaling.toFixed(3)),
-    raw_runs_per_sec_1: Number(rawOne.toFixed(3)),
-    raw_runs_per_sec_2: Number(rawTwo.toFixed(3)),
     raw_scaling: Number(rawScaling.toFixed(3)),
     scaling_vs_raw: Number((scaling / rawScaling).toFixed(3)),
     duplicate_solves: duplicates,

@@ -121,7 +121,9 @@ export class SeedWorkSource implements WorkSource {
       this.#known.add(seed.sha256);
       this.#scheduler?.addSeed(seed, now);
     }
-    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer), owner: this.#owner };
+    // Our own fresh findings reach new code fastest: a prefetched job gives way to one of them.
+    const priority = seed.origin === 'feedback' ? { priority: 1 } : {};
+    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer), owner: this.#owner, ...priority };
   }
 
   observe(feedback: JobFeedback, now: number): void {
