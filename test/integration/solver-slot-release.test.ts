@@ -1,0 +1,55 @@
+// The solver pool frees a run's slot when its solver exits, before coverage triage: the next run
+// on a one-slot pool starts and finishes while the first run's triage is held by a handshake.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SolverPool } from '../../src/solver/solver-pool.js';
+import { PACKAGE_ROOT } from '../../src/util/paths.js';
+import { SPAWN_METHODS } from '../helpers/spawn-methods.js';
+
+const fixture = (name: string): string => path.join(PACKAGE_ROOT, 'test', 'fixtures', name);
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe.each(['worker', 'main'] as const)('slot release before triage (spawnThread %s)', (spawnThread) => {
+  it('reports the slot free before triage, runs the next task meanwhile, then triages and claims coverage', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'symfence-slot-'));
+    dirs.push(dir);
+    const gate = path.join(dir, 'gate');
+    const pool = new SolverPool({ solver: { workers: 1, spawnThread, spawnMethod: SPAWN_METHODS[0] }, scratchParent: dir });
+    try {
+      const order: string[] = [];
+      const triage = { showmap: { binary: '/bin/sh', argv: [fixture('gated-showmap.sh'), gate] }, target: { binary: '/bin/true', argv: ['@@'] } };
+      const command = { binary: '/bin/sh', argv: [fixture('echo-solver.sh'), '@@'] };
+      let secondStarted: Promise<unknown> | undefined;
+      const first = pool.run(
+        { input: { bytes: new TextEncoder().encode('first') }, command, triage },
+        {
+          onSolverExit: () => {
+            order.push('first: slot free');
+            // The only slot is free: this run gets it while the first run is still in triage.
+            secondStarted = pool.run({ input: { bytes: new TextEncoder().encode('second') }, command }).then((r) => {
+              order.push(`second: ${r.status}`);
+              writeFileSync(gate, ''); // now let the first run's triage finish
+              return r;
+            });
+          },
+        },
+      );
+      const result = await first;
+      order.push('first: triaged');
+      await secondStarted;
+      expect(order).toEqual(['first: slot free', 'second: ok', 'first: triaged']);
+      expect(result.status).toBe('ok');
+      expect(result.generated.map((g) => g.showmap)).toEqual(['ok', 'ok']);
+      expect(result.generated.filter((g) => (g.novelty?.newBits ?? 0) > 0)).toHaveLength(1); // one edge, claimed once
+      expect(result.timing).toMatchObject({ spawnMs: expect.any(Number), solverMs: expect.any(Number), collectMs: expect.any(Number) });
+      expect(result.timing!.triageMs).toBeGreaterThan(0);
+    } finally {
+      await pool.close();
+    }
+  });
+});
