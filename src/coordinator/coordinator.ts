@@ -300,25 +300,28 @@ export class Coordinator {
         continue;
       }
       if (this.#pending.length === 0) return;
-      const active = await this.#track(dispatch(this.#dispatchContext, this.#pending.shift()!));
-      if (active === undefined) continue;
-      // A slot may have been taken meanwhile (by a prefetched job): then this one waits prefetched.
-      this.#place(active);
+      await this.#track(this.#dispatchAndPlace(this.#pending.shift()!));
     }
   }
 
   /** Dispatches pending jobs ahead, until every slot has one waiting (see `#ready`). */
   async #prefetchReady(): Promise<void> {
     while (this.#prefetch && !this.#stopping && this.#ready.length < this.#options.workers && this.#pending.length > 0) {
-      const active = await this.#track(dispatch(this.#dispatchContext, this.#pending.shift()!));
-      if (active !== undefined) this.#place(active);
+      await this.#track(this.#dispatchAndPlace(this.#pending.shift()!));
     }
   }
 
-  /** A dispatched job: started if a slot is free, else prefetched; rolled back if we are stopping. */
-  #place(active: ActiveJob): void {
+  /**
+   * pending → dispatched (contract in `dispatch.ts`), then started if a slot is free, else
+   * prefetched (a slot may have been taken meanwhile by a prefetched job). One tracked step, so a
+   * `stop()` racing it waits for the placement too, and a job dispatched as the stop began is
+   * rolled back before the stop goes on.
+   */
+  async #dispatchAndPlace(pending: PendingJob): Promise<void> {
+    const active = await dispatch(this.#dispatchContext, pending);
+    if (active === undefined) return;
     if (this.#stopping) {
-      void this.#track(this.#rollBackReady(active, 'shutting down'));
+      await this.#rollBackReady(active, 'shutting down');
       return;
     }
     this.#insertReady(active);

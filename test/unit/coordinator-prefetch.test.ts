@@ -219,7 +219,7 @@ describe('prefetching one job per slot', () => {
     t.solver.runs[0]!.resolve(ok());
     await t.coordinator.tick(); // b is prefetched again with a fresh work claim
     expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b)]);
-    await until(() => t.jobs.length === 1); // a committed
+    await until(() => t.coordinator.activeCount === 1); // a committed and gone; `better` runs
     t.solver.runs[1]!.exit();
     expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(a), jobWorkId(better), jobWorkId(b)]);
     t.solver.runs[1]!.resolve(ok());
