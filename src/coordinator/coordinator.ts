@@ -34,6 +34,14 @@ export type { HeartbeatReport } from './lease-renewal.js';
 export { RECOVERY_OWNER } from './coordinator-deps.js';
 export type { CoordinatorDeps, CoordinatorEvents, CoordinatorOptions, CoordinatorPorts, ShutdownReport } from './coordinator-deps.js';
 
+/**
+ * Jobs per slot that may be finishing (triage, then commit) while the slot runs its next job. Two:
+ * run N's commit may still be publishing when run N+1's triage starts, and on a loaded machine a
+ * bound of one made run N+2 wait for run N's commit with a job ready (measured on SymCC + cJSON:
+ * median gaps of 27–38 ms at load 20, docs/campaign.md "Solver slots").
+ */
+const FINISHING_PER_SLOT = 2;
+
 export class Coordinator {
   readonly #options: CoordinatorOptions;
   readonly #deps: CoordinatorDeps;
@@ -158,14 +166,15 @@ export class Coordinator {
   }
 
   /**
-   * Solver slots free for a new dispatch. A job gives its slot back when its solver run ends, not
-   * when its result is committed: the commit's I/O (staging, beginCommit, publication — several
-   * durable round trips) then overlaps the next run instead of idling a core between jobs. Jobs
-   * still finishing are bounded by `workers` more, so a stalled commit path applies back-pressure.
+   * Solver slots free for a new dispatch. A job gives its slot back when its solver process
+   * exits, not when its result is committed: its coverage triage and the commit's I/O (staging,
+   * beginCommit, publication — several durable round trips) then overlap the next run instead of
+   * idling a core between jobs. Jobs still finishing are bounded by `FINISHING_PER_SLOT × workers`,
+   * so a stalled commit path applies back-pressure.
    */
   #freeSlots(): number {
     const workers = this.#options.workers;
-    return Math.max(0, Math.min(workers - this.runningCount, 2 * workers - this.#active.size));
+    return Math.max(0, Math.min(workers - this.runningCount, (1 + FINISHING_PER_SLOT) * workers - this.#active.size));
   }
 
   /**

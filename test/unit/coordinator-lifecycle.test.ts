@@ -338,30 +338,32 @@ describe('solver slots', () => {
     expect(t.commits.entries).toHaveLength(1);
   });
 
-  it('stops dispatching when as many jobs are still committing as there are workers (back-pressure)', async () => {
+  it('stops dispatching when twice as many jobs are still committing as there are workers (back-pressure)', async () => {
     const t = setup({ workers: 1 });
     const gate = gateCommits(t);
-    for (const name of ['a', 'b', 'c']) t.source.queue.push(await t.admit(makeJob(name, BigInt(name.charCodeAt(0)))));
+    for (const name of ['a', 'b', 'c', 'd']) t.source.queue.push(await t.admit(makeJob(name, BigInt(name.charCodeAt(0)))));
     await t.coordinator.tick();
-    t.solver.runs[0]!.resolve(ok());
-    await gate.reached(1);
-    await t.coordinator.tick();
-    t.solver.runs[1]!.resolve(ok());
-    await gate.reached(2);
-    await t.coordinator.tick();
-    // a and b wait in beginCommit: the slot is free but the commit path is saturated.
-    expect(t.solver.runs).toHaveLength(2);
-    expect(t.coordinator.runningCount).toBe(0);
-    expect(t.coordinator.readyCount).toBe(1); // c waits claimed
-    gate.open();
-    // c starts as soon as a commit finishes, without a scheduling round.
-    await t.solver.started(3);
-    expect(t.solver.runs).toHaveLength(3);
+    for (let i = 0; i < 2; i++) {
+      t.solver.runs[i]!.resolve(ok());
+      await gate.reached(i + 1);
+      await t.coordinator.tick();
+    }
     t.solver.runs[2]!.resolve(ok());
+    await gate.reached(3);
+    await t.coordinator.tick();
+    // a, b and c wait in beginCommit: the slot is free but the commit path is saturated.
+    expect(t.solver.runs).toHaveLength(3);
+    expect(t.coordinator.runningCount).toBe(0);
+    expect(t.coordinator.readyCount).toBe(1); // d waits claimed
+    gate.open();
+    // d starts as soon as a commit finishes, without a scheduling round.
+    await t.solver.started(4);
+    expect(t.solver.runs).toHaveLength(4);
+    t.solver.runs[3]!.resolve(ok());
     await gate.reached(1);
     gate.open();
     await t.coordinator.settled();
-    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok']);
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
   });
 });
 
