@@ -112,7 +112,12 @@ describe('a solver that becomes unavailable mid-run', () => {
     expect(halted.err).toContain('[ERR_SETUP_FAILURES]');
     expect(existsSync(solverPath)).toBe(false);
     const jobs = readFileSync(path.join(out, 'symfence', 'jobs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as JobLogEntry);
-    expect(jobs.map((j) => j.status)).toEqual(['ok', 'abandoned', 'abandoned']);
+    // Lines are written as jobs finish: a run started in the slot the previous one freed may finish
+    // first, so compare in start order. The prefetched job that started in the slot the second
+    // failure freed is aborted by the stop and rolled back like any aborted run (never done).
+    const started = [...jobs].sort((a, b) => a.startMs - b.startMs);
+    expect(started.map((j) => j.status).filter((s) => s !== 'aborted')).toEqual(['ok', 'abandoned', 'abandoned']);
+    expect(jobs.filter((j) => j.status === 'aborted').length).toBeLessThanOrEqual(1);
     // Only the job that really ran is done; the abandoned ones left no record behind.
     expect((await recordStatuses(leaseDir)).filter((s) => s === 'done')).toHaveLength(1);
 
