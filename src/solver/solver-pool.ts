@@ -165,7 +165,10 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     signal?.addEventListener('abort', onAbort, { once: true });
     // The solver slot runs the solver and collects its outputs; triage follows on this thread.
     const slotTask: WireTask = wire.triage !== null ? { ...wire, triage: null, includeBytes: true } : wire;
-    const running = this.#runTriaged(wire, this.#mainRunner !== null ? this.#mainRunner.run(slotTask) : (this.#piscina!.run(slotTask) as Promise<WireResult>), runOptions.onSolverExit, cell);
+    // Once the slot has finished the task its abort cell no longer takes an abort, so triage also
+    // watches the caller's signal and the pool's close.
+    const stopRequested = (): boolean => cell.abortRequested || signal?.aborted === true || this.#closing !== null;
+    const running = this.#runTriaged(wire, this.#mainRunner !== null ? this.#mainRunner.run(slotTask) : (this.#piscina!.run(slotTask) as Promise<WireResult>), runOptions.onSolverExit, stopRequested);
     this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) });
     let wireResult: WireResult;
     try {
@@ -190,7 +193,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
    * reported free (`onSolverExit`) first. A showmap that cannot run the target at all makes the
    * run an `error` with `ERR_SHOWMAP_SETUP` and no outputs: not the input's fault.
    */
-  async #runTriaged(wire: WireTask, slot: Promise<WireResult>, onSolverExit: (() => void) | undefined, cell: TaskAbortCell): Promise<WireResult> {
+  async #runTriaged(wire: WireTask, slot: Promise<WireResult>, onSolverExit: (() => void) | undefined, stopRequested: () => boolean): Promise<WireResult> {
     const result = await slot;
     try {
       onSolverExit?.();
@@ -207,7 +210,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
         outputs: result.generated,
         bitmap: this.bitmap,
         workDir,
-        stopRequested: () => cell.abortRequested,
+        stopRequested,
         baseEnv: this.#baseEnv,
         ...(wire.spawnMethod !== undefined ? { spawnMethod: wire.spawnMethod } : {}),
       });
@@ -218,10 +221,11 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     if (!Array.isArray(triaged)) {
       // Triage could not run at all: no verdict on any output, and not this input's fault.
       const { error: _solverError, ...rest } = result;
-      return { ...rest, ...timing, generated: [], duplicatesDropped: 0, ignoredEntries: 0, outputEntriesRead: 0, aborted: result.aborted || cell.abortRequested, status: 'error', error: triaged.setupError };
+      return { ...rest, ...timing, generated: [], duplicatesDropped: 0, ignoredEntries: 0, outputEntriesRead: 0, aborted: result.aborted || stopRequested(), status: 'error', error: triaged.setupError };
     }
     const generated = wire.includeBytes ? triaged : triaged.map(({ bytes: _bytes, ...rest }) => rest);
-    return { ...result, ...timing, generated, aborted: result.aborted || cell.abortRequested };
+    // A triage stopped early has no verdict on some outputs: the result is dropped as aborted.
+    return { ...result, ...timing, generated, aborted: result.aborted || stopRequested() };
   }
 
   #finish(wire: WireResult): SolverResult<T> {

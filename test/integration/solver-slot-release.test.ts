@@ -52,4 +52,28 @@ describe.each(['worker', 'main'] as const)('slot release before triage (spawnThr
       await pool.close();
     }
   });
+  it('stops triage of a run aborted after its slot was freed, and rejects it as ERR_ABORTED', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'symfence-slot-'));
+    dirs.push(dir);
+    const gate = path.join(dir, 'gate');
+    const pool = new SolverPool({ solver: { workers: 1, spawnThread, spawnMethod: SPAWN_METHODS[0] }, scratchParent: dir });
+    try {
+      const controller = new AbortController();
+      const triage = { showmap: { binary: '/bin/sh', argv: [fixture('gated-showmap.sh'), gate] }, target: { binary: '/bin/true', argv: ['@@'] } };
+      const run = pool.run(
+        { input: { bytes: new TextEncoder().encode('x') }, command: { binary: '/bin/sh', argv: [fixture('echo-solver.sh'), '@@'] }, triage },
+        {
+          signal: controller.signal,
+          onSolverExit: () => {
+            controller.abort(); // the slot's abort cell is finished: only the signal can stop triage now
+            writeFileSync(gate, '');
+          },
+        },
+      );
+      await expect(run).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+      expect(pool.bitmap.edgesCovered()).toBe(0); // no output was triaged into the shared map
+    } finally {
+      await pool.close();
+    }
+  });
 });
