@@ -54,6 +54,21 @@ export interface PreloadReport {
   readonly earlyExit: boolean;
 }
 
+/**
+ * One branch answered in a forked child of the run (docs/solver.md, "Fork at the target"):
+ * `unknown` when the child crashed, ran out of its CPU budget or took the solver's whole timeout.
+ */
+export interface ForkAnswer {
+  readonly branch: bigint;
+  readonly status: 'sat' | 'unsat' | 'unknown';
+  /** Wall time of the child's solving call (0 when it never finished). */
+  readonly solverTimeUs: number;
+  /** The child's CPU time (user + system). */
+  readonly cpuUs: number;
+  /** Generated files attributed to the branch. */
+  readonly files: number;
+}
+
 export interface Telemetry {
   readonly schema: typeof TELEMETRY_SCHEMA;
   /** 0n = the run had no primary target. */
@@ -70,6 +85,8 @@ export interface Telemetry {
    * attributed to, de-duplicated — the branches this run answered `sat`.
    */
   readonly generatedFor?: readonly bigint[];
+  /** Preload telemetry only: the branches answered in forked children, in path order. */
+  readonly answers?: readonly ForkAnswer[];
 }
 
 const STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown', 'none']);
@@ -161,10 +178,12 @@ export function parseTelemetry(input: string | unknown): Telemetry {
 
   const preload = obj.preload === undefined ? undefined : parsePreload(obj.preload);
   const generatedFor = obj.generatedBy === undefined ? undefined : parseGeneratedBy(obj.generatedBy);
+  const answers = obj.answers === undefined ? undefined : parseAnswers(obj.answers);
 
   return Object.freeze({
     ...(preload !== undefined ? { preload } : {}),
     ...(generatedFor !== undefined ? { generatedFor: Object.freeze(generatedFor) } : {}),
+    ...(answers !== undefined ? { answers: Object.freeze(answers) } : {}),
     schema: TELEMETRY_SCHEMA,
     targetBranch,
     targetReached: obj.targetReached,
@@ -202,6 +221,27 @@ function parseGeneratedBy(raw: unknown): bigint[] {
     u64(row[2], `${at}[2]`, 0n);
   });
   return [...seen];
+}
+
+/** Rows `[branch, status, solverTimeUs, cpuUs, files]`, at most this many. */
+export const MAX_FORK_ANSWERS = 256;
+const ANSWER_STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown']);
+
+function parseAnswers(raw: unknown): ForkAnswer[] {
+  if (!Array.isArray(raw)) fail('answers', 'an array', raw);
+  if (raw.length > MAX_FORK_ANSWERS) fail('answers', `at most ${MAX_FORK_ANSWERS} entries`, `${raw.length} entries`);
+  return raw.map((row, i): ForkAnswer => {
+    const at = `answers[${i}]`;
+    if (!Array.isArray(row) || row.length !== 5) fail(at, '[branch, status, solverTimeUs, cpuUs, files]', row);
+    if (typeof row[1] !== 'string' || !ANSWER_STATUSES.has(row[1])) fail(`${at}[1]`, 'one of sat|unsat|unknown', row[1]);
+    return Object.freeze({
+      branch: u64(row[0], `${at}[0]`, 1n),
+      status: row[1] as ForkAnswer['status'],
+      solverTimeUs: counter(row[2], `${at}[2]`),
+      cpuUs: counter(row[3], `${at}[3]`),
+      files: counter(row[4], `${at}[4]`),
+    });
+  });
 }
 
 /** Serialises telemetry back to the wire form (ids as decimal strings). */
