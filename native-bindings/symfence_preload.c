@@ -643,7 +643,16 @@ static const char *mode_name(enum mode mode) {
   }
 }
 
+static uint64_t rusage_us(int who) {
+  struct rusage usage;
+  if (getrusage(who, &usage) != 0) return 0;
+  return ((uint64_t)usage.ru_utime.tv_sec + (uint64_t)usage.ru_stime.tv_sec) * 1000000ULL + (uint64_t)usage.ru_utime.tv_usec +
+         (uint64_t)usage.ru_stime.tv_usec;
+}
+
 static void write_json(FILE *f) {
+  /* The run's CPU so far: this process and every child it reaped (forked answers included). */
+  const uint64_t cpu_us = rusage_us(RUSAGE_SELF) + rusage_us(RUSAGE_CHILDREN);
   fprintf(f, "{\"schema\":\"symfence-telemetry/1\",\"targetBranch\":\"%" PRIu64 "\",\"targetReached\":%s,\"targetStatus\":\"%s\",",
           g.target, g.target_reached ? "true" : "false", status_name(g.target_status));
   fputs("\"branchTrace\":[", f);
@@ -662,11 +671,11 @@ static void write_json(FILE *f) {
           "\"preload\":{\"version\":1,\"mode\":\"%s\",\"events\":%" PRIu64 ",\"symbolicEvents\":%" PRIu64 ",\"solved\":%" PRIu64
           ",\"skipped\":%" PRIu64 ",\"traceDropped\":%" PRIu64 ",\"openDropped\":%" PRIu64 ",\"generatedByDropped\":%" PRIu64
           ",\"earlyExit\":%s,\"context\":%u,\"qsym\":%s,\"fork\":%s,\"forks\":%u,\"forkFailed\":%s,\"forkCapped\":%s,\"childCpuUs\":%" PRIu64
-          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u",
+          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u,\"cpuUs\":%" PRIu64,
           mode_name(g.mode), g.events, g.symbolic_events, g.solved, g.skipped, g.trace_dropped, g.open_dropped,
           g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_one_solve ? "true" : "false",
           g.fork_enabled ? "true" : "false", g.forks, g.fork_failed ? "true" : "false", g.fork_capped ? "true" : "false",
-          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0);
+          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0, cpu_us);
   if (g.actions_error) fprintf(f, ",\"actionsError\":\"%s\"", g.actions_error);
   if (g.wanted_error) fprintf(f, ",\"wantedError\":\"%s\"", g.wanted_error);
   fputs("},\"answers\":[", f);

@@ -52,6 +52,12 @@ export interface PreloadReport {
   readonly openDropped: number;
   /** The run ended as soon as every target of its group had been solved. */
   readonly earlyExit: boolean;
+  /** Fork at the target (absent from older libraries): children started, and whether a fork failed or a cap stopped them. */
+  readonly forks?: number;
+  readonly forkFailed?: boolean;
+  readonly forkCapped?: boolean;
+  /** CPU of the whole run (user + system, the process and every child it reaped), when the library measured it. */
+  readonly cpuUs?: number;
 }
 
 /**
@@ -204,7 +210,15 @@ function parsePreload(raw: unknown): PreloadReport {
   const counts = {} as Record<(typeof PRELOAD_COUNTS)[number], number>;
   for (const key of PRELOAD_COUNTS) counts[key] = counter(p[key], `preload.${key}`);
   if (typeof p.earlyExit !== 'boolean') fail('preload.earlyExit', 'a boolean', p.earlyExit);
-  return Object.freeze({ mode: p.mode as PreloadReport['mode'], ...counts, earlyExit: p.earlyExit });
+  const extras: { forks?: number; forkFailed?: boolean; forkCapped?: boolean; cpuUs?: number } = {};
+  if (p.forks !== undefined) extras.forks = counter(p.forks, 'preload.forks');
+  if (p.cpuUs !== undefined) extras.cpuUs = counter(p.cpuUs, 'preload.cpuUs');
+  for (const key of ['forkFailed', 'forkCapped'] as const) {
+    if (p[key] === undefined) continue;
+    if (typeof p[key] !== 'boolean') fail(`preload.${key}`, 'a boolean', p[key]);
+    extras[key] = p[key];
+  }
+  return Object.freeze({ mode: p.mode as PreloadReport['mode'], ...counts, earlyExit: p.earlyExit, ...extras });
 }
 
 /** Rows `[fileName, oppositeId, siteId]` the preload library writes, at most this many. */
@@ -255,5 +269,6 @@ export function telemetryToJson(t: Telemetry): Record<string, unknown> {
     openBranches: t.openBranches.map((b) => b.toString()),
     counters: { ...t.counters },
     ...(t.preload !== undefined ? { preload: { ...t.preload } } : {}),
+    ...(t.answers !== undefined ? { answers: t.answers.map((a) => [a.branch.toString(), a.status, a.solverTimeUs, a.cpuUs, a.files]) } : {}),
   };
 }

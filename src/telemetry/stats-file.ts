@@ -9,7 +9,7 @@ import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
 import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
-import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, solverUtilisation, type CampaignCounters } from './counters.js';
+import { COUNTER_NAMES, LATER_COUNTER_NAMES, cpuMsPerAnswer, generatedPerQuery, jobsCompleted, solverUtilisation, targetNotReachedByLane, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
@@ -38,11 +38,17 @@ export interface StatsSnapshot {
    * `workers × (updatedMs - startedMs)`. `counters.fillRatio` is the instant's value beside it.
    */
   readonly solverUtilisation: number;
+  /** CPU ms per answer by job kind (docs/campaign.md "What an answer costs"); absent in files of earlier versions. */
+  readonly cpuMsPerAnswer?: ReturnType<typeof cpuMsPerAnswer>;
+  /** Directed jobs and those whose target was not on the path, per scheduler lane; absent in files of earlier versions. */
+  readonly targetNotReachedByLane?: ReturnType<typeof targetNotReachedByLane>;
   /** The lease directory the campaign uses (absent in files of earlier versions). */
   readonly leaseDir?: string;
 }
 
-export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation'>): StatsSnapshot {
+export function makeSnapshot(
+  fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation' | 'cpuMsPerAnswer' | 'targetNotReachedByLane'>,
+): StatsSnapshot {
   const completed = jobsCompleted(fields.counters);
   const elapsedS = Math.max(0.001, (fields.updatedMs - fields.startedMs) / 1000);
   return {
@@ -54,6 +60,8 @@ export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsComplet
     jobsPerSec: completed / elapsedS,
     generatedPerQuery: generatedPerQuery(fields.counters),
     solverUtilisation: solverUtilisation(fields.counters.solverBusyMs, fields.workers, fields.updatedMs - fields.startedMs),
+    cpuMsPerAnswer: cpuMsPerAnswer(fields.counters),
+    targetNotReachedByLane: targetNotReachedByLane(fields.counters),
   };
 }
 
