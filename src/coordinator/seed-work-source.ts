@@ -40,6 +40,9 @@ export interface SeedWorkSourceOptions {
   readonly tracer?: string;
 }
 
+/** The most branches a trace run's wanted set holds (the preload library reads at most this many). */
+const MAX_WANTED = 256;
+
 /** An input's first run: untargeted, solving everything (`full`) or nothing (`trace`). */
 export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full', tracer?: string): CoordinatorJob {
   return {
@@ -121,7 +124,9 @@ export class SeedWorkSource implements WorkSource {
       this.#known.add(seed.sha256);
       this.#scheduler?.addSeed(seed, now);
     }
-    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer), owner: this.#owner };
+    const job = untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer);
+    const wanted = job.mode === 'trace' ? (this.#scheduler?.wantedFor?.(seed.sha256, MAX_WANTED) ?? []) : [];
+    return { job: wanted.length > 0 ? { ...job, wanted } : job, owner: this.#owner };
   }
 
   observe(feedback: JobFeedback, now: number): void {
