@@ -18,7 +18,16 @@
  *   SYMCC_TARGET_BRANCH      primary target, decimal u64 (0 or malformed = none)
  *   SYMCC_S2F_ACTIONS        file of lines `<branch> <solve|sample|skip>`; the first line per
  *                            branch wins, malformed lines are ignored, at most 64 actions
+ *   SYMFENCE_WANTED          trace mode only: file of decimal branch ids, one per line, at most
+ *                            256: branches the trace run also answers (by forking, on QSYM)
  *   SYMFENCE_TRACE_ONLY=1    trace-only mode (wins over target and actions)
+ *   SYMFENCE_PRELOAD_FORK=0  no fork at the target (the one-solve rule below); default on
+ *   SYMFENCE_PRELOAD_MAX_FORKS      forks per run, 0..4096 (default 64)
+ *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all forked answers of a run may use (default 20000)
+ * Input files are read only when they are regular files of at most 64 KiB, opened O_NONBLOCK
+ * (a FIFO or a device never blocks or loops the setup); otherwise one line on stderr with a code
+ * (ERR_PRELOAD_INPUT_NOT_REGULAR, ERR_PRELOAD_INPUT_TOO_LARGE, ERR_PRELOAD_INPUT_OPEN), the file
+ * is ignored and, for SYMCC_S2F_ACTIONS, the run becomes a trace run (it solves nothing).
  *   SYMFENCE_PRELOAD_EARLY_EXIT=0  no early exit in directed mode (default on)
  *   SYMFENCE_BRANCH_CONTEXT  K in 0..16 (default 4; anything else = 4)
  *
@@ -32,6 +41,11 @@
  *               id is in the group and was not solved earlier in this run; every other event with
  *               site id 0. `skip` branches are never solved. An event whose real site id is 0
  *               cannot be solved (its group entry stays unsolved).
+ *
+ * Site ids. A raw site id that dladdr places inside a loaded shared object other than the main
+ * program (SymCC's libc wrappers pass their own address, which moves with ASLR) is replaced by
+ * s = nz(mix(fnv1a64(basename of the object)) + (address - load base)) before anything else
+ * uses it (ids, the trace's site column, generatedBy); one dladdr per distinct raw site.
  *
  * Branch ids (u64, never 0). mix(x) is the splitmix64 finaliser:
  *   x ^= x >> 30; x *= 0xbf58476d1ce4e5b9; x ^= x >> 27; x *= 0x94d049bb133111eb; x ^= x >> 31
@@ -77,17 +91,37 @@
  *                   0), traceDropped, openDropped, earlyExit, context}
  *   generatedBy     <= 4096 rows [fileName, oppositeId, siteId]; more are counted in
  *                   preload.generatedByDropped
+ *   answers         <= 256 rows [branch, sat|unsat|unknown, solverTimeUs, cpuUs, files], one
+ *                   per forked answer, in path order
+ *   preload also    fork, forks, forkFailed, forkCapped, childCpuUs, threadsAtFork (most threads
+ *                   of the process at a fork, -1 = no fork), siteLookups (dladdr calls), wanted
+ *                   (size of the wanted set), cpuUs (user + system of the process and every child
+ *                   it reaped, at the time of writing), actionsError / wantedError (codes)
  *
  * QSYM's inherited verdict (directed mode): QSYM gives a site-0 call the verdict of the last call
  * with a real site id (it takes it for a follow-up constraint of that branch), so after a solved
  * group branch every later event passed with site 0 would be solved too. On QSYM (detected by the
  * solver global it exports, `qsym::g_solver` = `_ZN4qsym8g_solverE`; SYMFENCE_PRELOAD_QSYM=0/1
- * forces it) a directed run therefore makes exactly one solving call — its first group branch on
- * the path — and then ends (telemetry, `_exit(0)`); the group's other branches stay open for later
- * runs. With a fresh pruning map (the coordinator leaves SYMCC_AFL_COVERAGE_MAP unset for directed
+ * forces it) a directed run therefore never solves in its own process: it forks at the target
+ * (above). Without forking (SYMFENCE_PRELOAD_FORK=0, or a failed fork) it makes exactly one
+ * solving call — its first group branch on the path — and then ends (telemetry, `_exit(0)`); the
+ * group's other branches stay open for later runs. With a fresh pruning map (the coordinator leaves SYMCC_AFL_COVERAGE_MAP unset for directed
  * runs) QSYM always solves that one call: it is the first call with a real site id QSYM sees.
  * A solving call that takes QSYM's whole solver timeout (>= SOLVER_TIMEOUT_NS) and writes nothing
  * is `unknown`, not `unsat`.
+ *
+ * Fork at the target (QSYM, unless SYMFENCE_PRELOAD_FORK=0): instead of solving a group (or
+ * wanted) branch itself, the process forks; the child (same process group, PR_SET_PDEATHSIG
+ * SIGKILL, RLIMIT_CPU from what is left of the CPU budget) forwards the real site id, so QSYM
+ * solves on the exact path state — and as the first real site id its QSYM sees, always — then
+ * reports its solver time in a shared page and _exit(0)s. The parent waits (wait4, no zombies),
+ * renames each file the child left under QSYM's names (numbered from the parent's counter, which
+ * never moves) to f<n>-<name>, attributes it, records an answer row (sat: files; unsat: none;
+ * unknown: the child crashed, ran out of CPU or took the solver's whole timeout), passes the event
+ * on with site id 0 and goes on: it never solves, so it never inherits a verdict, and no solver
+ * thread exists at any fork. Past the fork cap or the CPU budget the remaining branches stay
+ * open (forkCapped). A failed fork (EAGAIN, ENOMEM) falls back to the one-solve rule for the rest
+ * of the run (forkFailed).
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would

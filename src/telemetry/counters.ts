@@ -82,7 +82,7 @@ export interface CampaignCounters {
   /** Non-zero bytes of the global coverage bitmap. */
   edgesCovered: number;
   /**
-   * The cost of an answer (docs/campaign.md "What an answer costs"): answers (solving calls that
+   * The cost of an answer (docs/solver.md "What an answer costs"): answers (solving calls that
    * settled a branch, sat or unsat) and the CPU of the runs that gave them (the preload library's
    * `cpuUs`: user + system of the solver process and every child it reaped), by job kind.
    */

@@ -44,7 +44,7 @@ export interface JobLogEntry {
   /** Directed jobs: was the primary target on the path, and its status. */
   readonly targetReached?: boolean;
   readonly targetStatus?: string;
-  /** From preload telemetry: branches the run settled (sat or unsat) and the run's CPU, ms (docs/campaign.md "What an answer costs"). */
+  /** From preload telemetry: branches the run settled (sat or unsat) and the run's CPU, ms (docs/solver.md "What an answer costs"). */
   readonly answers?: number;
   readonly answerCpuMs?: number;
 }

@@ -38,7 +38,7 @@ export interface StatsSnapshot {
    * `workers × (updatedMs - startedMs)`. `counters.fillRatio` is the instant's value beside it.
    */
   readonly solverUtilisation: number;
-  /** CPU ms per answer by job kind (docs/campaign.md "What an answer costs"); absent in files of earlier versions. */
+  /** CPU ms per answer by job kind (docs/solver.md "What an answer costs"); absent in files of earlier versions. */
   readonly cpuMsPerAnswer?: ReturnType<typeof cpuMsPerAnswer>;
   /** Directed jobs and those whose target was not on the path, per scheduler lane; absent in files of earlier versions. */
   readonly targetNotReachedByLane?: ReturnType<typeof targetNotReachedByLane>;
