@@ -42,10 +42,11 @@
  *               site id 0. `skip` branches are never solved. An event whose real site id is 0
  *               cannot be solved (its group entry stays unsolved).
  *
- * Site ids. A raw site id that dladdr places inside a loaded shared object other than the main
+ * Site ids. A raw site id that lies inside a loaded shared object other than the main
  * program (SymCC's libc wrappers pass their own address, which moves with ASLR) is replaced by
  * s = nz(mix(fnv1a64(basename of the object)) + (address - load base)) before anything else
- * uses it (ids, the trace's site column, generatedBy); one dladdr per distinct raw site.
+ * uses it (ids, the trace's site column, generatedBy); one dl_iterate_phdr walk (segment ranges
+ * only) per distinct raw site.
  *
  * Branch ids (u64, never 0). mix(x) is the splitmix64 finaliser:
  *   x ^= x >> 30; x *= 0xbf58476d1ce4e5b9; x ^= x >> 27; x *= 0x94d049bb133111eb; x ^= x >> 31
@@ -94,7 +95,7 @@
  *   answers         <= 256 rows [branch, sat|unsat|unknown, solverTimeUs, cpuUs, files], one
  *                   per forked answer, in path order
  *   preload also    fork, forks, forkFailed, forkCapped, childCpuUs, threadsAtFork (most threads
- *                   of the process at a fork, -1 = no fork), siteLookups (dladdr calls), wanted
+ *                   of the process at a fork, -1 = no fork), siteLookups (object lookups), wanted
  *                   (size of the wanted set), cpuUs (user + system of the process and every child
  *                   it reaped, at the time of writing), actionsError / wantedError (codes)
  *
@@ -777,10 +778,10 @@ static void open_add(uint64_t opposite) {
 /*
  * Site ids that do not move with ASLR. SymCC's compiler pass gives each branch a compile-time
  * constant, but its runtime's libc wrappers pass their own function address (memcmp_symbolized
- * in libSymRuntime.so), which moves with every run. An address that dladdr places inside a loaded
+ * in libSymRuntime.so), which moves with every run. An address inside a loaded
  * shared object (not the main program, whose sites are compile-time constants) becomes
- * mix(fnv1a(basename of the object)) + (address - load base). One dladdr per distinct raw site,
- * cached; beyond STABLE_LIMIT distinct sites the raw id is used unchanged.
+ * mix(fnv1a(basename of the object)) + (address - load base). One dl_iterate_phdr walk per
+ * distinct raw site, cached; beyond STABLE_LIMIT distinct sites the raw id is used unchanged.
  */
 static uint64_t fnv1a64(const char *text) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -788,14 +789,36 @@ static uint64_t fnv1a64(const char *text) {
   return h;
 }
 
+struct site_search {
+  uint64_t address, mapped;
+  int found;
+};
+
+/* dl_iterate_phdr callback: is the address inside one of this object's loaded segments? Only
+ * ranges are compared (dladdr would also search the object's symbol table: ~0.1 ms a call). */
+static int find_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct site_search *search = data;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uint64_t start = (uint64_t)info->dlpi_addr + ph->p_vaddr;
+    if (search->address < start || search->address - start >= ph->p_memsz) continue;
+    search->found = 1;
+    const char *name = info->dlpi_name;
+    if (name == NULL || name[0] == '\0') return 1; /* the main program: its sites are compile-time constants */
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    search->mapped = nonzero(mix64(fnv1a64(base)) + (search->address - (uint64_t)info->dlpi_addr));
+    return 1;
+  }
+  return 0;
+}
+
 static uint64_t map_site(uint64_t raw) {
-  Dl_info info;
-  struct link_map *map = NULL;
-  if (!dladdr1((void *)(uintptr_t)raw, &info, (void **)&map, RTLD_DL_LINKMAP) || !map || !info.dli_fname) return raw;
-  if (map->l_name == NULL || map->l_name[0] == '\0') return raw; /* the main program */
-  const char *base = strrchr(info.dli_fname, '/');
-  base = base ? base + 1 : info.dli_fname;
-  return nonzero(mix64(fnv1a64(base)) + (raw - (uint64_t)(uintptr_t)info.dli_fbase));
+  struct site_search search = { raw, raw, 0 };
+  dl_iterate_phdr(find_object, &search);
+  return search.mapped;
 }
 
 static uint64_t stable_site(uint64_t raw) {
