@@ -18,7 +18,16 @@
  *   SYMCC_TARGET_BRANCH      primary target, decimal u64 (0 or malformed = none)
  *   SYMCC_S2F_ACTIONS        file of lines `<branch> <solve|sample|skip>`; the first line per
  *                            branch wins, malformed lines are ignored, at most 64 actions
+ *   SYMFENCE_WANTED          trace mode only: file of decimal branch ids, one per line, at most
+ *                            256: branches the trace run also answers (by forking, on QSYM)
  *   SYMFENCE_TRACE_ONLY=1    trace-only mode (wins over target and actions)
+ *   SYMFENCE_PRELOAD_FORK=0  no fork at the target (the one-solve rule below); default on
+ *   SYMFENCE_PRELOAD_MAX_FORKS      forks per run, 0..4096 (default 64)
+ *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all forked answers of a run may use (default 20000)
+ * Input files are read only when they are regular files of at most 64 KiB, opened O_NONBLOCK
+ * (a FIFO or a device never blocks or loops the setup); otherwise one line on stderr with a code
+ * (ERR_PRELOAD_INPUT_NOT_REGULAR, ERR_PRELOAD_INPUT_TOO_LARGE, ERR_PRELOAD_INPUT_OPEN), the file
+ * is ignored and, for SYMCC_S2F_ACTIONS, the run becomes a trace run (it solves nothing).
  *   SYMFENCE_PRELOAD_EARLY_EXIT=0  no early exit in directed mode (default on)
  *   SYMFENCE_BRANCH_CONTEXT  K in 0..16 (default 4; anything else = 4)
  *
@@ -32,6 +41,12 @@
  *               id is in the group and was not solved earlier in this run; every other event with
  *               site id 0. `skip` branches are never solved. An event whose real site id is 0
  *               cannot be solved (its group entry stays unsolved).
+ *
+ * Site ids. A raw site id that lies inside a loaded shared object other than the main
+ * program (SymCC's libc wrappers pass their own address, which moves with ASLR) is replaced by
+ * s = nz(mix(fnv1a64(basename of the object)) + (address - load base)) before anything else
+ * uses it (ids, the trace's site column, generatedBy); one dl_iterate_phdr walk (segment ranges
+ * only) per distinct raw site.
  *
  * Branch ids (u64, never 0). mix(x) is the splitmix64 finaliser:
  *   x ^= x >> 30; x *= 0xbf58476d1ce4e5b9; x ^= x >> 27; x *= 0x94d049bb133111eb; x ^= x >> 31
@@ -77,17 +92,37 @@
  *                   0), traceDropped, openDropped, earlyExit, context}
  *   generatedBy     <= 4096 rows [fileName, oppositeId, siteId]; more are counted in
  *                   preload.generatedByDropped
+ *   answers         <= 256 rows [branch, sat|unsat|unknown, solverTimeUs, cpuUs, files], one
+ *                   per forked answer, in path order
+ *   preload also    fork, forks, forkFailed, forkCapped, childCpuUs, threadsAtFork (most threads
+ *                   of the process at a fork, -1 = no fork), siteLookups (object lookups), wanted
+ *                   (size of the wanted set), cpuUs (user + system of the process and every child
+ *                   it reaped, at the time of writing), actionsError / wantedError (codes)
  *
  * QSYM's inherited verdict (directed mode): QSYM gives a site-0 call the verdict of the last call
  * with a real site id (it takes it for a follow-up constraint of that branch), so after a solved
  * group branch every later event passed with site 0 would be solved too. On QSYM (detected by the
  * solver global it exports, `qsym::g_solver` = `_ZN4qsym8g_solverE`; SYMFENCE_PRELOAD_QSYM=0/1
- * forces it) a directed run therefore makes exactly one solving call — its first group branch on
- * the path — and then ends (telemetry, `_exit(0)`); the group's other branches stay open for later
- * runs. With a fresh pruning map (the coordinator leaves SYMCC_AFL_COVERAGE_MAP unset for directed
+ * forces it) a directed run therefore never solves in its own process: it forks at the target
+ * (above). Without forking (SYMFENCE_PRELOAD_FORK=0, or a failed fork) it makes exactly one
+ * solving call — its first group branch on the path — and then ends (telemetry, `_exit(0)`); the
+ * group's other branches stay open for later runs. With a fresh pruning map (the coordinator leaves SYMCC_AFL_COVERAGE_MAP unset for directed
  * runs) QSYM always solves that one call: it is the first call with a real site id QSYM sees.
  * A solving call that takes QSYM's whole solver timeout (>= SOLVER_TIMEOUT_NS) and writes nothing
  * is `unknown`, not `unsat`.
+ *
+ * Fork at the target (QSYM, unless SYMFENCE_PRELOAD_FORK=0): instead of solving a group (or
+ * wanted) branch itself, the process forks; the child (same process group, PR_SET_PDEATHSIG
+ * SIGKILL, RLIMIT_CPU from what is left of the CPU budget) forwards the real site id, so QSYM
+ * solves on the exact path state — and as the first real site id its QSYM sees, always — then
+ * reports its solver time in a shared page and _exit(0)s. The parent waits (wait4, no zombies),
+ * renames each file the child left under QSYM's names (numbered from the parent's counter, which
+ * never moves) to f<n>-<name>, attributes it, records an answer row (sat: files; unsat: none;
+ * unknown: the child crashed, ran out of CPU or took the solver's whole timeout), passes the event
+ * on with site id 0 and goes on: it never solves, so it never inherits a verdict, and no solver
+ * thread exists at any fork. Past the fork cap or the CPU budget the remaining branches stay
+ * open (forkCapped). A failed fork (EAGAIN, ENOMEM) falls back to the one-solve rule for the rest
+ * of the run (forkFailed).
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
@@ -105,8 +140,16 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <dirent.h>
+#include <link.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,13 +168,22 @@ enum {
   MAX_OPEN = 256,
   OPEN_SLOTS = 512,
   MAX_ACTIONS = 64,
-  GROUP_SLOTS = 256, /* <= 65 members */
+  GROUP_SLOTS = 1024, /* <= 65 members directed, <= 256 wanted */
   MAX_GENERATED_ROWS = 4096,
   SITE_SLOTS = 16384,
   SITE_LIMIT = SITE_SLOTS / 4 * 3,
   MAX_CONTEXT = 16, /* ring size, a power of two */
   DEFAULT_CONTEXT = 4,
+  MAX_INPUT_FILE_BYTES = 64 * 1024, /* SYMCC_S2F_ACTIONS, SYMFENCE_WANTED */
+  MAX_WANTED = 256,
+  MAX_ANSWERS = 256,
+  DEFAULT_MAX_FORKS = 64,
+  MAX_FORKS_LIMIT = 4096,
+  STABLE_SLOTS = 16384, /* raw site -> position-independent site, load <= 3/4 */
+  STABLE_LIMIT = STABLE_SLOTS / 4 * 3,
 };
+/* Total CPU the forked answers of one run may use unless SYMFENCE_PRELOAD_FORK_CPU_MS says. */
+#define DEFAULT_FORK_CPU_NS 20000000000ULL
 
 enum mode { MODE_UNTARGETED, MODE_TRACE, MODE_DIRECTED };
 enum status { STATUS_NONE, STATUS_SAT, STATUS_UNSAT, STATUS_UNKNOWN };
@@ -144,6 +196,7 @@ struct trace_row {
 
 struct generated_row {
   uint32_t file_index;
+  uint16_t child; /* 0 = written by this process, n = renamed from forked answer n (f<n>-...) */
   uint8_t optimistic;
   uint64_t opposite, site;
 };
@@ -156,6 +209,25 @@ struct site_slot {
 struct group_slot {
   uint64_t id; /* 0 = empty slot */
   uint8_t solved;
+};
+
+struct stable_slot {
+  uint64_t raw; /* 0 = empty slot (site 0 is never mapped) */
+  uint64_t stable;
+};
+
+/* One forked answer: a group (or wanted) branch solved in a child on the exact path state. */
+struct answer_row {
+  uint64_t branch;
+  enum status status;
+  uint64_t solver_ns, cpu_ns;
+  uint32_t files;
+};
+
+/* What a forked child reports back, in a MAP_SHARED page written before it _exit()s. */
+struct child_report {
+  volatile uint32_t done;
+  volatile uint64_t solver_ns;
 };
 
 static struct {
@@ -202,6 +274,28 @@ static struct {
   enum status target_status;
   int early_exited;
   int written;
+
+  /* Input files (SYMCC_S2F_ACTIONS, SYMFENCE_WANTED) that were refused, by code. */
+  const char *actions_error;
+  const char *wanted_error;
+  int wanted_given;
+
+  /* Position-independent site ids (see "Site ids" in the header). */
+  struct stable_slot stable[STABLE_SLOTS];
+  unsigned stable_count;
+  uint64_t stable_lookups;
+
+  /* Fork-at-target (see "Fork at the target" in the header). */
+  int fork_enabled;
+  unsigned fork_max;
+  uint64_t fork_cpu_budget_ns;
+  unsigned forks;
+  int fork_failed, fork_capped;
+  uint64_t child_cpu_ns;
+  int threads_at_fork; /* the most threads this process had at a fork; -1 = never counted */
+  struct child_report *report;
+  struct answer_row answers[MAX_ANSWERS];
+  unsigned answer_count;
 } g; /* zero-initialised: stays in .bss, pages are touched only when used */
 
 static uint64_t mix64(uint64_t x) {
@@ -305,19 +399,82 @@ static int absolute_path(const char *path, char *out) {
   return snprintf(out, PATH_MAX, "%s/%s", cwd, path) < PATH_MAX;
 }
 
-static void read_actions(const char *file) {
-  FILE *f = fopen(file, "re");
-  if (!f) return;
-  char line[256];
-  while (g.action_count < MAX_ACTIONS && fgets(line, sizeof line, f)) {
-    size_t len = strlen(line);
-    if (len == sizeof line - 1 && line[len - 1] != '\n') {
-      /* Longer than any valid line: skip the rest of it, ignore it. */
-      int c;
-      while ((c = fgetc(f)) != EOF && c != '\n') {
-      }
-      continue;
+/* Library diagnostics: one line on stderr, with a stable code (docs/solver.md). */
+static void diagnose(const char *code, const char *variable, const char *file, const char *what) {
+  fprintf(stderr, "symfence_preload: %s=%s %s; ignored [%s]\n", variable, file, what, code);
+}
+
+/*
+ * Reads a whole input file of at most MAX_INPUT_FILE_BYTES into buf (NUL-terminated). Only a
+ * regular file is read, opened O_NONBLOCK so a FIFO or a device never blocks the open, and the
+ * read is bounded, so /dev/zero or /dev/urandom cannot make setup loop. Returns the code of the
+ * refusal, or NULL on success.
+ */
+static const char *read_bounded(const char *file, char *buf, size_t *len) {
+  int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return "ERR_PRELOAD_INPUT_OPEN";
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return "ERR_PRELOAD_INPUT_NOT_REGULAR";
+  }
+  if (st.st_size > MAX_INPUT_FILE_BYTES) {
+    close(fd);
+    return "ERR_PRELOAD_INPUT_TOO_LARGE";
+  }
+  size_t got = 0;
+  /* One byte more than the cap: a file that grew since fstat is refused, not cut. */
+  while (got <= MAX_INPUT_FILE_BYTES) {
+    ssize_t n = read(fd, buf + got, MAX_INPUT_FILE_BYTES + 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return "ERR_PRELOAD_INPUT_OPEN";
     }
+    if (n == 0) break;
+    got += (size_t)n;
+  }
+  close(fd);
+  if (got > MAX_INPUT_FILE_BYTES) return "ERR_PRELOAD_INPUT_TOO_LARGE";
+  buf[got] = '\0';
+  *len = got;
+  return NULL;
+}
+
+static const char *refusal_text(const char *code) {
+  if (strcmp(code, "ERR_PRELOAD_INPUT_NOT_REGULAR") == 0) return "is not a regular file";
+  if (strcmp(code, "ERR_PRELOAD_INPUT_TOO_LARGE") == 0) return "is larger than 65536 bytes";
+  return "cannot be read";
+}
+
+/* The next line of buf (NUL-terminated, without its '\n'), or NULL at the end. */
+static char *next_line(char **cursor) {
+  char *line = *cursor;
+  if (*line == '\0') return NULL;
+  char *nl = strchr(line, '\n');
+  if (nl) {
+    *nl = '\0';
+    *cursor = nl + 1;
+  } else {
+    *cursor = line + strlen(line);
+  }
+  return line;
+}
+
+static char input_buffer[MAX_INPUT_FILE_BYTES + 2];
+
+static void read_actions(const char *file) {
+  size_t len;
+  const char *refused = read_bounded(file, input_buffer, &len);
+  if (refused) {
+    g.actions_error = refused;
+    diagnose(refused, "SYMCC_S2F_ACTIONS", file, refusal_text(refused));
+    return;
+  }
+  char *cursor = input_buffer;
+  char *line;
+  while (g.action_count < MAX_ACTIONS && (line = next_line(&cursor))) {
+    if (strlen(line) >= 255) continue; /* longer than any valid line */
     const char *p;
     uint64_t branch;
     if (!parse_u64(line, &p, &branch) || branch == 0) continue;
@@ -330,7 +487,7 @@ static void read_actions(const char *file) {
     else if (strncmp(p, "skip", 4) == 0) kind = ACTION_SKIP, word = 4;
     else continue;
     p += word;
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
     if (*p != '\0') continue;
     int seen = 0;
     for (unsigned i = 0; i < g.action_count; i++) seen |= g.actions[i].branch == branch;
@@ -339,7 +496,37 @@ static void read_actions(const char *file) {
     g.actions[g.action_count].kind = kind;
     g.action_count++;
   }
-  fclose(f);
+}
+
+/* SYMFENCE_WANTED: one decimal branch id per line (optional trailing spaces or '\r'). */
+static void read_wanted(const char *file) {
+  size_t len;
+  const char *refused = read_bounded(file, input_buffer, &len);
+  if (refused) {
+    g.wanted_error = refused;
+    diagnose(refused, "SYMFENCE_WANTED", file, refusal_text(refused));
+    return;
+  }
+  char *cursor = input_buffer;
+  char *line;
+  unsigned count = 0;
+  while (count < MAX_WANTED && (line = next_line(&cursor))) {
+    const char *p;
+    uint64_t branch;
+    if (!parse_u64(line, &p, &branch) || branch == 0) continue;
+    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+    if (*p != '\0') continue;
+    if (!group_find(branch)) count++;
+    group_add(branch);
+  }
+}
+
+static uint64_t env_u64(const char *name, uint64_t fallback, uint64_t max) {
+  const char *text = getenv(name);
+  const char *end;
+  uint64_t value;
+  if (text && parse_u64(text, &end, &value) && *end == '\0' && value <= max) return value;
+  return fallback;
 }
 
 static void initialise(void) {
@@ -376,6 +563,7 @@ static void initialise(void) {
   const char *trace_only = getenv("SYMFENCE_TRACE_ONLY");
   if (trace_only && strcmp(trace_only, "1") == 0) g.mode = MODE_TRACE;
   else if (g.target != 0 || g.action_count > 0) g.mode = MODE_DIRECTED;
+  else if (g.actions_error) g.mode = MODE_TRACE; /* a refused actions file solves nothing, never everything */
   else g.mode = MODE_UNTARGETED;
 
   if (g.mode == MODE_DIRECTED) {
@@ -389,7 +577,23 @@ static void initialise(void) {
       group_add(g.target);
       g.target_in_group = 1;
     }
+  } else if (g.mode == MODE_TRACE) {
+    /* A trace run with a wanted set also answers every wanted branch its path reaches. */
+    const char *wanted = getenv("SYMFENCE_WANTED");
+    if (wanted && *wanted) {
+      g.wanted_given = 1;
+      read_wanted(wanted);
+    }
   }
+
+  /* Fork at the target: on QSYM (where a second solving call in one process would inherit the
+   * first's verdict) each group branch is solved in a forked child; SYMFENCE_PRELOAD_FORK=0 keeps
+   * the one-solve rule. */
+  const char *fork_env = getenv("SYMFENCE_PRELOAD_FORK");
+  g.fork_enabled = g.qsym_one_solve && !(fork_env && strcmp(fork_env, "0") == 0);
+  g.fork_max = (unsigned)env_u64("SYMFENCE_PRELOAD_MAX_FORKS", DEFAULT_MAX_FORKS, MAX_FORKS_LIMIT);
+  g.fork_cpu_budget_ns = env_u64("SYMFENCE_PRELOAD_FORK_CPU_MS", DEFAULT_FORK_CPU_NS / 1000000ULL, 86400000ULL) * 1000000ULL;
+  g.threads_at_fork = -1;
 }
 
 static int resolve_real(void) {
@@ -437,6 +641,7 @@ static int attribute_outputs(uint64_t opposite, uint64_t site) {
     if (g.generated_row_count < MAX_GENERATED_ROWS) {
       struct generated_row *row = &g.generated_rows[g.generated_row_count++];
       row->file_index = g.next_file;
+      row->child = 0;
       row->optimistic = optimistic;
       row->opposite = opposite;
       row->site = site;
@@ -473,7 +678,16 @@ static const char *mode_name(enum mode mode) {
   }
 }
 
+static uint64_t rusage_us(int who) {
+  struct rusage usage;
+  if (getrusage(who, &usage) != 0) return 0;
+  return ((uint64_t)usage.ru_utime.tv_sec + (uint64_t)usage.ru_stime.tv_sec) * 1000000ULL + (uint64_t)usage.ru_utime.tv_usec +
+         (uint64_t)usage.ru_stime.tv_usec;
+}
+
 static void write_json(FILE *f) {
+  /* The run's CPU so far: this process and every child it reaped (forked answers included). */
+  const uint64_t cpu_us = rusage_us(RUSAGE_SELF) + rusage_us(RUSAGE_CHILDREN);
   fprintf(f, "{\"schema\":\"symfence-telemetry/1\",\"targetBranch\":\"%" PRIu64 "\",\"targetReached\":%s,\"targetStatus\":\"%s\",",
           g.target, g.target_reached ? "true" : "false", status_name(g.target_status));
   fputs("\"branchTrace\":[", f);
@@ -491,13 +705,26 @@ static void write_json(FILE *f) {
   fprintf(f,
           "\"preload\":{\"version\":1,\"mode\":\"%s\",\"events\":%" PRIu64 ",\"symbolicEvents\":%" PRIu64 ",\"solved\":%" PRIu64
           ",\"skipped\":%" PRIu64 ",\"traceDropped\":%" PRIu64 ",\"openDropped\":%" PRIu64 ",\"generatedByDropped\":%" PRIu64
-          ",\"earlyExit\":%s,\"context\":%u,\"qsym\":%s},",
+          ",\"earlyExit\":%s,\"context\":%u,\"qsym\":%s,\"fork\":%s,\"forks\":%u,\"forkFailed\":%s,\"forkCapped\":%s,\"childCpuUs\":%" PRIu64
+          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u,\"cpuUs\":%" PRIu64,
           mode_name(g.mode), g.events, g.symbolic_events, g.solved, g.skipped, g.trace_dropped, g.open_dropped,
-          g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_one_solve ? "true" : "false");
-  fputs("\"generatedBy\":[", f);
+          g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_one_solve ? "true" : "false",
+          g.fork_enabled ? "true" : "false", g.forks, g.fork_failed ? "true" : "false", g.fork_capped ? "true" : "false",
+          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0, cpu_us);
+  if (g.actions_error) fprintf(f, ",\"actionsError\":\"%s\"", g.actions_error);
+  if (g.wanted_error) fprintf(f, ",\"wantedError\":\"%s\"", g.wanted_error);
+  fputs("},\"answers\":[", f);
+  for (unsigned i = 0; i < g.answer_count; i++) {
+    const struct answer_row *r = &g.answers[i];
+    fprintf(f, "%s[\"%" PRIu64 "\",\"%s\",%" PRIu64 ",%" PRIu64 ",%" PRIu32 "]", i ? "," : "", r->branch, status_name(r->status),
+            r->solver_ns / 1000, r->cpu_ns / 1000, r->files);
+  }
+  fputs("],\"generatedBy\":[", f);
   for (unsigned i = 0; i < g.generated_row_count; i++) {
     const struct generated_row *r = &g.generated_rows[i];
-    fprintf(f, "%s[\"%06" PRIu32 "%s\",\"%" PRIu64 "\",\"%" PRIu64 "\"]", i ? "," : "", r->file_index, r->optimistic ? "-optimistic" : "", r->opposite, r->site);
+    char prefix[16] = "";
+    if (r->child) snprintf(prefix, sizeof prefix, "f%u-", (unsigned)r->child);
+    fprintf(f, "%s[\"%s%06" PRIu32 "%s\",\"%" PRIu64 "\",\"%" PRIu64 "\"]", i ? "," : "", prefix, r->file_index, r->optimistic ? "-optimistic" : "", r->opposite, r->site);
   }
   fputs("]}\n", f);
 }
@@ -548,6 +775,204 @@ static void open_add(uint64_t opposite) {
   g.open[g.open_count++] = opposite;
 }
 
+/*
+ * Site ids that do not move with ASLR. SymCC's compiler pass gives each branch a compile-time
+ * constant, but its runtime's libc wrappers pass their own function address (memcmp_symbolized
+ * in libSymRuntime.so), which moves with every run. An address inside a loaded
+ * shared object (not the main program, whose sites are compile-time constants) becomes
+ * mix(fnv1a(basename of the object)) + (address - load base). One dl_iterate_phdr walk per
+ * distinct raw site, cached; beyond STABLE_LIMIT distinct sites the raw id is used unchanged.
+ */
+static uint64_t fnv1a64(const char *text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (; *text; text++) h = (h ^ (unsigned char)*text) * 0x100000001b3ULL;
+  return h;
+}
+
+struct site_search {
+  uint64_t address, mapped;
+  int found;
+};
+
+/* dl_iterate_phdr callback: is the address inside one of this object's loaded segments? Only
+ * ranges are compared (dladdr would also search the object's symbol table: ~0.1 ms a call). */
+static int find_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct site_search *search = data;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uint64_t start = (uint64_t)info->dlpi_addr + ph->p_vaddr;
+    if (search->address < start || search->address - start >= ph->p_memsz) continue;
+    search->found = 1;
+    const char *name = info->dlpi_name;
+    if (name == NULL || name[0] == '\0') return 1; /* the main program: its sites are compile-time constants */
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    search->mapped = nonzero(mix64(fnv1a64(base)) + (search->address - (uint64_t)info->dlpi_addr));
+    return 1;
+  }
+  return 0;
+}
+
+static uint64_t map_site(uint64_t raw) {
+  struct site_search search = { raw, raw, 0 };
+  dl_iterate_phdr(find_object, &search);
+  return search.mapped;
+}
+
+static uint64_t stable_site(uint64_t raw) {
+  if (raw == 0) return 0;
+  for (unsigned i = (unsigned)mix64(raw) & (STABLE_SLOTS - 1);; i = (i + 1) & (STABLE_SLOTS - 1)) {
+    struct stable_slot *slot = &g.stable[i];
+    if (slot->raw == raw) return slot->stable;
+    if (slot->raw == 0) {
+      if (g.stable_count >= STABLE_LIMIT) return raw;
+      g.stable_lookups++;
+      slot->raw = raw;
+      slot->stable = map_site(raw);
+      g.stable_count++;
+      return slot->stable;
+    }
+  }
+}
+
+/* Threads of this process now (entries of /proc/self/task), -1 if it cannot be read. */
+static int count_threads(void) {
+  DIR *dir = opendir("/proc/self/task");
+  if (!dir) return -1;
+  int n = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) n += entry->d_name[0] != '.';
+  closedir(dir);
+  return n;
+}
+
+/* After forked answer `child` (1-based) ended: renames each file it left under QSYM's names
+ * (numbered from this process's counter, which never moves: this process solves nothing) to
+ * f<child>-<name>, so the next child's 000000 cannot collide, and attributes it. -1 = unknown. */
+static int attribute_child_outputs(unsigned child, uint64_t opposite, uint64_t site) {
+  int fd = output_fd();
+  if (fd < 0) return -1;
+  int found = 0;
+  char name[32], renamed[48];
+  for (uint32_t index = g.next_file;; index++) {
+    uint8_t optimistic = 0;
+    snprintf(name, sizeof name, "%06" PRIu32, index);
+    if (faccessat(fd, name, F_OK, 0) != 0) {
+      snprintf(name, sizeof name, "%06" PRIu32 "-optimistic", index);
+      if (faccessat(fd, name, F_OK, 0) != 0) break;
+      optimistic = 1;
+    }
+    snprintf(renamed, sizeof renamed, "f%u-%s", child, name);
+    if (renameat(fd, name, fd, renamed) != 0) break;
+    if (g.generated_row_count < MAX_GENERATED_ROWS) {
+      struct generated_row *row = &g.generated_rows[g.generated_row_count++];
+      row->file_index = index;
+      row->child = (uint16_t)child;
+      row->optimistic = optimistic;
+      row->opposite = opposite;
+      row->site = site;
+    } else {
+      g.generated_by_dropped++;
+    }
+    g.generated++;
+    found++;
+  }
+  return found;
+}
+
+static void count_status(enum status status) {
+  if (status == STATUS_UNKNOWN) g.unknown++;
+  else if (status == STATUS_SAT) g.sat++;
+  else g.unsat++;
+}
+
+/*
+ * Fork at the target: the child forwards the real site id (QSYM solves on the exact path state,
+ * and, never having seen a real site id before, always solves it), reports its solver time in a
+ * shared page and _exit(0)s; this process waits for it, then renames and attributes its files.
+ * Returns the status, or -1 when no child could be started (the caller falls back to the
+ * one-solve rule).
+ */
+static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64_t opposite, uint64_t site) {
+  if (!g.report) {
+    void *page = mmap(NULL, sizeof *g.report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return -1;
+    g.report = page;
+  }
+  int threads = count_threads();
+  if (threads > g.threads_at_fork) g.threads_at_fork = threads;
+  g.report->done = 0;
+  g.report->solver_ns = 0;
+  const uint64_t remaining_ns = g.fork_cpu_budget_ns - g.child_cpu_ns;
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    /* Same process group as the run (fork keeps it), so a group kill takes the child too; the
+     * parent-death signal covers a parent killed alone. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);
+    struct rlimit cpu;
+    if (getrlimit(RLIMIT_CPU, &cpu) == 0) {
+      rlim_t seconds = (rlim_t)((remaining_ns + 999999999ULL) / 1000000000ULL);
+      if (seconds < 1) seconds = 1;
+      if (cpu.rlim_cur == RLIM_INFINITY || cpu.rlim_cur > seconds) cpu.rlim_cur = seconds;
+      if (cpu.rlim_max != RLIM_INFINITY && cpu.rlim_cur > cpu.rlim_max) cpu.rlim_cur = cpu.rlim_max;
+      setrlimit(RLIMIT_CPU, &cpu);
+    }
+    const uint64_t started = now_ns();
+    g.real(constraint, taken, raw_site);
+    g.report->solver_ns = now_ns() - started;
+    g.report->done = 1;
+    _exit(0);
+  }
+  g.forks++;
+  int wstatus = 0;
+  struct rusage usage;
+  memset(&usage, 0, sizeof usage);
+  while (wait4(child, &wstatus, 0, &usage) < 0 && errno == EINTR) {
+  }
+  const uint64_t cpu_ns = ((uint64_t)usage.ru_utime.tv_sec + (uint64_t)usage.ru_stime.tv_sec) * 1000000000ULL +
+                          ((uint64_t)usage.ru_utime.tv_usec + (uint64_t)usage.ru_stime.tv_usec) * 1000ULL;
+  g.child_cpu_ns += cpu_ns;
+  const int completed = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && g.report->done;
+  const uint64_t solver_ns = g.report->solver_ns;
+  const int files = attribute_child_outputs(g.forks, opposite, site);
+  enum status status;
+  if (files > 0) status = STATUS_SAT;
+  else if (files < 0 || !completed || solver_ns >= SOLVER_TIMEOUT_NS) status = STATUS_UNKNOWN; /* never unsat */
+  else status = STATUS_UNSAT;
+  g.queries++;
+  g.solved++;
+  g.solver_time_ns += completed ? solver_ns : cpu_ns;
+  count_status(status);
+  if (g.answer_count < MAX_ANSWERS) {
+    struct answer_row *row = &g.answers[g.answer_count++];
+    row->branch = opposite;
+    row->status = status;
+    row->solver_ns = completed ? solver_ns : 0;
+    row->cpu_ns = cpu_ns;
+    row->files = files > 0 ? (uint32_t)files : 0;
+  }
+  return (int)status;
+}
+
+static int fork_allowed(void) {
+  if (g.forks >= g.fork_max || g.child_cpu_ns >= g.fork_cpu_budget_ns) {
+    g.fork_capped = 1;
+    return 0;
+  }
+  return 1;
+}
+
+static void finish_early(void) {
+  g.early_exited = 1;
+  write_telemetry();
+  _exit(0);
+}
+
 EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t site_id) {
   initialise();
   if (!resolve_real()) return;
@@ -557,7 +982,7 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
     return;
   }
 
-  const uint64_t site = (uint64_t)site_id;
+  const uint64_t site = stable_site((uint64_t)site_id);
   const unsigned t = taken != 0;
   const uint64_t n = g.symbolic_events++;
   uint64_t c = 0x243f6a8885a308d3ULL;
@@ -573,17 +998,46 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
   if (g.target != 0 && opposite == g.target) g.target_reached = 1;
 
   struct group_slot *member = NULL;
-  int solve;
+  int solve = 0, forked = 0;
   switch (g.mode) {
     case MODE_UNTARGETED: solve = site != 0; break;
-    case MODE_TRACE: solve = 0; break;
+    case MODE_TRACE:
+      /* Wanted branches: forked on QSYM, solved in place elsewhere, ignored with the rule forced
+       * off on QSYM (a solving call there would make the rest of the trace solve). */
+      if (g.group_count > 0 && site != 0 && (member = group_find(opposite)) && !member->solved && !g.fork_failed &&
+          (g.fork_enabled || !g.qsym_one_solve)) {
+        if (g.fork_enabled) forked = fork_allowed();
+        else solve = 1;
+      }
+      break;
     default:
       member = group_find(opposite);
       solve = member && !member->solved && site != 0;
+      if (solve && g.fork_enabled && !g.fork_failed) {
+        solve = 0;
+        forked = fork_allowed();
+      }
       break;
   }
 
-  if (solve) {
+  if (forked) {
+    const int status = fork_answer(constraint, taken, site_id, opposite, site);
+    if (status < 0) {
+      /* No child: the rest of the group falls back to the one-solve rule (reported). */
+      g.fork_failed = 1;
+      forked = 0;
+      solve = g.mode == MODE_DIRECTED;
+    } else {
+      if (g.target_in_group && opposite == g.target) g.target_status = (enum status)status;
+      member->solved = 1;
+      g.group_solved++;
+      /* This process passes the event on with site id 0: it never solves, so it never inherits. */
+      g.real(constraint, taken, 0);
+    }
+  }
+  if (forked) {
+    /* handled above */
+  } else if (solve) {
     const uint64_t started = now_ns();
     g.real(constraint, taken, site_id);
     g.solver_time_ns += now_ns() - started;
@@ -592,9 +1046,7 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
     const uint64_t took = now_ns() - started;
     const int files = attribute_outputs(opposite, site);
     enum status status = files < 0 ? STATUS_UNKNOWN : files > 0 ? STATUS_SAT : took >= SOLVER_TIMEOUT_NS ? STATUS_UNKNOWN : STATUS_UNSAT;
-    if (status == STATUS_UNKNOWN) g.unknown++;
-    else if (status == STATUS_SAT) g.sat++;
-    else g.unsat++;
+    count_status(status);
     if (g.target_in_group && opposite == g.target) g.target_status = status;
     if (member) {
       member->solved = 1;
@@ -605,13 +1057,11 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
     g.skipped++;
     if (!(member && member->solved)) open_add(opposite);
   }
-  trace_add(parent, actual, opposite, site, t, (unsigned)solve);
+  trace_add(parent, actual, opposite, site, t, (unsigned)(solve || forked));
 
-  /* On QSYM a directed run ends after its first solving call (see "QSYM's inherited verdict" in
-   * the header): any later site-0 event would inherit that call's verdict and be solved too. */
-  if (solve && member && (g.qsym_one_solve || (g.early_exit_enabled && g.group_solved == g.group_count))) {
-    g.early_exited = 1;
-    write_telemetry();
-    _exit(0);
-  }
+  if (g.mode != MODE_DIRECTED || !member || !(solve || forked)) return;
+  /* On QSYM without a child a directed run ends after its first solving call (see "QSYM's
+   * inherited verdict" in the header): any later site-0 event would inherit that call's verdict. */
+  if (solve && g.qsym_one_solve) finish_early();
+  if (g.early_exit_enabled && g.group_solved == g.group_count) finish_early();
 }

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { CommitManifest } from '../commit/commit-manifest.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
-import { jobKindOf } from '../telemetry/counters.js';
+import { answerCost, jobKindOf } from '../telemetry/counters.js';
 import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log.js';
 import { decimal, type ActiveJob } from './job-state.js';
 import type { Clock, CommittingWork, CoordinatorJob, PublishedEntry } from './ports.js';
@@ -45,6 +45,7 @@ export class JobJournal {
             queries: telemetry.counters.queries,
             ...(telemetry.preload !== undefined ? { skipped: telemetry.preload.skipped } : {}),
             ...(kind === 'targeted' ? { targetReached: telemetry.targetReached, targetStatus: telemetry.targetStatus } : {}),
+            ...(telemetry.preload !== undefined ? answerCost(telemetry) : {}),
           }
         : {}),
       ...this.#breakdown(active),

@@ -60,6 +60,12 @@ export interface CoordinatorJob {
    * by a peer would otherwise never learn the input's branches.
    */
   readonly tracer?: string;
+  /**
+   * Trace runs only: branches the run also answers where its path reaches them (the frontier's
+   * open branches, docs/solver.md "A first run that answers the frontier"). Advisory, so not part
+   * of the work identity or the stored payload: a recovered trace job traces without it.
+   */
+  readonly wanted?: readonly bigint[];
 }
 
 /**
@@ -224,6 +230,8 @@ export interface TargetScheduler {
   /** Up to `limit` admitted targeted jobs; never more. */
   admit(limit: number, now: number): Promise<readonly AdmittedWork[]>;
   observe(feedback: JobFeedback, now: number): void;
+  /** Branches a trace run of the input should also answer (at most `limit`); absent or empty: a plain trace run. */
+  wantedFor?(inputSha256: string, limit: number): readonly bigint[];
 }
 
 /** A `committing` work record as a recovering coordinator sees it. */

@@ -140,7 +140,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
       counters.jobsError++;
   }
   counters.solverTimeMs += outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
-  countCommittedJob(counters, jobKindOf(job), outcome.telemetry);
+  countCommittedJob(counters, jobKindOf(job), outcome.telemetry, job.origin);
   try {
     ctx.source.observe(
       {

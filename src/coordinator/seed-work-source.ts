@@ -40,6 +40,9 @@ export interface SeedWorkSourceOptions {
   readonly tracer?: string;
 }
 
+/** The most branches a trace run's wanted set holds (the preload library reads at most this many). */
+const MAX_WANTED = 256;
+
 /** An input's first run: untargeted, solving everything (`full`) or nothing (`trace`). */
 export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full', tracer?: string): CoordinatorJob {
   return {
@@ -123,7 +126,9 @@ export class SeedWorkSource implements WorkSource {
     }
     // Our own fresh findings reach new code fastest: a prefetched job gives way to one of them.
     const priority = seed.origin === 'feedback' ? { priority: 1 } : {};
-    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer), owner: this.#owner, ...priority };
+    const job = untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer);
+    const wanted = job.mode === 'trace' ? (this.#scheduler?.wantedFor?.(seed.sha256, MAX_WANTED) ?? []) : [];
+    return { job: wanted.length > 0 ? { ...job, wanted } : job, owner: this.#owner, ...priority };
   }
 
   observe(feedback: JobFeedback, now: number): void {

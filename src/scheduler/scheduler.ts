@@ -161,6 +161,11 @@ export class Scheduler {
     return this.#lanes;
   }
 
+  /** The frontier lane's wanted set for `seedId`'s trace run (`FrontierLane.wantedFor`); empty without that lane. */
+  wantedFor(seedId: string, limit: number): readonly bigint[] {
+    return this.lane('frontier')?.wantedFor(seedId, limit) ?? [];
+  }
+
   lane<N extends LaneName>(name: N): LaneByName[N] | undefined {
     return this.#lanes.find((l) => l.name === name) as LaneByName[N] | undefined;
   }

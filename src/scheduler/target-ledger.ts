@@ -199,10 +199,12 @@ function key(seed: string, branch: bigint): string {
  * Which of `group` a run answered, from its telemetry.
  *
  * Preload telemetry (stock SymCC): a branch is answered when a generated input was attributed to
- * it (`generatedFor`: sat), or when it is the primary target of a directed run and its status is
- * `unsat` (one solving call on a fresh map, which QSYM always solves: docs/solver.md). A call
- * that wrote nothing for any other reason (QSYM's own pruning, a timeout) proves nothing. When the
- * run ended early, a branch its trace never reached is `untried`.
+ * it (`generatedFor`: sat), when a forked child answered it `sat` or `unsat` (`answers`: the
+ * child's one solving call is the first real one its QSYM sees, so it is always solved;
+ * docs/solver.md "Fork at the target"), or when it is the primary target of a directed run and
+ * its status is `unsat` (one solving call on a fresh map, likewise). A call that wrote nothing for
+ * any other reason (QSYM's own pruning, a timeout, a crashed child: `unknown`) proves nothing.
+ * When the run ended early, a branch its trace never reached is `untried`.
  *
  * Runtime telemetry (a runtime that reports outcomes itself): a branch is answered when the run
  * solved it (a trace row whose opposite it is, marked interesting) and did not leave it open, or
@@ -215,6 +217,7 @@ export function outcomesOf(telemetry: Telemetry, group: readonly bigint[]): Map<
   const outcomes = new Map<bigint, PairOutcome>();
   if (telemetry.preload !== undefined) {
     for (const b of telemetry.generatedFor ?? []) if (wanted.has(b)) outcomes.set(b, 'answered');
+    for (const a of telemetry.answers ?? []) if (wanted.has(a.branch) && a.status !== 'unknown') outcomes.set(a.branch, 'answered');
     if (telemetry.preload.mode === 'directed' && telemetry.targetBranch > 0n && wanted.has(telemetry.targetBranch) && telemetry.targetStatus === 'unsat') {
       outcomes.set(telemetry.targetBranch, 'answered');
     }
@@ -241,7 +244,12 @@ export function outcomesOf(telemetry: Telemetry, group: readonly bigint[]): Map<
  * the others unasked), otherwise every solved row it did not leave open.
  */
 export function answeredBy(telemetry: Telemetry): bigint[] {
-  if (telemetry.preload !== undefined) return [...(telemetry.generatedFor ?? [])];
+  if (telemetry.preload !== undefined) {
+    const answered = new Set(telemetry.generatedFor ?? []);
+    // A trace run with a wanted set answers the wanted branches it forked at (sat or unsat).
+    for (const a of telemetry.answers ?? []) if (a.status !== 'unknown') answered.add(a.branch);
+    return [...answered];
+  }
   const open = new Set(telemetry.openBranches);
   const out: bigint[] = [];
   for (const row of telemetry.branchTrace) if (row.interesting === 1 && !open.has(row.opposite)) out.push(row.opposite);

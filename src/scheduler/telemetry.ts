@@ -52,6 +52,27 @@ export interface PreloadReport {
   readonly openDropped: number;
   /** The run ended as soon as every target of its group had been solved. */
   readonly earlyExit: boolean;
+  /** Fork at the target (absent from older libraries): children started, and whether a fork failed or a cap stopped them. */
+  readonly forks?: number;
+  readonly forkFailed?: boolean;
+  readonly forkCapped?: boolean;
+  /** CPU of the whole run (user + system, the process and every child it reaped), when the library measured it. */
+  readonly cpuUs?: number;
+}
+
+/**
+ * One branch answered in a forked child of the run (docs/solver.md, "Fork at the target"):
+ * `unknown` when the child crashed, ran out of its CPU budget or took the solver's whole timeout.
+ */
+export interface ForkAnswer {
+  readonly branch: bigint;
+  readonly status: 'sat' | 'unsat' | 'unknown';
+  /** Wall time of the child's solving call (0 when it never finished). */
+  readonly solverTimeUs: number;
+  /** The child's CPU time (user + system). */
+  readonly cpuUs: number;
+  /** Generated files attributed to the branch. */
+  readonly files: number;
 }
 
 export interface Telemetry {
@@ -70,6 +91,8 @@ export interface Telemetry {
    * attributed to, de-duplicated — the branches this run answered `sat`.
    */
   readonly generatedFor?: readonly bigint[];
+  /** Preload telemetry only: the branches answered in forked children, in path order. */
+  readonly answers?: readonly ForkAnswer[];
 }
 
 const STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown', 'none']);
@@ -161,10 +184,12 @@ export function parseTelemetry(input: string | unknown): Telemetry {
 
   const preload = obj.preload === undefined ? undefined : parsePreload(obj.preload);
   const generatedFor = obj.generatedBy === undefined ? undefined : parseGeneratedBy(obj.generatedBy);
+  const answers = obj.answers === undefined ? undefined : parseAnswers(obj.answers);
 
   return Object.freeze({
     ...(preload !== undefined ? { preload } : {}),
     ...(generatedFor !== undefined ? { generatedFor: Object.freeze(generatedFor) } : {}),
+    ...(answers !== undefined ? { answers: Object.freeze(answers) } : {}),
     schema: TELEMETRY_SCHEMA,
     targetBranch,
     targetReached: obj.targetReached,
@@ -185,7 +210,15 @@ function parsePreload(raw: unknown): PreloadReport {
   const counts = {} as Record<(typeof PRELOAD_COUNTS)[number], number>;
   for (const key of PRELOAD_COUNTS) counts[key] = counter(p[key], `preload.${key}`);
   if (typeof p.earlyExit !== 'boolean') fail('preload.earlyExit', 'a boolean', p.earlyExit);
-  return Object.freeze({ mode: p.mode as PreloadReport['mode'], ...counts, earlyExit: p.earlyExit });
+  const extras: { forks?: number; forkFailed?: boolean; forkCapped?: boolean; cpuUs?: number } = {};
+  if (p.forks !== undefined) extras.forks = counter(p.forks, 'preload.forks');
+  if (p.cpuUs !== undefined) extras.cpuUs = counter(p.cpuUs, 'preload.cpuUs');
+  for (const key of ['forkFailed', 'forkCapped'] as const) {
+    if (p[key] === undefined) continue;
+    if (typeof p[key] !== 'boolean') fail(`preload.${key}`, 'a boolean', p[key]);
+    extras[key] = p[key];
+  }
+  return Object.freeze({ mode: p.mode as PreloadReport['mode'], ...counts, earlyExit: p.earlyExit, ...extras });
 }
 
 /** Rows `[fileName, oppositeId, siteId]` the preload library writes, at most this many. */
@@ -204,6 +237,27 @@ function parseGeneratedBy(raw: unknown): bigint[] {
   return [...seen];
 }
 
+/** Rows `[branch, status, solverTimeUs, cpuUs, files]`, at most this many. */
+export const MAX_FORK_ANSWERS = 256;
+const ANSWER_STATUSES: ReadonlySet<string> = new Set(['sat', 'unsat', 'unknown']);
+
+function parseAnswers(raw: unknown): ForkAnswer[] {
+  if (!Array.isArray(raw)) fail('answers', 'an array', raw);
+  if (raw.length > MAX_FORK_ANSWERS) fail('answers', `at most ${MAX_FORK_ANSWERS} entries`, `${raw.length} entries`);
+  return raw.map((row, i): ForkAnswer => {
+    const at = `answers[${i}]`;
+    if (!Array.isArray(row) || row.length !== 5) fail(at, '[branch, status, solverTimeUs, cpuUs, files]', row);
+    if (typeof row[1] !== 'string' || !ANSWER_STATUSES.has(row[1])) fail(`${at}[1]`, 'one of sat|unsat|unknown', row[1]);
+    return Object.freeze({
+      branch: u64(row[0], `${at}[0]`, 1n),
+      status: row[1] as ForkAnswer['status'],
+      solverTimeUs: counter(row[2], `${at}[2]`),
+      cpuUs: counter(row[3], `${at}[3]`),
+      files: counter(row[4], `${at}[4]`),
+    });
+  });
+}
+
 /** Serialises telemetry back to the wire form (ids as decimal strings). */
 export function telemetryToJson(t: Telemetry): Record<string, unknown> {
   return {
@@ -215,5 +269,6 @@ export function telemetryToJson(t: Telemetry): Record<string, unknown> {
     openBranches: t.openBranches.map((b) => b.toString()),
     counters: { ...t.counters },
     ...(t.preload !== undefined ? { preload: { ...t.preload } } : {}),
+    ...(t.answers !== undefined ? { answers: t.answers.map((a) => [a.branch.toString(), a.status, a.solverTimeUs, a.cpuUs, a.files]) } : {}),
   };
 }

@@ -22,6 +22,10 @@ export const CONTRACT_VARIABLES: readonly string[] = [
   'SYMFENCE_BRANCH_CONTEXT',
   'SYMFENCE_PRELOAD_EARLY_EXIT',
   'SYMFENCE_PRELOAD_QSYM',
+  'SYMFENCE_PRELOAD_FORK',
+  'SYMFENCE_PRELOAD_MAX_FORKS',
+  'SYMFENCE_PRELOAD_FORK_CPU_MS',
+  'SYMFENCE_WANTED',
 ];
 
 export interface SolverContractEnv {
@@ -40,6 +44,10 @@ export interface SolverContractEnv {
   readonly traceOnly?: boolean;
   /** The preload library, prepended to any `LD_PRELOAD` of the base or the task. */
   readonly preload?: string | null;
+  /** `SYMFENCE_WANTED`: the trace run's wanted-branch file, or null. */
+  readonly wantedFile?: string | null;
+  /** `SYMFENCE_PRELOAD_FORK_CPU_MS`: the CPU the run's forked answers may use in all. */
+  readonly forkCpuBudgetMs?: number | null;
 }
 
 /** Refuses task environments that try to set a contract variable or carry a non-string value. */
@@ -105,6 +113,8 @@ export function buildSolverEnvFromBase(
   if (contract.targetBranch !== null && contract.targetBranch > 0n) env.SYMCC_TARGET_BRANCH = contract.targetBranch.toString(10);
   if (contract.actionsFile !== null) env.SYMCC_S2F_ACTIONS = contract.actionsFile;
   if (contract.telemetryOut !== null) env.SYMCC_TELEMETRY_OUT = contract.telemetryOut;
+  if (contract.wantedFile) env.SYMFENCE_WANTED = contract.wantedFile;
+  if (contract.forkCpuBudgetMs != null) env.SYMFENCE_PRELOAD_FORK_CPU_MS = String(Math.max(1, Math.floor(contract.forkCpuBudgetMs)));
   return env;
 }
 

@@ -113,6 +113,11 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     actionsFile = path.join(runDir, 's2f_actions');
     writeFileSync(actionsFile, task.job.actions.map((a) => `${a.branch.toString(10)} ${a.kind}\n`).join(''));
   }
+  let wantedFile: string | null = null;
+  if (task.job?.wanted !== undefined && task.job.wanted.length > 0) {
+    wantedFile = path.join(runDir, 'wanted');
+    writeFileSync(wantedFile, task.job.wanted.map((b) => `${b.toString(10)}\n`).join(''));
+  }
   const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
 
   // Under the preload library the coordinator decides what is solved; QSYM's own pruning map
@@ -127,6 +132,9 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     telemetryOut,
     traceOnly: task.job?.traceOnly === true,
     preload: task.preload,
+    wantedFile,
+    // Forked answers share the run's timeout with its start-up and prefix: half of it for them.
+    forkCpuBudgetMs: task.preload !== null ? task.timeoutMs / 2 : null,
   });
   const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : task.command.argv;
 

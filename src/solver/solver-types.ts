@@ -30,6 +30,12 @@ export interface DirectedJob {
    * that tells the scheduler which branches an input has. Excludes a target and actions.
    */
   readonly traceOnly?: boolean;
+  /**
+   * Trace runs only: branches the run should also answer when its path reaches their opposite
+   * side (`SYMFENCE_WANTED`, at most 256; docs/solver.md "A first run that answers the
+   * frontier"). Empty or absent: a plain trace run.
+   */
+  readonly wanted?: readonly bigint[];
 }
 
 /** Caps on what one run may leave in its output directory. Over any cap the result is refused. */

@@ -12,6 +12,8 @@ import type { ActionKind, CommandTemplate, DirectedJob, InputMode, SolverTask, T
 
 const MAX_U64 = (1n << 64n) - 1n;
 const MAX_ACTIONS = 64;
+/** The preload library reads at most this many wanted branches. */
+const MAX_WANTED = 256;
 const ACTION_KINDS: readonly ActionKind[] = ['solve', 'sample', 'skip'];
 
 function invalid(field: string, expected: string, value: unknown): InstanceType<typeof InvalidOptionError> {
@@ -67,13 +69,23 @@ export function checkDirectedJob(job: DirectedJob | undefined): DirectedJob | nu
       });
     }
   }
+  const wanted = job.wanted ?? [];
+  if (!Array.isArray(wanted) || wanted.length > MAX_WANTED) {
+    throw new InvalidJobError(`job.wanted must be an array of at most ${MAX_WANTED} branch ids`, { field: 'wanted' });
+  }
+  for (const branch of wanted) {
+    if (typeof branch !== 'bigint' || branch < 1n || branch > MAX_U64) {
+      throw new InvalidJobError(`job.wanted entries must be bigints in 1..2^64-1, got ${String(branch)}`, { field: 'wanted', branch: String(branch) });
+    }
+  }
   if (job.traceOnly === true) {
     // A trace-only run solves nothing, so a target or an action would be a promise it cannot keep.
     if (job.targetBranch !== 0n || job.actions.length > 0) {
       throw new InvalidJobError('job.traceOnly excludes a target branch and actions', { field: 'traceOnly' });
     }
-    return { targetBranch: 0n, actions: [], traceOnly: true };
+    return { targetBranch: 0n, actions: [], traceOnly: true, ...(wanted.length > 0 ? { wanted: [...new Set(wanted)] } : {}) };
   }
+  if (wanted.length > 0) throw new InvalidJobError('job.wanted needs job.traceOnly (a directed run names its branches as actions)', { field: 'wanted' });
   if (job.targetBranch === 0n && job.actions.length === 0) return null;
   return { targetBranch: job.targetBranch, actions: job.actions.map((a) => ({ branch: a.branch, kind: a.kind })) };
 }

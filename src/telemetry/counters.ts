@@ -96,6 +96,31 @@ export interface CampaignCounters {
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
   edgesCovered: number;
+  /**
+   * The cost of an answer (docs/solver.md "What an answer costs"): answers (solving calls that
+   * settled a branch, sat or unsat) and the CPU of the runs that gave them (the preload library's
+   * `cpuUs`: user + system of the solver process and every child it reaped), by job kind.
+   */
+  answersTrace: number;
+  answersTargeted: number;
+  answersFull: number;
+  answerCpuMsTrace: number;
+  answerCpuMsTargeted: number;
+  answerCpuMsFull: number;
+  /** Directed jobs whose primary target was not on the path (`targetReached: false`), in all and by scheduler lane. */
+  targetsNotReached: number;
+  laneFrontierDirected: number;
+  laneFrontierNotReached: number;
+  lanePrefixDirected: number;
+  lanePrefixNotReached: number;
+  laneCstgDirected: number;
+  laneCstgNotReached: number;
+  laneEdgeDirected: number;
+  laneEdgeNotReached: number;
+  laneConcurrencyDirected: number;
+  laneConcurrencyNotReached: number;
+  laneFallbackDirected: number;
+  laneFallbackNotReached: number;
 }
 
 export function createCounters(): CampaignCounters {
@@ -146,6 +171,25 @@ export function createCounters(): CampaignCounters {
     prefetchRollbacks: 0,
     fillRatio: 0,
     edgesCovered: 0,
+    answersTrace: 0,
+    answersTargeted: 0,
+    answersFull: 0,
+    answerCpuMsTrace: 0,
+    answerCpuMsTargeted: 0,
+    answerCpuMsFull: 0,
+    targetsNotReached: 0,
+    laneFrontierDirected: 0,
+    laneFrontierNotReached: 0,
+    lanePrefixDirected: 0,
+    lanePrefixNotReached: 0,
+    laneCstgDirected: 0,
+    laneCstgNotReached: 0,
+    laneEdgeDirected: 0,
+    laneEdgeNotReached: 0,
+    laneConcurrencyDirected: 0,
+    laneConcurrencyNotReached: 0,
+    laneFallbackDirected: 0,
+    laneFallbackNotReached: 0,
   };
 }
 
@@ -185,6 +229,25 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'slotGapMs',
   'triageMs',
   'prefetchRollbacks',
+  'answersTrace',
+  'answersTargeted',
+  'answersFull',
+  'answerCpuMsTrace',
+  'answerCpuMsTargeted',
+  'answerCpuMsFull',
+  'targetsNotReached',
+  'laneFrontierDirected',
+  'laneFrontierNotReached',
+  'lanePrefixDirected',
+  'lanePrefixNotReached',
+  'laneCstgDirected',
+  'laneCstgNotReached',
+  'laneEdgeDirected',
+  'laneEdgeNotReached',
+  'laneConcurrencyDirected',
+  'laneConcurrencyNotReached',
+  'laneFallbackDirected',
+  'laneFallbackNotReached',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */
@@ -194,23 +257,87 @@ export function jobKindOf(job: { readonly mode?: 'trace'; readonly group: readon
   return job.mode === 'trace' ? 'trace' : job.group.length > 0 ? 'targeted' : 'full';
 }
 
-/** What a committed job's telemetry adds to the counters (queries, targets reached and settled). */
-export function countCommittedJob(
-  c: CampaignCounters,
-  kind: JobKind,
-  telemetry: { readonly counters: { readonly queries: number }; readonly targetBranch: bigint; readonly targetReached: boolean; readonly targetStatus: string; readonly preload?: { readonly skipped: number } } | undefined,
-): void {
+/** The scheduler lanes with directed-job counters (`lane<Name>Directed`, `lane<Name>NotReached`). */
+export const COUNTED_LANES = ['frontier', 'prefix', 'cstg', 'edge', 'concurrency', 'fallback'] as const;
+export type CountedLane = (typeof COUNTED_LANES)[number];
+
+/** The lane a job's origin names (`scheduler:<lane>` or `scheduler:<lane>+hint`), if one with counters. */
+export function laneOfOrigin(origin: string | undefined): CountedLane | undefined {
+  if (origin === undefined || !origin.startsWith('scheduler:')) return undefined;
+  const lane = origin.slice('scheduler:'.length).split('+')[0];
+  return (COUNTED_LANES as readonly string[]).includes(lane!) ? (lane as CountedLane) : undefined;
+}
+
+function laneKey(lane: CountedLane, what: 'Directed' | 'NotReached'): keyof CampaignCounters {
+  return `lane${lane[0]!.toUpperCase()}${lane.slice(1)}${what}` as keyof CampaignCounters;
+}
+
+/** The telemetry fields the counters read. */
+export interface CountedTelemetry {
+  readonly counters: { readonly queries: number; readonly sat: number; readonly unsat: number };
+  readonly targetBranch: bigint;
+  readonly targetReached: boolean;
+  readonly targetStatus: string;
+  readonly preload?: { readonly skipped: number; readonly cpuUs?: number };
+}
+
+/**
+ * What a run answered and what it cost: `answers` = solving calls that settled a branch (sat or
+ * unsat; forked answers included), `answerCpuMs` = the run's CPU as the preload library measured
+ * it (absent without it).
+ */
+export function answerCost(telemetry: CountedTelemetry): { answers: number; answerCpuMs?: number } {
+  const answers = telemetry.counters.sat + telemetry.counters.unsat;
+  const cpuUs = telemetry.preload?.cpuUs;
+  return cpuUs === undefined ? { answers } : { answers, answerCpuMs: cpuUs / 1000 };
+}
+
+/** What a committed job's telemetry adds to the counters (queries, targets reached and settled, answers and their CPU). */
+export function countCommittedJob(c: CampaignCounters, kind: JobKind, telemetry: CountedTelemetry | undefined, origin?: string): void {
   if (kind === 'trace') c.jobsTrace++;
   else if (kind === 'targeted') c.jobsTargeted++;
   else c.jobsFull++;
   if (telemetry === undefined) return;
   c.queriesSolved += telemetry.counters.queries;
   c.queriesSkipped += telemetry.preload?.skipped ?? 0;
-  if (kind === 'targeted' && telemetry.targetBranch > 0n && telemetry.targetReached) {
-    c.targetsReached++;
-    if (telemetry.targetStatus === 'sat') c.targetsSat++;
-    else if (telemetry.targetStatus === 'unsat') c.targetsUnsat++;
+  const cost = answerCost(telemetry);
+  if (cost.answerCpuMs !== undefined) {
+    const suffix = kind === 'trace' ? 'Trace' : kind === 'targeted' ? 'Targeted' : 'Full';
+    c[`answers${suffix}`] += cost.answers;
+    c[`answerCpuMs${suffix}`] += cost.answerCpuMs;
   }
+  if (kind === 'targeted' && telemetry.targetBranch > 0n) {
+    const lane = laneOfOrigin(origin);
+    if (lane !== undefined) c[laneKey(lane, 'Directed')]++;
+    if (telemetry.targetReached) {
+      c.targetsReached++;
+      if (telemetry.targetStatus === 'sat') c.targetsSat++;
+      else if (telemetry.targetStatus === 'unsat') c.targetsUnsat++;
+    } else {
+      c.targetsNotReached++;
+      if (lane !== undefined) c[laneKey(lane, 'NotReached')]++;
+    }
+  }
+}
+
+/** CPU ms per answer by job kind (null for a kind with no measured answer yet). */
+export function cpuMsPerAnswer(c: Readonly<CampaignCounters>): { trace: number | null; targeted: number | null; full: number | null } {
+  const per = (answers: number, cpuMs: number) => (answers === 0 ? null : cpuMs / answers);
+  return {
+    trace: per(c.answersTrace, c.answerCpuMsTrace),
+    targeted: per(c.answersTargeted, c.answerCpuMsTargeted),
+    full: per(c.answersFull, c.answerCpuMsFull),
+  };
+}
+
+/** Directed jobs and those that missed their target, per lane that ran any. */
+export function targetNotReachedByLane(c: Readonly<CampaignCounters>): Record<string, { directed: number; notReached: number }> {
+  const out: Record<string, { directed: number; notReached: number }> = {};
+  for (const lane of COUNTED_LANES) {
+    const directed = c[laneKey(lane, 'Directed')];
+    if (directed > 0) out[lane] = { directed, notReached: c[laneKey(lane, 'NotReached')] };
+  }
+  return out;
 }
 
 /** Generated inputs per solved query (0 before the first query). */

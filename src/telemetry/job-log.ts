@@ -64,6 +64,9 @@ export interface JobLogEntry {
   readonly triageMs?: number;
   readonly commitMs?: number;
   readonly gapMs?: number;
+  /** From preload telemetry: branches the run settled (sat or unsat) and the run's CPU, ms (docs/solver.md "What an answer costs"). */
+  readonly answers?: number;
+  readonly answerCpuMs?: number;
 }
 
 /** Where the coordinator reports finished jobs. */

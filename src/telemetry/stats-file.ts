@@ -9,7 +9,7 @@ import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
 import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
-import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, solverUtilisation, type CampaignCounters } from './counters.js';
+import { COUNTER_NAMES, LATER_COUNTER_NAMES, cpuMsPerAnswer, generatedPerQuery, jobsCompleted, solverUtilisation, targetNotReachedByLane, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
@@ -47,11 +47,20 @@ export interface StatsSnapshot {
    * the instant's value. Absent in files of earlier versions.
    */
   readonly slotOccupancy?: number;
+  /** CPU ms per answer by job kind (docs/solver.md "What an answer costs"); absent in files of earlier versions. */
+  readonly cpuMsPerAnswer?: ReturnType<typeof cpuMsPerAnswer>;
+  /** Directed jobs and those whose target was not on the path, per scheduler lane; absent in files of earlier versions. */
+  readonly targetNotReachedByLane?: ReturnType<typeof targetNotReachedByLane>;
   /** The lease directory the campaign uses (absent in files of earlier versions). */
   readonly leaseDir?: string;
 }
 
-export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation' | 'slotOccupancy'>): StatsSnapshot {
+export function makeSnapshot(
+  fields: Omit<
+    StatsSnapshot,
+    'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation' | 'slotOccupancy' | 'cpuMsPerAnswer' | 'targetNotReachedByLane'
+  >,
+): StatsSnapshot {
   const completed = jobsCompleted(fields.counters);
   const elapsedS = Math.max(0.001, (fields.updatedMs - fields.startedMs) / 1000);
   return {
@@ -64,6 +73,8 @@ export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsComplet
     generatedPerQuery: generatedPerQuery(fields.counters),
     solverUtilisation: solverUtilisation(fields.counters.solverProcessMs, fields.workers, fields.updatedMs - fields.startedMs),
     slotOccupancy: solverUtilisation(fields.counters.solverBusyMs, fields.workers, fields.updatedMs - fields.startedMs),
+    cpuMsPerAnswer: cpuMsPerAnswer(fields.counters),
+    targetNotReachedByLane: targetNotReachedByLane(fields.counters),
   };
 }
 

@@ -176,6 +176,17 @@ export function referenceBranchIds(events: readonly { site: bigint; taken: 0 | 1
   return out;
 }
 
+/**
+ * The position-independent site id the preload library gives an address inside a loaded shared
+ * object (docs/solver.md, "Site ids"): mix(fnv1a64(basename)) + offset from the load base.
+ */
+export function stableSite(objectBasename: string, offset: bigint): bigint {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of Buffer.from(objectBasename, 'utf8')) h = ((h ^ BigInt(byte)) * 0x100000001b3n) & MASK;
+  const site = (mix64(h) + offset) & MASK;
+  return site === 0n ? 1n : site;
+}
+
 /** The AFL++ side of a fake campaign: branchy built with `afl-cc` against no-op runtime stubs. */
 export function buildFakeSymccAflTarget(dir: string): string {
   const out = path.join(dir, 'branchy.afl');

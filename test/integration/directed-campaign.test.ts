@@ -53,8 +53,13 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     const targeted = committed.filter((j) => j.kind === 'targeted');
     expect(targeted.length).toBeGreaterThan(0);
     expect(targeted.some((j) => j.targetReached === true && j.targetStatus === 'sat')).toBe(true);
-    // Trace runs solve nothing; directed runs solve what they were given and pass over the rest.
-    for (const j of committed.filter((j) => j.kind === 'trace')) expect(j.queries).toBe(0);
+    // A trace run solves nothing but the wanted branches (the frontier's open ones) its path
+    // reaches, each an answer; the first traces, before any frontier, solve nothing at all.
+    // Directed runs solve what they were given and pass over the rest.
+    const traces = committed.filter((j) => j.kind === 'trace');
+    expect(traces.some((j) => j.queries === 0)).toBe(true);
+    for (const j of traces) expect(j.answers).toBe(j.queries);
+    for (const j of committed) if (j.queries !== undefined) expect(typeof j.answerCpuMs).toBe('number');
     expect(targeted.some((j) => (j.queries ?? 0) > 0 && (j.skipped ?? 0) > 0)).toBe(true);
 
     expect(new Set(committed.map((j) => j.workId)).size).toBe(committed.length);
@@ -70,5 +75,8 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     expect(counters.reduce((n, c) => n + c.jobsTargeted!, 0)).toBe(targeted.length);
     expect(counters.reduce((n, c) => n + c.queriesSolved!, 0)).toBeGreaterThan(0);
     expect(counters.reduce((n, c) => n + c.targetsReached!, 0)).toBeGreaterThan(0);
+    const stats = ['c1', 'c2'].map((name) => readJsonIfExists(path.join(out, name, 'stats.json')) as { cpuMsPerAnswer: Record<string, number | null>; targetNotReachedByLane: Record<string, { directed: number }> });
+    for (const s of stats) expect(s.cpuMsPerAnswer.targeted === null || s.cpuMsPerAnswer.targeted > 0).toBe(true);
+    expect(stats.some((s) => (s.targetNotReachedByLane.frontier?.directed ?? 0) > 0)).toBe(true);
   });
 });

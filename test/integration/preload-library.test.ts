@@ -1,119 +1,15 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseTelemetry, type PreloadReport, type Telemetry } from '../../src/scheduler/telemetry.js';
-import { preloadLibraryPath } from '../../src/solver/preload-library.js';
-import {
-  buildFakeSymcc,
-  fakeSymccUnavailable,
-  parseEventLog,
-  referenceBranchIds,
-  type FakeSymcc,
-  type LoggedEvent,
-} from '../helpers/fake-symcc.js';
-
-const preload = preloadLibraryPath();
-const skipReason = preload === null ? 'native-bindings/build/Release/symfence_preload.so is not built (npm run build:native)' : fakeSymccUnavailable();
-
-/** The `preload` block as written: what the parser reads, plus the fields it leaves alone. */
-type PreloadExtras = PreloadReport & { readonly version: number; readonly context: number; readonly qsym: boolean };
-
-interface Run {
-  readonly status: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly stdout: string;
-  /** Generated files, name → bytes, in name order. */
-  readonly outputs: Map<string, Buffer>;
-  /** What the runtime received, in order (site 0 = not a solving call). */
-  readonly events: LoggedEvent[];
-  /** Parsed by the scheduler's strict parser; null when no file was written. */
-  readonly telemetry: Telemetry | null;
-  readonly preload: PreloadExtras | null;
-  readonly generatedBy: [string, string, string][];
-  /** What is left in the telemetry file's directory. */
-  readonly telemetryDirEntries: string[];
-}
-
-interface RunOptions {
-  readonly env?: Record<string, string>;
-  /** Default: our preload library. */
-  readonly ldPreload?: string | null;
-  readonly program?: string;
-  readonly actions?: string;
-  readonly telemetry?: boolean;
-}
+import { referenceBranchIds } from '../helpers/fake-symcc.js';
+import { must, preload, preloadRunner, skipReason } from '../helpers/preload-runner.js';
 
 describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
-  let fake: FakeSymcc;
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'symfence-preload-test-'));
-  let runCounter = 0;
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-  function fixture(): FakeSymcc {
-    fake ??= buildFakeSymcc();
-    return fake;
-  }
-
-  function run(input: string | Buffer, options: RunOptions = {}): Run {
-    const dir = path.join(scratch, `run-${++runCounter}`);
-    const out = path.join(dir, 'out');
-    const telemetryDir = path.join(dir, 'telemetry');
-    mkdirSync(out, { recursive: true });
-    mkdirSync(telemetryDir);
-    const inputPath = path.join(dir, 'input');
-    writeFileSync(inputPath, input);
-    const telemetryPath = path.join(telemetryDir, 'telemetry.json');
-    const eventLog = path.join(dir, 'events');
-    const env: Record<string, string> = {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      SYMCC_OUTPUT_DIR: out,
-      FAKE_SYMCC_EVENT_LOG: eventLog,
-      ...options.env,
-    };
-    if (options.telemetry !== false) env.SYMCC_TELEMETRY_OUT = telemetryPath;
-    const ldPreload = options.ldPreload === undefined ? preload : options.ldPreload;
-    if (ldPreload) env.LD_PRELOAD = ldPreload;
-    if (options.actions !== undefined) {
-      writeFileSync(path.join(dir, 's2f_actions'), options.actions);
-      env.SYMCC_S2F_ACTIONS = path.join(dir, 's2f_actions');
-    }
-    const child = spawnSync(options.program ?? fixture().program, [inputPath], { env, encoding: 'utf8' });
-    if (child.error) throw child.error;
-    const outputs = new Map<string, Buffer>();
-    for (const name of readdirSync(out).sort()) outputs.set(name, readFileSync(path.join(out, name)));
-    let telemetry: Telemetry | null = null;
-    let raw: Record<string, unknown> | null = null;
-    if (existsSync(telemetryPath)) {
-      const text = readFileSync(telemetryPath, 'utf8');
-      telemetry = parseTelemetry(text); // every file the library writes must satisfy the real parser
-      raw = JSON.parse(text) as Record<string, unknown>;
-    }
-    return {
-      status: child.status,
-      signal: child.signal,
-      stdout: child.stdout,
-      outputs,
-      events: existsSync(eventLog) ? parseEventLog(readFileSync(eventLog, 'utf8')) : [],
-      telemetry,
-      preload: (raw?.preload as PreloadExtras | undefined) ?? null,
-      generatedBy: (raw?.generatedBy as [string, string, string][] | undefined) ?? [],
-      telemetryDirEntries: readdirSync(telemetryDir),
-    };
-  }
-
-  /** The program's real branch structure: a plain run without the preload library. */
-  function plainEvents(input: string | Buffer): LoggedEvent[] {
-    const plain = run(input, { ldPreload: null, telemetry: false });
-    expect(plain.status).toBe(0);
-    return plain.events;
-  }
-
-  function must<T>(value: T | null): T {
-    expect(value).not.toBeNull();
-    return value!;
-  }
+  const { fixture, run, plainEvents } = preloadRunner(scratch);
+  let markers = 0;
 
   it('records every symbolic branch in program order with its site, direction and the documented ids', () => {
     const input = 'MZ!Axyz';
@@ -250,12 +146,12 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     expect([...flippedOffsets(input, result.outputs)].some((o) => !groupOffsets.has(o))).toBe(true);
   });
 
-  it('on QSYM (detected by its solver symbol), a directed run solves only its first group branch on the path and ends, whatever the early-exit setting', () => {
+  it('on QSYM (detected by its solver symbol) with forking off, a directed run solves only its first group branch on the path and ends, whatever the early-exit setting', () => {
     const input = 'MZ!A' + 'xyqxy';
     const structure = plainEvents(input);
     const ids = referenceBranchIds(structure, 4);
     for (const early of ['1', '0']) {
-      const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: early };
+      const env = { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString(), SYMFENCE_PRELOAD_EARLY_EXIT: early, SYMFENCE_PRELOAD_FORK: '0' };
       const result = run(input, { program: fixture().qsymProgram, env, actions: `${ids[7]!.opposite} solve\n` });
       expect(result.status).toBe(0);
       expect([...flippedOffsets(input, result.outputs)]).toEqual([structure[2]!.offset]);
@@ -265,13 +161,14 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
       // The run ended at its first group branch: the action further on was never reached.
       expect(t.branchTrace).toHaveLength(3);
       expect(t.branchTrace.some((r) => r.opposite === ids[7]!.opposite)).toBe(false);
-      expect(must(result.preload)).toMatchObject({ earlyExit: true });
+      expect(must(result.preload)).toMatchObject({ earlyExit: true, fork: false, forks: 0 });
       expect(result.preload!.qsym).toBe(true);
     }
-    // Off QSYM the same run solves both group branches.
+    // Off QSYM the same run solves both group branches in place, without forking.
     const plain = run(input, { env: { SYMCC_TARGET_BRANCH: ids[2]!.opposite.toString() }, actions: `${ids[7]!.opposite} solve\n` });
     expect(must(plain.telemetry).counters.queries).toBe(2);
-    expect(plain.preload!.qsym).toBe(false);
+    expect(plain.preload!).toMatchObject({ qsym: false, fork: false, forks: 0 });
+    expect([...plain.outputs.keys()]).toEqual(['000000', '000001']);
   });
 
   it('counts an answer QSYM names NNNNNN-optimistic (unsat under the path, solved alone) as generated and attributes it', () => {
@@ -280,11 +177,12 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     const ids = referenceBranchIds(structure, 4);
     const target = ids[2]!.opposite;
     const result = run(input, { program: fixture().qsymProgram, env: { SYMCC_TARGET_BRANCH: target.toString(), FAKE_SYMCC_UNSAT_SITES: String(structure[2]!.site) } });
-    expect([...result.outputs.keys()]).toEqual(['000000-optimistic']);
+    // Answered in forked child 1: its file is renamed so that no later child's can collide.
+    expect([...result.outputs.keys()]).toEqual(['f1-000000-optimistic']);
     const t = must(result.telemetry);
     expect(t.targetStatus).toBe('sat');
     expect(t.counters).toMatchObject({ queries: 1, sat: 1, generated: 1 });
-    expect(result.generatedBy).toEqual([['000000-optimistic', target.toString(), String(structure[2]!.site)]]);
+    expect(result.generatedBy).toEqual([['f1-000000-optimistic', target.toString(), String(structure[2]!.site)]]);
   });
 
   it('solves a group id that recurs on the path once, at its first occurrence', () => {
@@ -375,7 +273,7 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
   });
 
   it('keeps an existing LD_PRELOAD library loading when ours is prepended', () => {
-    const marker = path.join(scratch, `marker-${++runCounter}`);
+    const marker = path.join(scratch, `marker-${markers++}`);
     const result = run('MZ!A', { ldPreload: `${preload} ${fixture().markerLibrary}`, env: { MARKER_OUT: marker } });
     expect(result.status).toBe(0);
     expect(readFileSync(marker, 'utf8')).toBe('loaded\n');

@@ -58,6 +58,10 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     return { claims: this.#hintClaims, refused: this.#hintClaimsRefused };
   }
 
+  wantedFor(inputSha256: string, limit: number): readonly bigint[] {
+    return this.#scheduler.wantedFor(inputSha256, limit);
+  }
+
   addSeed(seed: SeedInput, now: number): void {
     if (this.#seeds.has(seed.sha256)) return;
     let bytes = 0;

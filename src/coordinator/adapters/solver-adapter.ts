@@ -42,7 +42,10 @@ export class SolverPoolAdapter implements SolverPort {
           command: this.settings.command,
           ...(this.settings.inputMode ? { inputMode: this.settings.inputMode } : {}),
           timeoutMs: this.settings.timeoutMs,
-          job: job.mode === 'trace' ? { targetBranch: 0n, actions: [], traceOnly: true } : { targetBranch: job.targetBranch, actions: job.actions },
+          job:
+            job.mode === 'trace'
+              ? { targetBranch: 0n, actions: [], traceOnly: true, ...(job.wanted !== undefined && job.wanted.length > 0 ? { wanted: job.wanted } : {}) }
+              : { targetBranch: job.targetBranch, actions: job.actions },
           ...(this.settings.preload ? { preload: this.settings.preload } : {}),
           ...(this.settings.triage ? { triage: this.settings.triage } : {}),
         },

@@ -87,6 +87,29 @@ export class FrontierLane implements Lane {
     return out;
   }
 
+  /**
+   * A wanted set for `seed`'s trace run (docs/solver.md "A first run that answers the frontier"):
+   * its own open branches first, then the campaign's (oldest input first), none the ledger knows
+   * as answered, at most `limit`. Branch ids name a branch by its recent history, not by input,
+   * so a fresh input whose path passes a branch another input left open can answer it. Empty
+   * when the frontier is.
+   */
+  wantedFor(seed: string, limit: number): readonly bigint[] {
+    const out: bigint[] = [];
+    const seen = new Set<bigint>();
+    const own = this.#records.get(seed);
+    const records = own === undefined ? this.#records.values() : [own, ...this.#records.values()];
+    for (const r of records) {
+      for (const branch of r.open) {
+        if (out.length >= limit) return out;
+        if (seen.has(branch) || this.#ledger?.answered(branch) === true) continue;
+        seen.add(branch);
+        out.push(branch);
+      }
+    }
+    return out;
+  }
+
   /** Commit contract: the dispatched branches leave their record (a record left empty goes). */
   commit(accepted: readonly Proposal[], _now: number): void {
     for (const proposal of accepted) {
