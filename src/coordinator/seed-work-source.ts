@@ -17,6 +17,7 @@
  */
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler, WorkSource } from './ports.js';
 import type { AflQueueReader } from '../triage/afl-queue.js';
+import { FirstRunBandit, type YieldFigures } from './first-run-bandit.js';
 
 export interface SeedWorkSourceOptions {
   readonly afl?: AflQueueReader;
@@ -33,9 +34,9 @@ export interface SeedWorkSourceOptions {
   /**
    * An input's first run: `full` (solve every branch) or `trace` (a trace-only run that teaches
    * the scheduler the input's branches; directed runs then solve the ones nobody answered).
-   * Default `full`.
+   * `auto`: each input's first run chosen by measured yield (`FirstRunBandit`). Default `full`.
    */
-  readonly firstRun?: 'trace' | 'full';
+  readonly firstRun?: 'trace' | 'full' | 'auto';
   /** The coordinator id trace runs are made for (`CoordinatorJob.tracer`). */
   readonly tracer?: string;
 }
@@ -65,7 +66,8 @@ export class SeedWorkSource implements WorkSource {
   readonly #schedulerShare: number;
   #schedulerCredit = 0;
   readonly #aflPollMs: number;
-  readonly #firstRun: 'trace' | 'full';
+  readonly #firstRun: 'trace' | 'full' | 'auto';
+  readonly #bandit = new FirstRunBandit();
   readonly #tracer: string | undefined;
   #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
@@ -121,11 +123,19 @@ export class SeedWorkSource implements WorkSource {
       this.#known.add(seed.sha256);
       this.#scheduler?.addSeed(seed, now);
     }
-    return { job: untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer), owner: this.#owner };
+    const firstRun = !this.#scheduler ? 'full' : this.#firstRun === 'auto' ? this.#bandit.choose() : this.#firstRun;
+    return { job: untargetedJob(seed, firstRun, this.#tracer), owner: this.#owner };
+  }
+
+  /** Measured yield of full and directed runs (directed counts trace runs too) and the full share now. */
+  yieldFigures(): YieldFigures {
+    return this.#bandit.figures();
   }
 
   observe(feedback: JobFeedback, now: number): void {
     const depth = feedback.job.depth + 1;
+    const directed = feedback.job.mode === 'trace' || feedback.job.group.length > 0;
+    this.#bandit.observe(directed ? 'directed' : 'full', feedback.newEdges ?? feedback.findings.filter((f) => f.kind === 'queue').length, feedback.solverMs ?? 0);
     for (const entry of feedback.findings) {
       if (entry.kind !== 'queue') continue;
       this.#afl?.markSeenDigest(entry.sha256);

@@ -81,6 +81,10 @@ export interface CampaignCounters {
   fillRatio: number;
   /** Non-zero bytes of the global coverage bitmap. */
   edgesCovered: number;
+  /** Our published inputs the AFL++ instances imported (distinct per instance, summed). */
+  aflImported: number;
+  /** Global-map bytes first set by merging the AFL++ instances' coverage (fuzz_bitmap). */
+  aflMergedEdges: number;
 }
 
 export function createCounters(): CampaignCounters {
@@ -125,6 +129,8 @@ export function createCounters(): CampaignCounters {
     solverBusyMs: 0,
     fillRatio: 0,
     edgesCovered: 0,
+    aflImported: 0,
+    aflMergedEdges: 0,
   };
 }
 
@@ -158,6 +164,8 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'tempsSwept',
   'jobsAbandoned',
   'solverBusyMs',
+  'aflImported',
+  'aflMergedEdges',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -9,6 +9,8 @@ import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
 import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
+import type { AflPeersSnapshot } from '../triage/afl-peers.js';
+import type { YieldFigures } from './yield-figures.js';
 import { COUNTER_NAMES, LATER_COUNTER_NAMES, generatedPerQuery, jobsCompleted, solverUtilisation, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
@@ -40,6 +42,22 @@ export interface StatsSnapshot {
   readonly solverUtilisation: number;
   /** The lease directory the campaign uses (absent in files of earlier versions). */
   readonly leaseDir?: string;
+  /** AFL++ campaigns: per instance, our inputs it imported, its queue, `+cov` entries and covered edges. */
+  readonly afl?: AflPeersSnapshot;
+  /** The scheduler's coverage frontier (docs/scheduler.md "Coverage frontier"). */
+  readonly frontier?: FrontierFigures;
+  /** New edges per solver-second of full and directed runs, and the full share they set. */
+  readonly yield?: YieldFigures;
+}
+
+/** The coverage frontier's figures as stats.json carries them (the scheduler's `stats().frontier`). */
+export interface FrontierFigures {
+  readonly takenPairs: number;
+  readonly buckets: number;
+  readonly saturatedPairs: number;
+  readonly traces: number;
+  readonly gainingTraces: number;
+  readonly askedByTier: Readonly<Record<1 | 2 | 3, number>>;
 }
 
 export function makeSnapshot(fields: Omit<StatsSnapshot, 'schema' | 'jobsCompleted' | 'jobsPerSec' | 'pid' | 'generatedPerQuery' | 'solverUtilisation'>): StatsSnapshot {
