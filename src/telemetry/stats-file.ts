@@ -128,5 +128,33 @@ export function parseStatsFile(file: string, text: string): StatsSnapshot {
     throw new CampaignStateError(`${file} has missing or non-numeric startedMs, updatedMs or workers`, { file });
   }
   const utilisation = typeof snap.solverUtilisation === 'number' ? snap.solverUtilisation : solverUtilisation(filled.solverBusyMs, snap.workers, snap.updatedMs - snap.startedMs);
-  return { ...(snap as StatsSnapshot), counters: filled, solverUtilisation: utilisation };
+  const { afl, frontier, yield: yieldFigures, ...rest } = snap as StatsSnapshot;
+  return {
+    ...rest,
+    counters: filled,
+    solverUtilisation: utilisation,
+    // Optional sections are shown, never trusted: a malformed one is dropped, the file still read.
+    ...(validAfl(afl) ? { afl } : {}),
+    ...(validFrontier(frontier) ? { frontier } : {}),
+    ...(validYield(yieldFigures) ? { yield: yieldFigures } : {}),
+  } as StatsSnapshot;
+}
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function validAfl(v: unknown): v is AflPeersSnapshot {
+  if (!isObject(v) || !isCount(v.imported) || !isCount(v.mergedEdges) || !isObject(v.instances)) return false;
+  return Object.values(v.instances).every((p) => isObject(p) && isCount(p.imported) && isCount(p.queue) && isCount(p.cov) && isCount(p.edges));
+}
+
+function validFrontier(v: unknown): v is FrontierFigures {
+  if (!isObject(v) || !isObject(v.askedByTier)) return false;
+  const t = v.askedByTier;
+  return [v.takenPairs, v.buckets, v.saturatedPairs, v.traces, v.gainingTraces, t[1], t[2], t[3]].every(isCount);
+}
+
+function validYield(v: unknown): v is YieldFigures {
+  const arm = (a: unknown): boolean => isObject(a) && [a.newEdges, a.solverMs, a.runs, a.edgesPerSolverSecond].every(isCount);
+  return isObject(v) && arm(v.full) && arm(v.directed) && isCount(v.fullShare) && v.fullShare <= 1;
 }
