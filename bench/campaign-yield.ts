@@ -4,6 +4,8 @@
  *
  *   afl      a second plain AFL++ instance (`-S s1`): the floor to beat;
  *   old      symfence with the older frontier: `--first-run trace --frontier-order age`;
+ *   tiers    symfence with the coverage frontier but every first run traced (`--first-run trace`):
+ *            the tiers and value order alone, without the yield split (not in the default set);
  *   new      symfence with today's defaults (coverage frontier, value order, yield split);
  *   helper   SymCC's own fuzzing helper (only with SYMFENCE_SYMCC and SYMFENCE_SYMCC_HELPER or the
  *            helper found next to the SymCC build).
@@ -18,7 +20,7 @@
  * Solver: SymCC when SYMFENCE_SYMCC names its compiler wrapper (the target compiled with it),
  * otherwise the fake SymCC runtime program of the test helpers (its afl-cc build for AFL++).
  *
- *   npm run bench -- campaign-yield [--duration 60] [--runs 1] [--configs afl,old,new,helper]
+ *   npm run bench -- campaign-yield [--duration 60] [--runs 1] [--configs afl,old,new,helper] (add tiers)
  *        [--target-src a.c,b.c --seeds <dir>]   (default target: a small built-in parser)
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -32,7 +34,7 @@ import { PACKAGE_ROOT } from '../src/util/paths.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../test/helpers/fake-symcc.js';
 import { flag, median } from './_stats.js';
 
-type Config = 'afl' | 'old' | 'new' | 'helper';
+type Config = 'afl' | 'old' | 'tiers' | 'new' | 'helper';
 
 const durationS = Number(flag('duration', '60'));
 const runs = Number(flag('runs', '1'));
@@ -182,6 +184,10 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
       peerName = 'symfence';
       peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--frontier-order', 'age', '--', ...built.solver], root, process.env);
       break;
+    case 'tiers':
+      peerName = 'symfence';
+      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--', ...built.solver], root, process.env);
+      break;
     case 'new':
       peerName = 'symfence';
       peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--', ...built.solver], root, process.env);
@@ -251,7 +257,7 @@ for (const [config, list] of results) {
   row[`${config}_mean_edges`] = m((o) => o.mean);
   row[`${config}_imported`] = m((o) => o.imported);
   row[`${config}_published`] = m((o) => o.published);
-  if (config === 'old' || config === 'new') {
+  if (config === 'old' || config === 'tiers' || config === 'new') {
     const questions = m((o) => o.questions);
     row[`${config}_questions`] = questions;
     row[`${config}_questions_per_new_edge`] = floor === undefined ? null : Number((questions / Math.max(1, m((o) => o.edges) - floor)).toFixed(2));
