@@ -8,6 +8,9 @@ import type { IoOptions } from '../io/io-options.js';
 import type { CampaignLeaseOptions } from '../lease/lease-table-options.js';
 import type { HintSource } from '../scheduler/hints.js';
 import type { SchedulerOptions } from '../scheduler/scheduler-options.js';
+import type { SchedulerStats } from '../scheduler/scheduler.js';
+import type { AflPeersSnapshot } from '../triage/afl-peers.js';
+import type { YieldFigures } from '../telemetry/yield-figures.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import type { CampaignOptions } from './campaign-options.js';
 import type { CoordinatorPorts } from './coordinator.js';
@@ -17,6 +20,12 @@ import type { Clock } from './ports.js';
 export interface CampaignComponents extends CoordinatorPorts {
   /** Non-zero bytes of the global coverage bitmap, for `edgesCovered`. */
   readonly edgesCovered?: () => number;
+  /** The AFL++ instances beside the campaign: their coverage and imports of our inputs (AFL++ campaigns only). */
+  readonly aflPeers?: () => AflPeersSnapshot;
+  /** The scheduler's coverage frontier figures, for stats.json. */
+  readonly frontier?: () => SchedulerStats['frontier'];
+  /** Measured yield of full and directed runs (first runs chosen by yield only). */
+  readonly yield?: () => YieldFigures;
   /** Releases the components' resources (threads, files). Called once, last. */
   close?(): Promise<void>;
 }

@@ -155,16 +155,17 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     description: 'branch telemetry source: auto, preload (stock SymCC through the preload library), runtime (the solver writes it), off (untargeted runs only)',
   },
   /**
-   * An input's first run: `trace` (solve nothing, learn its branches, then directed runs at the
-   * branches nobody answered) or `full` (plain SymCC: solve every branch). Default `trace`.
+   * An input's first run: `auto` (chosen per input by measured yield, docs/scheduler.md "Full or
+   * directed: the yield split"), `trace` (solve nothing, learn its branches, then directed runs at
+   * the branches nobody answered) or `full` (plain SymCC: solve every branch). Default `auto`.
    */
   firstRun: {
     kind: 'enum',
-    values: ['trace', 'full'] as const,
-    default: 'trace',
+    values: ['auto', 'trace', 'full'] as const,
+    default: 'auto',
     flag: 'first-run',
     env: 'SYMFENCE_FIRST_RUN',
-    description: 'first run of each input: trace (learn its branches, then solve the unanswered ones directed) or full (solve every branch)',
+    description: 'first run of each input: auto (full or trace by measured new edges per solver-second), trace (learn its branches, then solve the unanswered ones directed) or full (solve every branch)',
   },
   /**
    * Jobs failing in a row for a set-up reason (solver cannot start, afl-showmap cannot run the

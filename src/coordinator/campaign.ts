@@ -266,6 +266,11 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           startedMs: this.#startedMs,
           // Where the components open the tables: the shared directory, or the private default.
           leaseDir: this.options.leaseDir !== undefined ? path.resolve(this.options.leaseDir) : path.join(this.outDir, 'leases'),
+          sections: () => ({
+            ...(components.aflPeers ? { afl: components.aflPeers() } : {}),
+            ...(components.frontier ? { frontier: components.frontier() } : {}),
+            ...(components.yield ? { yield: components.yield() } : {}),
+          }),
         },
         this.#clock,
         this.#counters,
@@ -334,6 +339,11 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   /** A copy of the live counters. */
   counters(): CampaignCounters {
     if (this.#components?.edgesCovered) this.#counters.edgesCovered = this.#components.edgesCovered();
+    const peers = this.#components?.aflPeers?.();
+    if (peers) {
+      this.#counters.aflImported = peers.imported;
+      this.#counters.aflMergedEdges = peers.mergedEdges;
+    }
     this.#coordinator?.accrueSolverBusy();
     return { ...this.#counters };
   }

@@ -135,6 +135,8 @@ export interface TriagedInput {
   readonly sha256: string;
   /** The input added coverage to the shared bitmap (novelty). */
   readonly interesting: boolean;
+  /** Map bytes it was first to set in the shared bitmap (absent from in-process classifiers). */
+  readonly newEdges?: number;
   /** Set when replaying the input itself crashed or hung the target. */
   readonly terminal?: 'crash' | 'timeout';
 }
@@ -209,6 +211,10 @@ export interface JobFeedback {
   readonly telemetryError?: ErrorData;
   /** Paths of our own interesting findings, as published. */
   readonly findings: readonly PublishedEntry[];
+  /** Edges the run's inputs added to the campaign's map (an interesting input without a count counts 1). */
+  readonly newEdges?: number;
+  /** The run's solver time, ms (the backend's CPU time when it reports one, else wall time). */
+  readonly solverMs?: number;
 }
 
 /** An input known to the campaign: an AFL queue entry, an initial seed or one of our findings. */

@@ -139,7 +139,10 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     default:
       counters.jobsError++;
   }
-  counters.solverTimeMs += outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
+  const solverMs = outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
+  counters.solverTimeMs += solverMs;
+  let newEdges = 0;
+  for (const g of outcome.generated) if (g.interesting && g.terminal === undefined) newEdges += g.newEdges ?? 1;
   countCommittedJob(counters, jobKindOf(job), outcome.telemetry, job.origin);
   try {
     ctx.source.observe(
@@ -150,6 +153,8 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
         ...(outcome.telemetry !== undefined ? { telemetry: outcome.telemetry } : {}),
         ...(outcome.telemetryError !== undefined ? { telemetryError: outcome.telemetryError } : {}),
         findings,
+        newEdges,
+        solverMs,
       },
       ctx.clock.now(),
     );

@@ -17,6 +17,7 @@
  */
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler, WorkSource } from './ports.js';
 import type { AflQueueReader } from '../triage/afl-queue.js';
+import { FirstRunBandit, type YieldFigures } from './first-run-bandit.js';
 
 export interface SeedWorkSourceOptions {
   readonly afl?: AflQueueReader;
@@ -33,9 +34,9 @@ export interface SeedWorkSourceOptions {
   /**
    * An input's first run: `full` (solve every branch) or `trace` (a trace-only run that teaches
    * the scheduler the input's branches; directed runs then solve the ones nobody answered).
-   * Default `full`.
+   * `auto`: each input's first run chosen by measured yield (`FirstRunBandit`). Default `full`.
    */
-  readonly firstRun?: 'trace' | 'full';
+  readonly firstRun?: 'trace' | 'full' | 'auto';
   /** The coordinator id trace runs are made for (`CoordinatorJob.tracer`). */
   readonly tracer?: string;
 }
@@ -68,7 +69,8 @@ export class SeedWorkSource implements WorkSource {
   readonly #schedulerShare: number;
   #schedulerCredit = 0;
   readonly #aflPollMs: number;
-  readonly #firstRun: 'trace' | 'full';
+  readonly #firstRun: 'trace' | 'full' | 'auto';
+  readonly #bandit = new FirstRunBandit();
   readonly #tracer: string | undefined;
   #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
@@ -126,13 +128,21 @@ export class SeedWorkSource implements WorkSource {
     }
     // Our own fresh findings reach new code fastest: a prefetched job gives way to one of them.
     const priority = seed.origin === 'feedback' ? { priority: 1 } : {};
-    const job = untargetedJob(seed, this.#scheduler ? this.#firstRun : 'full', this.#tracer);
+    const firstRun = !this.#scheduler ? 'full' : this.#firstRun === 'auto' ? this.#bandit.choose() : this.#firstRun;
+    const job = untargetedJob(seed, firstRun, this.#tracer);
     const wanted = job.mode === 'trace' ? (this.#scheduler?.wantedFor?.(seed.sha256, MAX_WANTED) ?? []) : [];
     return { job: wanted.length > 0 ? { ...job, wanted } : job, owner: this.#owner, ...priority };
   }
 
+  /** Measured yield of full and directed runs (directed counts trace runs too) and the full share now. */
+  yieldFigures(): YieldFigures {
+    return this.#bandit.figures();
+  }
+
   observe(feedback: JobFeedback, now: number): void {
     const depth = feedback.job.depth + 1;
+    const directed = feedback.job.mode === 'trace' || feedback.job.group.length > 0;
+    this.#bandit.observe(directed ? 'directed' : 'full', feedback.newEdges ?? feedback.findings.filter((f) => f.kind === 'queue').length, feedback.solverMs ?? 0);
     for (const entry of feedback.findings) {
       if (entry.kind !== 'queue') continue;
       this.#afl?.markSeenDigest(entry.sha256);

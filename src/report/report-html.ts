@@ -8,6 +8,7 @@ import { jobsCompleted } from '../telemetry/counters.js';
 import type { ChartDefinition } from './chart-specs.js';
 import type { LeaseHealthRow } from './lease-health.js';
 import type { ReportSources } from './report-sources.js';
+import { campaignCoverageSection } from './campaign-coverage-section.js';
 
 export interface RenderedChart {
   readonly chart: ChartDefinition;
@@ -104,6 +105,9 @@ export function reportHtml(sources: ReportSources, charts: readonly RenderedChar
 <p class="meta">Generated ${escapeHtml(iso(generatedMs))} from ${sources.coordinators.length} coordinator(s); AFL++ instances: ${escapeHtml(afl)}.</p>
 <h2>Coordinators</h2>
 ${coordinatorTable(sources, generatedMs)}
+<h2>Campaign coverage</h2>
+<p class="meta">Imports: distinct inputs of ours each AFL++ instance kept (<code>sync:</code> entries). Tiers: frontier questions dispatched by coverage tier. Yield decides each input's first run.</p>
+${campaignCoverageSection(sources, escapeHtml)}
 <h2>Charts</h2>
 ${figures}
 <h2>Lease tables</h2>

@@ -93,6 +93,32 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
     env: 'SYMFENCE_FRONTIER_TARGETS',
     description: 'branches per frontier-lane job (1 is exact on stock SymCC: see docs/solver.md)',
   },
+  /**
+   * Asks of one (site, direction) without the campaign gaining coverage on it (it stays untaken,
+   * or no new hit bucket) before its questions drop to the last tier (docs/scheduler.md,
+   * "Coverage frontier"). Default 4.
+   */
+  frontierSaturation: {
+    kind: 'integer',
+    default: 4,
+    min: 1,
+    max: 1_000_000,
+    flag: 'frontier-saturation',
+    env: 'SYMFENCE_FRONTIER_SATURATION',
+    description: 'asks of one (site, direction) without new coverage before its questions drop to the last tier',
+  },
+  /**
+   * Frontier-lane order: `value` (coverage tiers first, then questions per expected
+   * solver-second) or `age` (inputs in arrival order, every open branch alike). Default `value`.
+   */
+  frontierOrder: {
+    kind: 'enum',
+    values: ['value', 'age'] as const,
+    default: 'value',
+    flag: 'frontier-order',
+    env: 'SYMFENCE_FRONTIER_ORDER',
+    description: 'frontier-lane order: value (coverage tiers, then questions per expected solver-second) or age (arrival order)',
+  },
   targetAttempts: {
     kind: 'integer',
     default: 3,

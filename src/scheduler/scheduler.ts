@@ -29,6 +29,8 @@ import type { ScoringPolicy } from './scoring.js';
 import { applyHints, type ContractOutcome, type DispatchPlan } from './target-contract.js';
 import type { Telemetry } from './telemetry.js';
 import { answeredBy, TargetLedger, type LedgerStats } from './target-ledger.js';
+import { CoverageFrontier, type CoverageFrontierStats, type QuestionTier } from './coverage-frontier.js';
+import type { BranchTraceEntry } from './telemetry.js';
 import { targetGroup } from './replay-job.js';
 
 export interface SeedInfo {
@@ -81,6 +83,7 @@ export class Scheduler {
   readonly #hints: readonly HintSource[];
   readonly #logger: Logger | undefined;
   readonly #ledger: TargetLedger;
+  readonly #frontier: CoverageFrontier;
   #observations = 0;
   #telemetryRejected = 0;
 
@@ -100,12 +103,20 @@ export class Scheduler {
       }
     }
     this.#ledger = new TargetLedger({ maxAttempts: this.options.targetAttempts, retryBaseMs: this.options.cooldownMs });
+    this.#frontier = new CoverageFrontier({ saturationAsks: this.options.frontierSaturation });
     const common = { cooldownMs: this.options.cooldownMs, seedLive: (seed: string) => this.#seeds.has(seed), ...(init.scoring ? { scoring: init.scoring } : {}) };
     const distances = init.guidance ?? new Map<bigint, number>();
     const build = (name: string): Lane => {
       switch (name) {
         case 'frontier':
-          return new FrontierLane({ seedLive: common.seedLive, ledger: this.#ledger, targetsPerJob: this.options.frontierTargets, maxRecords: this.options.replayRecords });
+          return new FrontierLane({
+            seedLive: common.seedLive,
+            ledger: this.#ledger,
+            frontier: this.#frontier,
+            order: this.options.frontierOrder,
+            targetsPerJob: this.options.frontierTargets,
+            maxRecords: this.options.replayRecords,
+          });
         case 'prefix':
           return new PrefixDagLane({
             ...common,
@@ -190,7 +201,8 @@ export class Scheduler {
       const details = (feedback.telemetryError as { details?: unknown }).details;
       this.#logger?.warn({ seed: feedback.seed, err: feedback.telemetryError, details }, 'solver telemetry rejected; run treated as untargeted');
     }
-    // The ledger first: lanes consult it while they learn (the frontier skips answered branches).
+    // The coverage frontier and the ledger first: lanes consult them while they learn.
+    if (feedback.telemetry !== null) this.#frontier.learn(feedback.telemetry.branchTrace);
     if (feedback.telemetry !== null || feedback.job !== undefined) {
       const group = feedback.job ? targetGroup(feedback.job) : [];
       if (group.length > 0) this.#ledger.record(feedback.job!, group, feedback.telemetry, feedback.killed === true, now);
@@ -239,8 +251,24 @@ export class Scheduler {
     return applyHints({ ...base, job: replay }, hints);
   }
 
+  /**
+   * The opposite branch ids of an input's trace whose question the campaign wants (coverage tier
+   * ≤ `maxTier`, default 2; docs/scheduler.md "Coverage frontier"): where a directed run over that
+   * input should fork.
+   */
+  wantedBranchesFor(trace: readonly BranchTraceEntry[], maxTier: 1 | 2 = 2): bigint[] {
+    return this.#frontier.wantedBranchesFor(trace, maxTier);
+  }
+
+  /** The campaign's coverage frontier (shared with the frontier lane). */
+  get coverageFrontier(): CoverageFrontier {
+    return this.#frontier;
+  }
+
   stats(): SchedulerStats {
+    const lane = this.lane('frontier');
     return {
+      frontier: { ...this.#frontier.stats(), askedByTier: lane?.askedByTier() ?? { 1: 0, 2: 0, 3: 0 } },
       seeds: this.#seeds.size,
       observations: this.#observations,
       telemetryRejected: this.#telemetryRejected,
@@ -301,6 +329,8 @@ export interface SchedulerStats {
   readonly admission: Readonly<AdmissionStats>;
   /** What the target ledger knows: settled and retrying (input, branch) pairs, answered branches. */
   readonly targets: LedgerStats;
+  /** The coverage frontier: taken (site, direction) pairs, buckets, saturated pairs; frontier questions dispatched by tier. */
+  readonly frontier: CoverageFrontierStats & { readonly askedByTier: Readonly<Record<QuestionTier, number>> };
 }
 
 export interface LaneByName {

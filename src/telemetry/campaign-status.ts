@@ -52,5 +52,24 @@ export function formatCampaignStatus(status: CampaignStatus): string {
     `  leases     stale results ${c.staleResults}, steals ${c.leaseSteals}, expiries ${c.leaseExpiries}, release failures ${c.releaseFailures}, heartbeats ${c.heartbeatsOk} ok / ${c.heartbeatsFailed} failed`,
     `  solver     ${(c.solverTimeMs / 1000).toFixed(1)} s; ${formatSlotTime(c, s.workers, s.updatedMs - s.startedMs)}`,
     `  recovery   replayed ${c.commitsReplayed}, replay failures ${c.commitReplayFailures}, staged swept ${c.stagedSwept}, temps swept ${c.tempsSwept}`,
+    ...formatCoverageLines(s),
   ].join('\n');
+}
+
+/** The AFL++ peers (imports of our inputs, their coverage) and the coverage frontier, when the file has them. */
+export function formatCoverageLines(s: StatsSnapshot): string[] {
+  const lines: string[] = [];
+  if (s.afl !== undefined) {
+    const each = Object.entries(s.afl.instances).map(([name, p]) => `${name} imported ${p.imported} (queue ${p.queue}, +cov ${p.cov}, edges ${p.edges})`);
+    lines.push(`  afl++      imported ${s.afl.imported} of our inputs${each.length > 0 ? `: ${each.join('; ')}` : ''}; their coverage added ${s.afl.mergedEdges} edges to ours`);
+  }
+  if (s.frontier !== undefined) {
+    const f = s.frontier;
+    lines.push(`  frontier   ${f.takenPairs} (site, direction) pairs taken, ${f.buckets} buckets, ${f.saturatedPairs} saturated; asked tier 1 ${f.askedByTier[1]}, tier 2 ${f.askedByTier[2]}, tier 3 ${f.askedByTier[3]}`);
+  }
+  if (s.yield !== undefined) {
+    const y = s.yield;
+    lines.push(`  yield      full ${y.full.edgesPerSolverSecond.toFixed(3)} new edges/solver-s (${y.full.newEdges} in ${(y.full.solverMs / 1000).toFixed(1)} s), directed ${y.directed.edgesPerSolverSecond.toFixed(3)} (${y.directed.newEdges} in ${(y.directed.solverMs / 1000).toFixed(1)} s); full share now ${(y.fullShare * 100).toFixed(0)}%`);
+  }
+  return lines;
 }

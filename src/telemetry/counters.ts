@@ -121,6 +121,10 @@ export interface CampaignCounters {
   laneConcurrencyNotReached: number;
   laneFallbackDirected: number;
   laneFallbackNotReached: number;
+  /** Our published inputs the AFL++ instances imported (distinct per instance, summed). */
+  aflImported: number;
+  /** Global-map bytes first set by merging the AFL++ instances' coverage (fuzz_bitmap). */
+  aflMergedEdges: number;
 }
 
 export function createCounters(): CampaignCounters {
@@ -190,6 +194,8 @@ export function createCounters(): CampaignCounters {
     laneConcurrencyNotReached: 0,
     laneFallbackDirected: 0,
     laneFallbackNotReached: 0,
+    aflImported: 0,
+    aflMergedEdges: 0,
   };
 }
 
@@ -248,6 +254,8 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'laneConcurrencyNotReached',
   'laneFallbackDirected',
   'laneFallbackNotReached',
+  'aflImported',
+  'aflMergedEdges',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -9,6 +9,8 @@ import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
 import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
+import type { AflPeersSnapshot } from '../triage/afl-peers.js';
+import type { YieldFigures } from './yield-figures.js';
 import { COUNTER_NAMES, LATER_COUNTER_NAMES, cpuMsPerAnswer, generatedPerQuery, jobsCompleted, solverUtilisation, targetNotReachedByLane, type CampaignCounters } from './counters.js';
 
 export const STATS_SCHEMA = 'symfence-stats/1';
@@ -53,6 +55,22 @@ export interface StatsSnapshot {
   readonly targetNotReachedByLane?: ReturnType<typeof targetNotReachedByLane>;
   /** The lease directory the campaign uses (absent in files of earlier versions). */
   readonly leaseDir?: string;
+  /** AFL++ campaigns: per instance, our inputs it imported, its queue, `+cov` entries and covered edges. */
+  readonly afl?: AflPeersSnapshot;
+  /** The scheduler's coverage frontier (docs/scheduler.md "Coverage frontier"). */
+  readonly frontier?: FrontierFigures;
+  /** New edges per solver-second of full and directed runs, and the full share they set. */
+  readonly yield?: YieldFigures;
+}
+
+/** The coverage frontier's figures as stats.json carries them (the scheduler's `stats().frontier`). */
+export interface FrontierFigures {
+  readonly takenPairs: number;
+  readonly buckets: number;
+  readonly saturatedPairs: number;
+  readonly traces: number;
+  readonly gainingTraces: number;
+  readonly askedByTier: Readonly<Record<1 | 2 | 3, number>>;
 }
 
 export function makeSnapshot(
@@ -131,5 +149,33 @@ export function parseStatsFile(file: string, text: string): StatsSnapshot {
     throw new CampaignStateError(`${file} has missing or non-numeric startedMs, updatedMs or workers`, { file });
   }
   const utilisation = typeof snap.solverUtilisation === 'number' ? snap.solverUtilisation : solverUtilisation(filled.solverBusyMs, snap.workers, snap.updatedMs - snap.startedMs);
-  return { ...(snap as StatsSnapshot), counters: filled, solverUtilisation: utilisation };
+  const { afl, frontier, yield: yieldFigures, ...rest } = snap as StatsSnapshot;
+  return {
+    ...rest,
+    counters: filled,
+    solverUtilisation: utilisation,
+    // Optional sections are shown, never trusted: a malformed one is dropped, the file still read.
+    ...(validAfl(afl) ? { afl } : {}),
+    ...(validFrontier(frontier) ? { frontier } : {}),
+    ...(validYield(yieldFigures) ? { yield: yieldFigures } : {}),
+  } as StatsSnapshot;
+}
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function validAfl(v: unknown): v is AflPeersSnapshot {
+  if (!isObject(v) || !isCount(v.imported) || !isCount(v.mergedEdges) || !isObject(v.instances)) return false;
+  return Object.values(v.instances).every((p) => isObject(p) && isCount(p.imported) && isCount(p.queue) && isCount(p.cov) && isCount(p.edges));
+}
+
+function validFrontier(v: unknown): v is FrontierFigures {
+  if (!isObject(v) || !isObject(v.askedByTier)) return false;
+  const t = v.askedByTier;
+  return [v.takenPairs, v.buckets, v.saturatedPairs, v.traces, v.gainingTraces, t[1], t[2], t[3]].every(isCount);
+}
+
+function validYield(v: unknown): v is YieldFigures {
+  const arm = (a: unknown): boolean => isObject(a) && [a.newEdges, a.solverMs, a.runs, a.edgesPerSolverSecond].every(isCount);
+  return isObject(v) && arm(v.full) && arm(v.directed) && isCount(v.fullShare) && v.fullShare <= 1;
 }

@@ -19,6 +19,8 @@ export interface StatsReporterOptions {
   readonly startedMs: number;
   /** Written into stats.json so readers (`symfence report`) find the lease tables. */
   readonly leaseDir?: string;
+  /** Sections beside the counters (AFL++ peers, coverage frontier), read at every sample. */
+  readonly sections?: () => Pick<StatsSnapshot, 'afl' | 'frontier' | 'yield'>;
 }
 
 export class StatsReporter {
@@ -55,6 +57,7 @@ export class StatsReporter {
       workers: o.workers,
       counters: this.#counters,
       ...(o.leaseDir !== undefined ? { leaseDir: o.leaseDir } : {}),
+      ...(o.sections ? o.sections() : {}),
     });
     if (this.#closed) return snapshot;
     writeStatsAtomic(this.statsPath, snapshot);

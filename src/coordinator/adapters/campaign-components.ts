@@ -39,6 +39,7 @@ import type { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import type { OptionsInput } from '../../config/schema.js';
 import type { CommandTemplate, InputMode, TriageSettings } from '../../solver/solver-types.js';
 import { AflQueueReader } from '../../triage/afl-queue.js';
+import { AflPeers } from '../../triage/afl-peers.js';
 import type { CoverageBitmap } from '../../solver/coverage-bitmap.js';
 import { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CampaignComponents, CampaignContext } from '../campaign-context.js';
@@ -154,6 +155,20 @@ export async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ h
   }
 }
 
+/** How often the AFL++ instances' queues and fuzz_bitmap files are read again, ms (AFL++ rewrites its map with its stats, every few seconds). */
+export const AFL_PEERS_POLL_MS = 5_000;
+
+/**
+ * The AFL++ instances beside this campaign. AFL++ imports our queue under the name of our
+ * directory in the `-o` directory (the default `<afl-out>/<name>`); with an `--out-dir` elsewhere
+ * no instance syncs from us and only coverage is merged.
+ */
+function aflPeersOf(context: CampaignContext, pool: SolverPool<Telemetry>): AflPeers {
+  const aflOut = path.resolve(context.options.aflOut!);
+  const ourName = path.dirname(path.resolve(context.outDir)) === aflOut ? path.basename(context.outDir) : context.options.name;
+  return new AflPeers({ aflOut, ourName, merge: (covered) => (covered.length <= pool.bitmap.sizeBytes ? pool.bitmap.claim(covered).newBytes : 0) });
+}
+
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
   const files = await loadSchedulerFiles(context.scheduler);
   const telemetry = spec.telemetry ?? campaignTelemetry(context.options, spec.command);
@@ -208,16 +223,23 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const solverPool = pool;
     // Trace-only runs need a solver that honours SYMFENCE_TRACE_ONLY: the preload library does, a
     // runtime writing its own telemetry may not (each "trace" would then be a full solve).
-    const traceFirst = !untargetedOnly && context.options.firstRun === 'trace' && (telemetry.mode === 'preload' || spec.honoursTraceOnly === true);
+    const traceCapable = !untargetedOnly && (telemetry.mode === 'preload' || spec.honoursTraceOnly === true);
+    const traceFirst = traceCapable && context.options.firstRun !== 'full';
     const source = new SeedWorkSource({
       ...(spec.aflQueueDir ? { afl: new AflQueueReader(spec.aflQueueDir) } : {}),
       ...(untargetedOnly ? {} : { scheduler: reservations }),
       ...(spec.initialSeeds ? { initialSeeds: spec.initialSeeds } : {}),
-      firstRun: traceFirst ? 'trace' : 'full',
+      firstRun: traceFirst ? context.options.firstRun : 'full',
       tracer: context.coordinatorId,
       // A trace run finds nothing by itself: the directed runs that follow it get half the slots.
       ...(traceFirst ? { schedulerShare: 0.5 } : {}),
     });
+    // The AFL++ instances' coverage joins the global map before the first triage, and keeps
+    // joining it: a finding AFL++ already has is not published (docs/campaign.md "AFL++ coverage and imports").
+    const peers = spec.aflQueueDir !== undefined && context.options.aflOut !== undefined ? aflPeersOf(context, solverPool) : undefined;
+    await peers?.refresh();
+    const peersTimer = peers ? setInterval(() => void peers.refresh(), AFL_PEERS_POLL_MS) : undefined;
+    peersTimer?.unref();
     // Periodic saves start only once the campaign's components all exist.
     keeper.start();
     return {
@@ -236,10 +258,14 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       source,
       commits,
       edgesCovered: () => solverPool.bitmap.edgesCovered(),
+      ...(peers ? { aflPeers: () => peers.snapshot() } : {}),
+      frontier: () => scheduler.stats().frontier,
+      ...(traceFirst && context.options.firstRun === 'auto' ? { yield: () => source.yieldFigures() } : {}),
       inputExists: (file) => existsSync(file),
       // Lane state first (the coordinator has stopped: the lanes know everything they will),
       // then solver runs (they may still publish through the I/O thread), then the thread.
       close: async () => {
+        if (peersTimer) clearInterval(peersTimer);
         try {
           await keeper.close();
           await solverPool.close();

@@ -150,6 +150,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
         ...(replay ? { job: replay } : {}),
         ...(telemetryError !== undefined ? { telemetryError } : {}),
         killed: feedback.status === 'timeout',
+        ...(feedback.solverMs !== undefined ? { elapsedMs: feedback.solverMs } : {}),
       },
       now,
     );

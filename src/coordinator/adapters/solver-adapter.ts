@@ -65,7 +65,7 @@ export class SolverPoolAdapter implements SolverPort {
         continue;
       }
       const terminal = g.showmap === 'crash' ? 'crash' : g.showmap === 'hang' ? 'timeout' : undefined;
-      generated.push({ bytes: g.bytes, sha256: g.sha256, interesting: (g.novelty?.newBits ?? 0) > 0, ...(terminal ? { terminal } : {}) });
+      generated.push({ bytes: g.bytes, sha256: g.sha256, interesting: (g.novelty?.newBits ?? 0) > 0, newEdges: g.novelty?.newBytes ?? 0, ...(terminal ? { terminal } : {}) });
     }
     return {
       status: result.status,

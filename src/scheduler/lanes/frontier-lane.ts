@@ -5,33 +5,72 @@
  * campaign has not answered (the target ledger knows which; the target leases fence the ones
  * another worker or coordinator is solving right now).
  *
- * One record per input, in arrival order (older inputs first, as the work source ranks them):
- * the open branches still to ask. A proposal targets up to `targetsPerJob` branches (default 1:
- * see docs/solver.md, "Directed runs on QSYM", for why one target per run is the safe default on
- * stock SymCC). `commit` takes dispatched branches off the record; a branch its run left open
- * comes back through `observe` and is proposed again once the ledger's back-off allows it.
+ * One record per input: the open branches still to ask, each with the question its trace row
+ * poses to the campaign's coverage frontier (coverage-frontier.ts). Order (`order: 'value'`, the
+ * default; docs/scheduler.md "Coverage frontier"): every tier-1 question of the campaign before
+ * any tier-2 one, tier 2 before tier 3; within a tier, inputs with the most weighted questions per
+ * expected solver-second first; one question per (site, direction) per round in tiers 1 and 2 (the
+ * next input asking it again waits for tier 3). `order: 'age'` is the older rule: inputs in
+ * arrival order, every open branch alike. A proposal targets up to `targetsPerJob` branches
+ * (default 1: see docs/solver.md, "Directed runs on QSYM", for why one target per run is the safe
+ * default on stock SymCC). `commit` takes dispatched branches off the record and counts an ask of
+ * their (site, direction); a branch its run left open comes back through `observe` and is
+ * proposed again once the ledger's back-off allows it.
  */
 import type { Telemetry } from '../telemetry.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
 import type { TargetLedger } from '../target-ledger.js';
+import { CoverageFrontier, type FrontierQuestion, type QuestionTier } from '../coverage-frontier.js';
 import { targetGroup } from '../replay-job.js';
 import { evictOldest } from './round-robin.js';
 import { effectiveOutputLimit, type Lane, type LaneCommonOptions, type ObserveContext, type Proposal } from './lane.js';
-import { arr, header, ids, obj, str } from './state-codec.js';
+import { arr, bad, header, id, ids, int, num, obj, str } from './state-codec.js';
+
+export type FrontierOrder = 'value' | 'age';
 
 export interface FrontierLaneOptions extends Pick<LaneCommonOptions, 'seedLive'> {
   /** Shared with the admission filter; a private one when absent (tests, state dry runs). */
   readonly ledger?: TargetLedger;
+  /**
+   * The campaign's coverage frontier, fed by the owner (the scheduler learns every trace before
+   * the lanes observe). Absent: a private one this lane feeds itself.
+   */
+  readonly frontier?: CoverageFrontier;
+  /** `value` (tiers, then questions per expected solver-second) or `age` (arrival order). Default `value`. */
+  readonly order?: FrontierOrder;
   /** Branches per directed job, 1..64. Default 1. */
   readonly targetsPerJob?: number;
   /** Inputs remembered (LRU). Default 65 536. */
   readonly maxRecords?: number;
 }
 
+/**
+ * Weights of a question by tier in an input's value. From one cJSON input's 156 open branches:
+ * the 45 whose (site, opposite direction) its trace never took reached 189 edges when asked one by
+ * one, the other 111 only 14 more (4.2 against 0.13 edges a question, 1 : 0.03). Tier 2 sits
+ * between; 0.1 is a choice, not a measurement.
+ */
+export const TIER_WEIGHTS: Readonly<Record<QuestionTier, number>> = Object.freeze({ 1: 1, 2: 0.1, 3: 0.03 });
+/** Expected cost of a directed run before any has been measured, ms. */
+const DEFAULT_RUN_MS = 1000;
+/** EMA weight of a new measured run time. */
+const COST_ALPHA = 0.3;
+
 interface FrontierRecord {
   readonly seed: string;
   /** Still to ask, first seen first. */
   open: bigint[];
+  /** The question each open branch poses (absent when its trace row was not in the telemetry). */
+  readonly questions: Map<bigint, FrontierQuestion>;
+  /** Trace rows of the input's first run (cost proxy before any directed run on it). */
+  traceRows: number;
+  /** EMA of measured directed-run times on this input, ms (null until one finished). */
+  costMs: number | null;
+}
+
+interface Candidate {
+  readonly branch: bigint;
+  readonly question: FrontierQuestion | undefined;
 }
 
 const SCHEMA = 1;
@@ -40,12 +79,22 @@ export class FrontierLane implements Lane {
   readonly name = 'frontier' as const;
   readonly #records = new Map<string, FrontierRecord>();
   readonly #ledger: TargetLedger | undefined;
+  readonly #frontier: CoverageFrontier;
+  readonly #ownsFrontier: boolean;
+  readonly #order: FrontierOrder;
   readonly #targetsPerJob: number;
   readonly #maxRecords: number;
   readonly #seedLive: (seed: string) => boolean;
+  /** Campaign-wide EMAs: directed-run time (ms) and first-run trace rows. */
+  #runMs: number | null = null;
+  #traceRows: number | null = null;
+  readonly #asked: Record<QuestionTier, number> = { 1: 0, 2: 0, 3: 0 };
 
   constructor(options: FrontierLaneOptions = {}) {
     this.#ledger = options.ledger;
+    this.#ownsFrontier = options.frontier === undefined;
+    this.#frontier = options.frontier ?? new CoverageFrontier();
+    this.#order = options.order ?? 'value';
     this.#targetsPerJob = Math.min(64, Math.max(1, Math.floor(options.targetsPerJob ?? 1)));
     this.#maxRecords = Math.max(128, Math.floor(options.maxRecords ?? 65_536));
     this.#seedLive = options.seedLive ?? (() => true);
@@ -62,102 +111,234 @@ export class FrontierLane implements Lane {
     return [...(this.#records.get(seed)?.open ?? [])];
   }
 
+  /** The coverage frontier this lane tiers its questions with. */
+  get frontier(): CoverageFrontier {
+    return this.#frontier;
+  }
+
+  /** Dispatched questions by the tier they had when dispatched. */
+  askedByTier(): Readonly<Record<QuestionTier, number>> {
+    return { ...this.#asked };
+  }
+
+  /** Expected solver-seconds of one directed run on `r`: measured on it, else the campaign's mean scaled by its trace length. */
+  #expectedSeconds(r: FrontierRecord): number {
+    if (r.costMs !== null) return Math.max(0.01, r.costMs / 1000);
+    const base = this.#runMs ?? DEFAULT_RUN_MS;
+    const scale = this.#traceRows === null ? 1 : Math.min(4, Math.max(0.25, (r.traceRows + 1) / (this.#traceRows + 1)));
+    return Math.max(0.01, (base * scale) / 1000);
+  }
+
   propose(limit: number, proposalLimit: number, now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
     const outputLimit = effectiveOutputLimit(limit, proposalLimit);
+    if (outputLimit === 0) return [];
+    const usable = (r: FrontierRecord, branch: bigint): boolean =>
+      !excluded.has(branch) && !(this.#ledger && (this.#ledger.answered(branch) || !this.#ledger.allowed(r.seed, branch, now)));
+    return this.#order === 'age' ? this.#proposeByAge(outputLimit, usable) : this.#proposeByValue(outputLimit, usable);
+  }
+
+  #proposeByAge(outputLimit: number, usable: (r: FrontierRecord, b: bigint) => boolean): Proposal[] {
     const out: Proposal[] = [];
     // A branch open on several inputs is proposed once per round: the first (oldest) input asks it.
     const taken = new Set<bigint>();
     for (const r of this.#records.values()) {
       if (out.length >= outputLimit) break;
       if (!this.#seedLive(r.seed)) continue;
-      let batch: bigint[] = [];
+      const picked: bigint[] = [];
       for (const branch of r.open) {
-        if (excluded.has(branch) || taken.has(branch)) continue;
-        if (this.#ledger && (this.#ledger.answered(branch) || !this.#ledger.allowed(r.seed, branch, now))) continue;
-        batch.push(branch);
+        if (taken.has(branch) || !usable(r, branch)) continue;
+        picked.push(branch);
         taken.add(branch);
-        if (batch.length === this.#targetsPerJob) {
-          out.push(proposalOf(r.seed, batch));
-          batch = [];
-          if (out.length >= outputLimit) break;
-        }
       }
-      if (batch.length > 0 && out.length < outputLimit) out.push(proposalOf(r.seed, batch));
+      this.#emit(out, r.seed, picked, outputLimit);
     }
     return out;
   }
 
   /**
    * A wanted set for `seed`'s trace run (docs/solver.md "A first run that answers the frontier"):
-   * its own open branches first, then the campaign's (oldest input first), none the ledger knows
-   * as answered, at most `limit`. Branch ids name a branch by its recent history, not by input,
-   * so a fresh input whose path passes a branch another input left open can answer it. Empty
-   * when the frontier is.
+   * the campaign's open questions by coverage tier (docs/scheduler.md "Coverage frontier"), and
+   * within a tier `seed`'s own open branches first, then the other inputs' (oldest first); none the
+   * ledger knows as answered, at most `limit`. Branch ids name a branch by its recent history, not
+   * by input, so a fresh input whose path passes a branch another input left open can answer it.
+   * Empty when the frontier is.
    */
   wantedFor(seed: string, limit: number): readonly bigint[] {
-    const out: bigint[] = [];
+    const byTier: [bigint[], bigint[], bigint[]] = [[], [], []];
     const seen = new Set<bigint>();
     const own = this.#records.get(seed);
     const records = own === undefined ? this.#records.values() : [own, ...this.#records.values()];
     for (const r of records) {
       for (const branch of r.open) {
-        if (out.length >= limit) return out;
         if (seen.has(branch) || this.#ledger?.answered(branch) === true) continue;
         seen.add(branch);
-        out.push(branch);
+        const question = r.questions.get(branch);
+        byTier[(question === undefined ? 3 : this.#frontier.tierOf(question)) - 1]!.push(branch);
+      }
+    }
+    return [...byTier[0], ...byTier[1], ...byTier[2]].slice(0, limit);
+  }
+
+  #proposeByValue(outputLimit: number, usable: (r: FrontierRecord, b: bigint) => boolean): Proposal[] {
+    // Per live record, its usable candidates by tier, and its value.
+    const ranked: { r: FrontierRecord; tiers: [Candidate[], Candidate[], Candidate[]]; value: number; order: number }[] = [];
+    let order = 0;
+    for (const r of this.#records.values()) {
+      order += 1;
+      if (!this.#seedLive(r.seed)) continue;
+      const tiers: [Candidate[], Candidate[], Candidate[]] = [[], [], []];
+      for (const branch of r.open) {
+        if (!usable(r, branch)) continue;
+        const question = r.questions.get(branch);
+        const tier = question === undefined ? 3 : this.#frontier.tierOf(question);
+        tiers[tier - 1]!.push({ branch, question });
+      }
+      if (tiers[0].length + tiers[1].length + tiers[2].length === 0) continue;
+      const weighted = TIER_WEIGHTS[1] * tiers[0].length + TIER_WEIGHTS[2] * tiers[1].length + TIER_WEIGHTS[3] * tiers[2].length;
+      ranked.push({ r, tiers, value: weighted / this.#expectedSeconds(r), order });
+    }
+    ranked.sort((a, b) => b.value - a.value || a.order - b.order);
+    const out: Proposal[] = [];
+    const taken = new Set<bigint>();
+    const keysTaken = new Set<bigint>();
+    for (let t = 0; t < 3 && out.length < outputLimit; t += 1) {
+      for (const entry of ranked) {
+        if (out.length >= outputLimit) break;
+        const picked: bigint[] = [];
+        for (const c of entry.tiers[t]!) {
+          if (taken.has(c.branch)) continue;
+          const key = c.question?.key;
+          if (t < 2 && key !== undefined) {
+            // The same coverage question on another input: asked once per round, the rest wait in tier 3.
+            if (keysTaken.has(key)) {
+              entry.tiers[2]!.push(c);
+              continue;
+            }
+            keysTaken.add(key);
+          }
+          picked.push(c.branch);
+          taken.add(c.branch);
+        }
+        this.#emit(out, entry.r.seed, picked, outputLimit);
       }
     }
     return out;
   }
 
-  /** Commit contract: the dispatched branches leave their record (a record left empty goes). */
+  #emit(out: Proposal[], seed: string, picked: readonly bigint[], outputLimit: number): void {
+    for (let i = 0; i < picked.length && out.length < outputLimit; i += this.#targetsPerJob) {
+      out.push(proposalOf(seed, picked.slice(i, i + this.#targetsPerJob)));
+    }
+  }
+
+  /**
+   * Commit contract: the dispatched branches leave their record (a record left empty goes) and
+   * each one's (site, direction) is counted as asked once (saturation).
+   */
   commit(accepted: readonly Proposal[], _now: number): void {
     for (const proposal of accepted) {
       const r = this.#records.get(proposal.origin);
       if (r === undefined) continue;
       const sent = new Set(targetGroup(proposal.job));
+      for (const b of sent) {
+        const question = r.questions.get(b);
+        if (!r.open.includes(b)) continue;
+        this.#asked[question === undefined ? 3 : this.#frontier.tierOf(question)] += 1;
+        this.#frontier.noteAsked(question?.key);
+        r.questions.delete(b);
+      }
       r.open = r.open.filter((b) => !sent.has(b));
       if (r.open.length === 0) this.#records.delete(r.seed);
     }
   }
 
   /**
-   * Learns an input's open branches. A run directed at some of them puts back those it left open
-   * (they are retried when the ledger allows); branches answered anywhere are not recorded.
+   * Learns an input's open branches and the questions they pose. A run directed at some of them
+   * puts back those it left open (they are retried when the ledger allows); branches answered
+   * anywhere are not recorded. A directed run's elapsed time is the input's measured cost.
    */
   observe(seed: string, telemetry: Telemetry, _reward: number, _now: number, context?: ObserveContext): void {
+    if (this.#ownsFrontier) this.#frontier.learn(telemetry.branchTrace);
     const answered = (b: bigint): boolean => this.#ledger?.answered(b) === true || this.#ledger?.isSettled(seed, b) === true;
     const directedAt = context?.job ? new Set(targetGroup(context.job)) : undefined;
+    const directed = directedAt !== undefined && directedAt.size > 0;
     const incoming = directedAt === undefined ? telemetry.openBranches : telemetry.openBranches.filter((b) => directedAt.has(b));
     const existing = this.#records.get(seed);
-    const open = existing?.open ?? [];
-    const known = new Set(open);
-    for (const b of incoming) {
-      if (known.has(b) || answered(b) || open.length >= MAX_OPEN_BRANCHES) continue;
-      open.push(b);
-      known.add(b);
+    if (directed && context?.elapsedMs !== undefined && Number.isFinite(context.elapsedMs) && context.elapsedMs >= 0) {
+      this.#runMs = ema(this.#runMs, context.elapsedMs);
+      if (existing) existing.costMs = ema(existing.costMs, context.elapsedMs);
     }
-    if (open.length === 0) {
+    if (!directed) this.#traceRows = ema(this.#traceRows, telemetry.branchTrace.length);
+    const record: FrontierRecord = existing ?? { seed, open: [], questions: new Map(), traceRows: telemetry.branchTrace.length, costMs: null };
+    const known = new Set(record.open);
+    const questions = this.#frontier.questionsOf(telemetry.branchTrace);
+    for (const b of incoming) {
+      if (known.has(b) || answered(b) || record.open.length >= MAX_OPEN_BRANCHES) continue;
+      record.open.push(b);
+      known.add(b);
+      const q = questions.get(b);
+      if (q !== undefined) record.questions.set(b, q);
+    }
+    if (record.open.length === 0) {
       this.#records.delete(seed);
       return;
     }
-    if (existing === undefined) this.#records.set(seed, { seed, open });
+    if (existing === undefined) this.#records.set(seed, record);
     evictOldest(this.#records, this.#maxRecords);
   }
 
   toJSON(_now: number): unknown {
-    return { lane: 'frontier', schema: SCHEMA, records: [...this.#records.values()].map((r) => ({ seed: r.seed, open: r.open.map(String) })) };
+    return {
+      lane: 'frontier',
+      schema: SCHEMA,
+      records: [...this.#records.values()].map((r) => ({
+        seed: r.seed,
+        open: r.open.map(String),
+        questions: [...r.questions.values()].map((q) => [q.branch.toString(), q.key === undefined ? null : q.key.toString(), q.pathHits]),
+        traceRows: r.traceRows,
+        costMs: r.costMs,
+      })),
+      runMs: this.#runMs,
+      traceRows: this.#traceRows,
+      coverage: this.#frontier.toJSON(),
+    };
   }
 
+  /** Older snapshots (no questions, costs or coverage) restore with every question as tier 3 until re-traced. */
   restore(snapshot: unknown, _now: number): void {
     const o = header(snapshot, 'frontier', SCHEMA);
     const records = arr(o.records, 'records').map((raw, i): FrontierRecord => {
       const r = obj(raw, `records[${i}]`);
-      return { seed: str(r.seed, `records[${i}].seed`), open: ids(r.open, `records[${i}].open`).slice(0, MAX_OPEN_BRANCHES) };
+      const at = `records[${i}]`;
+      const questions = new Map<bigint, FrontierQuestion>();
+      if (r.questions !== undefined) {
+        arr(r.questions, `${at}.questions`).forEach((row, j) => {
+          const q = arr(row, `${at}.questions[${j}]`);
+          const branch = id(q[0], `${at}.questions[${j}][0]`);
+          const key = q[1] === null ? undefined : BigInt(str(q[1], `${at}.questions[${j}][1]`).match(/^(0|[1-9][0-9]{0,20})$/)?.[0] ?? bad(`${at}.questions[${j}][1]`, 'a decimal key or null'));
+          questions.set(branch, { branch, key, pathHits: int(q[2], `${at}.questions[${j}][2]`) });
+        });
+      }
+      return {
+        seed: str(r.seed, `${at}.seed`),
+        open: ids(r.open, `${at}.open`).slice(0, MAX_OPEN_BRANCHES),
+        questions,
+        traceRows: r.traceRows === undefined ? 0 : int(r.traceRows, `${at}.traceRows`),
+        costMs: r.costMs === undefined || r.costMs === null ? null : num(r.costMs, `${at}.costMs`),
+      };
     });
+    const runMs = o.runMs === undefined || o.runMs === null ? null : num(o.runMs, 'runMs');
+    const traceRows = o.traceRows === undefined || o.traceRows === null ? null : num(o.traceRows, 'traceRows');
+    if (o.coverage !== undefined) this.#frontier.restore(o.coverage);
     this.#records.clear();
     for (const r of records.slice(-this.#maxRecords)) if (r.open.length > 0) this.#records.set(r.seed, r);
+    this.#runMs = runMs;
+    this.#traceRows = traceRows;
   }
+}
+
+function ema(previous: number | null, value: number): number {
+  return previous === null ? value : (1 - COST_ALPHA) * previous + COST_ALPHA * value;
 }
 
 function proposalOf(seed: string, batch: readonly bigint[]): Proposal {
