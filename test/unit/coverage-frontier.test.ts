@@ -132,6 +132,25 @@ describe('frontier lane ordered by the coverage frontier', () => {
     expect(byAge.propose(8, 8, 0, NONE)[0]!.job.seed).toBe('old');
   });
 
+  it('gives a first run the campaign’s tier-1 questions before the context-only ones of its own input', () => {
+    const frontier = new CoverageFrontier();
+    const lane = new FrontierLane({ frontier });
+    // 'own' flips only pairs the campaign has (site 1 both ways); 'other' reaches site 2, whose
+    // not-taken side nobody has seen.
+    const own = traceTel(1, [[1, 1], [1, 0]]);
+    const other = traceTel(2, [[1, 1], [2, 1]]);
+    for (const t of [own, other]) frontier.learn(t.branchTrace);
+    lane.observe('own', own, 0, 0);
+    lane.observe('other', other, 0, 0);
+    const tier1 = other.branchTrace[1]!.opposite;
+    const wanted = lane.wantedFor('own', 8);
+    expect(wanted[0]).toBe(tier1);
+    expect(new Set(wanted)).toEqual(new Set([...own.branchTrace, ...other.branchTrace].map((r) => r.opposite)));
+    // Within the last tier the input's own open branches come before the other input's.
+    expect(wanted.slice(1, 3)).toEqual(own.branchTrace.map((r) => r.opposite));
+    expect(lane.wantedFor('own', 1)).toEqual([tier1]);
+  });
+
   it('asks one (site, direction) once per round across inputs; the other inputs’ copies wait in the last tier', () => {
     const frontier = new CoverageFrontier();
     const lane = new FrontierLane({ frontier });
