@@ -8,7 +8,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import { SQLITE_FILE } from '../../src/lease/sqlite/sqlite-database.js';
 import { builtFile } from '../../src/util/paths.js';
 import { nextMessage } from '../fixtures/lease-race-driver.js';
 import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
