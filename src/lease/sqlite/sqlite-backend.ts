@@ -206,11 +206,16 @@ export class SqliteRecordBackend implements RecordBackend {
     return new SqliteRecordBatch(this);
   }
 
-  /**
-   * Undefined while the paths still name the files this connection opened; else why not, from then
-   * on for good (the file comment, "Identity").
-   */
+  /** Why the database was lost, once a check found it (the file comment, "Identity"); else undefined. */
   lost(): string | undefined {
+    return this.lostReason;
+  }
+
+  /**
+   * Compares the paths with the files this connection opened (three `stat` calls): undefined while
+   * they match; else why not, from then on for good.
+   */
+  checkIdentity(): string | undefined {
     if (this.lostReason === undefined && this.identity !== undefined) {
       const reason = this.identity.check();
       if (reason !== undefined) {
@@ -281,7 +286,7 @@ export class SqliteRecordBackend implements RecordBackend {
     }
     this.owner = batch;
     // A lost database is never locked again: the batch reads every record as absent.
-    if (this.lost() !== undefined) return;
+    if (this.checkIdentity() !== undefined) return;
     try {
       await retryBusy(() => this.db.exec('BEGIN IMMEDIATE'), deadline);
     } catch (error) {
@@ -291,7 +296,7 @@ export class SqliteRecordBackend implements RecordBackend {
     }
     // Checked under the write lock: a database replaced before this point is caught before the
     // batch reads a row of the old one (each heartbeat round is such a batch).
-    if (this.lost() !== undefined) this.finishTransaction();
+    if (this.checkIdentity() !== undefined) this.finishTransaction();
   }
 
   /** Ends `batch`'s transaction (rolling back what it did not commit) and frees the connection. */
@@ -312,7 +317,7 @@ export class SqliteRecordBackend implements RecordBackend {
 
   async scan(): Promise<ScanEntry[]> {
     // The rows of a database that is no longer the table's describe nobody's leases.
-    const lost = this.lost();
+    const lost = this.checkIdentity();
     if (lost !== undefined) throw storeReplaced(this.file, lost);
     // A read on the shared connection: inside another batch's open transaction it sees the last
     // committed state (that batch writes only in its synchronous commit), else its own snapshot.
@@ -490,7 +495,7 @@ export class SqliteRecordBatch implements RecordBatch {
         for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
       }
       step = 'commit';
-      const lost = this.backend.lost();
+      const lost = this.backend.checkIdentity();
       if (lost !== undefined) throw storeReplaced(file, lost);
       db.exec('COMMIT');
     } catch (error) {
