@@ -30,17 +30,17 @@ interface FileId {
   readonly ino: number;
 }
 
-/** Where a `/proc/self/fd`-style directory lists this process's descriptors (tests inject none). */
+/** The directory listing this process's open descriptors (Linux). */
 const PROC_FD_DIR = '/proc/self/fd';
 
 /** (device, inode) of `file`, or a reason it has none. */
 function idOf(file: string): FileId | string {
   try {
-    const stat = fs.statSync(file, { bigint: false });
-    return { dev: stat.dev, ino: stat.ino };
+    // No exception for the common failure: a check runs twice per batch.
+    const stat = fs.statSync(file, { throwIfNoEntry: false });
+    return stat === undefined ? 'is gone' : { dev: stat.dev, ino: stat.ino };
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? 'is gone' : `cannot be checked (${code ?? (error as Error).message})`;
+    return `cannot be checked (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
   }
 }
 
