@@ -13,12 +13,20 @@
  * Nothing blocks the thread waiting for a lock: the busy timeout is 0 and both the in-process
  * hand-off and SQLite's busy results are retried asynchronously until `lockAcquireTimeoutMs` on
  * the injected monotonic clock, then the batch fails closed with `ERR_LOCK_TIMEOUT`.
+ *
+ * Identity (sqlite-identity.ts): every batch, once it holds the write lock, and again right before
+ * its `COMMIT`, checks that the database, `-wal` and `-shm` paths still name the files this
+ * connection opened; so does every scan. On a mismatch the table has lost the database for good
+ * (`lost`): the old file is never read or written again, every record reads as absent — a
+ * heartbeat, `beginCommit` or publication answers `stale`, as over a deleted record file — and a
+ * batch that would write anything (a claim) fails with `ERR_LEASE_STORE_REPLACED`.
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { LeaseStoreUnsupportedError } from '../../errors.js';
+import { LeaseStoreReplacedError, LeaseStoreUnsupportedError } from '../../errors.js';
 import { detectFilesystemKind } from '../filesystem-kind.js';
-import { ensureStoreRoot } from '../table-root.js';
+import { withStoreRoot } from '../table-root.js';
+import type { SqliteFileIdentity } from './sqlite-identity.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId, targetRecordId } from '../identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js';
@@ -28,7 +36,7 @@ import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
-import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
+import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
 /** Pause between checks while another batch of this process holds the connection, ms. */
@@ -93,13 +101,16 @@ export async function openSqliteRecordBackend(root: string, options: LeaseTableO
       fsType: filesystem.type,
     });
   }
-  await ensureStoreRoot(root, options, deps, kind, 'sqlite');
-  const db = await openWritableDatabase(path.resolve(root), kind, {
-    monotonicNowMs,
-    deadlineMs: monotonicNowMs() + options.lockAcquireTimeoutMs,
-    lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
-  });
-  return new SqliteRecordBackend(path.resolve(root), kind, db, options.lockAcquireTimeoutMs, monotonicNowMs);
+  // Under the root's metadata lock: of coordinators opening a new root at once, exactly one
+  // creates the database; the others open it once its schema is complete.
+  const { db, identity } = await withStoreRoot(root, options, deps, kind, 'sqlite', () =>
+    openWritableDatabase(path.resolve(root), kind, {
+      monotonicNowMs,
+      deadlineMs: monotonicNowMs() + options.lockAcquireTimeoutMs,
+      lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
+    }),
+  );
+  return new SqliteRecordBackend(path.resolve(root), kind, db, options.lockAcquireTimeoutMs, monotonicNowMs, identity);
 }
 
 /**
@@ -110,8 +121,11 @@ export async function openSqliteRecordBackend(root: string, options: LeaseTableO
 export function scanSqliteRoot(root: string, kind: RecordKind): ScanEntry[] {
   const db = openReadOnlyDatabase(path.resolve(root), kind);
   if (!db) return [];
+  const file = path.join(path.resolve(root), SQLITE_FILE);
   try {
-    return scanDatabase(db, path.join(path.resolve(root), SQLITE_FILE), kind);
+    return scanDatabase(db, file, kind);
+  } catch (error) {
+    throw sqliteFailure(file, error, 'scan', 'a scan');
   } finally {
     db.close();
   }
@@ -161,6 +175,8 @@ export class SqliteRecordBackend implements RecordBackend {
    */
   private readonly known = new Map<string, KnownRow>();
   private knownVersion: number | undefined;
+  /** Why the database at the path is no longer the one open here, once a check found it (sticky). */
+  private lostReason: string | undefined;
 
   constructor(
     readonly root: string,
@@ -168,6 +184,7 @@ export class SqliteRecordBackend implements RecordBackend {
     readonly db: SqliteDatabase,
     readonly lockAcquireTimeoutMs: number,
     readonly monotonicNowMs: () => number,
+    private readonly identity?: SqliteFileIdentity,
   ) {
     this.file = path.join(root, SQLITE_FILE);
     this.readCache = new RecordReadCache(kind);
@@ -187,6 +204,26 @@ export class SqliteRecordBackend implements RecordBackend {
 
   begin(): RecordBatch {
     return new SqliteRecordBatch(this);
+  }
+
+  /** Why the database was lost, once a check found it (the file comment, "Identity"); else undefined. */
+  lost(): string | undefined {
+    return this.lostReason;
+  }
+
+  /**
+   * Compares the paths with the files this connection opened (three `stat` calls): undefined while
+   * they match; else why not, from then on for good.
+   */
+  checkIdentity(): string | undefined {
+    if (this.lostReason === undefined && this.identity !== undefined) {
+      const reason = this.identity.check();
+      if (reason !== undefined) {
+        this.lostReason = reason;
+        this.forgetRows();
+      }
+    }
+    return this.lostReason;
   }
 
   /** The rows known exactly at this point of a write transaction (the class comment on `known`). */
@@ -248,6 +285,8 @@ export class SqliteRecordBackend implements RecordBackend {
       if (this.closed) throw leaseIoError(`lease database ${this.file} is closed`, { path: this.file, step: 'lock' }, undefined);
     }
     this.owner = batch;
+    // A lost database is never locked again: the batch reads every record as absent.
+    if (this.checkIdentity() !== undefined) return;
     try {
       await retryBusy(() => this.db.exec('BEGIN IMMEDIATE'), deadline);
     } catch (error) {
@@ -255,21 +294,31 @@ export class SqliteRecordBackend implements RecordBackend {
       if ((error as { code?: unknown }).code === 'ERR_LOCK_TIMEOUT') throw error;
       throw leaseIoError(`cannot lock lease database ${this.file}: ${(error as Error).message}`, { path: this.file, step: 'lock', restored: true }, error);
     }
+    // Checked under the write lock: a database replaced before this point is caught before the
+    // batch reads a row of the old one (each heartbeat round is such a batch).
+    if (this.checkIdentity() !== undefined) this.finishTransaction();
   }
 
   /** Ends `batch`'s transaction (rolling back what it did not commit) and frees the connection. */
   finish(batch: SqliteRecordBatch): void {
     if (this.owner !== batch) return;
+    this.finishTransaction();
+    this.owner = undefined;
+  }
+
+  private finishTransaction(): void {
     try {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');
     } catch {
       // A failed rollback leaves SQLite to roll the transaction back itself (it does on the next
       // statement, or its journal does at the next open); nothing this batch staged was committed.
     }
-    this.owner = undefined;
   }
 
   async scan(): Promise<ScanEntry[]> {
+    // The rows of a database that is no longer the table's describe nobody's leases.
+    const lost = this.checkIdentity();
+    if (lost !== undefined) throw storeReplaced(this.file, lost);
     // A read on the shared connection: inside another batch's open transaction it sees the last
     // committed state (that batch writes only in its synchronous commit), else its own snapshot.
     return retryBusy(() => scanDatabase(this.db, this.file, this.kind), {
@@ -278,6 +327,8 @@ export class SqliteRecordBackend implements RecordBackend {
       lockAcquireTimeoutMs: this.lockAcquireTimeoutMs,
       description: `a read of lease database ${this.file}`,
       path: this.file,
+    }).catch((error: unknown) => {
+      throw sqliteFailure(this.file, error, 'scan', 'a scan');
     });
   }
 
@@ -329,6 +380,15 @@ export class SqliteRecordBatch implements RecordBatch {
 
   async read(ids: Iterable<string>): Promise<void> {
     this.assertState('locked');
+    if (this.backend.lost() !== undefined) {
+      // The table's leases went with its database: nothing of the old file is read.
+      for (const id of ids) {
+        if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
+        this.reads.set(id, { state: 'absent' });
+        this.readGroups.set(id, null);
+      }
+      return;
+    }
     const { select } = this.backend.statements;
     let known: Map<string, KnownRow>;
     try {
@@ -392,6 +452,17 @@ export class SqliteRecordBatch implements RecordBatch {
   async commit(): Promise<BatchReport> {
     this.assertState('locked');
     const { db, statements, file } = this.backend;
+    const lostBefore = this.backend.lost();
+    if (lostBefore !== undefined) {
+      // Answers that staged nothing (a `stale` heartbeat) stand; a write would go to a file no
+      // other coordinator sees.
+      if (this.mutations.size === 0) {
+        this.state = 'committed';
+        return EMPTY_BATCH_REPORT;
+      }
+      this.state = 'failed';
+      throw storeReplaced(file, lostBefore);
+    }
     // In staging order: one transaction needs no lock order, and its rows are atomic together.
     const list = [...this.mutations.entries()];
     let step = 'write';
@@ -424,6 +495,8 @@ export class SqliteRecordBatch implements RecordBatch {
         for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
       }
       step = 'commit';
+      const lost = this.backend.checkIdentity();
+      if (lost !== undefined) throw storeReplaced(file, lost);
       db.exec('COMMIT');
     } catch (error) {
       this.state = 'failed';
@@ -434,6 +507,7 @@ export class SqliteRecordBatch implements RecordBatch {
       } catch {
         restored = !db.inTransaction;
       }
+      if (error instanceof LeaseStoreReplacedError) throw error;
       throw leaseIoError(`lease database ${step} failed: ${(error as Error).message}; ${restored ? 'nothing was written' : 'rollback incomplete'}`, {
         step,
         path: file,
