@@ -42,7 +42,7 @@ export function buildProgram(io: CliIo = processIo): Command {
 }
 
 /** Refusals of a command line that cannot work as given: exit code 2, nothing was started. */
-const CONFIGURATION_ERROR_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP', 'ERR_PRELOAD_UNSUPPORTED']);
+const CONFIGURATION_ERROR_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP', 'ERR_PRELOAD_UNSUPPORTED', 'ERR_SOLVER_NOT_SYMCC']);
 
 /** Exit code for a thrown value. */
 export function exitCodeFor(error: unknown): number {
