@@ -8,7 +8,7 @@ export { FencedTargetLeaseTable } from '../lease/target-lease-table.js';
 export { LEASE_TABLE_OPTIONS } from '../lease/lease-table-options.js';
 export type { LeaseTableOptions } from '../lease/lease-table-options.js';
 export type { LeaseTableDeps, AtTime, ClaimIdentity } from '../lease/lease-table-base.js';
-export type { WorkLeaseStore, TargetLeaseStore, LeaseStoreCommon, WorkClaimOptions, BeginCommitOptions, CommitPublisher } from '../lease/lease-store.js';
+export type { WorkLeaseStore, TargetLeaseStore, LeaseStoreCommon, WorkClaimOptions, BeginCommitOptions, CommitPublisher } from '../lease/table-contract.js';
 export type {
   ClaimResult,
   GroupClaimResult,
@@ -24,8 +24,8 @@ export type {
 } from '../lease/lease-results.js';
 export type { LeaseRecord, LeaseStatus, RecordKind, JsonObject } from '../lease/lease-record.js';
 export type { LeaseOperation, RecordView, OperationOutcome, ExecutionResult } from '../lease/lease-operation.js';
-export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from '../lease/durability-batch.js';
-export type { CoordinationMode, LockerKind } from '../lease/record-lock.js';
+export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from '../lease/files/durability-batch.js';
+export type { CoordinationMode, LockerKind } from '../lease/files/record-lock.js';
 export { canonicalJson, canonicalJsonBytes } from '../lease/canonical-json.js';
 export { workIdOf, targetRecordId, shardOf, shardDirName, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from '../lease/identity.js';
 export type { GroupMember } from '../lease/identity.js';
@@ -33,8 +33,8 @@ export type { GroupMember } from '../lease/identity.js';
 // Inspection (what `symfence leases` prints) and the filesystem probe.
 export { inspectLeaseDirectory, inspectLeaseTable, findLeaseTables } from '../lease/lease-inspect.js';
 export type { TableInspection, OwnerCounts, CorruptRecordReport, InspectOptions } from '../lease/lease-inspect.js';
-export { probeFilesystem, FS_PROBE_STEP_NAMES } from '../lease/fs-probe.js';
-export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from '../lease/fs-probe.js';
+export { probeFilesystem, FS_PROBE_STEP_NAMES } from '../lease/files/fs-probe.js';
+export type { FsProbeOptions, FsProbeReport, FsProbeStepName, FsProbeOps, FsProbeStep, FsProbeContext } from '../lease/files/fs-probe.js';
 export type { FsLayer, FsOperation, FsStat } from '../fs/fs-layer.js';
 
 // The work identity of a job (the work-lease id) and the result manifest stored with beginCommit.

@@ -16,8 +16,8 @@
 import path from 'node:path';
 import { defineError } from '../errors.js';
 import { leaseIoError } from '../lease/lease-io-error.js';
-import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd-connection.js';
-import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd-record-batch.js';
+import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd/etcd-connection.js';
+import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd/etcd-batch.js';
 import type { LeaseTableOptions } from '../lease/lease-table-options.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import { readFindingFile, type StagingClient } from './staged-findings.js';

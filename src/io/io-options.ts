@@ -3,7 +3,7 @@
  * variables resolve through it.
  */
 import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
-import type { FileBarrierStrategy } from '../lease/durability-batch.js';
+import type { FileBarrierStrategy } from '../lease/files/durability-batch.js';
 import { loadNative } from '../native/bindings.js';
 
 export const IO_OPTIONS = defineOptionSchema('io', {

@@ -29,7 +29,7 @@ import { InvalidOptionError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { LeaseOperation, OperationOutcome } from '../lease/lease-operation.js';
-import type { TargetLeaseStore, WorkLeaseStore } from '../lease/lease-store.js';
+import type { TargetLeaseStore, WorkLeaseStore } from '../lease/table-contract.js';
 import type { FileBarrierStrategy } from '../fs/durable-files.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createBatchAdmitter } from './batch-planner.js';

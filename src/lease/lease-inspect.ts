@@ -13,12 +13,12 @@ import { UsageError } from '../errors.js';
 import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
-import { META_FILE } from './lease-layout.js';
+import { META_FILE } from './table-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
-import { scanTableRoot } from './open-record-backend.js';
-import type { LeaseStoreKind } from './record-backend.js';
+import { scanTableRoot } from './open-backend.js';
+import type { LeaseStoreKind } from './backend-contract.js';
 import { readTableMeta } from './table-meta.js';
 
 export interface OwnerCounts {

@@ -29,7 +29,7 @@
  */
 import { invalidOption } from '../config/values.js';
 import { InvalidJobError, LockTimeoutError } from '../errors.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './record-backend.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './backend-contract.js';
 import { canonicalJsonMemo } from './canonical-json.js';
 import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
 

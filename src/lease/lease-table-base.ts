@@ -7,18 +7,18 @@ import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
-import { FileRecordBackend } from './file-record-backend.js';
-import type { LeaseLayout } from './lease-layout.js';
+import { FileRecordBackend } from './files/file-backend.js';
+import type { LeaseLayout } from './table-layout.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
 import { isExpiredLease, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
 import type { ExpiredLease, LeaseCounts, SnapshotEntry } from './lease-results.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
-import { openRecordBackend, type LeaseTableDeps } from './open-record-backend.js';
-import type { BatchReport, LeaseStoreKind, RecordBackend } from './record-backend.js';
-import type { RecordLocker } from './record-lock.js';
+import { openRecordBackend, type LeaseTableDeps } from './open-backend.js';
+import type { BatchReport, LeaseStoreKind, RecordBackend } from './backend-contract.js';
+import type { RecordLocker } from './files/record-lock.js';
 import { randomBytes } from 'node:crypto';
 
-export type { LeaseTableDeps } from './open-record-backend.js';
+export type { LeaseTableDeps } from './open-backend.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const HEARTBEAT_BATCH_RECORDS = 256;

@@ -4,8 +4,8 @@
  * where SQLite's WAL index cannot be shared (filesystem-kind.ts).
  */
 import { detectFilesystemKind, type FilesystemKind, type StatFilesystem } from './filesystem-kind.js';
-import type { LeaseStoreKind } from './record-backend.js';
-import { loadSqlite } from './sqlite-database.js';
+import type { LeaseStoreKind } from './backend-contract.js';
+import { loadSqlite } from './sqlite/sqlite-database.js';
 
 /** The store `auto` gives a new lease directory, and why (reported by the filesystem probe). */
 export interface DefaultStoreChoice {

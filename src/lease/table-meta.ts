@@ -16,10 +16,10 @@ import { LeaseCorruptError } from '../errors.js';
 import { readBoundedFile } from '../fs/bounded-read.js';
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
 import { canonicalJsonBytes } from './canonical-json.js';
-import type { LeaseLayout } from './lease-layout.js';
+import type { LeaseLayout } from './table-layout.js';
 import type { RecordKind } from './lease-record.js';
-import { LEASE_STORES, type LeaseStoreKind } from './record-backend.js';
-import type { RecordLocker } from './record-lock.js';
+import { LEASE_STORES, type LeaseStoreKind } from './backend-contract.js';
+import type { RecordLocker } from './files/record-lock.js';
 
 export const TABLE_META_SCHEMA = 1;
 /** Schema of a root whose store is not the file store. */

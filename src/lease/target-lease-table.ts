@@ -30,7 +30,7 @@ import {
   type LeaseTableDeps,
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
-import type { TargetLeaseStore } from './lease-store.js';
+import type { TargetLeaseStore } from './table-contract.js';
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */

@@ -19,7 +19,7 @@
  */
 import path from 'node:path';
 import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
-import { LOCK_SUFFIX, META_FILE, RECORD_SUFFIX, TEMP_SUFFIX, LeaseLayout } from './lease-layout.js';
+import { LOCK_SUFFIX, META_FILE, RECORD_SUFFIX, TEMP_SUFFIX, LeaseLayout } from './table-layout.js';
 import { parseOptionValue } from '../config/schema.js';
 import { LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { readTableMeta } from './table-meta.js';

@@ -39,7 +39,7 @@ import {
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import { canonicalJson } from './canonical-json.js';
-import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions, WorkLeaseStore } from './lease-store.js';
+import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions, WorkLeaseStore } from './table-contract.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
@@ -47,7 +47,7 @@ export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
 export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
 // Declared with the store interface that takes them (lease-store.ts).
-export type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './lease-store.js';
+export type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './table-contract.js';
 
 function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {
   return { id, detail: read.reason };

@@ -9,7 +9,7 @@ import path from 'node:path';
 import ts from 'typescript';
 
 export interface ImportEdge {
-  /** Importing file, relative to the package root (`src/lease/record-store.ts`). */
+  /** Importing file, relative to the package root (`src/lease/files/record-files.ts`). */
   readonly from: string;
   /** Imported file, relative to the package root. */
   readonly to: string;
@@ -102,6 +102,20 @@ export function scanImports(root: string): ImportScan {
 export function folderOf(file: string): string {
   const parts = file.split(path.sep);
   return parts.length <= 2 ? parts.join('/') : `${parts[0]}/${parts[1]}`;
+}
+
+/** The lease stores, one folder each under src/lease/ (docs/architecture.md "Layers"). */
+export const LEASE_STORE_FOLDERS = ['files', 'sqlite', 'etcd'] as const;
+
+/**
+ * `src/lease/<store>` for a file of one store's folder, `src/lease` for the shared lease semantics
+ * directly in src/lease/, undefined outside src/lease/.
+ */
+export function leasePartOf(file: string): string | undefined {
+  const parts = file.split(path.sep);
+  if (parts[0] !== 'src' || parts[1] !== 'lease') return undefined;
+  if (parts.length === 3) return 'src/lease';
+  return (LEASE_STORE_FOLDERS as readonly string[]).includes(parts[2]!) ? `src/lease/${parts[2]}` : `src/lease/${parts[2]}?`;
 }
 
 /** Directed graph as adjacency sets; every endpoint is a key. */

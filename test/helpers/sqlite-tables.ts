@@ -3,7 +3,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { SQLITE_FILE } from '../../src/lease/sqlite-database.js';
+import { SQLITE_FILE } from '../../src/lease/sqlite/sqlite-database.js';
 
 export const Sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
 

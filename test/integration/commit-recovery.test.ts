@@ -18,7 +18,7 @@ import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { FaultInjectingFsLayer, type FaultRule } from '../../src/fs/fault-fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
-import { LeaseLayout } from '../../src/lease/lease-layout.js';
+import { LeaseLayout } from '../../src/lease/table-layout.js';
 import { currentWriterTag, formatWriterTag } from '../../src/lease/temp-writer.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { detectFilesystemKind } from '../../src/lease/filesystem-kind.js';
-import { loadSqlite } from '../../src/lease/sqlite-database.js';
+import { loadSqlite } from '../../src/lease/sqlite/sqlite-database.js';
 import { readStatsFile } from '../../src/telemetry/stats-file.js';
 import { lastJsonLine, runCliProcess } from '../helpers/cli-process.js';
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { targetRecordId } from '../../src/lease/identity.js';
-import { ensureDirectoryDurable } from '../../src/lease/record-store.js';
+import { ensureDirectoryDurable } from '../../src/lease/files/record-files.js';
 import type { LeaseOperation } from '../../src/lease/lease-operation.js';
 import { S, bytesOf, exists, openTarget, openWork, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FS_PROBE_STEP_NAMES, probeFilesystem, type FsProbeOptions } from '../../src/lease/fs-probe.js';
+import { FS_PROBE_STEP_NAMES, probeFilesystem, type FsProbeOptions } from '../../src/lease/files/fs-probe.js';
 import { loadNative, type NativeBindings } from '../../src/native/bindings.js';
 
 const native = loadNative();

@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
-import { readRecord } from '../../src/lease/record-store.js';
+import { readRecord } from '../../src/lease/files/record-files.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { loadNative } from '../../src/native/bindings.js';
-import { createFlockLocker, createInProcessLocker, type RecordLocker } from '../../src/lease/record-lock.js';
+import { createFlockLocker, createInProcessLocker, type RecordLocker } from '../../src/lease/files/record-lock.js';
 import { tempRoot } from '../helpers/lease-fixtures.js';
 
 const native = loadNative();

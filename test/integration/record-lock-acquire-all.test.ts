@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
-import { createInProcessLocker } from '../../src/lease/record-lock.js';
+import { createInProcessLocker } from '../../src/lease/files/record-lock.js';
 import { tempRoot } from '../helpers/lease-fixtures.js';
 
 function setup(fsLayer: FaultInjectingFsLayer, monotonicNowMs?: () => number) {

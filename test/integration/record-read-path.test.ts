@@ -8,7 +8,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
-import { readRecord } from '../../src/lease/record-store.js';
+import { readRecord } from '../../src/lease/files/record-files.js';
 import { tempRoot } from '../helpers/lease-fixtures.js';
 
 const ID = 'a'.repeat(64);

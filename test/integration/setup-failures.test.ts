@@ -1,8 +1,8 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { findLeaseTables } from '../../src/lease/lease-inspect.js';
-import { META_FILE } from '../../src/lease/lease-layout.js';
-import { scanTableRoot } from '../../src/lease/open-record-backend.js';
+import { META_FILE } from '../../src/lease/table-layout.js';
+import { scanTableRoot } from '../../src/lease/open-backend.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -11,7 +11,7 @@ import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId } from '../../src/lease/identity.js';
 import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import { serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.js';
-import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite-database.js';
+import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite/sqlite-database.js';
 import { openTarget, S, tempRoot } from '../helpers/lease-fixtures.js';
 import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
 import { group, Sqlite, withDb } from '../helpers/sqlite-tables.js';

@@ -9,7 +9,7 @@ import { STAGED_DIR } from '../../src/commit/commit-manifest.js';
 import { StagedFindings, type StagingClient } from '../../src/commit/staged-findings.js';
 import { runCli } from '../../src/cli/program.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
-import { LeaseLayout } from '../../src/lease/lease-layout.js';
+import { LeaseLayout } from '../../src/lease/table-layout.js';
 import { sweepLeaseTableTemps } from '../../src/lease/temp-sweep.js';
 import { currentWriterTag, formatWriterTag, type WriterTag } from '../../src/lease/temp-writer.js';
 import { listFiles, openWork, tempRoot } from '../helpers/lease-fixtures.js';

@@ -77,7 +77,7 @@ describe('canonical JSON fast paths', () => {
 
 describe('SQLite member rows', () => {
   it('writes a member row directly exactly as canonical JSON writes its fields', async () => {
-    const { memberText } = await import('../../src/lease/sqlite-rows.js');
+    const { memberText } = await import('../../src/lease/sqlite/sqlite-rows.js');
     const record = (attempts: number, previousOwner: string, steals: number, target: string, extra: Record<string, unknown> = {}) =>
       ({ attempts, id: 'ab'.repeat(32), kind: 'target', leaseTtlMs: 1000, owner: 'o', payload: {}, previousOwner, schema: 1, status: 'leased', steals, target, targets: [target], token: 't', updatedMs: 5, worker: 0, ...extra }) as never;
     fc.assert(

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { cycleThrough, cyclicComponents, folderOf, graphOf, moduleReferences, scanImports, type Graph, type ImportEdge } from '../helpers/import-graph.js';
+import { cycleThrough, cyclicComponents, folderOf, graphOf, LEASE_STORE_FOLDERS, leasePartOf, moduleReferences, scanImports, type Graph, type ImportEdge } from '../helpers/import-graph.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -22,6 +22,29 @@ const ALLOWED_FOLDER_CYCLES: readonly string[] = [];
  * evaluation order), same rules as above. Empty today.
  */
 const ALLOWED_RUNTIME_MODULE_CYCLES: readonly string[] = [];
+
+/**
+ * Imports from the shared lease semantics (src/lease/*.ts) into one store's folder, as
+ * `from → to`. The shared modules hold the records, operations, tables, backend contract and
+ * inspection, and know no store; only these edges may cross. Same rules as above: an edge not
+ * listed fails, and a listed edge that no longer occurs fails.
+ */
+const ALLOWED_SHARED_TO_STORE_IMPORTS: readonly string[] = [
+  // The opener: the one place that knows which stores exist.
+  'src/lease/open-backend.ts → src/lease/etcd/etcd-backend.ts',
+  'src/lease/open-backend.ts → src/lease/files/file-backend.ts',
+  'src/lease/open-backend.ts → src/lease/files/record-scan.ts',
+  'src/lease/open-backend.ts → src/lease/sqlite/sqlite-backend.ts',
+  // `auto` asks whether SQLite loads here before it picks the SQLite store.
+  'src/lease/store-choice.ts → src/lease/sqlite/sqlite-database.ts',
+  // Every store's table root on this host guards lease-table.json with the file store's flock lock.
+  'src/lease/table-meta.ts → src/lease/files/record-lock.ts',
+  'src/lease/table-root.ts → src/lease/files/record-files.ts',
+  'src/lease/table-root.ts → src/lease/files/record-lock.ts',
+  // Shard count, locker kind and record paths of a file table, read by type test.
+  'src/lease/lease-table-base.ts → src/lease/files/file-backend.ts',
+  'src/lease/lease-table-base.ts → src/lease/files/record-lock.ts',
+];
 
 const scan = scanImports(ROOT);
 
@@ -80,6 +103,33 @@ describe('import layers of src/', () => {
   });
 });
 
+describe('import layers of src/lease/', () => {
+  const leaseEdges = scan.edges.flatMap((e) => {
+    const from = leasePartOf(e.from);
+    const to = leasePartOf(e.to);
+    return from !== undefined && to !== undefined && from !== to ? [{ ...e, fromPart: from, toPart: to }] : [];
+  });
+  const witness = (e: ImportEdge): string => `${e.from.split(path.sep).join('/')} → ${e.to.split(path.sep).join('/')}`;
+
+  it('keeps every lease module either in the shared top or in one store folder', () => {
+    const parts = new Set(scan.files.map(leasePartOf).filter((p) => p !== undefined));
+    expect([...parts].sort()).toEqual(['src/lease', ...LEASE_STORE_FOLDERS.map((s) => `src/lease/${s}`)].sort());
+  });
+
+  it('has no store folder that imports another store folder', () => {
+    const crossing = leaseEdges.filter((e) => e.fromPart !== 'src/lease' && e.toPart !== 'src/lease').map(witness);
+    expect(crossing).toEqual([]);
+    // The stores build on the shared semantics; if the scanner stopped seeing that, this would fail.
+    for (const store of LEASE_STORE_FOLDERS) expect(leaseEdges.some((e) => e.fromPart === `src/lease/${store}` && e.toPart === 'src/lease')).toBe(true);
+  });
+
+  it('imports a store folder from the shared lease modules only through the allow-listed edges, which only shrink', () => {
+    const found = [...new Set(leaseEdges.filter((e) => e.fromPart === 'src/lease').map(witness))].sort();
+    expect(found.filter((edge) => !ALLOWED_SHARED_TO_STORE_IMPORTS.includes(edge)), 'shared lease module importing a store folder').toEqual([]);
+    expect(ALLOWED_SHARED_TO_STORE_IMPORTS.filter((edge) => !found.includes(edge)), 'allow-listed edges that are gone: remove them').toEqual([]);
+  });
+});
+
 describe('the import scanner and cycle finder', () => {
   it('sees static, re-export, dynamic and type-position imports, and marks which are type-only', () => {
     const refs = moduleReferences(
@@ -120,6 +170,13 @@ describe('the import scanner and cycle finder', () => {
     expect(components).toEqual([['src/io', 'src/lease', 'src/scheduler']]);
     expect(cycleThrough(cyclic, components[0]!, 'src/io')).toEqual(['src/io', 'src/scheduler', 'src/lease', 'src/io']);
     expect(cyclicComponents(graphOf([['src/cli', 'src/lease'], ['src/lease', 'src/fs'], ['src/cli', 'src/fs']]))).toEqual([]);
+  });
+
+  it('names the lease part of a file: the shared top, a store folder, or an unknown folder', () => {
+    expect(leasePartOf(path.join('src', 'lease', 'lease-record.ts'))).toBe('src/lease');
+    expect(leasePartOf(path.join('src', 'lease', 'sqlite', 'sqlite-rows.ts'))).toBe('src/lease/sqlite');
+    expect(leasePartOf(path.join('src', 'lease', 'other', 'x.ts'))).toBe('src/lease/other?');
+    expect(leasePartOf(path.join('src', 'io', 'io-thread.ts'))).toBeUndefined();
   });
 
   it('names a folder by its first directory under src/ and a top-level file by itself', () => {

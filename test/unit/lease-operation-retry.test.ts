@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { executeOperations, type LeaseOperation } from '../../src/lease/lease-operation.js';
 import type { RecordRead } from '../../src/lease/lease-record.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type LockOptions, type RecordBackend, type RecordBatch, type StagedRecord } from '../../src/lease/record-backend.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type LockOptions, type RecordBackend, type RecordBatch, type StagedRecord } from '../../src/lease/backend-contract.js';
 
 interface FakeOptions {
   /** Commits that conflict before one succeeds (Infinity: always). */

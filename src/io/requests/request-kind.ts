@@ -10,7 +10,7 @@ import { invalidOption } from '../../config/values.js';
 import type { FsLayer } from '../../fs/fs-layer.js';
 import type { FileBarrierStrategy } from '../../fs/durable-files.js';
 import type { LeaseOperation, OperationOutcome } from '../../lease/lease-operation.js';
-import type { TargetLeaseStore, WorkLeaseStore } from '../../lease/lease-store.js';
+import type { TargetLeaseStore, WorkLeaseStore } from '../../lease/table-contract.js';
 import type { PublicationJob } from '../file-publication.js';
 import type { PublishedFile } from '../io-requests.js';
 import type { MirrorCoherence } from '../mirror-coherence.js';

@@ -16,17 +16,17 @@
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { LeaseStoreUnsupportedError } from '../errors.js';
-import { detectFilesystemKind } from './filesystem-kind.js';
-import { ensureStoreRoot } from './store-root.js';
-import { leaseIoError } from './lease-io-error.js';
-import { isRecordId, targetRecordId } from './identity.js';
-import { canonicalJsonMemo, type CanonicalJsonMemo } from './canonical-json.js';
-import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
-import { RecordReadCache } from './record-read-cache.js';
-import type { LeaseTableOptions } from './lease-table-options.js';
-import type { LeaseTableDeps } from './open-record-backend.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from './record-backend.js';
+import { LeaseStoreUnsupportedError } from '../../errors.js';
+import { detectFilesystemKind } from '../filesystem-kind.js';
+import { ensureStoreRoot } from '../table-root.js';
+import { leaseIoError } from '../lease-io-error.js';
+import { isRecordId, targetRecordId } from '../identity.js';
+import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js';
+import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
+import { RecordReadCache } from '../record-read-cache.js';
+import type { LeaseTableOptions } from '../lease-table-options.js';
+import type { LeaseTableDeps } from '../open-backend.js';
+import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';

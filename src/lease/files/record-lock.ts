@@ -16,11 +16,11 @@
  *   writer of the lease directory (single-coordinator mode without the addon).
  */
 import fs from 'node:fs';
-import { leaseIoError } from './lease-io-error.js';
+import { leaseIoError } from '../lease-io-error.js';
 import { performance } from 'node:perf_hooks';
-import { LockPathError, LockTimeoutError, NativeUnavailableError } from '../errors.js';
-import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
-import { loadNative, nativeLoadError, type NativeBindings } from '../native/bindings.js';
+import { LockPathError, LockTimeoutError, NativeUnavailableError } from '../../errors.js';
+import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
+import { loadNative, nativeLoadError, type NativeBindings } from '../../native/bindings.js';
 import { LockFdCache, type LockFileIdentity } from './lock-fd-cache.js';
 
 /** How records are locked: across processes (`flock`) or only within this process. */

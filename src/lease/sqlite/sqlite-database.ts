@@ -20,9 +20,9 @@ import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { LeaseStoreSchemaError, LockTimeoutError, NativeUnavailableError } from '../errors.js';
-import { leaseIoError } from './lease-io-error.js';
-import type { RecordKind } from './lease-record.js';
+import { LeaseStoreSchemaError, LockTimeoutError, NativeUnavailableError } from '../../errors.js';
+import { leaseIoError } from '../lease-io-error.js';
+import type { RecordKind } from '../lease-record.js';
 
 export type SqliteDatabase = BetterSqlite3.Database;
 

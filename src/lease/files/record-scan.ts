@@ -9,15 +9,15 @@
  * (EIO, EACCES …). A scan never stops at one bad entry: one damaged record must not hide the
  * state of every other one from commit recovery or `symfence leases check`.
  */
-import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
-import { isRecordId } from './identity.js';
-import { RECORD_SUFFIX, type LeaseLayout } from './lease-layout.js';
-import type { RecordKind } from './lease-record.js';
-import type { ScanEntry } from './record-backend.js';
-import { readRecord } from './record-store.js';
+import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
+import { isRecordId } from '../identity.js';
+import { RECORD_SUFFIX, type LeaseLayout } from '../table-layout.js';
+import type { RecordKind } from '../lease-record.js';
+import type { ScanEntry } from '../backend-contract.js';
+import { readRecord } from './record-files.js';
 import path from 'node:path';
 
-export type { ScanEntry } from './record-backend.js';
+export type { ScanEntry } from '../backend-contract.js';
 
 /** Scans shards `0..shardCount-1` of `layout`. */
 export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<ScanEntry[]> {

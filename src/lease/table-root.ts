@@ -4,13 +4,13 @@
  * the SQLite store its database; the etcd store only the metadata and this host's staged findings.
  */
 import { nodeFsLayer } from '../fs/fs-layer.js';
-import { LeaseLayout } from './lease-layout.js';
+import { LeaseLayout } from './table-layout.js';
 import type { RecordKind } from './lease-record.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
-import type { LeaseTableDeps } from './open-record-backend.js';
-import type { LeaseStoreKind } from './record-backend.js';
-import { createRecordLocker, type RecordLocker } from './record-lock.js';
-import { ensureDirectoryDurable } from './record-store.js';
+import type { LeaseTableDeps } from './open-backend.js';
+import type { LeaseStoreKind } from './backend-contract.js';
+import { createRecordLocker, type RecordLocker } from './files/record-lock.js';
+import { ensureDirectoryDurable } from './files/record-files.js';
 import { ensureTableMeta } from './table-meta.js';
 
 /** A locker for the metadata lock alone (no fd cache: it is taken once per open). */

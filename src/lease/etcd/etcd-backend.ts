@@ -40,20 +40,20 @@
  * written (a commit manifest too big for etcd is never silently dropped).
  */
 import path from 'node:path';
-import { invalidOption } from '../config/values.js';
-import { LeaseCorruptError } from '../errors.js';
-import { canonicalJsonBytes } from './canonical-json.js';
+import { invalidOption } from '../../config/values.js';
+import { LeaseCorruptError } from '../../errors.js';
+import { canonicalJsonBytes } from '../canonical-json.js';
 import { connectEtcd, etcdClientConfig, EtcdUnavailableError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
-import { leaseIoError } from './lease-io-error.js';
-import { isRecordId } from './identity.js';
-import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
-import type { LeaseTableOptions } from './lease-table-options.js';
-import type { LeaseTableDeps } from './open-record-backend.js';
-import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './etcd-record-batch.js';
-import type { RecordBackend, RecordBatch, ScanEntry } from './record-backend.js';
-import { ensureStoreRoot } from './store-root.js';
+import { leaseIoError } from '../lease-io-error.js';
+import { isRecordId } from '../identity.js';
+import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
+import type { LeaseTableOptions } from '../lease-table-options.js';
+import type { LeaseTableDeps } from '../open-backend.js';
+import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './etcd-batch.js';
+import type { RecordBackend, RecordBatch, ScanEntry } from '../backend-contract.js';
+import { ensureStoreRoot } from '../table-root.js';
 
-export { LeaseRecordTooLargeError, MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-record-batch.js';
+export { LeaseRecordTooLargeError, MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
 
 /** Keys listed per scan request. */
 const SCAN_PAGE = 256;

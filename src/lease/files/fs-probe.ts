@@ -14,11 +14,11 @@ import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { FsProbeError, NativeUnavailableError } from '../errors.js';
-import { loadNative, NATIVE_ADDON_PATH, nativeLoadError, type NativeBindings } from '../native/bindings.js';
-import type { FilesystemKind, StatFilesystem } from './filesystem-kind.js';
-import type { LeaseStoreKind } from './record-backend.js';
-import { defaultStoreFor } from './store-choice.js';
+import { FsProbeError, NativeUnavailableError } from '../../errors.js';
+import { loadNative, NATIVE_ADDON_PATH, nativeLoadError, type NativeBindings } from '../../native/bindings.js';
+import type { FilesystemKind, StatFilesystem } from '../filesystem-kind.js';
+import type { LeaseStoreKind } from '../backend-contract.js';
+import { defaultStoreFor } from '../store-choice.js';
 
 /** The checks, in the order they run. */
 export const FS_PROBE_STEP_NAMES = [

@@ -27,12 +27,12 @@
  * against the bound of the record they join to.
  */
 import { createHash } from 'node:crypto';
-import { InvalidJobError } from '../errors.js';
-import { canonicalJson, isPlainAscii, type CanonicalJsonMemo } from './canonical-json.js';
-import { deepFreeze } from './deep-freeze.js';
-import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, parseRecordText, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
-import type { RecordReadCache } from './record-read-cache.js';
-import type { StagedRecord } from './record-backend.js';
+import { InvalidJobError } from '../../errors.js';
+import { canonicalJson, isPlainAscii, type CanonicalJsonMemo } from '../canonical-json.js';
+import { deepFreeze } from '../deep-freeze.js';
+import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, parseRecordText, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
+import type { RecordReadCache } from '../record-read-cache.js';
+import type { StagedRecord } from '../backend-contract.js';
 
 /** The fields of a target record kept in its group row, in canonical (sorted) order. */
 export const GROUP_FIELDS = ['kind', 'leaseTtlMs', 'owner', 'payload', 'schema', 'status', 'targets', 'token', 'updatedMs', 'worker'] as const;

@@ -24,9 +24,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { Etcd3, type IOptions, type Lease } from 'etcd3';
-import { invalidOption } from '../config/values.js';
-import { defineError } from '../errors.js';
-import type { LeaseTableOptions } from './lease-table-options.js';
+import { invalidOption } from '../../config/values.js';
+import { defineError } from '../../errors.js';
+import type { LeaseTableOptions } from '../lease-table-options.js';
 
 /** etcd could not be reached (or refused us) when a table opened. Nothing was claimed. */
 export const EtcdUnavailableError = defineError('ERR_ETCD_UNAVAILABLE', 'EtcdUnavailableError');

@@ -15,7 +15,7 @@
  *   afresh (which refuses a directory or symlink). The window between that check and the flock is
  *   the same one the uncached path has between its open and its flock.
  */
-import type { FsLayer, FsStat } from '../fs/fs-layer.js';
+import type { FsLayer, FsStat } from '../../fs/fs-layer.js';
 
 /** Identity of the inode a lock fd was opened on. */
 export interface LockFileIdentity {

@@ -3,11 +3,11 @@
  * with revisions, staging within the transaction limits, one compare-and-write commit, and the
  * exclusive lock keys of a batch with side effects.
  */
-import { defineError, LockTimeoutError } from '../errors.js';
-import type { EtcdRecordBackend } from './etcd-record-backend.js';
-import { leaseIoError } from './lease-io-error.js';
-import type { RecordRead } from './lease-record.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type LockOptions, type RecordBatch, type StagedRecord } from './record-backend.js';
+import { defineError, LockTimeoutError } from '../../errors.js';
+import type { EtcdRecordBackend } from './etcd-backend.js';
+import { leaseIoError } from '../lease-io-error.js';
+import type { RecordRead } from '../lease-record.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type LockOptions, type RecordBatch, type StagedRecord } from '../backend-contract.js';
 
 /** A record or batch does not fit one etcd transaction. Nothing was written. */
 export const LeaseRecordTooLargeError = defineError('ERR_LEASE_RECORD_TOO_LARGE', 'LeaseRecordTooLargeError');

@@ -2,13 +2,13 @@
  * Reading records and making shard directories exist, through the fs layer. No locking here:
  * callers hold the record's lock (mutations) or accept a racy snapshot (scans).
  */
-import { leaseIoError } from './lease-io-error.js';
+import { leaseIoError } from '../lease-io-error.js';
 import path from 'node:path';
-import { LockPathError } from '../errors.js';
-import { readBoundedFile } from '../fs/bounded-read.js';
-import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
-import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from './lease-record.js';
-import type { RecordReadCache } from './record-read-cache.js';
+import { LockPathError } from '../../errors.js';
+import { readBoundedFile } from '../../fs/bounded-read.js';
+import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
+import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
+import type { RecordReadCache } from '../record-read-cache.js';
 
 /**
  * Reads one record through `readBoundedFile` (bounded-read.ts). Absent → `absent`. A symlink,

@@ -24,18 +24,18 @@
  * the restore itself went through; if not, leftover records carry a token nobody received and
  * expire after their TTL).
  */
-import { leaseIoError } from './lease-io-error.js';
-import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../fs/durable-files.js';
-import { errnoCode, type FsLayer } from '../fs/fs-layer.js';
-import type { LeaseLayout } from './lease-layout.js';
-import type { RecordKind, RecordRead } from './lease-record.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBatch, type StagedRecord } from './record-backend.js';
+import { leaseIoError } from '../lease-io-error.js';
+import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../../fs/durable-files.js';
+import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
+import type { LeaseLayout } from '../table-layout.js';
+import type { RecordKind, RecordRead } from '../lease-record.js';
+import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBatch, type StagedRecord } from '../backend-contract.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
-import { readRecord } from './record-store.js';
-import type { RecordReadCache } from './record-read-cache.js';
+import { readRecord } from './record-files.js';
+import type { RecordReadCache } from '../record-read-cache.js';
 
-export type { FileBarrierStrategy } from '../fs/durable-files.js';
-export type { BatchReport, StagedRecord } from './record-backend.js';
+export type { FileBarrierStrategy } from '../../fs/durable-files.js';
+export type { BatchReport, StagedRecord } from '../backend-contract.js';
 /** `batched`: one directory barrier per touched shard. `scalar`: one per rename/unlink. */
 export type DirectoryBarrierMode = 'batched' | 'scalar';
 

@@ -4,19 +4,19 @@
  * scans list the shard directories. It is the store that works across hosts on a shared
  * filesystem whose `flock` excludes across hosts.
  */
-import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
+import { nodeFsLayer, type FsLayer } from '../../fs/fs-layer.js';
 import { DurabilityBatch, type DurabilityContext } from './durability-batch.js';
 import { probeFilesystem } from './fs-probe.js';
-import { LeaseLayout } from './lease-layout.js';
-import type { RecordKind } from './lease-record.js';
-import { scanRecords } from './lease-scan.js';
-import type { LeaseTableOptions } from './lease-table-options.js';
-import type { LeaseTableDeps } from './open-record-backend.js';
-import type { RecordBackend, RecordBatch, ScanEntry } from './record-backend.js';
+import { LeaseLayout } from '../table-layout.js';
+import type { RecordKind } from '../lease-record.js';
+import { scanRecords } from './record-scan.js';
+import type { LeaseTableOptions } from '../lease-table-options.js';
+import type { LeaseTableDeps } from '../open-backend.js';
+import type { RecordBackend, RecordBatch, ScanEntry } from '../backend-contract.js';
 import { createRecordLocker, type RecordLocker } from './record-lock.js';
-import { RecordReadCache } from './record-read-cache.js';
-import { checkDirectory, ensureDirectoryDurable } from './record-store.js';
-import { ensureTableMeta } from './table-meta.js';
+import { RecordReadCache } from '../record-read-cache.js';
+import { checkDirectory, ensureDirectoryDurable } from './record-files.js';
+import { ensureTableMeta } from '../table-meta.js';
 
 /** Roots already qualified by this process (the probe costs a child process). */
 const probedRoots = new Set<string>();

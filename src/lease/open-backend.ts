@@ -5,19 +5,19 @@
 import path from 'node:path';
 import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import type { NativeBindings } from '../native/bindings.js';
-import { openEtcdRecordBackend, scanEtcdTable } from './etcd-record-backend.js';
-import { openFileRecordBackend } from './file-record-backend.js';
-import { LeaseLayout, META_FILE } from './lease-layout.js';
-import { scanRecords } from './lease-scan.js';
+import { openEtcdRecordBackend, scanEtcdTable } from './etcd/etcd-backend.js';
+import { openFileRecordBackend } from './files/file-backend.js';
+import { LeaseLayout, META_FILE } from './table-layout.js';
+import { scanRecords } from './files/record-scan.js';
 import type { RecordKind } from './lease-record.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
-import type { LeaseStoreKind, RecordBackend, ScanEntry } from './record-backend.js';
+import type { LeaseStoreKind, RecordBackend, ScanEntry } from './backend-contract.js';
 import { readTableMeta, type TableMeta } from './table-meta.js';
-import { metadataLocker } from './store-root.js';
+import { metadataLocker } from './table-root.js';
 import { LeaseCorruptError } from '../errors.js';
 import type { StatFilesystem } from './filesystem-kind.js';
 import { defaultStoreFor } from './store-choice.js';
-import { openSqliteRecordBackend, scanSqliteRoot } from './sqlite-record-backend.js';
+import { openSqliteRecordBackend, scanSqliteRoot } from './sqlite/sqlite-backend.js';
 
 /** Injected collaborators (tests, benches, the I/O thread). */
 export interface LeaseTableDeps {
