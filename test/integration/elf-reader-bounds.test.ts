@@ -90,7 +90,9 @@ describe('ELF reader allocation bound', () => {
       const { readElfInfo } = await import(${JSON.stringify(builtFile('src/solver/elf-dynamic.js'))});
       const baseline = process.memoryUsage().rss;
       const info = readElfInfo(${JSON.stringify(file)});
-      console.log(JSON.stringify({ kind: info.kind, reason: info.reason, baselineRss: baseline, maxRss: process.resourceUsage().maxRSS * 1024 }));`;
+      // VmHWM: this process's own peak RSS (getrusage's maxRSS would include the forking parent's).
+      const hwmKiB = Number((await import('node:fs')).readFileSync('/proc/self/status', 'utf8').match(/VmHWM:\\s*(\\d+)/)[1]);
+      console.log(JSON.stringify({ kind: info.kind, reason: info.reason, baselineRss: baseline, maxRss: hwmKiB * 1024 }));`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
     const result = JSON.parse(out.trim().split('\n').pop()!) as { kind: string; reason: string; baselineRss: number; maxRss: number };
     expect(result.kind).toBe('malformed');
