@@ -92,7 +92,7 @@ export const SolverSpawnError = defineError('ERR_SOLVER_SPAWN', 'SolverSpawnErro
 export const SolverNotSymccError = defineError('ERR_SOLVER_NOT_SYMCC', 'SolverNotSymccError');
 /**
  * A solver run exited 0 having written no telemetry and no output and shown no SymCC runtime: the
- * solver no longer behaves like SymCC. A set-up failure (docs/campaign.md "Set-up failures"): the
+ * solver no longer behaves like SymCC. A set-up failure (docs/solver.md "Is it SymCC?"): the
  * work is abandoned, not done.
  */
 export const SolverSilentError = defineError('ERR_SOLVER_SILENT', 'SolverSilentError');

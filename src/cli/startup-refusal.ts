@@ -2,7 +2,7 @@
  * A campaign command's start-up refusals: a coded error thrown while the campaign starts — options,
  * paths, the solver probe, a lease store that cannot be opened (an unreachable etcd included) —
  * means nothing ran and the command line cannot work as given, so it exits 2 like a usage error
- * (docs/campaign.md "Exit codes"), whatever its code. Failures after the start exit 1.
+ * (docs/campaign.md, the `run` command), whatever its code. Failures after the start exit 1.
  */
 import { SymfenceError } from '../errors.js';
 
