@@ -1,6 +1,6 @@
 /**
  * The one escaping every command applies to text from disk or from the command line before it
- * reaches a terminal (README "Errors" and docs/report.md): names, ids, paths and error messages.
+ * reaches a terminal (README, the paragraph on errors and exit codes): names, ids, paths and error messages.
  *
  * Escaped: C0 controls, DEL and C1 controls (ESC, CSI included) as `\n`, `\r`, `\t` or `\xNN`; the
  * Unicode characters that reorder or hide text (bidi embeddings, overrides and isolates such as
