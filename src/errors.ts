@@ -93,6 +93,18 @@ export const SolverTimeoutError = defineError('ERR_SOLVER_TIMEOUT', 'SolverTimeo
 export const SolverOutputBudgetError = defineError('ERR_SOLVER_OUTPUT_BUDGET', 'SolverOutputBudgetError');
 /** The solver could not be started. */
 export const SolverSpawnError = defineError('ERR_SOLVER_SPAWN', 'SolverSpawnError');
+/**
+ * The solver command is not SymCC: a file neither ELF nor a `#!` script (the kernel cannot run it,
+ * and execvp would hand it to `sh`), or its start-up probe run showed no SymCC runtime — no
+ * telemetry, no preload event, no runtime banner. Refused before any work is claimed. Exit code 2.
+ */
+export const SolverNotSymccError = defineError('ERR_SOLVER_NOT_SYMCC', 'SolverNotSymccError');
+/**
+ * A solver run exited 0 having written no telemetry and no output and shown no SymCC runtime: the
+ * solver no longer behaves like SymCC. A set-up failure (docs/solver.md "Is it SymCC?"): the
+ * work is abandoned, not done.
+ */
+export const SolverSilentError = defineError('ERR_SOLVER_SILENT', 'SolverSilentError');
 /** `--solver-telemetry preload` was asked for a binary the preload library cannot interpose, or the library is missing. */
 export const PreloadUnsupportedError = defineError('ERR_PRELOAD_UNSUPPORTED', 'PreloadUnsupportedError');
 /** The solver command does not name an executable file (checked at start, execvp's lookup). Exit code 2. */

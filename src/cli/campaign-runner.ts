@@ -9,6 +9,7 @@ import { prepareUserFileDirectory, userPathError } from '../config/user-paths.js
 import type { CliIo } from './program.js';
 import { installShutdownSignals } from './shutdown-signals.js';
 import { testHooksFromEnv } from './test-hooks.js';
+import { asStartupStep } from './startup-refusal.js';
 import type { CoordinatorHooks } from '../coordinator/coordinator.js';
 
 export interface StartedCampaign<S> {
@@ -38,7 +39,7 @@ export async function runCampaignCli<S>(io: CliIo, settings: CampaignCliSettings
     }
   }
   const hooks = testHooksFromEnv(process.env);
-  const started = await settings.start({ logger, progressStream: process.stderr, ...(hooks ? { hooks } : {}) });
+  const started = await asStartupStep(() => settings.start({ logger, progressStream: process.stderr, ...(hooks ? { hooks } : {}) }));
   const uninstall = installShutdownSignals(() => started.stop(), (line) => io.stderr(`${line}\n`));
   try {
     const summary = await started.done;

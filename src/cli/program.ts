@@ -1,12 +1,14 @@
 /**
  * The `symfence` command tree. Each subcommand lives in `commands/` and registers itself here;
  * `runCli` turns every failure into one line on stderr and a stable exit code:
- * 0 success, 1 runtime failure, 2 usage or invalid option.
+ * 0 success, 1 runtime failure, 2 usage, invalid option or any refusal while a campaign starts.
  */
 import { Command, CommanderError } from 'commander';
 import { SymfenceError } from '../errors.js';
 import { COMMANDS } from './commands/index.js';
 import { PACKAGE_VERSION } from '../version.js';
+import { escapeForTerminal } from '../util/terminal-text.js';
+import { isStartupRefusal } from './startup-refusal.js';
 
 export interface CliIo {
   readonly stdout: (text: string) => void;
@@ -40,12 +42,12 @@ export function buildProgram(io: CliIo = processIo): Command {
 }
 
 /** Refusals of a command line that cannot work as given: exit code 2, nothing was started. */
-const CONFIGURATION_ERROR_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP', 'ERR_PRELOAD_UNSUPPORTED']);
+const CONFIGURATION_ERROR_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP', 'ERR_PRELOAD_UNSUPPORTED', 'ERR_SOLVER_NOT_SYMCC']);
 
 /** Exit code for a thrown value. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
-  if (error instanceof SymfenceError) return CONFIGURATION_ERROR_CODES.has(error.code) ? 2 : 1;
+  if (error instanceof SymfenceError) return CONFIGURATION_ERROR_CODES.has(error.code) || isStartupRefusal(error) ? 2 : 1;
   return 1;
 }
 
@@ -63,7 +65,9 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
     // Every error line carries a code: ours, or ERR_INTERNAL for anything that escaped the mapping
     // (Node's own message keeps its errno name).
     const code = ` [${error instanceof SymfenceError ? error.code : 'ERR_INTERNAL'}]`;
-    io.stderr(`symfence: ${message.split('\n')[0]}${code}\n`);
+    // One line, whole: a newline or control sequence in a path the message quotes is escaped
+    // (src/util/terminal-text.ts), never cut there and never passed to the terminal.
+    io.stderr(`symfence: ${escapeForTerminal(message)}${code}\n`);
     return exitCodeFor(error);
   }
 }

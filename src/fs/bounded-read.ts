@@ -124,3 +124,90 @@ export function readBoundedFileSync(filePath: string, options: BoundedReadOption
     fs.closeSync(fd);
   }
 }
+
+/** What `forEachLine` found at the path: like `BoundedRead`, without the bytes. */
+export type BoundedLines =
+  | { readonly state: 'absent' }
+  | { readonly state: 'read'; readonly lines: number; readonly bytes: number }
+  | { readonly state: 'refused'; readonly kind: RefusedKind | 'long-line'; readonly reason: string };
+
+export interface LineReadOptions extends BoundedReadOptions {
+  /** Longest line, bytes without its `\n`; a longer one refuses the file (`kind: 'long-line'`). */
+  readonly maxLineBytes: number;
+}
+
+/** Bytes read per `readAt` while streaming lines. */
+const LINE_CHUNK_BYTES = 1 << 20;
+
+/**
+ * Streams the lines of a regular file of at most `maxBytes` to `onLine`, in order, one 1 MiB
+ * `readAt` at a time: memory is one chunk plus one line, whatever the file's size. The same open,
+ * type and size checks as `readBoundedFile`, through the same `FsLayer`. `onLine(text, lineNumber,
+ * terminated)`: the last line is passed with `terminated: false` when the file does not end with
+ * `\n` (a row being appended right now), and never when it ends with one. Each line is decoded as
+ * UTF-8 on its own. Errors other than absent/refused reject with the errno error, as `readBoundedFile`.
+ */
+export async function forEachLine(
+  fsLayer: FsLayer,
+  filePath: string,
+  options: LineReadOptions,
+  onLine: (text: string, lineNumber: number, terminated: boolean) => void,
+): Promise<BoundedLines> {
+  return forEachLineBytes(fsLayer, filePath, options, (bytes, start, end, lineNumber, terminated) => onLine(bytes.toString('utf8', start, end), lineNumber, terminated));
+}
+
+/**
+ * `forEachLine` without decoding: `onLine` gets the line as `bytes[start, end)` (valid only during
+ * the call), so a parser of a huge file can read its fields without a string per line.
+ */
+export async function forEachLineBytes(
+  fsLayer: FsLayer,
+  filePath: string,
+  options: LineReadOptions,
+  onLine: (bytes: Buffer, start: number, end: number, lineNumber: number, terminated: boolean) => void,
+): Promise<BoundedLines> {
+  const { maxBytes, maxLineBytes } = options;
+  const flags = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY | (options.followSymlinks ? 0 : fs.constants.O_NOFOLLOW);
+  let fd: number;
+  try {
+    fd = await fsLayer.open(filePath, flags);
+  } catch (error) {
+    return openFailure(error, options) as BoundedLines;
+  }
+  try {
+    const stat = await fsLayer.fstat(fd);
+    if (stat.type !== 'file') return refusedType(stat.type) as BoundedLines;
+    if (stat.size > maxBytes) return oversized(stat.size, maxBytes) as BoundedLines;
+    const chunk = Buffer.alloc(LINE_CHUNK_BYTES);
+    // The start of a line that spans chunks (at most maxLineBytes).
+    let carry: Buffer = Buffer.alloc(0);
+    let offset = 0;
+    let lines = 0;
+    const longLine = (): BoundedLines => ({ state: 'refused', kind: 'long-line', reason: `line ${lines + 1} is longer than ${maxLineBytes} bytes` });
+    for (;;) {
+      const n = await fsLayer.readAt(fd, chunk.subarray(0, Math.min(chunk.length, maxBytes + 1 - offset)), offset);
+      if (n === 0) break;
+      offset += n;
+      // A file that grew past the bound after the fstat still stops here.
+      if (offset > maxBytes) return oversized(offset, maxBytes) as BoundedLines;
+      let start = 0;
+      for (let nl = chunk.indexOf(10, 0); nl >= 0 && nl < n; nl = chunk.indexOf(10, start)) {
+        if (carry.length + nl - start > maxLineBytes) return longLine();
+        if (carry.length > 0) {
+          const joined = Buffer.concat([carry, chunk.subarray(start, nl)]);
+          carry = Buffer.alloc(0);
+          onLine(joined, 0, joined.length, ++lines, true);
+        } else onLine(chunk, start, nl, ++lines, true);
+        start = nl + 1;
+      }
+      if (start < n) {
+        if (carry.length + n - start > maxLineBytes) return longLine();
+        carry = Buffer.concat([carry, chunk.subarray(start, n)]);
+      }
+    }
+    if (carry.length > 0) onLine(carry, 0, carry.length, ++lines, false);
+    return { state: 'read', lines, bytes: offset };
+  } finally {
+    await fsLayer.close(fd).catch(() => undefined);
+  }
+}

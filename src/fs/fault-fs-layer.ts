@@ -185,6 +185,10 @@ export class FaultInjectingFsLayer implements FsLayer {
     return this.run('read', this.pathOf(fd), () => this.inner.readAll(fd, maxBytes));
   }
 
+  readAt(fd: number, buffer: Buffer, position: number): Promise<number> {
+    return this.run('read', this.pathOf(fd), () => this.inner.readAt(fd, buffer, position));
+  }
+
   writeAll(fd: number, data: Uint8Array): Promise<void> {
     return this.run('write', this.pathOf(fd), () => this.inner.writeAll(fd, data));
   }

@@ -58,6 +58,8 @@ export interface FsLayer {
    * `readBoundedFile` (bounded-read.ts), which checks type and size first.
    */
   readAll(fd: number, maxBytes?: number): Promise<Buffer>;
+  /** One `pread(2)` of up to `buffer.length` bytes at `position`; resolves to the bytes read (0 at end of file). */
+  readAt(fd: number, buffer: Buffer, position: number): Promise<number>;
   /** Writes all of `data` at the current offset (loops over short writes). */
   writeAll(fd: number, data: Uint8Array): Promise<void>;
   /** File barrier: `fsync(fd)`. */
@@ -152,6 +154,10 @@ export class NodeFsLayer implements FsLayer {
       size = Math.min(size * 2, MAX_READ_BYTES, limit - position);
     }
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  }
+
+  async readAt(fd: number, buffer: Buffer, position: number): Promise<number> {
+    return (await readAsync(fd, buffer, 0, buffer.length, position)).bytesRead;
   }
 
   async writeAll(fd: number, data: Uint8Array): Promise<void> {

@@ -71,6 +71,12 @@ export interface CanonicalJsonLimits {
   readonly nonAscii?: 'escape' | 'utf8';
   /** Reuse the text of frozen values across serialisations (file comment). */
   readonly memo?: CanonicalJsonMemo;
+  /**
+   * `decimal` (default): a `bigint` is written as its decimal string. `refuse`: a `bigint` throws
+   * `InvalidJobError` — for values that must read back as they were given (lease payloads), where
+   * a bigint would silently come back as a string.
+   */
+  readonly bigints?: 'decimal' | 'refuse';
 }
 
 const DEFAULT_MAX_DEPTH = 128;
@@ -98,6 +104,7 @@ interface WriteState {
   readonly maxBytes: number;
   readonly ascii: boolean;
   readonly memo: CanonicalJsonMemo | undefined;
+  readonly refuseBigints: boolean;
 }
 
 /** `$`, then `.key` or `[index]` per level: where the value being written sits. */
@@ -212,6 +219,7 @@ function write(value: unknown, state: WriteState, depth: number): number {
       emit(state, String(value));
       return 0;
     case 'bigint':
+      if (state.refuseBigints) fail(pathOf(state), `a bigint (${value.toString(10)}n), which would read back as a string; give it as a decimal string or a number`);
       emit(state, `"${value.toString(10)}"`);
       return 0;
     case 'boolean':
@@ -298,6 +306,7 @@ export function canonicalJson(value: unknown, limits: CanonicalJsonLimits = {}):
     maxBytes: limits.maxBytes ?? Number.POSITIVE_INFINITY,
     ascii: limits.nonAscii !== 'utf8',
     memo: limits.memo,
+    refuseBigints: limits.bigints === 'refuse',
   };
   write(value, state, 1);
   return state.out;

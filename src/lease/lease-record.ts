@@ -56,7 +56,7 @@ export interface LeaseRecord {
   /** 64-hex record id; equals the id the record's path is derived from. */
   readonly id: string;
   readonly status: LeaseStatus;
-  /** The caller's payload, as canonical JSON (bigints became decimal strings). */
+  /** The caller's payload, as canonical JSON (a payload holding a bigint is refused with ERR_INVALID_JOB). */
   readonly payload: JsonObject;
   /** Coordinator name of the holder. */
   readonly owner: string;

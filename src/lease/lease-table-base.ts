@@ -240,13 +240,15 @@ export function checkWorker(worker: unknown): number {
 
 /**
  * Validates and normalises a payload: a plain object, canonical-JSON serialisable within
- * `maxBytes` and `MAX_PAYLOAD_DEPTH` levels (else throws `ERR_INVALID_JOB` while walking it).
+ * `maxBytes` and `MAX_PAYLOAD_DEPTH` levels, with no `bigint` in it (else throws `ERR_INVALID_JOB`
+ * while walking it).
  * The result is deeply frozen: it is stored as is in every record of the call, and a frozen value
  * is serialised once per batch (canonical-json.ts "Memo").
  */
 export function normalizePayload(payload: unknown, name = 'payload', maxBytes = MAX_PAYLOAD_BYTES): JsonObject {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidOption(name, 'a plain object', payload);
-  return deepFreeze(JSON.parse(canonicalJson(payload, { maxBytes, maxDepth: MAX_PAYLOAD_DEPTH })) as JsonObject);
+  // Bigints are refused rather than written as strings: a payload reads back as it was given.
+  return deepFreeze(JSON.parse(canonicalJson(payload, { maxBytes, maxDepth: MAX_PAYLOAD_DEPTH, bigints: 'refuse' })) as JsonObject);
 }
 
 /** A fencing token: `<owner>:<worker>:<pid>:<nowMs>:<random>` — opaque, compared by equality. */

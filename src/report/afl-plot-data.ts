@@ -27,48 +27,84 @@ export function parseFuzzerStats(text: string): Map<string, string> {
 }
 
 const number = (field: string): number => Number(field.trim().replace(/%$/, ''));
+/** Latest time a `Date` can hold, ms since the epoch. */
+const MAX_TIME_MS = 8.64e15;
 
 /**
- * Parses a `plot_data`. `startMs` is the instance's start (from `fuzzer_stats`) and is needed only
- * for a `relative_time` header. A malformed header or row fails closed with `ERR_PLOT_DATA_INVALID`
- * naming the file and line; an unterminated last line (being appended) is skipped.
+ * Parses a `plot_data` line by line, so a reader can stream a file of any length. `startMs` is the
+ * instance's start (from `fuzzer_stats`) and is needed only for a `relative_time` header. A
+ * malformed header or row, or a value that is not a finite non-negative number (a time a `Date`
+ * can hold), fails closed with `ERR_PLOT_DATA_INVALID` naming the file, line and column; an
+ * unterminated last line (being appended) is skipped.
  */
-export function parseAflPlotData(file: string, text: string, startMs: number | undefined): AflPlotPoint[] {
-  const lines = text.split('\n');
-  lines.pop();
-  if (lines.length === 0) return [];
-  const first = lines[0]!;
-  if (!first.startsWith('#')) throw new PlotDataInvalidError(`${file} is not an AFL++ plot_data: it does not start with a # header`, { file, line: 1 });
-  const columns = first.slice(1).split(',').map((c) => c.trim());
-  const timeColumn = columns[0];
-  if (timeColumn !== 'relative_time' && timeColumn !== 'unix_time') {
-    throw new PlotDataInvalidError(`${file}: first column is ${JSON.stringify(timeColumn)}, not relative_time or unix_time`, { file, line: 1 });
-  }
-  if (timeColumn === 'relative_time' && startMs === undefined) {
-    throw new PlotDataInvalidError(`${file} has relative times but its fuzzer_stats has no start_time`, { file, line: 1 });
-  }
-  const at = (name: string): number => columns.indexOf(name);
-  const edges = at('edges_found');
-  const corpus = at('corpus_count') >= 0 ? at('corpus_count') : at('paths_total');
-  const crashes = at('saved_crashes') >= 0 ? at('saved_crashes') : at('unique_crashes');
-  const points: AflPlotPoint[] = [];
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!;
-    if (line.trim() === '' || line.startsWith('#')) continue;
+export class AflPlotDataLines {
+  #columns: string[] | undefined;
+  #time: 'relative_time' | 'unix_time' = 'unix_time';
+  #at: { edges: number; corpus: number; crashes: number } = { edges: -1, corpus: -1, crashes: -1 };
+
+  constructor(
+    readonly file: string,
+    readonly startMs: number | undefined,
+  ) {}
+
+  line(line: string, lineNumber: number, terminated: boolean): AflPlotPoint | undefined {
+    const file = this.file;
+    if (!terminated) return undefined;
+    if (this.#columns === undefined) {
+      if (!line.startsWith('#')) throw new PlotDataInvalidError(`${file} is not an AFL++ plot_data: it does not start with a # header`, { file, line: lineNumber });
+      const columns = line.slice(1).split(',').map((c) => c.trim());
+      const timeColumn = columns[0];
+      if (timeColumn !== 'relative_time' && timeColumn !== 'unix_time') {
+        throw new PlotDataInvalidError(`${file}: first column is ${JSON.stringify(timeColumn)}, not relative_time or unix_time`, { file, line: lineNumber });
+      }
+      if (timeColumn === 'relative_time' && this.startMs === undefined) {
+        throw new PlotDataInvalidError(`${file} has relative times but its fuzzer_stats has no start_time`, { file, line: lineNumber });
+      }
+      const at = (name: string): number => columns.indexOf(name);
+      this.#columns = columns;
+      this.#time = timeColumn;
+      this.#at = {
+        edges: at('edges_found'),
+        corpus: at('corpus_count') >= 0 ? at('corpus_count') : at('paths_total'),
+        crashes: at('saved_crashes') >= 0 ? at('saved_crashes') : at('unique_crashes'),
+      };
+      return undefined;
+    }
+    const columns = this.#columns;
+    if (line.trim() === '' || line.startsWith('#')) return undefined;
     const fields = line.split(',');
     if (fields.length < columns.length) {
-      throw new PlotDataInvalidError(`${file} line ${i + 1} has ${fields.length} fields, its header ${columns.length}`, { file, line: i + 1 });
+      throw new PlotDataInvalidError(`${file} line ${lineNumber} has ${fields.length} fields, its header ${columns.length}`, { file, line: lineNumber });
     }
-    const values = fields.map(number);
-    const bad = [0, edges, corpus, crashes].find((k) => k >= 0 && !Number.isFinite(values[k]!));
-    if (bad !== undefined) throw new PlotDataInvalidError(`${file} line ${i + 1}: ${columns[bad]} is not a number`, { file, line: i + 1 });
-    const t = values[0]!;
-    points.push({
-      unixMs: timeColumn === 'unix_time' ? t * 1000 : startMs! + t * 1000,
-      ...(edges >= 0 ? { edgesFound: values[edges]! } : {}),
-      ...(corpus >= 0 ? { corpusCount: values[corpus]! } : {}),
-      ...(crashes >= 0 ? { savedCrashes: values[crashes]! } : {}),
-    });
+    const { edges, corpus, crashes } = this.#at;
+    const value = (k: number): number => {
+      const v = number(fields[k]!);
+      if (!Number.isFinite(v)) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${columns[k]} is not a number`, { file, line: lineNumber, field: columns[k] });
+      if (v < 0) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${columns[k]} ${fields[k]!.trim()} is negative`, { file, line: lineNumber, field: columns[k] });
+      return v;
+    };
+    const t = value(0);
+    const unixMs = this.#time === 'unix_time' ? t * 1000 : this.startMs! + t * 1000;
+    if (unixMs > MAX_TIME_MS) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${columns[0]} ${fields[0]!.trim()} is not a representable time`, { file, line: lineNumber, field: columns[0] });
+    return {
+      unixMs,
+      ...(edges >= 0 ? { edgesFound: value(edges) } : {}),
+      ...(corpus >= 0 ? { corpusCount: value(corpus) } : {}),
+      ...(crashes >= 0 ? { savedCrashes: value(crashes) } : {}),
+    };
   }
+}
+
+/** `AflPlotDataLines` over a whole text (tests, small files). */
+export function parseAflPlotData(file: string, text: string, startMs: number | undefined): AflPlotPoint[] {
+  const parser = new AflPlotDataLines(file, startMs);
+  const lines = text.split('\n');
+  const last = lines.pop()!;
+  const points: AflPlotPoint[] = [];
+  lines.forEach((line, i) => {
+    const point = parser.line(line, i + 1, true);
+    if (point !== undefined) points.push(point);
+  });
+  if (last !== '') parser.line(last, lines.length + 1, false);
   return points;
 }

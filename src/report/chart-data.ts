@@ -24,6 +24,12 @@ export interface TimeAxis {
 
 /** Most points drawn per line: a week-long series is thinned to evenly spaced rows, last kept. */
 export const MAX_POINTS_PER_LINE = 1500;
+/**
+ * Most points of one chart, all its lines together (`thinChart`): what the renderer holds per chart
+ * is bounded by this, not by the number of sources × measures (docs/report.md "Large files").
+ * A 640-pixel-wide chart shows no more.
+ */
+export const MAX_POINTS_PER_CHART = 1500;
 
 export function timeAxisOf(sources: ReportSources): TimeAxis {
   const starts = [...sources.coordinators.map((c) => c.stats.startedMs), ...sources.afl.flatMap((a) => (a.points.length > 0 ? [a.points[0]!.unixMs] : []))];
@@ -41,6 +47,23 @@ export function thin<T>(rows: readonly T[], max: number = MAX_POINTS_PER_LINE): 
   const step = (rows.length - 1) / (max - 1);
   for (let i = 0; i < max; i++) out.push(rows[Math.round(i * step)]!);
   return out;
+}
+
+/**
+ * Thins each line of a chart (points of one measure and source, in order) to an equal share of
+ * `max`, at least two points each (first and last kept by `thin`).
+ */
+export function thinChart(points: readonly ChartPoint[], max: number = MAX_POINTS_PER_CHART): ChartPoint[] {
+  if (points.length <= max) return [...points];
+  const lines = new Map<string, ChartPoint[]>();
+  for (const p of points) {
+    const key = `${p.measure}\u0000${p.source}`;
+    let line = lines.get(key);
+    if (line === undefined) lines.set(key, (line = []));
+    line.push(p);
+  }
+  const share = Math.max(2, Math.floor(max / lines.size));
+  return [...lines.values()].flatMap((line) => [...thin(line, share)]);
 }
 
 const round = (x: number, digits: number): number => Number(x.toFixed(digits));

@@ -4,7 +4,7 @@
  * rendering needs no loader and no network.
  */
 import type { TopLevelSpec } from 'vega-lite';
-import { counterLines, coverageLines, SLOT_TIME_SHARES, slotTimeShares, timeAxisOf, utilisationLines, type ChartPoint, type TimeAxis } from './chart-data.js';
+import { counterLines, coverageLines, SLOT_TIME_SHARES, slotTimeShares, thinChart, timeAxisOf, utilisationLines, type ChartPoint, type TimeAxis } from './chart-data.js';
 import type { ReportSources } from './report-sources.js';
 
 export interface ChartDefinition {
@@ -117,7 +117,8 @@ export function chartDefinitions(sources: ReportSources, axis: TimeAxis = timeAx
       stacked: SLOT_TIME_SHARES.map(([, measure]) => measure),
     });
   });
-  return charts.filter((c) => c.points.length > 0);
+  // Every chart within one point budget, however many coordinators and measures it draws.
+  return charts.filter((c) => c.points.length > 0).map((c) => ({ ...c, points: thinChart(c.points) }));
 }
 
 const UNIT_TITLE: Readonly<Record<TimeAxis['unit'], string>> = { s: 'seconds', min: 'minutes', h: 'hours' };

@@ -91,7 +91,7 @@ export function reportHtml(sources: ReportSources, charts: readonly RenderedChar
         `<figure class="chart" id="chart-${r.chart.id}" data-chart="${r.chart.id}">\n${r.svg}\n<figcaption>${escapeHtml(r.chart.caption)} (<a href="${escapeHtml(r.file)}">${escapeHtml(r.file)}</a>)</figcaption>\n</figure>`,
     )
     .join('\n');
-  const afl = sources.afl.length === 0 ? 'none found' : sources.afl.map((a) => `${a.label} (${a.points.length} plot rows)`).join(', ');
+  const afl = sources.afl.length === 0 ? 'none found' : sources.afl.map((a) => `${a.label} (${a.plotRows} plot rows)`).join(', ');
   return `<!DOCTYPE html>
 <html lang="en">
 <head>

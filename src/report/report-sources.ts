@@ -7,20 +7,26 @@
  * Fail closed: a stats file, plot file or AFL file that exists but cannot be parsed stops the report
  * with a coded error naming the file (`ERR_CAMPAIGN_STATE`, `ERR_PLOT_DATA_INVALID`) — a report
  * silently missing a coordinator would mislead. A file that is absent only means fewer series. Every
- * file is read through the bounded reader, so a huge or special file costs one fstat.
+ * file is read through the bounded reader, so a huge or special file costs one fstat; plot files
+ * are streamed line by line into a decimated series (decimated-series.ts), so a 256 MiB file costs
+ * a bounded number of rows, not its size.
  */
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { CampaignStateError, PlotDataInvalidError } from '../errors.js';
-import { readBoundedFile } from '../fs/bounded-read.js';
+import { forEachLineBytes, readBoundedFile } from '../fs/bounded-read.js';
 import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { findStatsFiles } from '../telemetry/campaign-status.js';
-import { parsePlotData, type PlotRow } from '../telemetry/plot-data.js';
+import { PlotDataLines, type PlotRow } from '../telemetry/plot-data.js';
 import { MAX_STATS_FILE_BYTES, STATS_FILE_NAME, parseStatsFile, type StatsSnapshot } from '../telemetry/stats-file.js';
-import { parseAflPlotData, parseFuzzerStats, type AflPlotPoint } from './afl-plot-data.js';
+import { AflPlotDataLines, parseFuzzerStats, type AflPlotPoint } from './afl-plot-data.js';
+import { MAX_POINTS_PER_LINE } from './chart-data.js';
+import { DecimatedSeries } from './decimated-series.js';
 
 /** Largest `plot_data.csv` / AFL `plot_data` read: about a year of rows at the default interval. */
 export const MAX_PLOT_FILE_BYTES = 256 << 20;
+/** Longest line of a plot file: a row is about 200 bytes; a longer line is not a row. */
+export const MAX_PLOT_LINE_BYTES = 64 * 1024;
 
 export interface CoordinatorSource {
   /** The coordinator's out-dir. */
@@ -28,14 +34,20 @@ export interface CoordinatorSource {
   /** Its name in charts and tables: the campaign name, with the coordinator id when names repeat. */
   readonly label: string;
   readonly stats: StatsSnapshot;
+  /** The plot rows, decimated to at most `2 × MAX_POINTS_PER_LINE + 1` evenly spaced ones, the last kept. */
   readonly plot: readonly PlotRow[];
+  /** Rows the file holds (before decimation). */
+  readonly plotRows: number;
 }
 
 export interface AflInstanceSource {
   readonly dir: string;
   /** The instance's directory name (`main`, `secondary1` …). */
   readonly label: string;
+  /** Decimated like `CoordinatorSource.plot`. */
   readonly points: readonly AflPlotPoint[];
+  /** Rows the file holds (before decimation). */
+  readonly plotRows: number;
 }
 
 export interface ReportSources {
@@ -56,6 +68,30 @@ async function readText(fsLayer: FsLayer, file: string, maxBytes: number, onInva
   return read.bytes.toString('utf8');
 }
 
+/**
+ * Streams a plot file through `parse` into a decimated series: memory is bounded by the series and
+ * one line, not by the file (up to `MAX_PLOT_FILE_BYTES`). Absent: no rows.
+ */
+async function streamPlot<T>(
+  fsLayer: FsLayer,
+  file: string,
+  parse: (bytes: Buffer, start: number, end: number, line: number, terminated: boolean) => T | undefined,
+): Promise<{ rows: T[]; count: number }> {
+  const series = new DecimatedSeries<T>(MAX_POINTS_PER_LINE);
+  let read;
+  try {
+    read = await forEachLineBytes(fsLayer, file, { maxBytes: MAX_PLOT_FILE_BYTES, maxLineBytes: MAX_PLOT_LINE_BYTES }, (bytes, start, end, line, terminated) => {
+      const row = parse(bytes, start, end, line, terminated);
+      if (row !== undefined) series.push(row);
+    });
+  } catch (error) {
+    if (error instanceof PlotDataInvalidError) throw error;
+    throw plotError(file)((error as Error).message);
+  }
+  if (read.state === 'refused') throw plotError(file)(read.reason);
+  return { rows: series.rows(), count: series.count };
+}
+
 const plotError = (file: string) => (reason: string) => new PlotDataInvalidError(`cannot read ${file}: ${reason}`, { file });
 const statsError = (file: string) => (reason: string) => new CampaignStateError(`cannot read campaign stats ${file}: ${reason}`, { file });
 
@@ -65,8 +101,9 @@ async function readCoordinator(fsLayer: FsLayer, statsFile: string): Promise<Omi
   const stats = parseStatsFile(statsFile, text);
   const dir = path.dirname(statsFile);
   const plotFile = path.join(dir, 'plot_data.csv');
-  const plotText = await readText(fsLayer, plotFile, MAX_PLOT_FILE_BYTES, plotError(plotFile));
-  return { dir, stats, plot: plotText === undefined ? [] : parsePlotData(plotFile, plotText) };
+  const parser = new PlotDataLines(plotFile);
+  const plot = await streamPlot(fsLayer, plotFile, (bytes, start, end, line, terminated) => parser.lineBytes(bytes, start, end, line, terminated));
+  return { dir, stats, plot: plot.rows, plotRows: plot.count };
 }
 
 /** AFL++ instances directly under `dir` (an AFL output directory): subdirectories with a `fuzzer_stats`. */
@@ -79,9 +116,9 @@ async function readAflInstances(fsLayer: FsLayer, dir: string): Promise<AflInsta
     if (statsText === undefined) continue;
     const startS = Number(parseFuzzerStats(statsText).get('start_time'));
     const plotFile = path.join(instance, 'plot_data');
-    const plotText = await readText(fsLayer, plotFile, MAX_PLOT_FILE_BYTES, plotError(plotFile));
-    const points = plotText === undefined ? [] : parseAflPlotData(plotFile, plotText, Number.isFinite(startS) && startS > 0 ? startS * 1000 : undefined);
-    out.push({ dir: instance, label: name, points });
+    const parser = new AflPlotDataLines(plotFile, Number.isFinite(startS) && startS > 0 ? startS * 1000 : undefined);
+    const plot = await streamPlot(fsLayer, plotFile, (bytes, start, end, line, terminated) => parser.line(bytes.toString('utf8', start, end), line, terminated));
+    out.push({ dir: instance, label: name, points: plot.rows, plotRows: plot.count });
   }
   return out;
 }

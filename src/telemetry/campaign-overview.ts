@@ -6,6 +6,7 @@
  */
 import { formatDuration } from '../config/schema.js';
 import type { CampaignStatus } from './campaign-status.js';
+import { escapeForTerminal } from '../util/terminal-text.js';
 
 /** What a user calls the liveness: a running coordinator that still writes its stats is alive. */
 export type CoordinatorState = 'alive' | 'stale' | 'finished';
@@ -31,7 +32,7 @@ function columns(rows: readonly (readonly string[])[]): string[] {
  * The overview text. `escape` makes names and ids from disk safe for a terminal (the caller's
  * control-character escaping); `dir` is the directory that was asked about.
  */
-export function formatCampaignOverview(dir: string, statuses: readonly CampaignStatus[], nowMs: number, escape: (text: string) => string = (t) => t): string {
+export function formatCampaignOverview(dir: string, statuses: readonly CampaignStatus[], nowMs: number, escape: (text: string) => string = escapeForTerminal): string {
   const header = ['coordinator', 'id', 'state', 'elapsed', 'updated', 'jobs done/started', 'jobs/s', 'queue/crashes/hangs', 'edges', 'solver avg', 'fill'];
   const rows = statuses.map((st) => {
     const s = st.stats;

@@ -10,6 +10,7 @@ import { CampaignStateError } from '../errors.js';
 import { formatDuration } from '../config/schema.js';
 import { readStatsFile, STATS_FILE_NAME, type StatsSnapshot } from './stats-file.js';
 import { formatSlotTime } from './counters.js';
+import { escapeForTerminal } from '../util/terminal-text.js';
 
 export interface CampaignStatus {
   readonly path: string;
@@ -40,12 +41,13 @@ export function readCampaignStatus(dir: string, nowMs: number = Date.now()): Cam
   });
 }
 
+/** The detailed block of one campaign; names and ids read from disk are escaped for a terminal. */
 export function formatCampaignStatus(status: CampaignStatus): string {
   const s = status.stats;
   const c = s.counters;
   const elapsed = formatDuration(Math.max(0, Math.round((s.updatedMs - s.startedMs) / 1000)) * 1000);
   return [
-    `campaign ${s.name} (coordinator ${s.coordinator}, pid ${s.pid}): ${status.liveness}, ${elapsed}, updated ${new Date(s.updatedMs).toISOString()}`,
+    `campaign ${escapeForTerminal(s.name)} (coordinator ${escapeForTerminal(s.coordinator)}, pid ${s.pid}): ${status.liveness}, ${elapsed}, updated ${new Date(s.updatedMs).toISOString()}`,
     `  jobs       started ${c.jobsStarted}, completed ${s.jobsCompleted} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}), aborted ${c.jobsAborted}, ${s.jobsPerSec.toFixed(2)}/s`,
     `  findings   generated ${c.generated}, interesting ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}, edges ${c.edgesCovered}`,
     `  admission  admitted ${c.admissions}, conflicts ${c.conflicts}, back-fills ${c.backFills}, rollbacks ${c.dispatchRollbacks}, fill ${(c.fillRatio * 100).toFixed(0)}% of ${s.workers}, average ${(s.solverUtilisation * 100).toFixed(0)}%`,

@@ -132,38 +132,133 @@ function readHeader(file: string): string {
 export type PlotRow = Readonly<Partial<Record<PlotColumn, number>>>;
 
 /**
- * Parses a `plot_data.csv` of this or an earlier version. The header must start with the first
- * version's columns and name only known ones (a longer header is a newer writer's: the unknown
- * tail is ignored). A row with a field count other than the header's, or a field that is not a
- * finite number, fails closed with `ERR_PLOT_DATA_INVALID` naming the file and line — except an
- * unterminated last line, which is a row being appended right now (or cut by a crash) and is
- * skipped.
+ * Columns whose value is a ratio in [0, 1]; `unix_ms` must be a time a `Date` can hold; every
+ * other column but `elapsed_s` is a count or a duration: finite and never negative.
  */
-export function parsePlotData(file: string, text: string): PlotRow[] {
-  const lines = text.split('\n');
-  // The last element is '' when the file ends with a newline, else an unterminated row: skipped.
-  lines.pop();
-  if (lines.length === 0) return [];
-  const header = lines[0]!.split(',');
-  if (!FIRST_PLOT_COLUMNS.every((name, i) => header[i] === name)) {
-    throw new PlotDataInvalidError(`${file} is not a symfence plot_data.csv: its header does not start with ${FIRST_PLOT_COLUMNS.slice(0, 3).join(',')}…`, { file, line: 1 });
+const RATIO_COLUMNS: ReadonlySet<string> = new Set(['fill_ratio', 'solver_utilisation']);
+const MAX_TIME_MS = 8.64e15;
+
+/**
+ * Parses a `plot_data.csv` of this or an earlier version, line by line (`PlotDataLines`), so a
+ * reader can stream a file of any length. The header must start with the first version's columns
+ * (a longer header is a newer writer's: unknown columns are ignored). A row with a field count
+ * other than the header's, or a field that is not a finite number in its range (non-negative; a
+ * ratio in [0, 1]; `unix_ms` a representable time), fails closed with `ERR_PLOT_DATA_INVALID`
+ * naming the file, the line and the column — except an unterminated last line, which is a row
+ * being appended right now (or cut by a crash) and is skipped.
+ */
+export class PlotDataLines {
+  #header: string[] | undefined;
+  #known = new Set<string>(PLOT_COLUMNS);
+
+  constructor(readonly file: string) {}
+
+  /**
+   * `line` over the bytes `bytes[start, end)`: the fields are read in place, without a string or
+   * an array per line (a 256 MiB file is millions of rows), with exactly `Number`'s results.
+   */
+  lineBytes(bytes: Buffer, start: number, end: number, lineNumber: number, terminated: boolean): PlotRow | undefined {
+    if (!terminated) return undefined;
+    const header = this.#header;
+    if (header === undefined) return this.line(bytes.toString('utf8', start, end), lineNumber, terminated);
+    const row: Partial<Record<PlotColumn, number>> = {};
+    let k = 0;
+    let fieldStart = start;
+    for (let at = start; at <= end; at++) {
+      if (at < end && bytes[at] !== 0x2c) continue;
+      if (k >= header.length) break;
+      this.#set(row, header[k]!, parseDecimal(bytes, fieldStart, at), () => bytes.toString('latin1', fieldStart, at), lineNumber);
+      k++;
+      fieldStart = at + 1;
+    }
+    if (k !== header.length || fieldStart <= end) {
+      // A different field count: the text path names it exactly.
+      return this.line(bytes.toString('utf8', start, end), lineNumber, terminated);
+    }
+    return row;
   }
-  const known = new Set<string>(PLOT_COLUMNS);
-  const rows: PlotRow[] = [];
-  for (let i = 1; i < lines.length; i++) {
-    const fields = lines[i]!.split(',');
+
+  /** The row of line `lineNumber` (1 = the header), or undefined for the header and a skipped last line. */
+  line(text: string, lineNumber: number, terminated: boolean): PlotRow | undefined {
+    const file = this.file;
+    if (!terminated) return undefined;
+    if (this.#header === undefined) {
+      const header = text.split(',');
+      if (!FIRST_PLOT_COLUMNS.every((name, i) => header[i] === name)) {
+        throw new PlotDataInvalidError(`${file} is not a symfence plot_data.csv: its header does not start with ${FIRST_PLOT_COLUMNS.slice(0, 3).join(',')}…`, { file, line: lineNumber });
+      }
+      this.#header = header;
+      return undefined;
+    }
+    const header = this.#header;
+    const fields = text.split(',');
     if (fields.length !== header.length) {
-      throw new PlotDataInvalidError(`${file} line ${i + 1} has ${fields.length} fields, its header ${header.length}`, { file, line: i + 1 });
+      throw new PlotDataInvalidError(`${file} line ${lineNumber} has ${fields.length} fields, its header ${header.length}`, { file, line: lineNumber });
     }
     const row: Partial<Record<PlotColumn, number>> = {};
     for (let k = 0; k < header.length; k++) {
-      const value = Number(fields[k]);
-      if (fields[k]!.trim() === '' || !Number.isFinite(value)) {
-        throw new PlotDataInvalidError(`${file} line ${i + 1}: ${header[k]} is not a number`, { file, line: i + 1 });
-      }
-      if (known.has(header[k]!)) row[header[k] as PlotColumn] = value;
+      const field = fields[k]!;
+      this.#set(row, header[k]!, field.trim() === '' ? Number.NaN : Number(field), () => field, lineNumber);
     }
-    rows.push(row);
+    return row;
   }
+
+  /** Checks one field's value (`NaN` = not a number) and stores it under a known column. */
+  #set(row: Partial<Record<PlotColumn, number>>, column: string, value: number, text: () => string, lineNumber: number): void {
+    const file = this.file;
+    if (!Number.isFinite(value)) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${column} is not a number`, { file, line: lineNumber, field: column });
+    if (!this.#known.has(column)) return;
+    const max = RATIO_COLUMNS.has(column) ? 1 : column === 'unix_ms' ? MAX_TIME_MS : Number.MAX_VALUE;
+    // elapsed_s is a difference of wall-clock times: a clock stepped back may make it negative.
+    if ((value < 0 && column !== 'elapsed_s') || value > max) {
+      throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${column} ${text()} is outside [0, ${max === Number.MAX_VALUE ? '∞)' : `${max}]`}`, { file, line: lineNumber, field: column });
+    }
+    row[column as PlotColumn] = value;
+  }
+}
+
+/**
+ * The number in `bytes[start, end)`, exactly as `Number(text)` reads it; `NaN` for an empty field.
+ * Fast path: `-?digits(.digits)?` with at most 15 significant digits — an integer below 2^53
+ * divided by an exact power of ten is one correctly rounded operation, the same double `Number`
+ * gives. Anything else (exponents, more digits, spaces) goes through `Number` on the text.
+ */
+function parseDecimal(bytes: Buffer, start: number, end: number): number {
+  if (start >= end) return Number.NaN;
+  let at = start;
+  const negative = bytes[at] === 0x2d;
+  if (negative) at++;
+  let digits = 0;
+  let mantissa = 0;
+  let scale = 0;
+  let sawPoint = false;
+  for (; at < end; at++) {
+    const c = bytes[at]!;
+    if (c >= 0x30 && c <= 0x39) {
+      mantissa = mantissa * 10 + (c - 0x30);
+      if (mantissa > 0) digits++;
+      if (sawPoint) scale++;
+    } else if (c === 0x2e && !sawPoint) sawPoint = true;
+    else return Number(bytes.toString('latin1', start, end));
+  }
+  if (digits > 15 || (negative ? end - start < 2 : false) || (sawPoint && scale === 0)) return Number(bytes.toString('latin1', start, end));
+  const value = scale === 0 ? mantissa : mantissa / POWERS_OF_TEN[scale]!;
+  return negative ? -value : value;
+}
+
+const POWERS_OF_TEN: readonly number[] = Array.from({ length: 23 }, (_, i) => 10 ** i);
+
+/** `PlotDataLines` over a whole text (tests, small files). */
+export function parsePlotData(file: string, text: string): PlotRow[] {
+  const parser = new PlotDataLines(file);
+  const lines = text.split('\n');
+  // The last element is '' when the text ends with a newline, else an unterminated row.
+  const last = lines.pop()!;
+  const rows: PlotRow[] = [];
+  lines.forEach((line, i) => {
+    const row = parser.line(line, i + 1, true);
+    if (row !== undefined) rows.push(row);
+  });
+  if (last !== '') parser.line(last, lines.length + 1, false);
   return rows;
 }

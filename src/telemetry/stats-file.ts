@@ -138,27 +138,53 @@ export function parseStatsFile(file: string, text: string): StatsSnapshot {
   if (typeof data !== 'object' || data === null || snap.schema !== STATS_SCHEMA) {
     throw new CampaignStateError(`${file} is not a ${STATS_SCHEMA} stats file`, { file });
   }
+  const field = fieldChecker(file, snap as Record<string, unknown>);
   const counters = snap.counters as Record<string, unknown> | undefined;
-  const valid = (k: (typeof COUNTER_NAMES)[number]): boolean => typeof counters![k] === 'number' || (counters![k] === undefined && LATER_COUNTER_NAMES.has(k));
-  if (typeof counters !== 'object' || counters === null || !COUNTER_NAMES.every(valid)) {
-    throw new CampaignStateError(`${file} has missing or non-numeric counters`, { file });
+  if (typeof counters !== 'object' || counters === null || Array.isArray(counters)) {
+    throw new CampaignStateError(`${file}: field counters is missing or not an object`, { file, field: 'counters' });
   }
+  const counter = fieldChecker(file, counters, 'counters.');
   // A file written before the later counters existed: they were 0 then.
-  const filled = Object.fromEntries(COUNTER_NAMES.map((k) => [k, counters[k] ?? 0])) as unknown as StatsSnapshot['counters'];
-  if (typeof snap.startedMs !== 'number' || typeof snap.updatedMs !== 'number' || typeof snap.workers !== 'number') {
-    throw new CampaignStateError(`${file} has missing or non-numeric startedMs, updatedMs or workers`, { file });
+  const filled = Object.fromEntries(
+    COUNTER_NAMES.map((k) => [k, counters[k] === undefined && LATER_COUNTER_NAMES.has(k) ? 0 : counter(k, k === 'fillRatio' ? RATIO : COUNT)]),
+  ) as unknown as StatsSnapshot['counters'];
+  const startedMs = field('startedMs', TIME);
+  const updatedMs = field('updatedMs', TIME);
+  const workers = field('workers', { ...COUNT, integer: true, max: MAX_WORKERS });
+  const stringField = (name: 'coordinator' | 'name'): string => {
+    if (typeof snap[name] !== 'string') throw new CampaignStateError(`${file}: field ${name} is missing or not a string`, { file, field: name });
+    return snap[name];
+  };
+  if (snap.state !== 'running' && snap.state !== 'stopped') {
+    throw new CampaignStateError(`${file}: field state must be running or stopped, got ${JSON.stringify(snap.state)}`, { file, field: 'state' });
   }
-  const utilisation = typeof snap.solverUtilisation === 'number' ? snap.solverUtilisation : solverUtilisation(filled.solverBusyMs, snap.workers, snap.updatedMs - snap.startedMs);
-  const { afl, frontier, yield: yieldFigures, ...rest } = snap as StatsSnapshot;
+  const completed = jobsCompleted(filled);
+  const elapsedS = Math.max(0.001, (updatedMs - startedMs) / 1000);
+  const optional = (name: string, range: NumberRange, fallback: number): number => (snap[name as keyof StatsSnapshot] === undefined ? fallback : field(name, range));
+  const { afl, frontier, yield: yieldFigures, slotOccupancy, ...rest } = snap as StatsSnapshot;
   return {
     ...rest,
+    coordinator: stringField('coordinator'),
+    name: stringField('name'),
+    pid: optional('pid', { ...COUNT, integer: true }, 0),
+    startedMs,
+    updatedMs,
+    statsIntervalMs: optional('statsIntervalMs', { ...COUNT, max: MAX_TIME_MS }, 0),
+    workers,
     counters: filled,
-    solverUtilisation: utilisation,
+    jobsCompleted: optional('jobsCompleted', COUNT, completed),
+    jobsPerSec: optional('jobsPerSec', COUNT, completed / elapsedS),
+    generatedPerQuery: optional('generatedPerQuery', COUNT, generatedPerQuery(filled)),
+    solverUtilisation: optional('solverUtilisation', RATIO, solverUtilisation(filled.solverBusyMs, workers, updatedMs - startedMs)),
+    ...(slotOccupancy === undefined ? {} : { slotOccupancy: field('slotOccupancy', RATIO) }),
+    // Derived from the counters just checked, never taken from the file as written.
+    cpuMsPerAnswer: cpuMsPerAnswer(filled),
+    targetNotReachedByLane: targetNotReachedByLane(filled),
     // Optional sections are shown, never trusted: a malformed one is dropped, the file still read.
     ...(validAfl(afl) ? { afl } : {}),
     ...(validFrontier(frontier) ? { frontier } : {}),
     ...(validYield(yieldFigures) ? { yield: yieldFigures } : {}),
-  } as StatsSnapshot;
+  };
 }
 
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
@@ -179,3 +205,38 @@ function validYield(v: unknown): v is YieldFigures {
   const arm = (a: unknown): boolean => isObject(a) && [a.newEdges, a.solverMs, a.runs, a.edgesPerSolverSecond].every(isCount);
   return isObject(v) && arm(v.full) && arm(v.directed) && isCount(v.fullShare) && v.fullShare <= 1;
 }
+
+interface NumberRange {
+  readonly min: number;
+  readonly max: number;
+  readonly integer?: boolean;
+}
+
+/** The latest time a JavaScript `Date` can hold, ms since the epoch: later stamps cannot be printed. */
+const MAX_TIME_MS = 8.64e15;
+const TIME: NumberRange = { min: 0, max: MAX_TIME_MS };
+/** Counters and rates: finite and never negative. */
+const COUNT: NumberRange = { min: 0, max: Number.MAX_VALUE };
+const RATIO: NumberRange = { min: 0, max: 1 };
+const MAX_WORKERS = 1 << 20;
+
+/**
+ * A reader of the numeric fields of one object of the file: each must be a finite number within
+ * its range (JSON.parse turns `1e999` into Infinity), else `ERR_CAMPAIGN_STATE` naming the file
+ * and the field (`details.field`).
+ */
+function fieldChecker(file: string, object: Record<string, unknown>, prefix = ''): (name: string, range: NumberRange) => number {
+  return (name, range) => {
+    const value = object[name];
+    const ok = typeof value === 'number' && Number.isFinite(value) && value >= range.min && value <= range.max && (!range.integer || Number.isInteger(value));
+    if (!ok) {
+      const expected = `${range.integer ? 'an integer' : 'a finite number'} in [${range.min}, ${range.max === Number.MAX_VALUE ? '∞)' : `${range.max}]`}`;
+      throw new CampaignStateError(`${file}: field ${prefix}${name} must be ${expected}, got ${typeof value === 'number' ? String(value) : value === undefined ? 'none' : JSON.stringify(value)}`, {
+        file,
+        field: `${prefix}${name}`,
+      });
+    }
+    return value as number;
+  };
+}
+

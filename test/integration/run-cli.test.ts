@@ -35,11 +35,11 @@ describe('symfence run argument checks', () => {
     expect(noInstance.err).toContain('--afl-instance');
   });
 
-  it('refuses a missing AFL queue with ERR_AFL and exit 1, before creating anything', async () => {
+  it('refuses a missing AFL queue with ERR_AFL and exit 2 (a start-up refusal), before creating anything', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'symfence-runcli-'));
     dirs.push(dir);
     const { code, err } = await cli('run', '--afl-out', dir, '--afl-instance', 'main', '--', './t', '@@');
-    expect(code).toBe(1);
+    expect(code).toBe(2);
     expect(err).toContain('ERR_AFL');
     expect(err.trim().split('\n')).toHaveLength(1);
   });

@@ -100,13 +100,14 @@ describe('a solver that becomes unavailable mid-run', () => {
     const root = tempRoot();
     const seeds = ['s0', 's1', 's2', 's3', 's4'];
     const out = fakeAflOut(root, seeds, 'builtin:demo @@');
-    // The first run deletes the solver binary: every later spawn fails with ENOENT.
+    // The first run deletes the solver binary: every later spawn fails with ENOENT. The script is
+    // no SymCC, so the start-up probe is skipped (--solver-telemetry off): only the spawn fails.
     const solverPath = script(path.join(root, 'solver.sh'), 'rm -f "$0"\nexit 0');
     const leaseDir = path.join(out, 'symfence', 'leases');
 
     const halted = await cli(
       'run', '--afl-out', out, '--afl-instance', 'main', '--workers', '1', '--max-setup-failures', '2',
-      '--showmap', referenceShowmap, '--log-level', 'silent', '--json', '--', solverPath, '@@',
+      '--showmap', referenceShowmap, '--solver-telemetry', 'off', '--log-level', 'silent', '--json', '--', solverPath, '@@',
     );
     expect(halted.code).toBe(1);
     expect(halted.err).toContain('[ERR_SETUP_FAILURES]');
@@ -129,6 +130,7 @@ describe('a solver that becomes unavailable mid-run', () => {
       workers: 1,
       solverCommand: [solverPath, '@@'],
       showmap: referenceShowmap,
+      solverTelemetry: 'off',
     });
     const finished: JobLogEntry[] = [];
     campaign.on('jobFinished', (entry) => {

@@ -18,9 +18,11 @@ describe('plot_data.csv', () => {
   });
 
   it('reads a file of the first version, whose rows lack the later columns', () => {
-    const rows = parsePlotData('old.csv', `${FIRST_PLOT_COLUMNS.join(',')}\n${FIRST_PLOT_COLUMNS.map((_, i) => i).join(',')}\n`);
+    // Each column holds its index, except the fill ratio (a ratio in [0, 1]).
+    const values = FIRST_PLOT_COLUMNS.map((name, i) => (name === 'fill_ratio' ? 0.5 : i));
+    const rows = parsePlotData('old.csv', `${FIRST_PLOT_COLUMNS.join(',')}\n${values.join(',')}\n`);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ unix_ms: 0, edges_covered: 10 });
+    expect(rows[0]).toMatchObject({ unix_ms: 0, edges_covered: 10, fill_ratio: 0.5 });
     expect(rows[0]!.solver_busy_ms).toBeUndefined();
   });
 

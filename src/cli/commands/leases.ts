@@ -15,6 +15,7 @@ import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
 import { formatDuration } from '../../config/schema.js';
+import { escapeForTerminal } from '../../util/terminal-text.js';
 import type { CliIo } from '../program.js';
 
 interface LeasesFlags {
@@ -31,17 +32,8 @@ function ttlOf(flags: LeasesFlags): number {
   return flags.leaseTtl === undefined ? LEASE_TABLE_OPTIONS.defaults.leaseTtlMs : parseDurationMs('--lease-ttl', flags.leaseTtl);
 }
 
-const NAMED_ESCAPES: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t', '\\': '\\\\' };
-
-/**
- * A string from disk made safe for a terminal line: C0 controls, DEL, C1 controls (ESC included)
- * and backslashes are written as escapes (`\n`, `\x1b`, `\\`), so an owner name or a path can
- * neither start a forged output line nor send terminal control sequences. `--json` needs none of
- * this: JSON.stringify escapes them already.
- */
-export function escapeControl(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\\]/g, (ch) => NAMED_ESCAPES[ch] ?? `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
-}
+/** The shared terminal escaping (src/util/terminal-text.ts), under the name this module exported first. */
+export const escapeControl = escapeForTerminal;
 
 function renderTable(t: TableInspection): string {
   const c = t.counts;

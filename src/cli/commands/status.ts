@@ -11,7 +11,7 @@ import { coordinatorState, formatCampaignOverview } from '../../telemetry/campai
 import { STATS_FILE_NAME } from '../../telemetry/stats-file.js';
 import { addSchemaFlags } from '../flags.js';
 import { checkWatchable, STATUS_WATCH_OPTIONS, watchStatus } from '../status-watch.js';
-import { escapeControl } from './leases.js';
+import { escapeForTerminal } from '../../util/terminal-text.js';
 
 interface StatusFlags {
   readonly json?: boolean;
@@ -26,7 +26,7 @@ function isSingleCampaign(dir: string, statuses: readonly CampaignStatus[]): boo
 
 export function renderStatus(dir: string, statuses: readonly CampaignStatus[], nowMs: number, details: boolean): string {
   if (isSingleCampaign(dir, statuses)) return formatCampaignStatus(statuses[0]!);
-  const overview = formatCampaignOverview(dir, statuses, nowMs, escapeControl);
+  const overview = formatCampaignOverview(dir, statuses, nowMs, escapeForTerminal);
   return details ? [overview, ...statuses.map(formatCampaignStatus)].join('\n\n') : overview;
 }
 

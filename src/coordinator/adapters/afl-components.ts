@@ -8,11 +8,11 @@
  * `Campaign.start` can load it for `solverCommand` without an import cycle (`startAflCampaign`
  * lives in afl-campaign.ts).
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, constants as fsConstants } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { OptionsInput } from '../../config/schema.js';
-import { AflError, ShowmapSetupError, SolverNotFoundError, UsageError } from '../../errors.js';
+import { AflError, ShowmapSetupError, SolverNotFoundError, SolverNotSymccError, UsageError } from '../../errors.js';
 import { resolveProgramPath } from '../../solver/program-lookup.js';
 import { resolveSolverOptions } from '../../solver/solver-options.js';
 import { resolveSpawnMethod } from '../../solver/spawn-method.js';
@@ -53,7 +53,10 @@ function splitCommand(text: string, what: string): string[] {
 /**
  * Checks an AFL++ campaign's settings and returns the factory of its components. Contract: every
  * check (options, AFL queue, target command, telemetry source) happens here, before anything is
- * created; failures are `ERR_USAGE`, `ERR_AFL`, `ERR_INVALID_OPTION` or `ERR_PRELOAD_UNSUPPORTED`.
+ * created; failures are `ERR_USAGE`, `ERR_AFL`, `ERR_INVALID_OPTION`, `ERR_SOLVER_NOT_FOUND`,
+ * `ERR_SOLVER_NOT_SYMCC`, `ERR_SHOWMAP_SETUP` or `ERR_PRELOAD_UNSUPPORTED`. The solver probe runs
+ * when the components are built, after the scheduler's files are checked and before the lease
+ * tables open.
  */
 export async function aflComponentsFactory(options: CampaignOptions, settings: AflRunSettings): Promise<CampaignComponentsFactory> {
   if (options.aflOut === undefined) throw new UsageError('symfence run needs --afl-out <dir> (the afl-fuzz -o directory)');
@@ -73,11 +76,14 @@ export async function aflComponentsFactory(options: CampaignOptions, settings: A
   checkSolverCommand(symcc);
   // Decided now: an explicit `--solver-telemetry preload` that cannot work is refused before any seed is spent.
   const telemetry = campaignTelemetry(options, symcc);
-  await checkShowmap(showmap, aflTarget, target.fileInput ? 'file' : 'stdin', queueDir, settings.solver);
+  const seed = firstSeed(queueDir);
+  await checkShowmap(showmap, aflTarget, target.fileInput ? 'file' : 'stdin', seed, settings.solver);
   return (context) =>
     buildCampaignComponents(context, {
       command: symcc,
       telemetry,
+      // The solver must show SymCC's runtime on this seed before any work is claimed (solver-probe.ts).
+      probeSeed: seed !== undefined ? { path: seed } : { bytes: new Uint8Array(0) },
       aflQueueDir: queueDir,
       ...(settings.solver ? { solver: settings.solver } : {}),
       triage: {
@@ -90,11 +96,14 @@ export async function aflComponentsFactory(options: CampaignOptions, settings: A
 
 /**
  * Start-up check: the solver command names an executable, found the way the launch will find it
- * (execvp's PATH lookup). Throws `ERR_SOLVER_NOT_FOUND` — before any work record is claimed.
+ * (execvp's PATH lookup), that the kernel can run: an ELF file or a `#!` script. Throws
+ * `ERR_SOLVER_NOT_FOUND`, or `ERR_SOLVER_NOT_SYMCC` for any other file (execve refuses it with
+ * ENOEXEC and execvp would run it with `sh`) — before any work record is claimed.
  */
 function checkSolverCommand(symcc: CommandTemplate): void {
+  let file: string;
   try {
-    resolveProgramPath(symcc.binary, process.env['PATH']);
+    file = resolveProgramPath(symcc.binary, process.env['PATH']);
   } catch (error) {
     const errno = (error as NodeJS.ErrnoException).code ?? 'ENOENT';
     throw new SolverNotFoundError(
@@ -102,10 +111,45 @@ function checkSolverCommand(symcc: CommandTemplate): void {
       { binary: symcc.binary, errno },
     );
   }
+  const magic = fileMagic(file);
+  if (magic !== undefined && !magic.startsWith('\x7fELF') && !magic.startsWith('#!')) {
+    throw new SolverNotSymccError(
+      `solver ${JSON.stringify(file)} is neither an ELF executable nor a #! script (it starts with ${JSON.stringify(magic)}); ` +
+        'execvp would run it with sh. Give the SymCC-instrumented binary; nothing was started and no work was claimed',
+      { binary: symcc.binary, file, magic },
+    );
+  }
+}
+
+/** The first 4 bytes of a regular file as latin1 text; undefined when it cannot be read (the launch reports that). */
+function fileMagic(file: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return undefined;
+    const head = Buffer.alloc(4);
+    const n = readSync(fd, head, 0, 4, 0);
+    return head.toString('latin1', 0, n);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The first queue entry (AFL's `id:` files in order), or undefined for an empty queue. */
+function firstSeed(queueDir: string): string | undefined {
+  return readdirSync(queueDir)
+    .filter((name) => name.startsWith('id:'))
+    .sort()
+    .map((name) => path.join(queueDir, name))
+    .find((file) => statSync(file).isFile());
 }
 
 /**
- * Start-up check: one afl-showmap run on a seed (the first queue entry, or an empty input) tells
+ * Start-up check: one afl-showmap run on a seed (`seed`, or an empty input) tells
  * whether showmap and the AFL target work at all. A hang or a crash is a verdict on the seed and
  * passes; a showmap that cannot start, or aborts before running the target (missing target, no
  * instrumentation), throws `ERR_SHOWMAP_SETUP` — otherwise every generated input would be misread.
@@ -114,15 +158,10 @@ async function checkShowmap(
   showmap: CommandTemplate,
   target: CommandTemplate,
   inputMode: 'stdin' | 'file',
-  queueDir: string,
+  seed: string | undefined,
   solver: AflRunSettings['solver'],
 ): Promise<void> {
   const options = resolveSolverOptions(solver ?? {});
-  const seed = readdirSync(queueDir)
-    .filter((name) => name.startsWith('id:'))
-    .sort()
-    .map((name) => path.join(queueDir, name))
-    .find((file) => statSync(file).isFile());
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-showmap-check-'));
   try {
     const shown = await runShowmap({

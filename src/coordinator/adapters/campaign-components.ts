@@ -48,6 +48,7 @@ import { decideSolverTelemetry, resolveOnPath, type SolverTelemetryDecision } fr
 import { preloadLibraryPath } from '../../solver/preload-library.js';
 import type { SeedInput } from '../ports.js';
 import { SeedWorkSource } from '../seed-work-source.js';
+import { probeSolverCommand, type SolverProbeSpec } from './solver-probe.js';
 import { IoTargetLeases, IoWorkLeases } from './io-lease-adapters.js';
 import { IoResultCommits } from './io-result-commits.js';
 import { SchedulerAdapter } from './scheduler-adapter.js';
@@ -77,6 +78,11 @@ export interface ComponentSpec {
   readonly honoursTraceOnly?: boolean;
   /** Where telemetry comes from, decided before start (`decideSolverTelemetry`); decided here when absent. */
   readonly telemetry?: SolverTelemetryDecision;
+  /**
+   * Probe the solver command on this seed before anything is claimed (solver-probe.ts): refused
+   * with `ERR_SOLVER_NOT_SYMCC` unless it shows SymCC's runtime. Skipped with telemetry `off`.
+   */
+  readonly probeSeed?: SolverProbeSpec['seed'];
 }
 
 /**
@@ -177,6 +183,18 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
   if (telemetry.warning !== undefined) solverLog.warn(telemetryLog, telemetry.warning);
   else solverLog.info(telemetryLog, `solver telemetry: ${telemetry.mode}`);
   const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
+  if (spec.probeSeed !== undefined && telemetry.mode !== 'off') {
+    const evidence = await probeSolverCommand({
+      command: spec.command,
+      telemetry,
+      seed: spec.probeSeed,
+      timeoutMs: context.options.solverTimeoutMs,
+      ...(spec.inputMode ? { inputMode: spec.inputMode } : {}),
+      ...(spec.solver ? { solver: spec.solver } : {}),
+      scratchParent: context.outDir,
+    });
+    solverLog.info({ evidence }, 'solver probe: the command shows SymCC');
+  }
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared, leaseRoot, store } = await startIoThread(context, inflight);
   let pool: SolverPool<Telemetry> | undefined;
@@ -254,6 +272,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
         ...(spec.triage ? { triage: spec.triage } : {}),
         ...(spec.classify ? { classify: spec.classify(solverPool.bitmap) } : {}),
         ...(telemetry.preload !== undefined ? { preload: telemetry.preload } : {}),
+        requireSymccEvidence: telemetry.mode !== 'off',
       }),
       source,
       commits,

@@ -4,7 +4,8 @@
  * a `SolverOutcome`. A generated input is interesting when triage claimed new bits in the shared
  * coverage bitmap; showmap's crash/hang verdicts make it a terminal crash/hang.
  */
-import { codeOf } from '../../errors.js';
+import { codeOf, SolverSilentError } from '../../errors.js';
+import { isSilentRun } from '../../solver/symcc-evidence.js';
 import type { Telemetry } from '../../scheduler/telemetry.js';
 import type { SolverPool } from '../../solver/solver-pool.js';
 import type { CommandTemplate, InputMode, SolverResult, TriageSettings } from '../../solver/solver-types.js';
@@ -24,6 +25,12 @@ export interface SolverAdapterSettings {
   readonly classify?: (bytes: Uint8Array) => { readonly interesting: boolean; readonly terminal?: 'crash' | 'timeout' };
   /** The preload library for a stock SymCC binary (`--solver-telemetry preload`). */
   readonly preload?: string;
+  /**
+   * Runs must show SymCC (telemetry, output or the runtime banner; src/solver/symcc-evidence.ts):
+   * a run that exits 0 showing nothing becomes an `ERR_SOLVER_SILENT` set-up failure — its work is
+   * abandoned, not done. Off with `--solver-telemetry off`, where no telemetry is expected.
+   */
+  readonly requireSymccEvidence?: boolean;
 }
 
 export class SolverPoolAdapter implements SolverPort {
@@ -55,6 +62,13 @@ export class SolverPoolAdapter implements SolverPort {
       if (codeOf(error) === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
       const code = codeOf(error);
       return { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error), ...(code !== undefined ? { errorCode: code } : {}) };
+    }
+    if (this.settings.requireSymccEvidence === true && isSilentRun(result)) {
+      const error = new SolverSilentError(
+        `solver ${this.settings.command.binary} exited 0 with no telemetry, no output and no SymCC runtime banner: it does not behave like SymCC; the work was abandoned, not done`,
+        { binary: this.settings.command.binary },
+      );
+      return { status: 'error', generated: [], elapsedMs: result.elapsedMs, error: error.message, errorCode: error.code };
     }
     const generated: TriagedInput[] = [];
     for (const g of result.generated) {
