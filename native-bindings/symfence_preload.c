@@ -122,7 +122,8 @@
  * on with site id 0 and goes on: it never solves, so it never inherits a verdict, and no solver
  * thread exists at any fork. Past the fork cap or the CPU budget the remaining branches stay
  * open (forkCapped). A failed fork (EAGAIN, ENOMEM) falls back to the one-solve rule for the rest
- * of the run (forkFailed).
+ * of the run (forkFailed), and so does a process with more than one thread at the fork (a lock
+ * another thread holds could block the child forever).
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
@@ -903,6 +904,9 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
   }
   int threads = count_threads();
   if (threads > g.threads_at_fork) g.threads_at_fork = threads;
+  /* Another thread may hold a lock (malloc's, the program's) the child's solving call needs: the
+   * child would block forever. Such a run keeps the one-solve rule instead. */
+  if (threads > 1) return -1;
   g.report->done = 0;
   g.report->solver_ns = 0;
   const uint64_t remaining_ns = g.fork_cpu_budget_ns - g.child_cpu_ns;

@@ -220,6 +220,19 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
     expect(flippedOffset(input, readFileSync(path.join(out, '000000')))).toEqual([structure[2]!.offset]);
   });
 
+  it('does not fork a process that has started threads of its own: it keeps the one-solve rule and says so', () => {
+    const input = 'MZ!AxT' + 'xyqxyq';
+    const { structure, ids } = targets(input, 0);
+    const loop = ids.map((e, i) => ({ e, i })).filter(({ i }) => i > 4); // after the thread started
+    const group = [loop[0]!.e.opposite, loop[2]!.e.opposite];
+    const result = directed(input, group);
+    expect(result.status).toBe(0);
+    expect(must(result.preload)).toMatchObject({ forks: 0, forkFailed: true, threadsAtFork: 2, earlyExit: true });
+    expect(must(result.telemetry).counters.queries).toBe(1);
+    expect([...result.outputs.keys()]).toEqual(['000000']);
+    expect(flippedOffset(input, result.outputs.get('000000')!)).toEqual([structure[loop[0]!.i]!.offset]);
+  });
+
   for (const how of ['the run alone', 'its process group'] as const) {
     it(`leaves no process behind when ${how} is SIGKILLed while a child solves`, async () => {
       const input = loopInput(30, 5);
