@@ -13,6 +13,7 @@
  * from the injected clock, so every transition is testable with in-memory fakes.
  */
 import type { Logger } from 'pino';
+import { codeOf } from '../errors.js';
 import { componentLogger } from '../telemetry/logger.js';
 import { CommitRecovery } from './commit-recovery.js';
 import { dispatch, startRun, type DispatchContext } from './dispatch.js';
@@ -66,6 +67,7 @@ export class Coordinator {
   readonly #commit: ResultCommitContext;
   readonly #recovery: CommitRecovery;
   readonly #setupFailures: SetupFailureStreak;
+  #storeLost: Error | undefined;
   #lastHeartbeatMs: number;
   #lastTakeoverMs = Number.NEGATIVE_INFINITY;
   #lastCommitScanMs = Number.NEGATIVE_INFINITY;
@@ -102,7 +104,13 @@ export class Coordinator {
       inputExists: deps.inputExists,
       known: (workId) => this.#active.has(workId) || this.#ready.some((r) => r.workId === workId) || this.#pending.some((p) => jobWorkId(p.work.job) === workId),
     };
-    this.#dispatchContext = { ...release, coordinatorId: options.coordinatorId, workLeases, stopping: () => this.#stopping };
+    this.#dispatchContext = {
+      ...release,
+      coordinatorId: options.coordinatorId,
+      workLeases,
+      stopping: () => this.#stopping,
+      claimFailed: (error) => this.#claimFailed(error),
+    };
     this.#commit = {
       ...release,
       finding,
@@ -155,9 +163,9 @@ export class Coordinator {
     return this.#stopping;
   }
 
-  /** Why the coordinator stopped itself (`ERR_SETUP_FAILURES`), if it did. */
+  /** Why the coordinator stopped itself (`ERR_SETUP_FAILURES`, `ERR_LEASE_STORE_REPLACED`), if it did. */
   get fatalError(): Error | undefined {
-    return this.#setupFailures.fatalError;
+    return this.#setupFailures.fatalError ?? this.#storeLost;
   }
 
   /** Work ids of the running or committing jobs (for tests and status). */
@@ -278,6 +286,7 @@ export class Coordinator {
       works = await this.#deps.source.take(wanted, this.#deps.clock.now());
     } catch (error) {
       this.#log.error({ err: error }, 'taking work from the source failed');
+      this.#claimFailed(error);
       return;
     }
     this.#deps.counters.admissions += works.length;
@@ -497,6 +506,19 @@ export class Coordinator {
     c.triageMs += timing.triageMs;
     const since = active.marks?.slotFreeSinceMs;
     if (since !== undefined) c.slotGapMs += Math.max(0, active.startMs - since);
+  }
+
+  /**
+   * A lease table whose database was deleted or replaced under it (docs/leases.md "SQLite
+   * identity") has lost every lease for good: no claim can succeed again, so instead of retrying
+   * every round the coordinator stops (rolling back and releasing like any stop) and the campaign
+   * fails with that code. Other claim errors (I/O, a lock timeout) stay per-round and retried.
+   */
+  #claimFailed(error: unknown): void {
+    if (codeOf(error) !== 'ERR_LEASE_STORE_REPLACED' || this.#storeLost !== undefined) return;
+    this.#storeLost = error as Error;
+    this.#log.error({ err: error }, 'the lease store was replaced under this coordinator; stopping');
+    void this.stop();
   }
 
   /** Counts a set-up failure; `maxSetupFailures` in a row stop the coordinator with the error. */

@@ -32,6 +32,8 @@ export interface DispatchContext extends GroupReleaseContext {
   readonly workLeases: WorkLeasePort;
   /** Checked last, after every claim: a dispatch that raced `stop()` gives everything back. */
   readonly stopping: () => boolean;
+  /** A claim failed in a way no retry mends (the lease store was replaced): the coordinator stops. */
+  readonly claimFailed?: (error: unknown) => void;
 }
 
 const ioFailure: ClaimOutcome = { ok: false, reason: 'error' };
@@ -67,6 +69,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
         claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now);
       } catch (error) {
         ctx.log.error({ err: error, targets: decimal(job.group) }, 'target re-claim failed');
+        ctx.claimFailed?.(error);
         claim = ioFailure;
       }
       if (!claim.ok) {
@@ -87,6 +90,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     workClaim = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now());
   } catch (error) {
     ctx.log.error({ err: error, workId }, 'work lease claim failed');
+    ctx.claimFailed?.(error);
     workClaim = ioFailure;
   }
   if (!workClaim.ok) {

@@ -31,7 +31,7 @@ function runArgs(out: string, leases: string, name: string, extra: string[]): st
 const jobsOf = (out: string, name: string) => (existsSync(path.join(out, name, 'jobs.jsonl')) ? readJobLog(path.join(out, name, 'jobs.jsonl')) : []);
 
 describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 'true')('SQLite databases deleted under a running campaign', () => {
-  it('commits nothing into the deleted databases after the deletion, so a second coordinator never publishes a work twice', async () => {
+  it('commits nothing into the deleted databases after the deletion and stops with ERR_LEASE_STORE_REPLACED, so a second coordinator never publishes a work twice', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'symfence-sqlite-rm-'));
     dirs.push(root);
     const out = fakeAflOut(root, SEEDS, 'builtin:demo @@');
@@ -59,5 +59,8 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     const secondCommitted = new Set(jobsOf(out, 'second').filter((j) => COMMITTED_STATUSES.has(j.status)).map((j) => j.workId));
     expect(secondCommitted.size).toBeGreaterThan(0);
     expect(firstExit.stderr).toContain('ERR_LEASE_STORE_REPLACED');
+    // It stopped itself with that code instead of retrying claims against a store it has lost.
+    expect(firstExit.code, firstExit.stderr.slice(-2000)).not.toBe(0);
+    expect(firstExit.stderr).toContain('the lease store was replaced under this coordinator; stopping');
   });
 });
