@@ -1,6 +1,6 @@
 /**
  * Lease operations as data, and the executor that runs one or many of them through a single
- * batch of the table's record backend (record-backend.ts), whatever the store.
+ * batch of the table's record backend (backend-contract.ts), whatever the store.
  *
  * A table method is split in two: `plan…()` validates the arguments and builds a `LeaseOperation`
  * without touching the store (so bad input — a bad time, an unserialisable payload — throws
@@ -15,7 +15,7 @@
  * records are restored, and so does every later operation that read a record staged before it;
  * the other operations keep their (read-only) results.
  *
- * Retries (optimistic stores, record-backend.ts): a commit that rejects with `BatchConflictError`
+ * Retries (optimistic stores, backend-contract.ts): a commit that rejects with `BatchConflictError`
  * wrote nothing, so the whole batch — read, every `apply`, commit — runs again from `begin()`,
  * with a short randomised back-off, until it commits or `backend.conflictRetryMs` (measured on the
  * monotonic clock from the first attempt) has passed; then the call rejects with

@@ -1,7 +1,7 @@
 /**
  * What the work table and the target table share: opening a root (options, record backend),
  * cross-request batch execution, scans and counts, and argument checks. Nothing here knows which
- * store holds the records (record-backend.ts).
+ * store holds the records (backend-contract.ts).
  */
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';

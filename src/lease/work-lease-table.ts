@@ -46,7 +46,7 @@ export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
 /** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
 export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
-// Declared with the store interface that takes them (lease-store.ts).
+// Declared with the store interface that takes them (table-contract.ts).
 export type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './table-contract.js';
 
 function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {

@@ -1,5 +1,5 @@
 /**
- * The executor's protocol for optimistic stores (lease-operation.ts "Retries", record-backend.ts):
+ * The executor's protocol for optimistic stores (lease-operation.ts "Retries", backend-contract.ts):
  * a commit that conflicts re-runs the whole batch from a fresh read, until the store's retry time
  * is spent (then ERR_LOCK_TIMEOUT); a batch with side effects is locked exclusively and never
  * re-run; a store's batch size splits long runs of operations in order; a store that never

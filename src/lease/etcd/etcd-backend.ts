@@ -7,7 +7,7 @@
  * holds, validated by the same reader — a corrupt value fails closed), `<prefix>/<kind>/l/<id>`
  * (an exclusive lock, attached to the holder's session).
  *
- * Batches are optimistic (record-backend.ts):
+ * Batches are optimistic (backend-contract.ts):
  *   - `lock` takes nothing, unless exclusive: then one transaction creates every lock key
  *     (all or none), attached to this process's session, and it is retried until
  *     `lockAcquireTimeoutMs` → `LockTimeoutError`;
@@ -30,7 +30,7 @@
  * and vanish when it expires on the server, besides expiring by their own TTL as in every store.
  * Leased work records expire by their TTL only, so that their payload survives for a takeover
  * (`recoverExpired`); this process still remembers which of its sessions wrote them, for the
- * offline answers (etcd-record-batch.ts). `committing` and `done` records are attached to no
+ * offline answers (etcd-batch.ts). `committing` and `done` records are attached to no
  * lease: they are never lost to an expiry.
  *
  * Limits: a transaction carries at most `MAX_TXN_OPS` (etcd's default `--max-txn-ops`) compares

@@ -1,5 +1,5 @@
 /**
- * One batch of the etcd store (etcd-record-backend.ts has the keys, the protocol and why): reads
+ * One batch of the etcd store (etcd-backend.ts has the keys, the protocol and why): reads
  * with revisions, staging within the transaction limits, one compare-and-write commit, and the
  * exclusive lock keys of a batch with side effects.
  */

@@ -15,7 +15,7 @@
  * - past `safeUntilMs` the session is *lost* here, whatever the server says: its lease id is
  *   remembered as lost, `sessionsLost` counts it, listeners hear it, and the next write grants a
  *   new session. Records written under a lost session are definitely no longer this process's
- *   (etcd-record-backend.ts answers for them without asking the server when it cannot be reached),
+ *   (etcd-backend.ts answers for them without asking the server when it cannot be reached),
  *   so the coordinator's next heartbeat — a third of the TTL later at most — aborts their solver
  *   runs before the server could have expired them.
  *

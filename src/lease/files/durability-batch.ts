@@ -160,7 +160,7 @@ export class DurabilityBatch implements RecordBatch {
       id,
       dir: this.ctx.layout.dirOf(id),
       recordPath: this.ctx.layout.recordPath(id),
-      // A record file's read always carries its bytes (record-store.ts).
+      // A record file's read always carries its bytes (record-files.ts).
       previous: read.state === 'valid' ? read.bytes! : null,
       next,
     });

@@ -305,7 +305,7 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 
 type BatchState = 'open' | 'locked' | 'committed' | 'failed' | 'released';
 
-/** One write transaction (phases in record-backend.ts). */
+/** One write transaction (phases in backend-contract.ts). */
 export class SqliteRecordBatch implements RecordBatch {
   private readonly locked = new Set<string>();
   private readonly reads = new Map<string, RecordRead>();
