@@ -30,18 +30,11 @@
 import { invalidOption } from '../config/values.js';
 import { InvalidJobError, LockTimeoutError } from '../errors.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './backend-contract.js';
+import { BatchOverlay, type RecordView } from './batch-overlay.js';
 import { canonicalJsonMemo } from './canonical-json.js';
-import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
+import { serializeRecord, type LeaseRecord } from './lease-record.js';
 
-/** What an operation sees under its locks. */
-export interface RecordView {
-  /** The record as read under the lock (overlaid with earlier operations of the same batch). */
-  get(id: string): RecordRead;
-  /** Stages a new record; serialised now, so a bad value throws before any mutation. */
-  put(record: LeaseRecord): void;
-  /** Stages the deletion of a record. */
-  remove(id: string): void;
-}
+export type { RecordView } from './batch-overlay.js';
 
 export interface LeaseOperation<R> {
   /** For logs and errors. */
@@ -137,7 +130,7 @@ async function executeWithRetries(backend: RecordBackend, operations: readonly L
 }
 
 async function executeOnce(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[], exclusive: boolean): Promise<ExecutionResult> {
-  const batch = backend.begin();
+  const batch = new BatchOverlay(backend.begin());
   // Group records repeat their frozen `targets` and payload: their text is written once per batch.
   const memo = canonicalJsonMemo();
   const encode = backend.encoder?.(memo) ?? ((record: LeaseRecord): StagedRecord => ({ record, bytes: serializeRecord(record, memo) }));
@@ -153,30 +146,16 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const stagedIds = new Set<string>();
     for (const [index, op] of operations.entries()) {
       const readStaged = op.lockIds.some((id) => stagedIds.has(id));
-      const staged = new Map<string, StagedRecord | null>();
-      const allowed = new Set(op.lockIds);
-      const view: RecordView = {
-        get: (id) => {
-          if (staged.has(id)) {
-            const next = staged.get(id);
-            return next ? { state: 'valid', record: next.record } : { state: 'absent' };
-          }
-          return batch.view(id);
-        },
-        put: (record) => {
-          if (!allowed.has(record.id)) throw new Error(`${op.name} staged ${record.id} outside its lock set`);
-          staged.set(record.id, encode(record));
-        },
-        remove: (id) => {
-          if (!allowed.has(id)) throw new Error(`${op.name} staged ${id} outside its lock set`);
-          staged.set(id, null);
-        },
-      };
+      const view = batch.scope(op.name, op.lockIds, encode);
       try {
         const value = await op.apply(view);
-        batch.stageAll(staged);
-        for (const id of staged.keys()) stagedIds.add(id);
-        if (staged.size > 0 || readStaged) dependsOnCommit.push(index);
+        view.stageOwn();
+        let staged = false;
+        for (const id of view.stagedIds) {
+          stagedIds.add(id);
+          staged = true;
+        }
+        if (staged || readStaged) dependsOnCommit.push(index);
         outcomes.push({ ok: true, value });
       } catch (error) {
         outcomes.push({ ok: false, error });

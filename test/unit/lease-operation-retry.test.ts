@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { executeOperations, type LeaseOperation } from '../../src/lease/lease-operation.js';
-import type { RecordRead } from '../../src/lease/lease-record.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type LockOptions, type RecordBackend, type RecordBatch, type StagedRecord } from '../../src/lease/backend-contract.js';
+import type { LeaseRecord, RecordRead } from '../../src/lease/lease-record.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type LockOptions, type RecordBackend, type StagedChange, type StoreBatch } from '../../src/lease/backend-contract.js';
 
 interface FakeOptions {
   /** Commits that conflict before one succeeds (Infinity: always). */
@@ -28,28 +28,24 @@ function fakeBackend(options: FakeOptions) {
     ...(options.conflictRetryMs !== undefined ? { conflictRetryMs: options.conflictRetryMs } : {}),
     ...(options.maxBatchRecords !== undefined ? { maxBatchRecords: options.maxBatchRecords } : {}),
     ...(options.optimistic !== undefined ? { optimistic: options.optimistic } : {}),
-    begin(): RecordBatch {
+    begin(): StoreBatch {
       log.begins += 1;
-      const staged = new Map<string, StagedRecord | null>();
       let ids: string[] = [];
       return {
-        async lock(lockIds: Iterable<string>, lockOptions?: LockOptions) {
-          ids = [...new Set(lockIds)];
+        async lock(lockIds: readonly string[], lockOptions?: LockOptions) {
+          ids = [...lockIds];
           if (lockOptions?.exclusive) log.exclusiveLocks += 1;
         },
-        async read() {},
-        view: (): RecordRead => ({ state: 'absent' }),
-        stageAll(changes) {
-          for (const [id, next] of changes) staged.set(id, next);
-        },
-        async commit() {
+        // Every record exists, so that each writer's removal is a change to commit.
+        fetch: async (fetchIds: readonly string[]) => new Map(fetchIds.map((id): [string, RecordRead] => [id, { state: 'valid', record: { id } as unknown as LeaseRecord }])),
+        async commit(changes: readonly StagedChange[]) {
           log.commits += 1;
           log.batches.push(ids);
-          if (staged.size > 0 && conflictsLeft > 0) {
+          if (changes.length > 0 && conflictsLeft > 0) {
             conflictsLeft -= 1;
-            throw new BatchConflictError([...staged.keys()]);
+            throw new BatchConflictError(changes.map((c) => c.id));
           }
-          return { ...EMPTY_BATCH_REPORT, published: staged.size };
+          return { ...EMPTY_BATCH_REPORT, published: changes.length };
         },
         async release() {},
       };

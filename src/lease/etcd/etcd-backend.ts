@@ -50,7 +50,7 @@ import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from '.
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './etcd-batch.js';
-import type { RecordBackend, RecordBatch, ScanEntry } from '../backend-contract.js';
+import type { RecordBackend, ScanEntry, StoreBatch } from '../backend-contract.js';
 import { ensureStoreRoot } from '../table-root.js';
 
 export { LeaseRecordTooLargeError, MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
@@ -156,7 +156,7 @@ export class EtcdRecordBackend implements RecordBackend {
     }
   }
 
-  begin(): RecordBatch {
+  begin(): StoreBatch {
     if (this.#closed) throw new Error('etcd lease table is closed');
     return new EtcdBatch(this);
   }

@@ -23,8 +23,10 @@ import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
 import { loadNative, nativeLoadError, type NativeBindings } from '../../native/bindings.js';
 import { LockFdCache, type LockFileIdentity } from './lock-fd-cache.js';
 
+import type { LockerKind } from '../backend-contract.js';
+
 /** How records are locked: across processes (`flock`) or only within this process. */
-export type LockerKind = 'flock' | 'in-process';
+export type { LockerKind };
 
 /** `multi`: several coordinators share the directory (needs flock). `single`: this process only. */
 export type CoordinationMode = 'single' | 'multi';

@@ -26,7 +26,7 @@ import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } f
 import { RecordReadCache } from '../record-read-cache.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from '../backend-contract.js';
+import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -185,7 +185,7 @@ export class SqliteRecordBackend implements RecordBackend {
     };
   }
 
-  begin(): RecordBatch {
+  begin(): StoreBatch {
     return new SqliteRecordBatch(this);
   }
 
@@ -306,28 +306,23 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 type BatchState = 'open' | 'locked' | 'committed' | 'failed' | 'released';
 
 /** One write transaction (phases in backend-contract.ts). */
-export class SqliteRecordBatch implements RecordBatch {
-  private readonly locked = new Set<string>();
-  private readonly reads = new Map<string, RecordRead>();
+export class SqliteRecordBatch implements StoreBatch {
   /** The group row each read row named (null: a whole record, or no row). */
   private readonly readGroups = new Map<string, number | null>();
-  private readonly mutations = new Map<string, StagedRecord | null>();
   private state: BatchState = 'open';
 
   constructor(private readonly backend: SqliteRecordBackend) {}
 
-  /** The first call opens the transaction (all records excluded from then on); later ones add ids. */
-  async lock(ids: Iterable<string>): Promise<void> {
+  /** The first call opens the transaction: every record is excluded from then on. */
+  async lock(): Promise<void> {
     if (this.state !== 'open' && this.state !== 'locked') throw new Error(`sqlite batch is ${this.state}, expected open`);
-    const list = [...ids];
     if (this.state === 'open') {
       await this.backend.acquire(this);
       this.state = 'locked';
     }
-    for (const id of list) this.locked.add(id);
   }
 
-  async read(ids: Iterable<string>): Promise<void> {
+  async fetch(ids: readonly string[]): Promise<Map<string, RecordRead>> {
     this.assertState('locked');
     const { select } = this.backend.statements;
     let known: Map<string, KnownRow>;
@@ -336,12 +331,11 @@ export class SqliteRecordBatch implements RecordBatch {
     } catch (error) {
       throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
     }
+    const reads = new Map<string, RecordRead>();
     for (const id of ids) {
-      if (this.reads.has(id)) continue;
-      if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
       const hit = known.get(id);
       if (hit !== undefined) {
-        this.reads.set(id, hit.read);
+        reads.set(id, hit.read);
         this.readGroups.set(id, hit.groupId);
         continue;
       }
@@ -354,34 +348,12 @@ export class SqliteRecordBatch implements RecordBatch {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
       const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
-      this.reads.set(id, read);
+      reads.set(id, read);
       this.readGroups.set(id, groupId);
       // A corrupt row is read again every time: an operator may repair it.
       if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId });
     }
-  }
-
-  view(id: string): RecordRead {
-    const next = this.mutations.get(id);
-    if (next !== undefined) return next ? { state: 'valid', record: next.record } : { state: 'absent' };
-    const read = this.reads.get(id);
-    if (!read) throw new Error(`record ${id} was not read in this batch`);
-    return read;
-  }
-
-  /** All-or-nothing: every id is checked (locked, read, not corrupt) before the first is staged. */
-  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void {
-    this.assertState('locked');
-    const list = [...changes];
-    for (const [id] of list) {
-      const read = this.reads.get(id);
-      if (!read || !this.locked.has(id)) throw new Error(`stage of ${id} without lock and read`);
-      if (read.state === 'corrupt') throw new Error(`stage over corrupt record ${id}: corrupt records are never overwritten`);
-    }
-    for (const [id, next] of list) {
-      if (next === null && !this.mutations.has(id) && this.reads.get(id)!.state === 'absent') continue;
-      this.mutations.set(id, next);
-    }
+    return reads;
   }
 
   /**
@@ -389,16 +361,15 @@ export class SqliteRecordBatch implements RecordBatch {
    * is rolled back — nothing of the batch reaches any reader — and the batch rejects with
    * `LeaseIoError`.
    */
-  async commit(): Promise<BatchReport> {
+  async commit(list: readonly StagedChange[]): Promise<BatchReport> {
     this.assertState('locked');
     const { db, statements, file } = this.backend;
     // In staging order: one transaction needs no lock order, and its rows are atomic together.
-    const list = [...this.mutations.entries()];
     let step = 'write';
     const moves = new GroupMoves();
     // Each staged row, and the group row it named before if it stays there (a heartbeat of an
     // unchanged group); a row in a new group row learns its id once that row is written.
-    const planned = list.map(([id, next]) => {
+    const planned = list.map(({ id, next }) => {
       const staged = next === null ? null : asSqliteStaged(next);
       const before = this.readGroups.get(id) ?? null;
       const stays = moves.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null);
@@ -473,7 +444,7 @@ export class SqliteRecordBatch implements RecordBatch {
       // A list a reader would not accept leaves the row in place (it is reported, not guessed at).
       if (!isDecimalTarget(target)) return true;
       const id = targetRecordId(BigInt(target));
-      const named = written.has(id) ? written.get(id) : this.reads.has(id) ? this.readGroups.get(id) : (this.backend.statements.selectGroupOf.get(id) ?? null);
+      const named = written.has(id) ? written.get(id) : this.readGroups.has(id) ? this.readGroups.get(id) : (this.backend.statements.selectGroupOf.get(id) ?? null);
       if (named === groupId) return true;
     }
     return false;
