@@ -25,9 +25,9 @@
  * Optimistic stores (etcd) keep the same contract without holding anything between `lock` and
  * `commit`: `commit` is one transaction that compares every record the batch read and writes only
  * if none changed. When one did, `commit` rejects with `BatchConflictError` and changes nothing;
- * the executor then re-runs the batch from `begin()` (lease-operation.ts "Retries"). A batch whose
- * operations act outside the store while deciding (`LeaseOperation.sideEffects`, a replayed
- * publication) is locked for real (`lock(ids, { exclusive: true })`) and never re-run.
+ * the executor then re-runs the batch from `begin()` (lease-operation.ts "Retries"). Operations
+ * never act outside the store while deciding, so a re-run is always safe; a publication runs
+ * between two batches (docs/leases.md "Publishing a committed result").
  */
 import type { CanonicalJsonMemo } from './canonical-json.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
@@ -70,14 +70,6 @@ export class BatchConflictError extends Error {
   }
 }
 
-export interface LockOptions {
-  /**
-   * Exclusive access even in an optimistic store: the batch's operations have effects outside the
-   * store (a publication) that must never happen twice. The file store always locks.
-   */
-  readonly exclusive?: boolean;
-}
-
 /**
  * A read as a store returns it: a record read (valid, absent, corrupt), or `unreadable` — the store
  * could not be asked (etcd offline) — which fails, with `error`, any operation that looks at it.
@@ -97,7 +89,7 @@ export interface StoreBatch {
    * Takes exclusive access to `ids` (new to this batch, ascending). On failure nothing is held and
    * nothing was written.
    */
-  lock(ids: readonly string[], options?: LockOptions): Promise<void>;
+  lock(ids: readonly string[]): Promise<void>;
   /** Reads the records of locked ids (each once per batch), validated. */
   fetch(ids: readonly string[]): Promise<ReadonlyMap<string, FetchedRead>>;
   /**
@@ -151,9 +143,8 @@ export interface RecordBackend {
    */
   readonly maxBatchRecords?: number;
   /**
-   * True for an optimistic store (commits may reject with `BatchConflictError`). The executor then
-   * also runs every operation with `sideEffects` in a batch of its own, so that no other
-   * operation's conflict can fail the batch after its publication.
+   * True for an optimistic store (commits may reject with `BatchConflictError`; the executor
+   * then runs the batch again).
    */
   readonly optimistic?: boolean;
   /** Optimistic stores: how long the executor re-runs a conflicting batch before `LockTimeoutError`, ms. */

@@ -17,7 +17,7 @@
  */
 import { leaseIoError } from './lease-io-error.js';
 import type { LeaseRecord, RecordRead } from './lease-record.js';
-import type { BatchReport, FetchedRead, LockOptions, StagedChange, StagedRecord, StoreBatch } from './backend-contract.js';
+import type { BatchReport, FetchedRead, StagedChange, StagedRecord, StoreBatch } from './backend-contract.js';
 
 /** What an operation sees under its locks. */
 export interface RecordView {
@@ -44,11 +44,11 @@ export class BatchOverlay {
   constructor(private readonly store: StoreBatch) {}
 
   /** Takes the store's exclusive access to `ids` not yet named by this batch (ascending). */
-  async lock(ids: Iterable<string>, options?: LockOptions): Promise<void> {
+  async lock(ids: Iterable<string>): Promise<void> {
     this.assertOpen();
     const wanted = [...new Set(ids)].filter((id) => !this.named.has(id)).sort();
     if (wanted.length === 0) return;
-    await this.store.lock(wanted, options);
+    await this.store.lock(wanted);
     for (const id of wanted) this.named.add(id);
   }
 

@@ -1,20 +1,19 @@
 /**
  * One batch of the etcd store (etcd-backend.ts has the keys, the protocol and why): reads
- * with revisions, staging within the transaction limits, one compare-and-write commit, and the
- * exclusive lock keys of a batch with side effects.
+ * with revisions, staging within the transaction limits, and one compare-and-write commit.
  */
-import { defineError, LockTimeoutError } from '../../errors.js';
+import { defineError } from '../../errors.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { leaseIoError } from '../lease-io-error.js';
 import type { RecordRead } from '../lease-record.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedRead, type LockOptions, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 
 /** A record or batch does not fit one etcd transaction. Nothing was written. */
 export const LeaseRecordTooLargeError = defineError('ERR_LEASE_RECORD_TOO_LARGE', 'LeaseRecordTooLargeError');
 
 /** etcd's default `--max-txn-ops`: compares, and separately writes, per transaction. */
 export const MAX_TXN_OPS = 128;
-/** Records per batch: each may need a record compare and a lock compare. */
+/** Records per batch: a full target group (each record is one compare and one write). */
 export const MAX_BATCH_RECORDS = MAX_TXN_OPS / 2;
 /** Largest total of keys and values one commit writes (etcd's default request limit is 1.5 MiB). */
 export const MAX_TXN_BYTES = 1024 * 1024 + 256 * 1024;
@@ -29,52 +28,15 @@ export interface ReadRecord {
 export class EtcdBatch implements StoreBatch {
   readonly #backend: EtcdRecordBackend;
   readonly #reads = new Map<string, ReadRecord>();
-  /** Exclusive locks held: id → the lock key's mod_revision. */
-  readonly #locks = new Map<string, string>();
-  /** The session lease the locks are attached to. */
-  #lockLease = '0';
   /** Read without the server (it could not be reached): answers only, no commit with writes. */
   #offline = false;
-  #released = false;
 
   constructor(backend: EtcdRecordBackend) {
     this.#backend = backend;
   }
 
-  async lock(wanted: readonly string[], options?: LockOptions): Promise<void> {
-    if (!options?.exclusive) return;
-    const backend = this.#backend;
-    const connection = backend.connection;
-    const startMs = backend.monotonicNowMs();
-    for (let attempt = 1; ; attempt++) {
-      const leaseId = await connection.sessionLeaseId(backend.options.leaseTtlMs).catch((error: unknown) => {
-        throw leaseIoError(`cannot open an etcd session for locks: ${(error as Error).message}`, { step: 'lock' }, error);
-      });
-      const result = await connection.client.kv
-        .txn(
-          {
-            compare: wanted.map((id) => ({ key: backend.lockKey(id), target: 'Create' as const, result: 'Equal' as const, create_revision: 0 })),
-            success: wanted.map((id) => ({ request_put: { key: backend.lockKey(id), value: Buffer.from(String(process.pid)), lease: leaseId } })),
-            failure: [],
-          },
-          connection.call(),
-        )
-        .catch((error: unknown) => {
-          throw leaseIoError(`etcd lock transaction failed: ${(error as Error).message}`, { step: 'lock', ids: wanted }, error);
-        });
-      if (result.succeeded) {
-        const revision = String(result.header.revision);
-        for (const id of wanted) this.#locks.set(id, revision);
-        this.#lockLease = leaseId;
-        return;
-      }
-      const waitedMs = backend.monotonicNowMs() - startMs;
-      if (waitedMs >= backend.options.lockAcquireTimeoutMs) {
-        throw new LockTimeoutError(`etcd lease record lock not acquired within ${backend.options.lockAcquireTimeoutMs} ms`, { ids: wanted, waitedMs: Math.round(waitedMs), attempts: attempt });
-      }
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(200, 2 ** attempt)));
-    }
-  }
+  /** Optimistic: nothing is taken; the commit compares what was read. */
+  async lock(): Promise<void> {}
 
   async fetch(ids: readonly string[]): Promise<Map<string, FetchedRead>> {
     let reads: Map<string, ReadRecord>;
@@ -141,9 +103,6 @@ export class EtcdBatch implements StoreBatch {
     const staged = new Map(changes.map((change) => [change.id, change.next]));
     const ids = [...staged.keys()].sort();
     if (this.#offline) throw leaseIoError('etcd cannot be reached; nothing was written', { step: 'commit', ids: ids.slice(0, 8), restored: true }, undefined);
-    if (this.#locks.size > 0 && connection.isLostLease(this.#lockLease)) {
-      throw leaseIoError('the etcd session holding this batch\'s locks was lost; nothing was written', { step: 'commit', ids: ids.slice(0, 8), restored: true }, undefined);
-    }
     const needsSession = ids.some((id) => staged.get(id)?.record.status === 'leased');
     let leaseId = '0';
     if (needsSession) {
@@ -159,12 +118,6 @@ export class EtcdBatch implements StoreBatch {
       const read = this.#reads.get(id)!;
       const key = backend.recordKey(id);
       compare.push(read.modRevision === '0' ? { key, target: 'Create' as const, result: 'Equal' as const, create_revision: 0 } : { key, target: 'Mod' as const, result: 'Equal' as const, mod_revision: read.modRevision });
-      if (read.read.state === 'valid' && read.read.record.status === 'committing') {
-        const held = this.#locks.get(id);
-        const lockKey = backend.lockKey(id);
-        // A committing record may be under a survivor's exclusive replay: wait for it to finish.
-        compare.push(held === undefined ? { key: lockKey, target: 'Create' as const, result: 'Equal' as const, create_revision: 0 } : { key: lockKey, target: 'Mod' as const, result: 'Equal' as const, mod_revision: held });
-      }
       const next = staged.get(id);
       // Only leased *target* records ride the session on the server (a dead coordinator's targets
       // are freed at once); a leased work record keeps its payload until its TTL ends, so another
@@ -179,10 +132,7 @@ export class EtcdBatch implements StoreBatch {
       const restored = await this.unchanged(ids);
       throw leaseIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
     }
-    if (!result.succeeded) {
-      if (this.#locks.size > 0) throw leaseIoError('an exclusively locked etcd batch found its records changed (its lock was lost); nothing was written', { step: 'commit', ids: ids.slice(0, 8), restored: true }, undefined);
-      throw new BatchConflictError(ids);
-    }
+    if (!result.succeeded) throw new BatchConflictError(ids);
     // Leased records written under a session are remembered with it (offline answers), whether
     // or not the server attached them; the map stays as small as this process's live leases.
     for (const id of ids) {
@@ -202,28 +152,6 @@ export class EtcdBatch implements StoreBatch {
     }
   }
 
-  async release(): Promise<void> {
-    if (this.#released) return;
-    this.#released = true;
-    if (this.#locks.size === 0) return;
-    const backend = this.#backend;
-    const locks = [...this.#locks];
-    this.#locks.clear();
-    // Each lock is deleted only if it is still ours; a failure leaves it to expire with the session.
-    await Promise.all(
-      locks.map(([id, revision]) =>
-        backend.connection.client.kv
-          .txn(
-            {
-              compare: [{ key: backend.lockKey(id), target: 'Mod', result: 'Equal', mod_revision: revision }],
-              success: [{ request_delete_range: { key: backend.lockKey(id) } }],
-              failure: [],
-            },
-            backend.connection.call(),
-          )
-          .catch(() => undefined),
-      ),
-    );
-  }
+  /** Nothing is held between the read and the commit. */
+  async release(): Promise<void> {}
 }
-
