@@ -25,7 +25,6 @@
  *
  * Coherence with the in-flight mirror is delegated to `MirrorCoherence` (see its rule).
  */
-import { InvalidOptionError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { LeaseOperation, OperationOutcome } from '../lease/lease-operation.js';
@@ -284,12 +283,12 @@ export class IoService {
   }
 
   #targetStore(): TargetLeaseStore {
-    if (!this.#deps.target) throw new InvalidOptionError('this I/O service has no target table (start it with a target lease directory)', { option: 'targetRoot' });
+    if (!this.#deps.target) throw invalidOption('target', 'a target lease table given when this I/O service started', undefined);
     return this.#deps.target;
   }
 
   #workStore(): WorkLeaseStore {
-    if (!this.#deps.work) throw new InvalidOptionError('this I/O service has no work table (start it with a work lease directory)', { option: 'workRoot' });
+    if (!this.#deps.work) throw invalidOption('work', 'a work lease table given when this I/O service started', undefined);
     return this.#deps.work;
   }
 

@@ -9,7 +9,7 @@
  * the rest release their local reservation and the next pass back-fills from the backlog, until
  * `limit` jobs are admitted or every proposal has been tried (work-conserving back-fill).
  */
-import { AdmissionProtocolError, InvalidOptionError } from '../errors.js';
+import { AdmissionProtocolError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { LocalReservations, ClaimOutcome, SharedTargetClaims } from './admission-ports.js';
@@ -103,7 +103,7 @@ export class Admission {
   constructor(options: AdmissionOptions) {
     const names = options.lanes.map((l) => l.name);
     if (new Set(names).size !== names.length) {
-      throw new InvalidOptionError(`option lanes: expected distinct lanes, received ${names.join(',')}`, { option: 'lanes', value: names.join(',') });
+      throw invalidOption('lanes', 'distinct lanes', names.join(','));
     }
     this.#lanes = options.lanes;
     this.#byName = new Map(options.lanes.map((l) => [l.name, l]));

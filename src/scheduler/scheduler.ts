@@ -9,8 +9,8 @@
  *   release                   the job finished or was abandoned: drop its local reservation
  *   saveState / loadState     lane state as JSON (never leases)
  */
-import { InvalidJobError, InvalidOptionError, LaneStateError } from '../errors.js';
-import { checkOptionsObject, describeValue } from '../config/values.js';
+import { InvalidJobError, LaneStateError } from '../errors.js';
+import { checkOptionsObject, describeValue, invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type AdmittedJob } from './admission.js';
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
@@ -93,10 +93,7 @@ export class Scheduler {
     const enabled = this.options.lanes.split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of enabled) {
       if (!(LANE_NAMES as readonly string[]).includes(name) || enabled.indexOf(name) !== enabled.lastIndexOf(name)) {
-        throw new InvalidOptionError(`option lanes: expected a comma-separated list of distinct ${LANE_NAMES.join('|')}, received ${JSON.stringify(this.options.lanes)}`, {
-          option: 'lanes',
-          value: this.options.lanes,
-        });
+        throw invalidOption('lanes', `a comma-separated list of distinct ${LANE_NAMES.join('|')}`, this.options.lanes);
       }
     }
     this.#ledger = new TargetLedger({ maxAttempts: this.options.targetAttempts, retryBaseMs: this.options.cooldownMs });

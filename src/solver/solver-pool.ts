@@ -151,7 +151,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     const running = this.#mainRunner !== null ? this.#mainRunner.run(wire) : (this.#piscina!.run(wire) as Promise<WireResult>);
-    this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) });
+    this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) }); // only waits for the task to settle; its result or error goes to the caller of run
     let wireResult: WireResult;
     try {
       wireResult = await running;

@@ -37,7 +37,8 @@ import path from 'node:path';
 import { invalidOption } from '../../config/values.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { canonicalJsonBytes } from '../canonical-json.js';
-import { connectEtcd, etcdClientConfig, EtcdUnavailableError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
+import { EtcdUnavailableError } from '../../errors.js';
+import { connectEtcd, etcdClientConfig, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId } from '../identity.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
@@ -47,7 +48,7 @@ import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './et
 import type { RecordBackend, ScanEntry, StoreBatch } from '../backend-contract.js';
 import { ensureStoreRoot } from '../table-root.js';
 
-export { LeaseRecordTooLargeError, MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
+export { MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
 
 /** Keys listed per scan request. */
 const SCAN_PAGE = 256;

@@ -2,14 +2,11 @@
  * One batch of the etcd store (etcd-backend.ts has the keys, the protocol and why): reads
  * with revisions, staging within the transaction limits, and one compare-and-write commit.
  */
-import { defineError } from '../../errors.js';
+import { LeaseRecordTooLargeError } from '../../errors.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { leaseIoError } from '../lease-io-error.js';
 import type { RecordRead } from '../lease-record.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
-
-/** A record or batch does not fit one etcd transaction. Nothing was written. */
-export const LeaseRecordTooLargeError = defineError('ERR_LEASE_RECORD_TOO_LARGE', 'LeaseRecordTooLargeError');
 
 /** etcd's default `--max-txn-ops`: compares, and separately writes, per transaction. */
 export const MAX_TXN_OPS = 128;

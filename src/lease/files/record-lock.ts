@@ -174,7 +174,7 @@ class BoundedRecordLocker implements RecordLocker {
       }
       return { fd, identity: { dev: stat.dev, ino: stat.ino } };
     } catch (error) {
-      await fsLayer.close(fd).catch(() => undefined);
+      await fsLayer.close(fd).catch(() => undefined); // the fd never held the lock; the open's error is rethrown
       throw error;
     }
   }

@@ -3,7 +3,7 @@
  * `propose` never mutates, `commit` is given only jobs whose whole target group was admitted,
  * and `observe` is the only other writer. Time is always passed in (`now`, monotonic ms).
  */
-import { InvalidOptionError } from '../../errors.js';
+import { invalidOption } from '../../config/values.js';
 import type { ReplayJob } from '../replay-job.js';
 import type { Telemetry } from '../telemetry.js';
 
@@ -65,7 +65,7 @@ export const DEFAULT_COOLDOWN_MS = 30_000;
 export function resolveCooldownMs(value: number | undefined): number {
   if (value === undefined) return DEFAULT_COOLDOWN_MS;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidOptionError(`option cooldownMs: expected a duration in ms ≥ 0, received ${String(value)}`, { option: 'cooldownMs', value });
+    throw invalidOption('cooldownMs', 'a duration in ms ≥ 0', value);
   }
   return value;
 }
