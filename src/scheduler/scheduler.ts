@@ -188,10 +188,7 @@ export class Scheduler {
       if (group.length > 0) this.#ledger.record(feedback.job!, group, feedback.telemetry, feedback.killed === true, now);
       else if (feedback.telemetry !== null && feedback.killed !== true) this.#ledger.noteAnswered(feedback.seed, answeredBy(feedback.telemetry));
     }
-    for (const lane of this.#lanes) {
-      if (lane instanceof FallbackReplayLane) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now);
-      else if (feedback.telemetry !== null) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
-    }
+    for (const lane of this.#lanes) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
     this.#observations += 1;
   }
 

@@ -102,7 +102,8 @@ export class FrontierLane implements Lane {
    * Learns an input's open branches. A run directed at some of them puts back those it left open
    * (they are retried when the ledger allows); branches answered anywhere are not recorded.
    */
-  observe(seed: string, telemetry: Telemetry, _reward: number, _now: number, context?: ObserveContext): void {
+  observe(seed: string, telemetry: Telemetry | null, _reward: number, _now: number, context?: ObserveContext): void {
+    if (telemetry === null) return; // an untargeted run teaches this lane nothing
     const answered = (b: bigint): boolean => this.#ledger?.answered(b) === true || this.#ledger?.isSettled(seed, b) === true;
     const directedAt = context?.job ? new Set(targetGroup(context.job)) : undefined;
     const incoming = directedAt === undefined ? telemetry.openBranches : telemetry.openBranches.filter((b) => directedAt.has(b));

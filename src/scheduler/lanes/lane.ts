@@ -40,8 +40,11 @@ export interface Lane {
    * dispatched: attempts, cooldowns, cursors move here and nowhere else.
    */
   commit(accepted: readonly Proposal[], now: number): void;
-  /** Feedback from a finished run on `seed`. */
-  observe(seed: string, telemetry: Telemetry, reward: number, now: number, context?: ObserveContext): void;
+  /**
+   * Feedback from a finished run on `seed`; `telemetry` null when the run brought none (an
+   * untargeted run, or telemetry that was rejected): a lane that learns only from telemetry ignores it.
+   */
+  observe(seed: string, telemetry: Telemetry | null, reward: number, now: number, context?: ObserveContext): void;
   /**
    * JSON-safe state (ids as decimal strings, times as ages before `now`, so a snapshot survives a
    * restart with a new monotonic clock). Never contains leases.
