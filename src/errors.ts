@@ -32,6 +32,7 @@ export const ERROR_CODES = [
   'ERR_LEASE_CORRUPT',
   'ERR_LEASE_IO',
   'ERR_LEASE_RECORD_TOO_LARGE',
+  'ERR_LEASE_STORE_REPLACED',
   'ERR_LEASE_STORE_SCHEMA',
   'ERR_LEASE_STORE_UNSUPPORTED',
   'ERR_LOCK_PATH',
@@ -123,8 +124,17 @@ export const LockPathError = defineError('ERR_LOCK_PATH', 'LockPathError');
  * filesystem (docs/leases.md "Lease stores"). Refused at open, before any work is claimed.
  */
 export const LeaseStoreUnsupportedError = defineError('ERR_LEASE_STORE_UNSUPPORTED', 'LeaseStoreUnsupportedError');
-/** A lease database is not symfence's, is of a newer schema, or holds another kind of table. Refused at open. */
+/**
+ * A lease database is not symfence's, is of a newer schema, holds another kind of table, or holds
+ * objects (triggers, views, tables, indexes, columns) other than the schema's. Refused at open.
+ */
 export const LeaseStoreSchemaError = defineError('ERR_LEASE_STORE_SCHEMA', 'LeaseStoreSchemaError');
+/**
+ * The lease database a table has open is no longer the one at its path (deleted, replaced, or its
+ * `-wal`/`-shm` deleted): every lease of the table is lost and its claims are refused. Reopen the
+ * table to use the database now at the path.
+ */
+export const LeaseStoreReplacedError = defineError('ERR_LEASE_STORE_REPLACED', 'LeaseStoreReplacedError');
 /** The native addon (flock, syncfs) is not built or not loadable. */
 export const NativeUnavailableError = defineError('ERR_NATIVE_UNAVAILABLE', 'NativeUnavailableError');
 /** The filesystem qualification probe failed at a named step. */

@@ -83,6 +83,7 @@ export {
   FsProbeError,
   LeaseStoreUnsupportedError,
   LeaseStoreSchemaError,
+  LeaseStoreReplacedError,
   InflightFullError,
   InvalidJobError,
   TelemetryInvalidError,

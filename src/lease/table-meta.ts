@@ -78,10 +78,14 @@ export async function readTableMeta(fsLayer: FsLayer, metaPath: string): Promise
  * corrupt. A file left empty by a crash during creation stays corrupt (fail closed; the error
  * says to delete it).
  */
-export async function ensureTableMeta(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind, store: LeaseStoreKind, locker: RecordLocker): Promise<void> {
+export async function ensureTableMeta(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind, store: LeaseStoreKind, locker: RecordLocker): Promise<void>;
+/** The same, then `whileLocked` before the lock is released; resolves to its result. */
+export async function ensureTableMeta<T>(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind, store: LeaseStoreKind, locker: RecordLocker, whileLocked: () => Promise<T>): Promise<T>;
+export async function ensureTableMeta<T>(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind, store: LeaseStoreKind, locker: RecordLocker, whileLocked?: () => Promise<T>): Promise<T | void> {
   const handle = await locker.acquire(`${layout.metaPath}.lock`, 'lease table metadata lock');
   try {
     await createOrCheckMeta(fsLayer, layout, kind, store);
+    return await whileLocked?.();
   } finally {
     await handle.release();
   }

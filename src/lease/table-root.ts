@@ -30,14 +30,21 @@ export function metadataLocker(options: LeaseTableOptions, deps: LeaseTableDeps)
  * recorded with another store or kind). Returns the root's one-shard layout (its paths).
  */
 export async function ensureStoreRoot(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind, store: LeaseStoreKind): Promise<LeaseLayout> {
+  return withStoreRoot(root, options, deps, kind, store, async (layout) => layout);
+}
+
+/**
+ * `ensureStoreRoot`, then `whileLocked` still under the root's metadata lock (a store whose own
+ * files must be created by one opener at a time: the SQLite database), resolving to its result.
+ */
+export async function withStoreRoot<T>(root: string, options: LeaseTableOptions, deps: LeaseTableDeps, kind: RecordKind, store: LeaseStoreKind, whileLocked: (layout: LeaseLayout) => Promise<T>): Promise<T> {
   const fsLayer = deps.fsLayer ?? nodeFsLayer;
   const layout = new LeaseLayout(root, 1);
   await ensureDirectoryDurable(fsLayer, layout.root);
   const locker = metadataLocker(options, deps);
   try {
-    await ensureTableMeta(fsLayer, layout, kind, store, locker);
+    return await ensureTableMeta(fsLayer, layout, kind, store, locker, () => whileLocked(layout));
   } finally {
     await locker.close();
   }
-  return layout;
 }

@@ -18,12 +18,21 @@
  * are retried asynchronously — each attempt begins the whole transaction again — until
  * `lockAcquireTimeoutMs` on the injected monotonic clock, then the batch fails closed with
  * `ERR_LOCK_TIMEOUT`.
+ *
+ * Identity (sqlite-identity.ts): every commit, once it holds the write lock, and again right
+ * before its `COMMIT`, checks that the database, `-wal` and `-shm` paths still name the files this
+ * connection opened; so does every scan. On a mismatch the table has lost the database for good
+ * (`lost`): the old file is never read or written again, the batch that found it runs again, and
+ * from then on every record reads as absent — a heartbeat, `beginCommit` or publication answers
+ * `stale`, as over a deleted record file — and a batch that would write anything (a claim) fails
+ * with `ERR_LEASE_STORE_REPLACED`.
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { LeaseStoreUnsupportedError } from '../../errors.js';
+import { LeaseStoreReplacedError, LeaseStoreUnsupportedError } from '../../errors.js';
 import { detectFilesystemKind } from '../filesystem-kind.js';
-import { ensureStoreRoot } from '../table-root.js';
+import { withStoreRoot } from '../table-root.js';
+import type { SqliteFileIdentity } from './sqlite-identity.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId, targetRecordId } from '../identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js';
@@ -33,7 +42,7 @@ import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
-import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, SQLITE_FILE, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
+import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
 /**
@@ -93,13 +102,16 @@ export async function openSqliteRecordBackend(root: string, options: LeaseTableO
       fsType: filesystem.type,
     });
   }
-  await ensureStoreRoot(root, options, deps, kind, 'sqlite');
-  const db = await openWritableDatabase(path.resolve(root), kind, {
-    monotonicNowMs,
-    deadlineMs: monotonicNowMs() + options.lockAcquireTimeoutMs,
-    lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
-  });
-  return new SqliteRecordBackend(path.resolve(root), kind, db, options.lockAcquireTimeoutMs, monotonicNowMs);
+  // Under the root's metadata lock: of coordinators opening a new root at once, exactly one
+  // creates the database; the others open it once its schema is complete.
+  const { db, identity } = await withStoreRoot(root, options, deps, kind, 'sqlite', () =>
+    openWritableDatabase(path.resolve(root), kind, {
+      monotonicNowMs,
+      deadlineMs: monotonicNowMs() + options.lockAcquireTimeoutMs,
+      lockAcquireTimeoutMs: options.lockAcquireTimeoutMs,
+    }),
+  );
+  return new SqliteRecordBackend(path.resolve(root), kind, db, options.lockAcquireTimeoutMs, monotonicNowMs, identity);
 }
 
 /**
@@ -110,8 +122,11 @@ export async function openSqliteRecordBackend(root: string, options: LeaseTableO
 export function scanSqliteRoot(root: string, kind: RecordKind): ScanEntry[] {
   const db = openReadOnlyDatabase(path.resolve(root), kind);
   if (!db) return [];
+  const file = path.join(path.resolve(root), SQLITE_FILE);
   try {
-    return scanDatabase(db, path.join(path.resolve(root), SQLITE_FILE), kind);
+    return scanDatabase(db, file, kind);
+  } catch (error) {
+    throw sqliteFailure(file, error, 'scan', 'a scan');
   } finally {
     db.close();
   }
@@ -165,6 +180,8 @@ export class SqliteRecordBackend implements RecordBackend {
    */
   private readonly known = new Map<string, KnownRow>();
   private knownVersion: number | undefined;
+  /** Why the database at the path is no longer the one open here, once a check found it (sticky). */
+  private lostReason: string | undefined;
 
   constructor(
     readonly root: string,
@@ -172,6 +189,7 @@ export class SqliteRecordBackend implements RecordBackend {
     readonly db: SqliteDatabase,
     readonly lockAcquireTimeoutMs: number,
     readonly monotonicNowMs: () => number,
+    private readonly identity?: SqliteFileIdentity,
   ) {
     this.file = path.join(root, SQLITE_FILE);
     this.conflictRetryMs = lockAcquireTimeoutMs;
@@ -197,6 +215,26 @@ export class SqliteRecordBackend implements RecordBackend {
   /** What a batch's commit compares against: whether any connection, this one included, has committed. */
   changeMark(): string {
     return `${String(this.statements.dataVersion.get())}:${this.commits}`;
+  }
+
+  /** Why the database was lost, once a check found it (the file comment, "Identity"); else undefined. */
+  lost(): string | undefined {
+    return this.lostReason;
+  }
+
+  /**
+   * Compares the paths with the files this connection opened (three `stat` calls): undefined while
+   * they match; else why not, from then on for good.
+   */
+  checkIdentity(): string | undefined {
+    if (this.lostReason === undefined && this.identity !== undefined) {
+      const reason = this.identity.check();
+      if (reason !== undefined) {
+        this.lostReason = reason;
+        this.forgetRows();
+      }
+    }
+    return this.lostReason;
   }
 
   /** The rows known exactly as of now (the class comment on `known`). */
@@ -257,12 +295,17 @@ export class SqliteRecordBackend implements RecordBackend {
 
   async scan(): Promise<ScanEntry[]> {
     this.checkOpen('scan');
+    // The rows of a database that is no longer the table's describe nobody's leases.
+    const lost = this.checkIdentity();
+    if (lost !== undefined) throw storeReplaced(this.file, lost);
     return retryBusy(() => scanDatabase(this.db, this.file, this.kind), {
       monotonicNowMs: this.monotonicNowMs,
       deadlineMs: this.monotonicNowMs() + this.lockAcquireTimeoutMs,
       lockAcquireTimeoutMs: this.lockAcquireTimeoutMs,
       description: `a read of lease database ${this.file}`,
       path: this.file,
+    }).catch((error: unknown) => {
+      throw sqliteFailure(this.file, error, 'scan', 'a scan');
     });
   }
 
@@ -289,6 +332,8 @@ export class SqliteRecordBatch implements StoreBatch {
   private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown }>();
   /** `changeMark()` before the first read: unchanged at commit → no row can have changed. */
   private mark: string | undefined;
+  /** The batch read after the database was lost: every record as absent, nothing from the old file. */
+  private readLost = false;
 
   constructor(private readonly backend: SqliteRecordBackend) {}
 
@@ -299,6 +344,12 @@ export class SqliteRecordBatch implements StoreBatch {
 
   async fetch(ids: readonly string[]): Promise<Map<string, RecordRead>> {
     this.backend.checkOpen('read');
+    if (this.backend.lost() !== undefined) {
+      // The table's leases went with its database: nothing of the old file is read.
+      this.readLost = true;
+      for (const id of ids) this.rows.set(id, { groupId: null, text: null });
+      return new Map(ids.map((id) => [id, { state: 'absent' }]));
+    }
     const { select } = this.backend.statements;
     let known: Map<string, KnownRow>;
     try {
@@ -358,6 +409,13 @@ export class SqliteRecordBatch implements StoreBatch {
   async commit(list: readonly StagedChange[]): Promise<BatchReport> {
     if (list.length === 0) return EMPTY_BATCH_REPORT;
     this.backend.checkOpen('commit');
+    const lost = this.backend.lost();
+    if (lost !== undefined) {
+      // Read from the old database: run again (every record now reads as absent). Read as lost:
+      // a write would go to a file no other coordinator sees.
+      if (!this.readLost) throw new BatchConflictError(list.map((c) => c.id));
+      throw storeReplaced(this.backend.file, lost);
+    }
     const moves = new GroupMoves();
     // Each staged row (in staging order: one transaction needs no lock order), and the group row
     // it named before if it stays there (a heartbeat of an unchanged group); a row in a new group
@@ -395,6 +453,9 @@ export class SqliteRecordBatch implements StoreBatch {
     db.exec('BEGIN IMMEDIATE');
     let step = 'check';
     try {
+      // Under the write lock: a database replaced since the reads is caught before anything is
+      // written, and the batch runs again against the lost table.
+      if (this.backend.checkIdentity() !== undefined) throw new BatchConflictError(planned.map((p) => p.id));
       const changed = this.changedSinceRead();
       if (changed.length > 0) throw new BatchConflictError(changed);
       step = 'write';
@@ -416,6 +477,8 @@ export class SqliteRecordBatch implements StoreBatch {
         for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
       }
       step = 'commit';
+      const lost = this.backend.checkIdentity();
+      if (lost !== undefined) throw storeReplaced(file, lost);
       db.exec('COMMIT');
       return rows;
     } catch (error) {
@@ -427,6 +490,7 @@ export class SqliteRecordBatch implements StoreBatch {
         restored = !db.inTransaction;
       }
       if (error instanceof BatchConflictError && restored) throw error;
+      if (error instanceof LeaseStoreReplacedError) throw error;
       throw leaseIoError(`lease database ${step} failed: ${(error as Error).message}; ${restored ? 'nothing was written' : 'rollback incomplete'}`, {
         step,
         path: file,

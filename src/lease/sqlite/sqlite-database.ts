@@ -20,9 +20,10 @@ import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { LeaseStoreSchemaError, LockTimeoutError, NativeUnavailableError } from '../../errors.js';
+import { LeaseCorruptError, LeaseStoreReplacedError, LeaseStoreSchemaError, LockTimeoutError, NativeUnavailableError } from '../../errors.js';
 import { leaseIoError } from '../lease-io-error.js';
 import type { RecordKind } from '../lease-record.js';
+import { SqliteFileIdentity } from './sqlite-identity.js';
 
 export type SqliteDatabase = BetterSqlite3.Database;
 
@@ -52,6 +53,41 @@ DROP TABLE lease_records;
 ALTER TABLE lease_records_v2 RENAME TO lease_records;
 ${GROUPS_SQL}
 `;
+
+/** One object of `sqlite_schema` as a schema has it: `sql` null for SQLite's own automatic indexes. */
+interface SchemaObject {
+  readonly type: 'table' | 'index';
+  readonly name: string;
+  readonly tblName: string;
+  /** The exact `CREATE` text SQLite stores (for a renamed table, its name may be quoted). */
+  readonly sql: string | null;
+}
+
+const table = (name: string, sql: string): SchemaObject => ({ type: 'table', name, tblName: name, sql });
+const autoIndex = (tblName: string): SchemaObject => ({ type: 'index', name: `sqlite_autoindex_${tblName}_1`, tblName, sql: null });
+const stripSemicolon = (sql: string): string => sql.trim().replace(/;$/, '');
+const KIND_TABLE = table('symfence_table', 'CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT');
+
+/**
+ * Every object of `sqlite_schema` per schema version, and nothing else: a trigger, a view, another
+ * table or index, or a table of other columns or constraints (a missing primary key) is refused
+ * (docs/lease-format.md "SQLite store"). A trigger could delete a row a claim just wrote, a view
+ * or a rebuilt table could answer differently than the rows do.
+ */
+const EXPECTED_OBJECTS: ReadonlyMap<number, readonly SchemaObject[]> = new Map([
+  [SQLITE_SCHEMA_V1, [KIND_TABLE, autoIndex('symfence_table'), table('lease_records', 'CREATE TABLE lease_records (id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL) STRICT'), autoIndex('lease_records')]],
+  [
+    SQLITE_SCHEMA_VERSION,
+    [
+      KIND_TABLE,
+      autoIndex('symfence_table'),
+      table('lease_records', stripSemicolon(RECORDS_SQL('lease_records'))),
+      table('lease_groups', stripSemicolon(GROUPS_SQL)),
+      autoIndex('lease_groups'),
+      table('sqlite_sequence', 'CREATE TABLE sqlite_sequence(name,seq)'),
+    ],
+  ],
+]);
 
 let loaded: typeof BetterSqlite3 | null | undefined;
 let loadError: Error | undefined;
@@ -133,11 +169,71 @@ function schemaError(file: string, reason: string): InstanceType<typeof LeaseSto
 }
 
 /**
+ * The error of a failed SQLite call on the database at `file`, one code per kind of damage
+ * (docs/leases.md "SQLite damage"): not a database at all → `ERR_LEASE_STORE_SCHEMA`; a database
+ * whose pages are damaged (truncated, a corrupt b-tree: `SQLITE_CORRUPT`) → `ERR_LEASE_CORRUPT`;
+ * anything else SQLite reports (I/O errors, a full disk, permissions) → `ERR_LEASE_IO`. A
+ * `SymfenceError` passes through unchanged.
+ */
+export function sqliteFailure(file: string, error: unknown, step: string, what: string): Error {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return error as Error;
+  if (code === 'SQLITE_NOTADB') return schemaError(file, 'is not a SQLite database');
+  if (code === 'SQLITE_CORRUPT' || code.startsWith('SQLITE_CORRUPT_')) {
+    return new LeaseCorruptError(`lease database ${file} is damaged (${(error as Error).message}): ${what} failed; restore it from a backup or move it away (its leases are lost)`, { path: file, step, sqlite: code });
+  }
+  return leaseIoError(`${what} of lease database ${file} failed: ${(error as Error).message}`, { path: file, step, sqlite: code }, error);
+}
+
+/** The error of a table whose database is no longer the one at its path (sqlite-identity.ts). */
+export function storeReplaced(file: string, reason: string): InstanceType<typeof LeaseStoreReplacedError> {
+  return new LeaseStoreReplacedError(`lease database ${file} is no longer the one this table opened: ${reason}; every lease of the table is lost`, { path: file, reason });
+}
+
+/** The header fields and object count of a database, read in one snapshot. */
+interface Header {
+  readonly applicationId: number;
+  readonly version: number;
+  /** Objects of `sqlite_schema` (SQLite's own included). */
+  readonly objects: number;
+}
+
+function readHeader(db: SqliteDatabase): Header {
+  const read = (): Header => ({
+    applicationId: db.pragma('application_id', { simple: true }) as number,
+    version: db.pragma('user_version', { simple: true }) as number,
+    objects: (db.prepare('SELECT count(*) AS n FROM sqlite_schema').get() as { n: number }).n,
+  });
+  if (db.inTransaction) return read();
+  // One read transaction: another connection's commit cannot fall between the three reads.
+  db.exec('BEGIN');
+  try {
+    return read();
+  } finally {
+    if (db.inTransaction) db.exec('COMMIT');
+  }
+}
+
+/** An empty database: the file of a table whose creator has not written the schema (yet). */
+function isEmpty(header: Header): boolean {
+  return header.applicationId === 0 && header.version === 0 && header.objects === 0;
+}
+
+/** An open writable database and the identity of its files (sqlite-identity.ts). */
+export interface OpenedDatabase {
+  readonly db: SqliteDatabase;
+  readonly identity: SqliteFileIdentity;
+}
+
+/**
  * Opens (creating if needed) the read-write database of `root` for a table of `kind`, in WAL
  * mode with `synchronous=FULL`, and checks or creates its schema in one `BEGIN IMMEDIATE`
- * transaction (two coordinators creating it at once: one creates, the other checks).
+ * transaction. The caller holds the root's metadata lock (store-root.ts): of coordinators
+ * opening a new root at once, one creates the database while the others wait, then check it.
+ * The schema is written with `application_id` in that one transaction, so a creator killed
+ * half-way leaves an empty database, which the next opener initialises.
  */
-export async function openWritableDatabase(root: string, kind: RecordKind, deadline: Omit<BusyDeadline, 'description' | 'path'>): Promise<SqliteDatabase> {
+export async function openWritableDatabase(root: string, kind: RecordKind, deadline: Omit<BusyDeadline, 'description' | 'path'>): Promise<OpenedDatabase> {
   const Sqlite = loadSqlite();
   if (!Sqlite) throw sqliteUnavailable();
   const file = path.join(root, SQLITE_FILE);
@@ -151,18 +247,11 @@ export async function openWritableDatabase(root: string, kind: RecordKind, deadl
   }
   try {
     // Reads the header: a file that is not a database fails here, before anything is written.
-    const applicationId = await retryBusy(() => db.pragma('application_id', { simple: true }) as number, busy).catch((error: unknown) => {
-      if ((error as { code?: unknown }).code === 'SQLITE_NOTADB') throw schemaError(file, 'is not a SQLite database');
-      throw error;
-    });
-    if (applicationId !== 0 && applicationId !== SQLITE_APPLICATION_ID) throw schemaError(file, `belongs to another application (application_id 0x${applicationId.toString(16)})`);
+    const header = await retryBusy(() => readHeader(db), busy);
+    if (header.applicationId !== 0 && header.applicationId !== SQLITE_APPLICATION_ID) throw schemaError(file, `belongs to another application (application_id 0x${header.applicationId.toString(16)})`);
     // Refused before any setting changes: a foreign database without an application_id (it has
     // tables, or a user_version) is not switched to WAL on its way to being refused.
-    if (applicationId === 0) {
-      const version = await retryBusy(() => db.pragma('user_version', { simple: true }) as number, busy);
-      const objects = await retryBusy(() => (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").get() as { n: number }).n, busy);
-      if (version !== 0 || objects !== 0) checkSchema(db, file, kind, applicationId, version);
-    }
+    if (!isEmpty(header)) checkSchema(db, file, kind, header);
     const mode = await retryBusy(() => db.pragma('journal_mode = WAL', { simple: true }) as string, busy);
     if (mode !== 'wal') throw leaseIoError(`lease database ${file} cannot use the WAL journal (journal_mode ${mode})`, { path: file, step: 'open' }, undefined);
     db.pragma('synchronous = FULL');
@@ -173,51 +262,70 @@ export async function openWritableDatabase(root: string, kind: RecordKind, deadl
     } finally {
       if (db.inTransaction) db.exec('ROLLBACK');
     }
-    return db;
+    // The database, its WAL and its shm index are all open now: their identity is what every
+    // later check compares the paths with.
+    const identity = SqliteFileIdentity.capture(file);
+    if (typeof identity === 'string') throw storeReplaced(file, identity);
+    return { db, identity };
   } catch (error) {
     db.close();
-    if ((error as { code?: unknown }).code === 'SQLITE_NOTADB') throw schemaError(file, 'is not a SQLite database');
-    if (typeof (error as { code?: unknown }).code === 'string' && String((error as { code: string }).code).startsWith('SQLITE_')) {
-      throw leaseIoError(`cannot open lease database ${file}: ${(error as Error).message}`, { path: file, step: 'open', sqlite: (error as { code: string }).code }, error);
-    }
-    throw error;
+    throw sqliteFailure(file, error, 'open', 'opening');
   }
 }
 
 function checkOrCreateSchema(db: SqliteDatabase, file: string, kind: RecordKind): void {
-  const applicationId = db.pragma('application_id', { simple: true }) as number;
-  const version = db.pragma('user_version', { simple: true }) as number;
-  const objects = (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").get() as { n: number }).n;
-  if (applicationId === 0 && version === 0 && objects === 0) {
+  const header = readHeader(db);
+  if (isEmpty(header)) {
     db.exec(SCHEMA_SQL);
     db.prepare('INSERT INTO symfence_table (key, value) VALUES (?, ?)').run('kind', kind);
     db.pragma(`application_id = ${SQLITE_APPLICATION_ID}`);
     db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     return;
   }
-  checkSchema(db, file, kind, applicationId, version);
-  if (version === SQLITE_SCHEMA_V1) {
+  checkSchema(db, file, kind, header);
+  if (header.version === SQLITE_SCHEMA_V1) {
     db.exec(UPGRADE_V1_SQL);
     db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }
 }
 
-function checkSchema(db: SqliteDatabase, file: string, kind: RecordKind, applicationId: number, version: number): void {
+/**
+ * Fails closed with `ERR_LEASE_STORE_SCHEMA` unless the database is symfence's, of a known schema,
+ * holds exactly that schema's objects (`EXPECTED_OBJECTS`) and a table of `kind`.
+ */
+function checkSchema(db: SqliteDatabase, file: string, kind: RecordKind, header: Header): void {
+  const { applicationId, version } = header;
   if (applicationId !== SQLITE_APPLICATION_ID) throw schemaError(file, applicationId === 0 ? 'is not a symfence lease database (no application_id)' : `belongs to another application (application_id 0x${applicationId.toString(16)})`);
   if (version > SQLITE_SCHEMA_VERSION) throw schemaError(file, `has schema ${version}, newer than this version of symfence reads (${SQLITE_SCHEMA_VERSION}); upgrade symfence`);
-  if (version !== SQLITE_SCHEMA_VERSION && version !== SQLITE_SCHEMA_V1) throw schemaError(file, `has unknown schema ${version}`);
-  let stored: string | undefined;
-  try {
-    stored = (db.prepare("SELECT value FROM symfence_table WHERE key = 'kind'").get() as { value?: string } | undefined)?.value;
-    if (version === SQLITE_SCHEMA_V1) db.prepare('SELECT id, record FROM lease_records LIMIT 0').all();
-    else {
-      db.prepare('SELECT id, record, group_id FROM lease_records LIMIT 0').all();
-      db.prepare('SELECT id, hash, content FROM lease_groups LIMIT 0').all();
+  const expected = EXPECTED_OBJECTS.get(version);
+  if (expected === undefined) throw schemaError(file, `has unknown schema ${version}`);
+  const found = db.prepare('SELECT type, name, tbl_name AS tblName, sql FROM sqlite_schema ORDER BY name, type').all() as { type: unknown; name: unknown; tblName: unknown; sql: unknown }[];
+  const wanted = new Map(expected.map((object) => [object.name, object]));
+  for (const object of found) {
+    const want = typeof object.name === 'string' ? wanted.get(object.name) : undefined;
+    if (want === undefined) throw schemaError(file, `holds ${describeObject(object)}, which schema ${version} does not have`);
+    if (object.type !== want.type || object.tblName !== want.tblName || !sameSql(object.sql, want)) {
+      throw schemaError(file, `holds ${describeObject(object)} of another definition than schema ${version}'s (${want.sql ?? `an automatic index of ${want.tblName}`})`);
     }
-  } catch (error) {
-    throw schemaError(file, `lacks the schema-${version} tables (${(error as Error).message})`);
+    wanted.delete(want.name);
   }
-  if (stored !== kind) throw schemaError(file, `holds a ${stored ?? 'unknown'} table, not a ${kind} table`);
+  const missing = [...wanted.keys()];
+  if (missing.length > 0) throw schemaError(file, `lacks ${missing.join(', ')} of schema ${version}`);
+  const stored = (db.prepare("SELECT value FROM symfence_table WHERE key = 'kind'").get() as { value?: unknown } | undefined)?.value;
+  if (stored !== kind) throw schemaError(file, `holds a ${typeof stored === 'string' ? stored : 'unknown'} table, not a ${kind} table`);
+}
+
+function describeObject(object: { type: unknown; name: unknown; sql: unknown }): string {
+  const sql = typeof object.sql === 'string' ? `: ${object.sql.length > 200 ? `${object.sql.slice(0, 200)}…` : object.sql}` : '';
+  return `${String(object.type)} ${JSON.stringify(String(object.name))}${sql}`;
+}
+
+/** The stored text of a table: its `CREATE TABLE` exactly, its name also quoted (`ALTER TABLE … RENAME` quotes it). */
+function sameSql(sql: unknown, want: SchemaObject): boolean {
+  if (want.sql === null || sql === null) return sql === want.sql;
+  if (sql === want.sql) return true;
+  const prefix = `CREATE TABLE ${want.name} `;
+  return typeof sql === 'string' && want.sql.startsWith(prefix) && sql === `CREATE TABLE "${want.name}" ${want.sql.slice(prefix.length)}`;
 }
 
 /** True when `db` has schema 1 (read-only readers read it as it is; a writer upgrades it). */
@@ -228,8 +336,9 @@ export function isSchemaV1(db: SqliteDatabase): boolean {
 /**
  * Opens the database of `root` read-only (`symfence leases`): the database file is never changed
  * and no setting is (SQLite creates its `-wal`/`-shm` files when no writer has them open); the
- * schema is checked. Undefined when the database does not exist yet (a table whose
- * metadata was written but which never opened its database holds no record).
+ * schema is checked. Undefined when the database does not exist yet, or is still empty (a table
+ * whose metadata was written but which never opened its database, or whose creator is writing the
+ * schema right now, holds no record).
  */
 export function openReadOnlyDatabase(root: string, kind: RecordKind): SqliteDatabase | undefined {
   const Sqlite = loadSqlite();
@@ -243,11 +352,15 @@ export function openReadOnlyDatabase(root: string, kind: RecordKind): SqliteData
     throw leaseIoError(`cannot open lease database ${file} read-only: ${(error as Error).message}`, { path: file, step: 'open' }, error);
   }
   try {
-    checkSchema(db, file, kind, db.pragma('application_id', { simple: true }) as number, db.pragma('user_version', { simple: true }) as number);
+    const header = readHeader(db);
+    if (isEmpty(header)) {
+      db.close();
+      return undefined;
+    }
+    checkSchema(db, file, kind, header);
     return db;
   } catch (error) {
     db.close();
-    if ((error as { code?: unknown }).code === 'SQLITE_NOTADB') throw schemaError(file, 'is not a SQLite database');
-    throw error;
+    throw sqliteFailure(file, error, 'open', 'opening');
   }
 }
