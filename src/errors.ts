@@ -7,6 +7,66 @@
  * from the code registry below. Tests and callers branch on `code`, never on message text.
  */
 
+/**
+ * Every code symfence reports, one literal union: `defineError` takes only these, so a new failure
+ * kind is added here first. `ERR_SYMFENCE` is the base class's, `ERR_INTERNAL` a bug's (a thrown
+ * value that was no error of ours).
+ */
+export const ERROR_CODES = [
+  'ERR_SYMFENCE',
+  'ERR_INTERNAL',
+  'ERR_ABORTED',
+  'ERR_ADMISSION_PROTOCOL',
+  'ERR_AFL',
+  'ERR_CAMPAIGN_STATE',
+  'ERR_CLOSED',
+  'ERR_COMMIT_MANIFEST',
+  'ERR_ETCD_UNAVAILABLE',
+  'ERR_FS_PROBE',
+  'ERR_GUIDANCE_INVALID',
+  'ERR_HINT_INVALID',
+  'ERR_INFLIGHT_FULL',
+  'ERR_INVALID_JOB',
+  'ERR_INVALID_OPTION',
+  'ERR_LANE_STATE',
+  'ERR_LEASE_CORRUPT',
+  'ERR_LEASE_IO',
+  'ERR_LEASE_RECORD_TOO_LARGE',
+  'ERR_LEASE_STORE_REPLACED',
+  'ERR_LEASE_STORE_SCHEMA',
+  'ERR_LEASE_STORE_UNSUPPORTED',
+  'ERR_LOCK_PATH',
+  'ERR_LOCK_TIMEOUT',
+  'ERR_MAZE_INVALID',
+  'ERR_NATIVE_UNAVAILABLE',
+  'ERR_OUT_DIR_BUSY',
+  'ERR_PLOT_DATA_INVALID',
+  'ERR_PRELOAD_UNSUPPORTED',
+  'ERR_PUBLISH',
+  'ERR_QUEUE_CLOSED',
+  'ERR_SETUP_FAILURES',
+  'ERR_SHOWMAP_SETUP',
+  'ERR_SOLVER_EXIT',
+  'ERR_SOLVER_NOT_FOUND',
+  'ERR_SOLVER_NOT_SYMCC',
+  'ERR_SOLVER_OUTPUT_BUDGET',
+  'ERR_SOLVER_SILENT',
+  'ERR_SOLVER_SPAWN',
+  'ERR_SOLVER_TIMEOUT',
+  'ERR_STAGED_FINDING',
+  'ERR_STAGED_FINDING_TOO_LARGE',
+  'ERR_TELEMETRY_INVALID',
+  'ERR_USAGE',
+] as const;
+export type SymfenceErrorCode = (typeof ERROR_CODES)[number];
+
+declare const foreign: unique symbol;
+/**
+ * A code from outside symfence that an error carried across a thread (an errno name such as
+ * `EIO`): only `fromErrorData` makes one. Compare codes of unknown origin through `codeOf`.
+ */
+export type ForeignErrorCode = string & { readonly [foreign]: true };
+
 /** Structured-clone-safe description of an error. */
 export interface ErrorData {
   readonly code: string;
@@ -16,7 +76,7 @@ export interface ErrorData {
 }
 
 export class SymfenceError extends Error {
-  readonly code: string = 'ERR_SYMFENCE';
+  readonly code: SymfenceErrorCode | ForeignErrorCode = 'ERR_SYMFENCE';
   readonly details: Readonly<Record<string, unknown>>;
 
   constructor(message: string, details: Readonly<Record<string, unknown>> = {}, options?: ErrorOptions) {
@@ -37,11 +97,11 @@ const registry = new Map<string, ErrorClass>();
  * Declares an error class with a fixed code and registers it for `fromErrorData`. Modules that own
  * a failure kind call this once at load time; duplicate codes are a programming error.
  */
-export function defineError<C extends string>(code: C, fallbackName: string): ErrorClass & { readonly code: C } {
+export function defineError<C extends SymfenceErrorCode>(code: C, fallbackName: string): ErrorClass & { readonly code: C } {
   if (registry.has(code)) throw new Error(`error code ${code} is defined twice`);
   const cls = {
     [fallbackName]: class extends SymfenceError {
-      override readonly code: string = code;
+      override readonly code: SymfenceErrorCode = code;
     },
   }[fallbackName] as ErrorClass;
   Object.defineProperty(cls, 'code', { value: code, enumerable: true });
@@ -131,14 +191,23 @@ export const QueueClosedError = defineError('ERR_QUEUE_CLOSED', 'QueueClosedErro
 
 /** Durable file publication (the AFL queue through the I/O thread) failed; nothing half-written carries a final name. */
 export const PublishError = defineError('ERR_PUBLISH', 'PublishError');
+/**
+ * etcd could not be reached (or refused the client) when a table opened or staged findings were
+ * read or written: nothing was claimed or published (docs/leases.md "The etcd store").
+ */
+export const EtcdUnavailableError = defineError('ERR_ETCD_UNAVAILABLE', 'EtcdUnavailableError');
+/** A lease record or batch does not fit one etcd transaction. Nothing was written. */
+export const LeaseRecordTooLargeError = defineError('ERR_LEASE_RECORD_TOO_LARGE', 'LeaseRecordTooLargeError');
+/** A finding to stage in etcd is larger than one etcd value may be. Nothing was staged. */
+export const StagedFindingTooLargeError = defineError('ERR_STAGED_FINDING_TOO_LARGE', 'StagedFindingTooLargeError');
 
-/** Flattens any thrown value into data that survives structured clone. */
 /** The `code` of any thrown value (`ERR_*` of ours, an errno name of Node's), or undefined. */
 export function codeOf(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
 }
 
+/** Flattens any thrown value into data that survives structured clone. */
 export function toErrorData(error: unknown): ErrorData {
   if (error instanceof SymfenceError) {
     return { code: error.code, message: error.message, details: error.details, stack: error.stack };
@@ -160,11 +229,12 @@ export function fromErrorData(data: ErrorData): SymfenceError {
   return error;
 }
 
+/** An error of a code nobody registered: one of ours without a class (`ERR_INTERNAL`), or a foreign one. */
 class UnregisteredError extends SymfenceError {
-  override readonly code: string;
+  override readonly code: SymfenceErrorCode | ForeignErrorCode;
   constructor(code: string, message: string, details: Readonly<Record<string, unknown>>) {
     super(message, details);
-    this.code = code;
+    this.code = code as SymfenceErrorCode | ForeignErrorCode;
   }
 }
 

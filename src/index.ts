@@ -110,9 +110,14 @@ export {
   CommitManifestError,
   StagedFindingError,
   OutDirBusyError,
+  EtcdUnavailableError,
+  LeaseRecordTooLargeError,
+  StagedFindingTooLargeError,
+  ERROR_CODES,
+  codeOf,
   toErrorData,
   fromErrorData,
   isErrorData,
   registeredErrorCodes,
 } from './errors.js';
-export type { ErrorData } from './errors.js';
+export type { ErrorData, ForeignErrorCode, SymfenceErrorCode } from './errors.js';

@@ -23,8 +23,8 @@ export { DEFAULT_SCORING } from '../scheduler/scoring.js';
 export type { ScoringPolicy, PrefixFeatures, CstgFeatures, EdgeFeatures, ConcurrencyFeatures, FallbackFeatures } from '../scheduler/scoring.js';
 
 // Admission: local reservations (the in-flight set) and shared target claims.
-export { Admission } from '../scheduler/admission.js';
-export type { AdmittedJob, AdmissionOptions, AdmissionStats } from '../scheduler/admission.js';
+export { Admission, DEFAULT_LANE_ORDER } from '../scheduler/admission.js';
+export type { AdmittedJob, AdmissionOptions, AdmissionStats, LaneOrder } from '../scheduler/admission.js';
 export type { LocalReservations, SharedTargetClaims, ClaimOutcome } from '../scheduler/admission-ports.js';
 export { MapLocalReservations } from '../scheduler/map-local-reservations.js';
 export { InflightTargetSet } from '../inflight/inflight-target-set.js';

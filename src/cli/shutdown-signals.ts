@@ -29,7 +29,7 @@ export function installShutdownSignals(
         notify(`symfence: ${signal} received, stopping cleanly (send it again to force exit)`);
         void Promise.resolve()
           .then(stop)
-          .catch(() => {});
+          .catch(() => {}); // the campaign's own `done` reports a failed stop
         return;
       }
       notify(`symfence: second ${signal}, exiting now; leases left behind expire by TTL`);

@@ -14,16 +14,13 @@
  * Files outside the staging directory (solver outputs, parent inputs) are read from disk.
  */
 import path from 'node:path';
-import { defineError } from '../errors.js';
+import { StagedFindingTooLargeError } from '../errors.js';
 import { leaseIoError } from '../lease/lease-io-error.js';
 import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd/etcd-connection.js';
 import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd/etcd-batch.js';
 import type { LeaseTableOptions } from '../lease/lease-table-options.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import { readFindingFile, type StagingClient } from './staged-findings.js';
-
-/** A staged finding too large for one etcd request. Nothing was staged. */
-export const StagedFindingTooLargeError = defineError('ERR_STAGED_FINDING_TOO_LARGE', 'StagedFindingTooLargeError');
 
 /** Largest finding staged in etcd, bytes (under etcd's default 1.5 MiB request limit; AFL++'s inputs are at most 1 MiB by default). */
 export const MAX_ETCD_STAGED_BYTES = 1024 * 1024 + 64 * 1024;

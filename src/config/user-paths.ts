@@ -11,7 +11,8 @@
  */
 import { mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { codeOf, InvalidOptionError } from '../errors.js';
+import { codeOf, type InvalidOptionError } from '../errors.js';
+import { invalidOption } from './values.js';
 
 const WHY: Readonly<Record<string, string>> = {
   EEXIST: 'exists and is not a directory',
@@ -30,13 +31,7 @@ const WHY: Readonly<Record<string, string>> = {
 export function userPathError(option: string, file: string, what: string, error: unknown): InstanceType<typeof InvalidOptionError> {
   const errno = codeOf(error) ?? 'EINVAL';
   const why = WHY[errno] ?? (error instanceof Error ? error.message : String(error));
-  const wrapped = new InvalidOptionError(`option ${option}: cannot use ${JSON.stringify(file)} as ${what}: ${why} (${errno})`, {
-    option,
-    path: file,
-    errno,
-  });
-  (wrapped as { cause?: unknown }).cause = error;
-  return wrapped;
+  return invalidOption(option, `a usable ${what}`, file, { because: `${why} (${errno})`, details: { path: file, errno }, cause: error });
 }
 
 function isDirectory(dir: string): boolean | undefined {
@@ -109,8 +104,8 @@ export function prepareUserFileDirectory(file: string, option: string, what: str
     makeUserDirectory(parent, option, what);
     return;
   }
-  throw new InvalidOptionError(
-    `option ${option}: cannot use ${JSON.stringify(target)} as ${what}: its directory ${parent} does not exist (only directories inside the output directory are created) (ENOENT)`,
-    { option, path: target, errno: 'ENOENT' },
-  );
+  throw invalidOption(option, `a usable ${what}`, target, {
+    because: `its directory ${parent} does not exist (only directories inside the output directory are created) (ENOENT)`,
+    details: { path: target, errno: 'ENOENT' },
+  });
 }

@@ -32,12 +32,27 @@ export function describeValue(value: unknown): string {
 
 const describe = describeValue;
 
-export function invalidOption(name: string, expected: string, value: unknown): InstanceType<typeof InvalidOptionError> {
-  return new InvalidOptionError(`option ${name}: expected ${expected}, got ${describe(value)}`, {
+/** What an option error may add: why the value cannot be used, more details, the underlying error. */
+export interface InvalidOptionExtra {
+  readonly because?: string;
+  readonly details?: Readonly<Record<string, unknown>>;
+  readonly cause?: unknown;
+}
+
+/**
+ * The one way an `ERR_INVALID_OPTION` is built: it names the option, the expected form and the
+ * value received (`details.option`, `.expected`, `.value`), and says why when there is more to say.
+ */
+export function invalidOption(name: string, expected: string, value: unknown, extra: InvalidOptionExtra = {}): InstanceType<typeof InvalidOptionError> {
+  const because = extra.because === undefined ? '' : `: ${extra.because}`;
+  const error = new InvalidOptionError(`option ${name}: expected ${expected}, got ${describe(value)}${because}`, {
     option: name,
     expected,
     value: describe(value),
+    ...extra.details,
   });
+  if (extra.cause !== undefined) (error as { cause?: unknown }).cause = extra.cause;
+  return error;
 }
 
 /**

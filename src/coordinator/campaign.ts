@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { OptionsInput } from '../config/schema.js';
-import { InvalidOptionError, SymfenceError } from '../errors.js';
+import { SymfenceError } from '../errors.js';
 import { makeUserDirectory, userPathError } from '../config/user-paths.js';
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { IO_OPTIONS, type IoOptions } from '../io/io-options.js';
@@ -191,18 +191,10 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     let components = runtime.components;
     if (components === undefined) {
       if (solverCommand === undefined) {
-        throw new InvalidOptionError('option solverCommand: expected the SymCC command as an array (or runtime.components), got none', {
-          option: 'solverCommand',
-          expected: 'an array of strings',
-          value: 'undefined',
-        });
+        throw invalidOption('solverCommand', 'the SymCC command as an array of strings (or runtime.components)', undefined);
       }
       if (!Array.isArray(solverCommand) || solverCommand.some((w) => typeof w !== 'string' || w === '')) {
-        throw new InvalidOptionError(`option solverCommand: expected an array of non-empty strings, got ${JSON.stringify(solverCommand)}`, {
-          option: 'solverCommand',
-          expected: 'an array of non-empty strings',
-          value: JSON.stringify(solverCommand),
-        });
+        throw invalidOption('solverCommand', 'an array of non-empty strings', solverCommand);
       }
       // Loaded lazily: only AFL++ campaigns need the real components.
       const { aflComponentsFactory } = await import('./adapters/afl-components.js');
@@ -374,7 +366,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     try {
       for (const timer of this.#timers) clearTimeout(timer);
       const shutdown = (await this.#coordinator?.stop()) ?? { abortedRuns: 0, releasedPending: 0, releaseFailures: 0 };
-      await this.#loop?.catch(() => {});
+      await this.#loop?.catch(() => {}); // the loop's failure is reported through `done` where it happened
       const counters = this.counters();
       try {
         this.#reporter?.close();
@@ -446,17 +438,9 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
 
 function resolveOutDir(options: CampaignOptions): string {
   if (!/^[A-Za-z0-9._-]+$/.test(options.name) || options.name === '.' || options.name === '..') {
-    throw new InvalidOptionError(`option name: expected a plain directory name (letters, digits, . _ -), got ${JSON.stringify(options.name)}`, {
-      option: 'name',
-      expected: 'a plain directory name',
-      value: options.name,
-    });
+    throw invalidOption('name', 'a plain directory name (letters, digits, . _ -)', options.name);
   }
   if (options.outDir !== undefined) return path.resolve(options.outDir);
   if (options.aflOut !== undefined) return path.resolve(options.aflOut, options.name);
-  throw new InvalidOptionError('option outDir: expected an output directory (outDir, or aflOut with name), got none', {
-    option: 'outDir',
-    expected: 'a directory',
-    value: 'undefined',
-  });
+  throw invalidOption('outDir', 'an output directory (outDir, or aflOut with name)', undefined);
 }

@@ -8,10 +8,11 @@
  *            replay = load staged findings (verified) ──▶ fenced publish + done ──▶ discard staged
  *        ──▶ sweep staged files of work done for a TTL ──▶ sweep temps of writers provably gone
  *
- * Contract: a record is published exactly once whoever wins its lock — the owner, or any
- * replaying coordinator — because publication and `done` are one step under the record's lock,
- * and the owner's silence is re-checked there (`minIdleMs`), so an owner that renewed since the
- * lock-free scan keeps its result (`live`). Every failure fails closed and is never thrown: a bad
+ * Contract: a record is published exactly once whoever claims its publication first — the owner,
+ * or any replaying coordinator — because a publication is claimed in the record before anything
+ * is published and finished only by its claimant (docs/leases.md "Publishing a committed
+ * result"), and the owner's silence is re-checked in the claim (`minIdleMs`), so an owner that
+ * renewed since the lock-free scan keeps its result (`live`). Every failure fails closed and is never thrown: a bad
  * manifest, a missing or altered staged finding, an unreadable table or a refused publication is
  * counted (`commitReplayFailures`), logged with its code, and leaves the record committing. A
  * record that stays bad (bad manifest, staged finding missing or altered) is reported once per
@@ -123,7 +124,7 @@ export class CommitRecovery {
     let outcome;
     try {
       // Another coordinator's result: its silence was judged from a lock-free scan; the table
-      // re-checks it under the lock, so an owner that renewed meanwhile keeps its result.
+      // re-checks it in the claim, so an owner that renewed meanwhile keeps its result.
       const minIdleMs = record.owner === ctx.coordinatorId ? 0 : ctx.workLeaseTtlMs;
       outcome = await ctx.commits.publish(record.workId, record.token, staged.manifest, staged.findings, ctx.clock.now(), minIdleMs);
     } catch (error) {

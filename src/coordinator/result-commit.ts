@@ -166,7 +166,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
 
 /**
  * committing → done for our own result: the staged findings are published into our queue and the
- * record marked done in one fenced step under the record's lock. Resolves with the entries this
+ * record marked done in one fenced step (docs/leases.md "Publishing a committed result"). Resolves with the entries this
  * call published (empty for `already` and on every failure).
  */
 async function publishCommitted(ctx: ResultCommitContext, active: ActiveJob, staged: StagedResult): Promise<PublishedEntry[]> {

@@ -87,7 +87,7 @@ export async function readBoundedFile(fsLayer: FsLayer, filePath: string, option
     if (bytes.length > maxBytes) return oversized(bytes.length, maxBytes);
     return { state: 'read', bytes, stat };
   } finally {
-    await fsLayer.close(fd).catch(() => undefined);
+    await fsLayer.close(fd).catch(() => undefined); // the read already succeeded or failed; a close error loses no data
   }
 }
 

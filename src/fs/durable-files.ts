@@ -36,8 +36,8 @@ export async function createTempFile(fsLayer: FsLayer, temp: string, bytes: Uint
     await fsLayer.writeAll(fd, bytes);
     return fd;
   } catch (error) {
-    await fsLayer.close(fd).catch(() => undefined);
-    await fsLayer.unlink(temp).catch(() => undefined);
+    await fsLayer.close(fd).catch(() => undefined); // cleanup after a failed write; its error is rethrown below
+    await fsLayer.unlink(temp).catch(() => undefined); // cleanup after a failed write; its error is rethrown below (a temp left is swept later)
     throw error;
   }
 }
@@ -93,8 +93,8 @@ export async function replaceFileDurably(fsLayer: FsLayer, temp: string, final: 
     await fsLayer.close(fd);
     await fsLayer.rename(temp, final);
   } catch (error) {
-    if (open) await fsLayer.close(fd).catch(() => undefined);
-    await fsLayer.unlink(temp).catch(() => undefined);
+    if (open) await fsLayer.close(fd).catch(() => undefined); // cleanup after a failed replace; its error is rethrown below
+    await fsLayer.unlink(temp).catch(() => undefined); // cleanup after a failed replace; its error is rethrown below (a temp left is swept later)
     throw error;
   }
 }

@@ -169,7 +169,7 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
   }
   for (const dir of failedDirs) {
     directoryBarriers += 1;
-    await fsLayer.syncDirectory(dir).catch(() => undefined);
+    await fsLayer.syncDirectory(dir).catch(() => undefined); // best effort after a failed publication: the request already fails with that error
   }
   return { errors: states.map((s) => s.error), fileBarriers, directoryBarriers };
 }

@@ -25,7 +25,6 @@
  *
  * Coherence with the in-flight mirror is delegated to `MirrorCoherence` (see its rule).
  */
-import { InvalidOptionError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { LeaseOperation, OperationOutcome } from '../lease/lease-operation.js';
@@ -182,29 +181,57 @@ export class IoService {
   }
 
   async #runBatch(batch: Pending[]): Promise<void> {
-    const planned: (Planned | null)[] = batch.map((pending) => {
+    let stage: { pending: Pending; plan: Planned }[] = [];
+    for (const pending of batch) {
       try {
-        return this.#plan(pending.request);
+        stage.push({ pending, plan: this.#plan(pending.request) });
       } catch (error) {
         pending.reject(error);
-        return null;
       }
-    });
+    }
+    this.#stats.batches += 1;
+    this.#stats.largestBatch = Math.max(this.#stats.largestBatch, batch.length);
+    this.#stats.requests += stage.length;
+    // A plan with a further stage (`then`) goes on to it once its stage committed; every request of
+    // the batch at that point shares the next stage's passes, as in the first.
+    while (stage.length > 0) {
+      const results = await this.#runStage(stage.map((entry) => entry.plan));
+      const next: typeof stage = [];
+      for (const [index, { pending, plan }] of stage.entries()) {
+        try {
+          const further = plan.then?.(results[index]!);
+          if (further !== undefined) {
+            next.push({ pending, plan: further });
+            continue;
+          }
+          const readValue = plan.read ? await plan.read() : undefined;
+          pending.resolve(plan.finish(results[index]!, readValue));
+        } catch (error) {
+          pending.reject(error);
+        }
+      }
+      stage = next;
+    }
+    const swept = this.#mirror.sweep(this.#latestNowMs);
+    if (swept > 0) this.#logger?.warn({ groups: swept }, 'target leases expired without heartbeat; removed from the in-flight mirror');
+  }
+
+  /** One pass over `plans`: their directories, then their lease operations and publications, together. */
+  async #runStage(plans: readonly Planned[]): Promise<BatchResults[]> {
     const targetOps: LeaseOperation<unknown>[] = [];
     const workOps: LeaseOperation<unknown>[] = [];
     const publications: PublicationJob[] = [];
-    const spans = planned.map((plan) => {
-      if (!plan) return null;
-      const span = { target: targetOps.length, work: workOps.length, publication: plan.publication ? publications.length : -1 };
+    const spans = plans.map((plan) => {
+      const jobs = plan.publication === undefined ? [] : Array.isArray(plan.publication) ? plan.publication : [plan.publication as PublicationJob];
+      const span = { target: targetOps.length, work: workOps.length, publication: publications.length, publications: jobs.length };
       targetOps.push(...plan.target);
       workOps.push(...plan.work);
-      if (plan.publication) publications.push(plan.publication);
+      publications.push(...jobs);
       return span;
     });
-
     const ensureErrors = new Map<string, Error>();
-    for (const plan of planned) {
-      if (!plan?.ensureDir) continue;
+    for (const plan of plans) {
+      if (!plan.ensureDir) continue;
       try {
         await ensureDirectoryTree(this.#fsLayer, plan.ensureDir);
       } catch (error) {
@@ -216,28 +243,14 @@ export class IoService {
       this.#execute(this.#deps.work, workOps),
       this.#publish(publications),
     ]);
-    this.#stats.batches += 1;
-    this.#stats.largestBatch = Math.max(this.#stats.largestBatch, batch.length);
-
-    for (const [index, pending] of batch.entries()) {
-      const plan = planned[index];
-      const span = spans[index];
-      if (!plan || !span) continue;
-      this.#stats.requests += 1;
-      try {
-        const results: BatchResults = {
-          target: targetOutcomes.slice(span.target, span.target + plan.target.length),
-          work: workOutcomes.slice(span.work, span.work + plan.work.length),
-          publication: (plan.ensureDir ? ensureErrors.get(plan.ensureDir) : undefined) ?? (span.publication >= 0 ? publicationErrors[span.publication]! : null),
-        };
-        const readValue = plan.read ? await plan.read() : undefined;
-        pending.resolve(plan.finish(results, readValue));
-      } catch (error) {
-        pending.reject(error);
-      }
-    }
-    const swept = this.#mirror.sweep(this.#latestNowMs);
-    if (swept > 0) this.#logger?.warn({ groups: swept }, 'target leases expired without heartbeat; removed from the in-flight mirror');
+    return plans.map((plan, index) => {
+      const span = spans[index]!;
+      return {
+        target: targetOutcomes.slice(span.target, span.target + plan.target.length),
+        work: workOutcomes.slice(span.work, span.work + plan.work.length),
+        publication: (plan.ensureDir ? ensureErrors.get(plan.ensureDir) : undefined) ?? publicationErrors.slice(span.publication, span.publication + span.publications).find((e) => e !== null) ?? null,
+      };
+    });
   }
 
   async #execute(store: TargetLeaseStore | WorkLeaseStore | null | undefined, ops: LeaseOperation<unknown>[]): Promise<OperationOutcome<unknown>[]> {
@@ -270,12 +283,12 @@ export class IoService {
   }
 
   #targetStore(): TargetLeaseStore {
-    if (!this.#deps.target) throw new InvalidOptionError('this I/O service has no target table (start it with a target lease directory)', { option: 'targetRoot' });
+    if (!this.#deps.target) throw invalidOption('target', 'a target lease table given when this I/O service started', undefined);
     return this.#deps.target;
   }
 
   #workStore(): WorkLeaseStore {
-    if (!this.#deps.work) throw new InvalidOptionError('this I/O service has no work table (start it with a work lease directory)', { option: 'workRoot' });
+    if (!this.#deps.work) throw invalidOption('work', 'a work lease table given when this I/O service started', undefined);
     return this.#deps.work;
   }
 

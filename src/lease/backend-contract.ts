@@ -7,16 +7,17 @@
  * A backend offers two things:
  * - **batches**: `begin()` opens a unit of "exclusive access, read, decide, make durable, answer".
  *   The executor (lease-operation.ts) drives every batch through the same phases, in this order:
- *   `lock(ids)` → `read(ids)` → `view`/`stageAll` (the operations decide) → `commit()` →
- *   `release()`. Contract every backend keeps:
+ *   lock → read → decide (the operations view and stage) → commit → release. What is the same in
+ *   every store — the records read, the changes staged over them, `view`, staging all-or-nothing,
+ *   never over a corrupt record — is the batch overlay (batch-overlay.ts); a store's batch
+ *   (`StoreBatch`) supplies only `lock`, `fetch`, `commit` and `release`. Contract every store keeps:
  *     - between `lock` and `release` no other batch, in this process or any other, can change or
  *       publish a locked record (files: `flock` per record; SQLite: one write transaction);
- *     - `commit` reports success only once every staged change is durable, and is all-or-nothing:
+ *     - `commit` reports success only once every change is durable, and is all-or-nothing:
  *       on failure it rejects with `LeaseIoError` and the records read in this batch are what every
  *       reader sees afterwards (`details.restored` false only when that could not be ensured);
- *     - `read` validates each record exactly as a record file is validated (lease-record.ts): a
- *       corrupt record is a `corrupt` read, never a usable one, and `stageAll` refuses to write
- *       over it;
+ *     - `fetch` validates each record exactly as a record file is validated (lease-record.ts): a
+ *       corrupt record is a `corrupt` read, never a usable one;
  *     - `release` is idempotent and never throws; after a failed `lock` nothing is held.
  * - **scans**: `scan()` lists every record (valid or corrupt, with where it lives), lock-free: a
  *   snapshot, not a transaction.
@@ -24,9 +25,9 @@
  * Optimistic stores (etcd) keep the same contract without holding anything between `lock` and
  * `commit`: `commit` is one transaction that compares every record the batch read and writes only
  * if none changed. When one did, `commit` rejects with `BatchConflictError` and changes nothing;
- * the executor then re-runs the batch from `begin()` (lease-operation.ts "Retries"). A batch whose
- * operations act outside the store while deciding (`LeaseOperation.sideEffects`, a replayed
- * publication) is locked for real (`lock(ids, { exclusive: true })`) and never re-run.
+ * the executor then re-runs the batch from `begin()` (lease-operation.ts "Retries"). Operations
+ * never act outside the store while deciding, so a re-run is always safe; a publication runs
+ * between two batches (docs/leases.md "Publishing a committed result").
  */
 import type { CanonicalJsonMemo } from './canonical-json.js';
 import type { LeaseRecord, RecordKind, RecordRead } from './lease-record.js';
@@ -69,28 +70,52 @@ export class BatchConflictError extends Error {
   }
 }
 
-export interface LockOptions {
-  /**
-   * Exclusive access even in an optimistic store: the batch's operations have effects outside the
-   * store (a publication) that must never happen twice. The file store always locks.
-   */
-  readonly exclusive?: boolean;
+/**
+ * A read as a store returns it: a record read (valid, absent, corrupt), or `unreadable` — the store
+ * could not be asked (etcd offline) — which fails, with `error`, any operation that looks at it.
+ */
+export type FetchedRead = RecordRead | { readonly state: 'unreadable'; readonly error: unknown };
+
+/** One change a batch commits: the record as read before the batch, and what replaces it (null: delete). */
+export interface StagedChange {
+  readonly id: string;
+  readonly before: RecordRead;
+  readonly next: StagedRecord | null;
 }
 
-/** One batch of a backend (phases in the file comment). */
-export interface RecordBatch {
-  /** Takes exclusive access to `ids`. On failure nothing is held and nothing was written. */
-  lock(ids: Iterable<string>, options?: LockOptions): Promise<void>;
-  /** Reads (and caches) the records of locked ids. */
-  read(ids: Iterable<string>): Promise<void>;
-  /** The current view of a read record, overlaid with what this batch staged. */
-  view(id: string): RecordRead;
-  /** Stages writes (a record) and deletions (null), all-or-nothing; never over a corrupt record. */
-  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void;
-  /** Makes every staged change durable, all-or-nothing; rejects with `LeaseIoError`. */
-  commit(): Promise<BatchReport>;
+/** What a store does in one batch; the batch overlay (batch-overlay.ts) does the rest. */
+export interface StoreBatch {
+  /**
+   * Takes exclusive access to `ids` (new to this batch, ascending). On failure nothing is held and
+   * nothing was written.
+   */
+  lock(ids: readonly string[]): Promise<void>;
+  /** Reads the records of locked ids (each once per batch), validated. */
+  fetch(ids: readonly string[]): Promise<ReadonlyMap<string, FetchedRead>>;
+  /**
+   * Refuses, by throwing, changes this store cannot take (a transaction's size limit) before any
+   * of them is staged; `staged` is what the batch holds so far.
+   */
+  admit?(changes: readonly (readonly [string, StagedRecord | null])[], staged: ReadonlyMap<string, StagedRecord | null>): void;
+  /** Makes `changes` durable, all-or-nothing; rejects with `LeaseIoError`. */
+  commit(changes: readonly StagedChange[]): Promise<BatchReport>;
   /** Ends the batch (rolls back an uncommitted one). Idempotent; never throws. */
   release(): Promise<void>;
+}
+
+/** `flock` (multi-coordinator safe) or `in-process` (single writer only). */
+export type LockerKind = 'flock' | 'in-process';
+
+/**
+ * A store that keeps one file per record (the file store) says where each lives, for tools and
+ * tests; no other part of the lease layer needs to know.
+ */
+export interface RecordFiles {
+  readonly shardCount: number;
+  readonly lockerKind: LockerKind;
+  recordPath(id: string): string;
+  lockPath(id: string): string;
+  dirOf(id: string): string;
 }
 
 export type ScanEntry =
@@ -102,7 +127,9 @@ export interface RecordBackend {
   readonly kind: RecordKind;
   /** The table root this backend serves (a directory holding `lease-table.json`). */
   readonly root: string;
-  begin(): RecordBatch;
+  begin(): StoreBatch;
+  /** Where records live as files, for a store that keeps them so (optional capability). */
+  readonly recordFiles?: RecordFiles;
   /**
    * The store's own encoding of staged records, made fresh for each batch (`memo` lives as long
    * as the batch). Default: the bytes of a record file (`serializeRecord`). Whatever it returns
@@ -116,9 +143,8 @@ export interface RecordBackend {
    */
   readonly maxBatchRecords?: number;
   /**
-   * True for an optimistic store (commits may reject with `BatchConflictError`). The executor then
-   * also runs every operation with `sideEffects` in a batch of its own, so that no other
-   * operation's conflict can fail the batch after its publication.
+   * True for an optimistic store (commits may reject with `BatchConflictError`; the executor
+   * then runs the batch again).
    */
   readonly optimistic?: boolean;
   /** Optimistic stores: how long the executor re-runs a conflicting batch before `LockTimeoutError`, ms. */

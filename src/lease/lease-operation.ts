@@ -1,6 +1,6 @@
 /**
  * Lease operations as data, and the executor that runs one or many of them through a single
- * batch of the table's record backend (record-backend.ts), whatever the store.
+ * batch of the table's record backend (backend-contract.ts), whatever the store.
  *
  * A table method is split in two: `plan…()` validates the arguments and builds a `LeaseOperation`
  * without touching the store (so bad input — a bad time, an unserialisable payload — throws
@@ -15,46 +15,37 @@
  * records are restored, and so does every later operation that read a record staged before it;
  * the other operations keep their (read-only) results.
  *
- * Retries (optimistic stores, record-backend.ts): a commit that rejects with `BatchConflictError`
+ * Retries (optimistic stores, backend-contract.ts): a commit that rejects with `BatchConflictError`
  * wrote nothing, so the whole batch — read, every `apply`, commit — runs again from `begin()`,
  * with a short randomised back-off, until it commits or `backend.conflictRetryMs` (measured on the
  * monotonic clock from the first attempt) has passed; then the call rejects with
  * `LockTimeoutError`, as a lock wait past its deadline does. Operations are plans: `apply` decides
- * from what it reads and can run again; one with `sideEffects` cannot, so its batch is locked for
- * real and never re-run. A store that never conflicts (files) runs every batch once, as before.
+ * from what it reads, synchronously, and acts on nothing outside the store, so it can run again.
+ * A store that never conflicts (files) runs every batch once.
  *
  * Size: a backend with `maxBatchRecords` gets runs of consecutive operations whose records fit
- * (order kept, so a later operation still sees an earlier one's result, committed or not). An
- * optimistic backend gets each operation with `sideEffects` in a run of its own.
+ * (order kept, so a later operation still sees an earlier one's result, committed or not).
  */
 import { invalidOption } from '../config/values.js';
 import { InvalidJobError, LockTimeoutError } from '../errors.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './backend-contract.js';
+import { BatchOverlay, type RecordView } from './batch-overlay.js';
 import { canonicalJsonMemo } from './canonical-json.js';
-import { serializeRecord, type LeaseRecord, type RecordRead } from './lease-record.js';
+import { serializeRecord, type LeaseRecord } from './lease-record.js';
 
-/** What an operation sees under its locks. */
-export interface RecordView {
-  /** The record as read under the lock (overlaid with earlier operations of the same batch). */
-  get(id: string): RecordRead;
-  /** Stages a new record; serialised now, so a bad value throws before any mutation. */
-  put(record: LeaseRecord): void;
-  /** Stages the deletion of a record. */
-  remove(id: string): void;
-}
+export type { RecordView } from './batch-overlay.js';
 
 export interface LeaseOperation<R> {
   /** For logs and errors. */
   readonly name: string;
   /** Every record the operation reads or writes. */
   readonly lockIds: readonly string[];
-  /** Decides under the locks. Must stage nothing before it has validated everything it needs. */
-  apply(view: RecordView): R | Promise<R>;
   /**
-   * `apply` acts outside the store (a replayed publication): it must run under exclusive locks in
-   * every store and must never be re-run by a conflict retry.
+   * Decides under the locks, synchronously and without acting outside the store (a publication
+   * runs between two operations, never inside one), so an optimistic store may run it again.
+   * Must stage nothing before it has validated everything it needs.
    */
-  readonly sideEffects?: boolean;
+  apply(view: RecordView): R;
 }
 
 export type OperationOutcome<R> = { readonly ok: true; readonly value: R } | { readonly ok: false; readonly error: unknown };
@@ -69,8 +60,8 @@ export interface ExecutionResult {
  * the whole call (nothing was written). Per-operation failures in `apply` fail that operation only.
  */
 export async function executeOperations(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
-  const limit = backend.maxBatchRecords ?? Number.POSITIVE_INFINITY;
-  if (backend.maxBatchRecords === undefined && backend.optimistic !== true) return executeWithRetries(backend, operations);
+  const limit = backend.maxBatchRecords;
+  if (limit === undefined) return executeWithRetries(backend, operations);
   const outcomes: OperationOutcome<unknown>[] = [];
   const reports: BatchReport[] = [];
   let run: LeaseOperation<unknown>[] = [];
@@ -90,14 +81,12 @@ export async function executeOperations(backend: RecordBackend, operations: read
       outcomes.push({ ok: false, error: new InvalidJobError(`${op.name} touches ${own.size} lease records; the ${backend.store} store takes at most ${limit} in one transaction`, { records: own.size, limit }) });
       continue;
     }
-    const solo = backend.optimistic === true && op.sideEffects === true;
     const union = new Set([...runIds, ...own]);
-    if (union.size > limit || solo) {
+    if (union.size > limit) {
       await flush();
       runIds = own;
     } else runIds = union;
     run.push(op);
-    if (solo) await flush();
   }
   await flush();
   return { outcomes, report: mergeReports(reports) };
@@ -115,11 +104,10 @@ function mergeReports(reports: readonly BatchReport[]): BatchReport {
 
 /** Runs one batch, again from `begin()` while an optimistic commit conflicts (file comment "Retries"). */
 async function executeWithRetries(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
-  const exclusive = operations.some((op) => op.sideEffects === true);
   const startMs = performance.now();
   for (let attempt = 1; ; attempt++) {
     try {
-      return await executeOnce(backend, operations, exclusive);
+      return await executeOnce(backend, operations);
     } catch (error) {
       if (!(error instanceof BatchConflictError)) throw error;
       const elapsedMs = performance.now() - startMs;
@@ -136,63 +124,57 @@ async function executeWithRetries(backend: RecordBackend, operations: readonly L
   }
 }
 
-async function executeOnce(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[], exclusive: boolean): Promise<ExecutionResult> {
-  const batch = backend.begin();
+async function executeOnce(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  const batch = new BatchOverlay(backend.begin());
   // Group records repeat their frozen `targets` and payload: their text is written once per batch.
   const memo = canonicalJsonMemo();
   const encode = backend.encoder?.(memo) ?? ((record: LeaseRecord): StagedRecord => ({ record, bytes: serializeRecord(record, memo) }));
   try {
     const ids = operations.flatMap((op) => op.lockIds);
-    await batch.lock(ids, exclusive ? { exclusive: true } : undefined);
+    await batch.lock(ids);
     await batch.read(ids);
-    const outcomes: OperationOutcome<unknown>[] = [];
-    // Operations whose outcome rests on this batch's commit: the writers, and every later
-    // operation that read a record an earlier one had staged (its answer — `already`, `conflict`
-    // — describes a state that only exists if the commit lands).
-    const dependsOnCommit: number[] = [];
-    const stagedIds = new Set<string>();
-    for (const [index, op] of operations.entries()) {
-      const readStaged = op.lockIds.some((id) => stagedIds.has(id));
-      const staged = new Map<string, StagedRecord | null>();
-      const allowed = new Set(op.lockIds);
-      const view: RecordView = {
-        get: (id) => {
-          if (staged.has(id)) {
-            const next = staged.get(id);
-            return next ? { state: 'valid', record: next.record } : { state: 'absent' };
-          }
-          return batch.view(id);
-        },
-        put: (record) => {
-          if (!allowed.has(record.id)) throw new Error(`${op.name} staged ${record.id} outside its lock set`);
-          staged.set(record.id, encode(record));
-        },
-        remove: (id) => {
-          if (!allowed.has(id)) throw new Error(`${op.name} staged ${id} outside its lock set`);
-          staged.set(id, null);
-        },
-      };
-      try {
-        const value = await op.apply(view);
-        batch.stageAll(staged);
-        for (const id of staged.keys()) stagedIds.add(id);
-        if (staged.size > 0 || readStaged) dependsOnCommit.push(index);
-        outcomes.push({ ok: true, value });
-      } catch (error) {
-        outcomes.push({ ok: false, error });
-      }
-    }
+    const { outcomes, dependsOnCommit } = decide(batch, operations, encode);
     try {
       const report = await batch.commit();
       return { outcomes, report };
     } catch (error) {
-      if (error instanceof BatchConflictError && !exclusive) throw error;
+      if (error instanceof BatchConflictError) throw error;
       for (const index of dependsOnCommit) outcomes[index] = { ok: false, error };
       return { outcomes, report: EMPTY_BATCH_REPORT };
     }
   } finally {
     await batch.release();
   }
+}
+
+/**
+ * Runs every operation's `apply` against the batch, in order, synchronously. Returns the outcomes
+ * and the operations whose outcome rests on the batch's commit: the writers, and every later
+ * operation that read a record an earlier one had staged (its answer — `already`, `conflict` —
+ * describes a state that only exists if the commit lands).
+ */
+function decide(batch: BatchOverlay, operations: readonly LeaseOperation<unknown>[], encode: (record: LeaseRecord) => StagedRecord): { outcomes: OperationOutcome<unknown>[]; dependsOnCommit: number[] } {
+  const outcomes: OperationOutcome<unknown>[] = [];
+  const dependsOnCommit: number[] = [];
+  const stagedIds = new Set<string>();
+  for (const [index, op] of operations.entries()) {
+    const readStaged = op.lockIds.some((id) => stagedIds.has(id));
+    const view = batch.scope(op.name, op.lockIds, encode);
+    try {
+      const value = op.apply(view);
+      view.stageOwn();
+      let staged = false;
+      for (const id of view.stagedIds) {
+        stagedIds.add(id);
+        staged = true;
+      }
+      if (staged || readStaged) dependsOnCommit.push(index);
+      outcomes.push({ ok: true, value });
+    } catch (error) {
+      outcomes.push({ ok: false, error });
+    }
+  }
+  return { outcomes, dependsOnCommit };
 }
 
 /**

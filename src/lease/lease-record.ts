@@ -81,6 +81,12 @@ export interface LeaseRecord {
   readonly commit?: JsonObject;
   /** Completion time (work records in `done`). */
   readonly completedMs?: number;
+  /**
+   * Work records: when another coordinator last took the publication of this committing result
+   * over (`claimPublication`), ms since the epoch. Such a publication is left to its taker for a
+   * whole TTL from then, by the result's owner too.
+   */
+  readonly takenOverMs?: number;
   /** Target records: this member's target, decimal. */
   readonly target?: string;
   /** Target records: the whole group, decimal, in record-id order. */
@@ -137,6 +143,7 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
   if (!isCount(value.steals)) return 'steals is not a non-negative integer';
   if (value.commit !== undefined && !isObject(value.commit)) return 'commit is not an object';
   if (value.completedMs !== undefined && !isTime(value.completedMs)) return 'completedMs is not a finite non-negative number';
+  if (value.takenOverMs !== undefined && !isTime(value.takenOverMs)) return 'takenOverMs is not a finite non-negative number';
   if (kind === 'target') {
     if (value.status !== 'leased') return `target record status ${value.status} is not leased`;
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';

@@ -54,6 +54,15 @@ export type CompletionResult = 'completed' | 'already' | 'stale' | 'corrupt';
  */
 export type ReplayResult = CompletionResult | 'live';
 
+/**
+ * claimPublication: `publish` — the caller may publish the manifest now, then finish passing
+ * `takenOverMs` (set when the caller took the publication over) — or the replay result that says
+ * why nothing is to be published.
+ */
+export type PublicationClaim =
+  | { readonly state: 'publish'; readonly commit: JsonObject; readonly takenOverMs?: number }
+  | { readonly state: Exclude<ReplayResult, 'completed'> };
+
 export interface HeartbeatBatchResult {
   /** Ids renewed, sorted. */
   readonly renewed: readonly string[];

@@ -1,21 +1,18 @@
 /**
  * What the work table and the target table share: opening a root (options, record backend),
  * cross-request batch execution, scans and counts, and argument checks. Nothing here knows which
- * store holds the records (record-backend.ts).
+ * store holds the records (backend-contract.ts).
  */
 import { checkOptionsObject, invalidOption } from '../config/values.js';
 import { LeaseCorruptError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
-import { FileRecordBackend } from './files/file-backend.js';
-import type { LeaseLayout } from './table-layout.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
 import { isExpiredLease, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
 import type { ExpiredLease, LeaseCounts, SnapshotEntry } from './lease-results.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
 import { openRecordBackend, type LeaseTableDeps } from './open-backend.js';
-import type { BatchReport, LeaseStoreKind, RecordBackend } from './backend-contract.js';
-import type { RecordLocker } from './files/record-lock.js';
+import type { BatchReport, LeaseStoreKind, LockerKind, RecordBackend, RecordFiles } from './backend-contract.js';
 import { randomBytes } from 'node:crypto';
 
 export type { LeaseTableDeps } from './open-backend.js';
@@ -78,12 +75,12 @@ export abstract class LeaseTableBase {
 
   /** Shard directories of a file table (1 for a store without shards). */
   get shardCount(): number {
-    return this.backend instanceof FileRecordBackend ? this.backend.layout.shardCount : 1;
+    return this.backend.recordFiles?.shardCount ?? 1;
   }
 
   /** `flock` (multi-coordinator safe) or `in-process` (single writer only), for a file table. */
-  get lockerKind(): RecordLocker['kind'] | undefined {
-    return this.backend instanceof FileRecordBackend ? this.backend.locker.kind : undefined;
+  get lockerKind(): LockerKind | undefined {
+    return this.backend.recordFiles?.lockerKind;
   }
 
   /**
@@ -114,22 +111,23 @@ export abstract class LeaseTableBase {
 
   /** Path of a record file (file store; for tools and tests). */
   recordPath(id: string): string {
-    return this.fileLayout().recordPath(id);
+    return this.recordFiles().recordPath(id);
   }
 
   /** Path of a record's lock file (file store). */
   lockPath(id: string): string {
-    return this.fileLayout().lockPath(id);
+    return this.recordFiles().lockPath(id);
   }
 
   /** Shard directory of a record id (file store). */
   shardDirOf(id: string): string {
-    return this.fileLayout().dirOf(id);
+    return this.recordFiles().dirOf(id);
   }
 
-  private fileLayout(): LeaseLayout {
-    if (!(this.backend instanceof FileRecordBackend)) throw new Error(`a ${this.backend.store} lease table has no record files`);
-    return this.backend.layout;
+  private recordFiles(): RecordFiles {
+    const files = this.backend.recordFiles;
+    if (files === undefined) throw new Error(`a ${this.backend.store} lease table has no record files`);
+    return files;
   }
 
   /**

@@ -13,6 +13,7 @@ import type {
   ClaimResult,
   CommittingRecord,
   CompletionResult,
+  PublicationClaim,
   ReplayResult,
   ExpiredLease,
   FenceResult,
@@ -38,7 +39,15 @@ export interface BeginCommitOptions extends AtTime {
   readonly commit?: JsonObject;
 }
 
-/** Publishes a committed result; called under the record's lock by `replayCommitOnce`. */
+/** The finish of a publication: the time, and the claim's `takenOverMs` (absent when it has none). */
+export interface FinishPublicationOptions extends AtTime {
+  readonly takenOverMs?: number;
+}
+
+/**
+ * Publishes a committed result; called by `replayCommitOnce` between its claim and its finish,
+ * outside every lease batch (docs/leases.md "Publishing a committed result").
+ */
 export type CommitPublisher = (commit: JsonObject) => void | Promise<void>;
 
 /** What both stores offer: scans, counts, and batched execution of planned operations. */
@@ -65,7 +74,8 @@ export interface WorkLeaseStore extends LeaseStoreCommon {
   planCompleteOnce(workId: string, token: string, options: AtTime): LeaseOperation<CompletionResult>;
   completeOnce(workId: string, token: string, options: AtTime): Promise<CompletionResult>;
   complete(workId: string, token: string, options: AtTime): Promise<boolean>;
-  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): LeaseOperation<ReplayResult>;
+  planClaimPublication(workId: string, token: string, options: ReplayOptions): LeaseOperation<PublicationClaim>;
+  planFinishPublication(workId: string, token: string, options: FinishPublicationOptions): LeaseOperation<CompletionResult>;
   replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): Promise<ReplayResult>;
   recoverCommittingRecords(options?: { readonly limit?: number }): Promise<CommittingRecord[]>;
 }

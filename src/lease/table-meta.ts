@@ -106,7 +106,7 @@ async function createOrCheckMeta(fsLayer: FsLayer, layout: LeaseLayout, kind: Re
       await fsLayer.writeAll(fd, canonicalJsonBytes(wanted));
       await fsLayer.fsync(fd);
     } finally {
-      await fsLayer.close(fd).catch(() => undefined);
+      await fsLayer.close(fd).catch(() => undefined); // the metadata is durable (fsync above) or its error is thrown; the close loses nothing
     }
     await fsLayer.syncDirectory(layout.root);
     return;

@@ -18,7 +18,7 @@ import { invalidOption } from '../config/values.js';
 import { assertRecordId, takeAtMost } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
 import { isActiveLease, MAX_COMMIT_BYTES, type JsonObject, type LeaseRecord } from './lease-record.js';
-import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, ReplayResult } from './lease-results.js';
+import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, PublicationClaim, ReplayResult } from './lease-results.js';
 import {
   HEARTBEAT_BATCH_RECORDS,
   LeaseTableBase,
@@ -39,15 +39,15 @@ import {
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
 import { canonicalJson } from './canonical-json.js';
-import type { BeginCommitOptions, CommitPublisher, WorkClaimOptions, WorkLeaseStore } from './table-contract.js';
+import type { BeginCommitOptions, CommitPublisher, FinishPublicationOptions, WorkClaimOptions, WorkLeaseStore } from './table-contract.js';
 
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
 /** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
 export const MAX_HEARTBEAT_LEASES = 1_048_576;
 
-// Declared with the store interface that takes them (lease-store.ts).
-export type { BeginCommitOptions, CommitPublisher, WorkClaimOptions } from './table-contract.js';
+// Declared with the store interface that takes them (table-contract.ts).
+export type { BeginCommitOptions, CommitPublisher, FinishPublicationOptions, WorkClaimOptions } from './table-contract.js';
 
 function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {
   return { id, detail: read.reason };
@@ -266,40 +266,101 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
   }
 
   /**
-   * replayCommitOnce contract: on a committing record with this token and a manifest, calls
-   * `publish(manifest)` while holding the record's lock (no other coordinator can race the
-   * publication), then marks it done → `completed`. If `publish` throws, the error propagates and
-   * the record stays committing (retry later). done with this token → `already`; else `stale`.
+   * Publishing a committed result (docs/leases.md "Publishing a committed result"): the claim, the
+   * publication, the finish. The publication runs outside every lease batch — no lock, transaction
+   * or lock key is held while files are written — so the record itself says who may publish. The
+   * claim (one short batch) checks that the record is `committing` with `token` and a manifest,
+   * and that the caller may publish now:
+   *
+   * - a publication another coordinator took over (`takenOverMs`) is its taker's for a whole TTL
+   *   from then → `live`, for everyone, the result's owner included;
+   * - another coordinator's result (`minIdleMs` > 0) only when the record was not renewed for
+   *   `minIdleMs` (else `live`: its owner is alive); the claim then takes the publication over:
+   *   `takenOverMs` = `updatedMs` = now, durable before the caller publishes. So does a claim on a
+   *   publication whose taker fell silent;
+   * - the caller's own result (`minIdleMs` 0): the record is renewed (`updatedMs` = now) unless it
+   *   was renewed within half its TTL; then the claim writes nothing, and no replayer can take
+   *   over before half a TTL has passed.
+   *
+   * The finish (`planFinishPublication`) marks the record done only if nobody took the
+   * publication over since the claim. A publisher stalled for over half a TTL in the middle of its
+   * publication may see its files published a second time by a replayer (into the replayer's
+   * queue), as after a crash between publication and finish.
    */
-  planReplayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): LeaseOperation<ReplayResult> {
+  planClaimPublication(workId: string, token: string, options: ReplayOptions): LeaseOperation<PublicationClaim> {
     checkCallOptions(options);
     assertRecordId(workId, 'work id');
-    if (typeof publish !== 'function') throw invalidOption('publish', 'a function', publish);
     const nowMs = checkNowMs(options.nowMs);
     const minIdleMs = options.minIdleMs ?? 0;
     if (!Number.isFinite(minIdleMs) || minIdleMs < 0) throw invalidOption('minIdleMs', 'a non-negative number of ms', minIdleMs);
     return {
-      name: 'replayCommitOnce',
+      name: 'claimPublication',
       lockIds: [workId],
-      // The publication happens while deciding: exclusive in every store, never retried.
-      sideEffects: true,
-      apply: async (view): Promise<ReplayResult> => {
+      apply: (view): PublicationClaim => {
+        const read = view.get(workId);
+        if (read.state === 'corrupt') return { state: 'corrupt' };
+        if (read.state !== 'valid' || !isToken(token) || read.record.token !== token) return { state: 'stale' };
+        const record = read.record;
+        if (record.status === 'done') return { state: 'already' };
+        if (record.status !== 'committing' || record.commit === undefined) return { state: 'stale' };
+        const commit = structuredClone(record.commit) as JsonObject;
+        const ttlMs = record.leaseTtlMs ?? this.options.leaseTtlMs;
+        // Times are compared as the silence check of a replay always was: on the callers' clocks,
+        // which agree to well within half a TTL (docs/leases.md "Publishing a committed result").
+        if (record.takenOverMs !== undefined && nowMs - record.takenOverMs < ttlMs) return { state: 'live' };
+        // Under the lock: a renewal since the caller's (lock-free) scan means the owner is alive.
+        const idleMs = nowMs - record.updatedMs;
+        if (idleMs < minIdleMs) return { state: 'live' };
+        if (minIdleMs > 0 || record.takenOverMs !== undefined) {
+          view.put({ ...record, updatedMs: nowMs, takenOverMs: nowMs });
+          return { state: 'publish', commit, takenOverMs: nowMs };
+        }
+        if (idleMs >= ttlMs / 2) view.put({ ...record, updatedMs: nowMs });
+        return { state: 'publish', commit };
+      },
+    };
+  }
+
+  /**
+   * The finish of a publication claimed by `planClaimPublication` (`takenOverMs`: the claim's):
+   * `committing` with `token`, not taken over since the claim → `done` (`completedMs` = now) →
+   * `completed`; done with `token` → `already`; taken over since, or anything else → `stale`, no
+   * mutation.
+   */
+  planFinishPublication(workId: string, token: string, options: FinishPublicationOptions): LeaseOperation<CompletionResult> {
+    checkCallOptions(options);
+    assertRecordId(workId, 'work id');
+    const nowMs = checkNowMs(options.nowMs);
+    const takenOverMs = options.takenOverMs;
+    if (takenOverMs !== undefined) checkNowMs(takenOverMs, 'takenOverMs');
+    return {
+      name: 'finishPublication',
+      lockIds: [workId],
+      apply: (view): CompletionResult => {
         const read = view.get(workId);
         if (read.state === 'corrupt') return 'corrupt';
         if (read.state !== 'valid' || !isToken(token) || read.record.token !== token) return 'stale';
         if (read.record.status === 'done') return 'already';
-        if (read.record.status !== 'committing' || read.record.commit === undefined) return 'stale';
-        // Under the lock: a renewal since the caller's (lock-free) scan means the owner is alive.
-        if (nowMs - read.record.updatedMs < minIdleMs) return 'live';
-        await publish(structuredClone(read.record.commit) as JsonObject);
+        if (read.record.status !== 'committing' || read.record.takenOverMs !== takenOverMs) return 'stale';
         view.put({ ...read.record, status: 'done', completedMs: nowMs });
         return 'completed';
       },
     };
   }
 
+  /**
+   * replayCommitOnce: claims the publication of a committing record (`planClaimPublication`),
+   * calls `publish(manifest)` outside every lease batch, then finishes it → `completed`. If
+   * `publish` throws, the error propagates and the record stays committing (retry later). Without
+   * a claim: `already` (done with this token), `live`, `stale` or `corrupt`, nothing published.
+   */
   async replayCommitOnce(workId: string, token: string, publish: CommitPublisher, options: ReplayOptions): Promise<ReplayResult> {
-    return (await this.runOne(this.planReplayCommitOnce(workId, token, publish, options))).value;
+    if (typeof publish !== 'function') throw invalidOption('publish', 'a function', publish);
+    const claim = (await this.runOne(this.planClaimPublication(workId, token, options))).value;
+    if (claim.state !== 'publish') return claim.state;
+    await publish(claim.commit);
+    const finish = { nowMs: options.nowMs, ...(claim.takenOverMs !== undefined ? { takenOverMs: claim.takenOverMs } : {}) };
+    return (await this.runOne(this.planFinishPublication(workId, token, finish))).value;
   }
 
   /**

@@ -9,7 +9,7 @@
  * the rest release their local reservation and the next pass back-fills from the backlog, until
  * `limit` jobs are admitted or every proposal has been tried (work-conserving back-fill).
  */
-import { AdmissionProtocolError, InvalidOptionError } from '../errors.js';
+import { AdmissionProtocolError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { LocalReservations, ClaimOutcome, SharedTargetClaims } from './admission-ports.js';
@@ -49,9 +49,27 @@ export interface AdmissionStats {
   backFills: number;
 }
 
+/**
+ * How admission ranks the lanes' proposals of one round (docs/scheduler.md "Admission"): the
+ * `tiers` in order; within a tier the lanes' lists are interleaved (first of each, then second of
+ * each …, in the tier's order) so no lane of a tier starves another; every lane in no tier follows,
+ * in the order of `AdmissionOptions.lanes`. A lane named in a tier but not enabled is skipped.
+ */
+export interface LaneOrder {
+  readonly tiers: readonly (readonly LaneName[])[];
+}
+
+/**
+ * The default order: the frontier lane's questions first (branches nobody has answered yet), then
+ * Prefix and CSTG interleaved for fairness, then the rest.
+ */
+export const DEFAULT_LANE_ORDER: LaneOrder = Object.freeze({ tiers: Object.freeze([Object.freeze(['frontier'] as const), Object.freeze(['prefix', 'cstg'] as const)]) });
+
 export interface AdmissionOptions {
-  /** Lanes in priority order. `prefix` and `cstg` are interleaved first, the rest follow in order. */
+  /** The enabled lanes; ranked by `order`. */
   readonly lanes: readonly Lane[];
+  /** How proposals of the lanes are ranked; default `DEFAULT_LANE_ORDER`. */
+  readonly order?: LaneOrder;
   readonly local: LocalReservations;
   /** Absent in single-coordinator mode: step 3 (shared claim) is skipped. */
   readonly shared?: SharedTargetClaims;
@@ -79,6 +97,7 @@ const OWNER_LIMIT = 0x7fff_ffff;
 
 export class Admission {
   readonly #lanes: readonly Lane[];
+  readonly #order: LaneOrder;
   readonly #byName: ReadonlyMap<LaneName, Lane>;
   readonly #local: LocalReservations;
   readonly #shared: SharedTargetClaims | undefined;
@@ -103,9 +122,10 @@ export class Admission {
   constructor(options: AdmissionOptions) {
     const names = options.lanes.map((l) => l.name);
     if (new Set(names).size !== names.length) {
-      throw new InvalidOptionError(`option lanes: expected distinct lanes, received ${names.join(',')}`, { option: 'lanes', value: names.join(',') });
+      throw invalidOption('lanes', 'distinct lanes', names.join(','));
     }
     this.#lanes = options.lanes;
+    this.#order = options.order ?? DEFAULT_LANE_ORDER;
     this.#byName = new Map(options.lanes.map((l) => [l.name, l]));
     this.#local = options.local;
     this.#shared = options.shared;
@@ -124,22 +144,22 @@ export class Admission {
   }
 
   /**
-   * Ranked backlog for one round: the frontier lane's questions first (branches nobody has
-   * answered), then Prefix and CSTG interleaved (P0, C0, P1, C1 …) for fairness, then every other
-   * lane's proposals in lane order. Each proposal passes the target ledger: a pair already
+   * Ranked backlog for one round, in the admission's lane order (`LaneOrder`; by default the
+   * frontier lane's questions, then Prefix and CSTG interleaved P0, C0, P1, C1 …, then every other
+   * lane's proposals in lane order). Each proposal passes the target ledger: a pair already
    * answered (or backing off) is dropped, settled actions are stripped. No lane state changes.
    */
   proposals(limit: number, proposalLimit: number, now: number): Proposal[] {
     const excluded = this.inflightTargets();
-    const lists = this.#lanes.map((lane) => ({ lane, list: lane.propose(limit, proposalLimit, now, excluded) }));
-    const prefix = lists.find((l) => l.lane.name === 'prefix')?.list ?? [];
-    const cstg = lists.find((l) => l.lane.name === 'cstg')?.list ?? [];
-    const ordered: Proposal[] = [...(lists.find((l) => l.lane.name === 'frontier')?.list ?? [])];
-    for (let i = 0; i < Math.max(prefix.length, cstg.length); i += 1) {
-      if (i < prefix.length) ordered.push(prefix[i]!);
-      if (i < cstg.length) ordered.push(cstg[i]!);
+    const lists = new Map(this.#lanes.map((lane) => [lane.name, lane.propose(limit, proposalLimit, now, excluded)] as const));
+    const ordered: Proposal[] = [];
+    const placed = new Set<LaneName>();
+    for (const tier of this.#order.tiers) {
+      const tierLists = tier.filter((name) => lists.has(name) && !placed.has(name)).map((name) => (placed.add(name), lists.get(name)!));
+      const depth = Math.max(0, ...tierLists.map((list) => list.length));
+      for (let i = 0; i < depth; i += 1) for (const list of tierLists) if (i < list.length) ordered.push(list[i]!);
     }
-    for (const { lane, list } of lists) if (lane.name !== 'prefix' && lane.name !== 'cstg' && lane.name !== 'frontier') ordered.push(...list);
+    for (const [name, list] of lists) if (!placed.has(name)) ordered.push(...list);
     const ledger = this.#ledger;
     if (ledger === undefined) return ordered;
     const out: Proposal[] = [];

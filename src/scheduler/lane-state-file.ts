@@ -4,44 +4,32 @@
  * caller was told is saved survives power loss. Leases are never part of it: after a restart every
  * target is free again and the lease tables are the only truth about what is in flight.
  */
-import { mkdir, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { LaneStateError } from '../errors.js';
 import { readBoundedFile } from '../fs/bounded-read.js';
-import { nodeFsLayer } from '../fs/fs-layer.js';
+import { replaceFileDurably } from '../fs/durable-files.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 
 export const SCHEDULER_STATE_SCHEMA = 'symfence-scheduler-state/1';
 
-export async function writeStateFile(file: string, document: unknown, maxBytes: number): Promise<void> {
+export async function writeStateFile(file: string, document: unknown, maxBytes: number, fsLayer: FsLayer = nodeFsLayer): Promise<void> {
   const text = JSON.stringify(document);
   const bytes = Buffer.byteLength(text);
   if (bytes > maxBytes) {
     throw new LaneStateError(`scheduler state is ${bytes} bytes, over the ${maxBytes}-byte budget; old state kept`, { file, bytes, maxBytes });
   }
   const dir = path.dirname(file);
-  await mkdir(dir, { recursive: true });
-  const temp = path.join(dir, `.${path.basename(file)}.${process.pid}.${process.hrtime.bigint()}.tmp`);
   try {
-    const handle = await open(temp, 'wx');
-    try {
-      await handle.writeFile(text);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temp, file);
+    await fsLayer.mkdir(dir);
+    await fsLayer.syncDirectory(path.dirname(dir));
   } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
+    if (errnoCode(error) !== 'EEXIST') throw error;
   }
+  const temp = path.join(dir, `.${path.basename(file)}.${process.pid}.${process.hrtime.bigint()}.tmp`);
+  await replaceFileDurably(fsLayer, temp, file, Buffer.from(text));
   // The rename is durable only once the directory entry is: without this a crash could bring
   // back the old state (or none) after the save was reported done.
-  const dirHandle = await open(dir, 'r');
-  try {
-    await dirHandle.sync();
-  } finally {
-    await dirHandle.close();
-  }
+  await fsLayer.syncDirectory(dir);
 }
 
 /**
@@ -49,8 +37,8 @@ export async function writeStateFile(file: string, document: unknown, maxBytes: 
  * `readBoundedFile` (a user-chosen path: a symlink to a regular file is followed); anything but a
  * regular file within the byte budget is `ERR_LANE_STATE`, never read.
  */
-export async function readStateFile(file: string, maxBytes: number): Promise<unknown> {
-  const read = await readBoundedFile(nodeFsLayer, file, { maxBytes, followSymlinks: true });
+export async function readStateFile(file: string, maxBytes: number, fsLayer: FsLayer = nodeFsLayer): Promise<unknown> {
+  const read = await readBoundedFile(fsLayer, file, { maxBytes, followSymlinks: true });
   if (read.state === 'absent') return undefined;
   if (read.state === 'refused') throw new LaneStateError(`scheduler state file ${file} is not usable: ${read.reason}`, { file, reason: read.reason, maxBytes });
   const text = read.bytes.toString('utf8');

@@ -9,8 +9,8 @@
  *   release                   the job finished or was abandoned: drop its local reservation
  *   saveState / loadState     lane state as JSON (never leases)
  */
-import { InvalidJobError, InvalidOptionError, LaneStateError } from '../errors.js';
-import { checkOptionsObject, describeValue } from '../config/values.js';
+import { InvalidJobError, LaneStateError } from '../errors.js';
+import { checkOptionsObject, describeValue, invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type AdmittedJob } from './admission.js';
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
@@ -96,10 +96,7 @@ export class Scheduler {
     const enabled = this.options.lanes.split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of enabled) {
       if (!(LANE_NAMES as readonly string[]).includes(name) || enabled.indexOf(name) !== enabled.lastIndexOf(name)) {
-        throw new InvalidOptionError(`option lanes: expected a comma-separated list of distinct ${LANE_NAMES.join('|')}, received ${JSON.stringify(this.options.lanes)}`, {
-          option: 'lanes',
-          value: this.options.lanes,
-        });
+        throw invalidOption('lanes', `a comma-separated list of distinct ${LANE_NAMES.join('|')}`, this.options.lanes);
       }
     }
     this.#ledger = new TargetLedger({ maxAttempts: this.options.targetAttempts, retryBaseMs: this.options.cooldownMs });
@@ -208,10 +205,7 @@ export class Scheduler {
       if (group.length > 0) this.#ledger.record(feedback.job!, group, feedback.telemetry, feedback.killed === true, now);
       else if (feedback.telemetry !== null && feedback.killed !== true) this.#ledger.noteAnswered(feedback.seed, answeredBy(feedback.telemetry));
     }
-    for (const lane of this.#lanes) {
-      if (lane instanceof FallbackReplayLane) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now);
-      else if (feedback.telemetry !== null) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
-    }
+    for (const lane of this.#lanes) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
     this.#observations += 1;
   }
 

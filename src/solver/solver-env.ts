@@ -2,7 +2,7 @@
  * Environments of the processes symfence starts: the SymCC solver (contract variables) and AFL++
  * tools (stray `AFL_*` variables removed).
  */
-import { InvalidOptionError } from '../errors.js';
+import { invalidOption } from '../config/values.js';
 
 /**
  * Variables the runner owns. A task may not set them: a wrong `SYMCC_OUTPUT_DIR` would make the
@@ -54,17 +54,14 @@ export interface SolverContractEnv {
 export function validateTaskEnv(env: Readonly<Record<string, unknown>> | undefined): Readonly<Record<string, string>> {
   if (env === undefined) return {};
   if (typeof env !== 'object' || env === null || Array.isArray(env)) {
-    throw new InvalidOptionError('option env: expected an object of string variables', { option: 'env' });
+    throw invalidOption('env', 'an object of string variables', env);
   }
   for (const [name, value] of Object.entries(env)) {
     if (CONTRACT_VARIABLES.includes(name)) {
-      throw new InvalidOptionError(`option env.${name}: set by the solver runner, a task may not override it`, {
-        option: `env.${name}`,
-        value: String(value),
-      });
+      throw invalidOption(`env.${name}`, 'no value: the solver runner sets it, a task may not override it', value);
     }
     if (typeof value !== 'string' || name.length === 0 || name.includes('=') || name.includes('\0') || value.includes('\0')) {
-      throw new InvalidOptionError(`option env.${name}: expected a string value without NUL bytes`, { option: `env.${name}`, value: String(value) });
+      throw invalidOption(`env.${name}`, 'a string value without NUL bytes', value);
     }
   }
   return env as Readonly<Record<string, string>>;

@@ -169,7 +169,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     // watches the caller's signal and the pool's close.
     const stopRequested = (): boolean => cell.abortRequested || signal?.aborted === true || this.#closing !== null;
     const running = this.#runTriaged(wire, this.#mainRunner !== null ? this.#mainRunner.run(slotTask) : (this.#piscina!.run(slotTask) as Promise<WireResult>), runOptions.onSolverExit, stopRequested);
-    this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) });
+    this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) }); // only waits for the task to settle; its result or error goes to the caller of run
     let wireResult: WireResult;
     try {
       wireResult = await running;

@@ -16,7 +16,8 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync, constants as fsConstants } from 'node:fs';
 import { resolveProgramPath } from './program-lookup.js';
 import path from 'node:path';
-import { InvalidOptionError, PreloadUnsupportedError } from '../errors.js';
+import { PreloadUnsupportedError } from '../errors.js';
+import { invalidOption } from '../config/values.js';
 import { readElfInfo, type ElfInfo } from './elf-dynamic.js';
 
 export const SOLVER_TELEMETRY_MODES = ['auto', 'preload', 'runtime', 'off'] as const;
@@ -52,10 +53,7 @@ export interface DecideTelemetryInput {
 
 export function checkSolverTelemetryMode(value: unknown, option = 'solverTelemetry'): SolverTelemetryMode {
   if (typeof value === 'string' && (SOLVER_TELEMETRY_MODES as readonly string[]).includes(value)) return value as SolverTelemetryMode;
-  throw new InvalidOptionError(`option ${option}: expected one of ${SOLVER_TELEMETRY_MODES.join('|')}, received ${JSON.stringify(value)}`, {
-    option,
-    value: String(value),
-  });
+  throw invalidOption(option, `one of ${SOLVER_TELEMETRY_MODES.join('|')}`, value);
 }
 
 /**

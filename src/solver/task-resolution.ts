@@ -4,7 +4,8 @@
  * `InvalidOptionError` or `InvalidJobError` naming the field and the value.
  */
 import path from 'node:path';
-import { InvalidJobError, InvalidOptionError } from '../errors.js';
+import { InvalidJobError } from '../errors.js';
+import { invalidOption } from '../config/values.js';
 import { argvWantsFile, validateTaskEnv } from './solver-env.js';
 import type { SolverOptions } from './solver-options.js';
 import type { SpawnMethod } from './spawn-method.js';
@@ -16,10 +17,7 @@ const MAX_ACTIONS = 64;
 const MAX_WANTED = 256;
 const ACTION_KINDS: readonly ActionKind[] = ['solve', 'sample', 'skip'];
 
-function invalid(field: string, expected: string, value: unknown): InstanceType<typeof InvalidOptionError> {
-  const shown = typeof value === 'string' ? JSON.stringify(value) : typeof value === 'bigint' ? `${value}n` : String(value);
-  return new InvalidOptionError(`option ${field}: expected ${expected}, got ${shown}`, { option: field, expected, value: shown });
-}
+const invalid = invalidOption;
 
 function checkCommand(field: string, command: unknown): CommandTemplate {
   const c = command as CommandTemplate | undefined;

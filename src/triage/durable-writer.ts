@@ -86,7 +86,7 @@ export class FsDirectWriter implements DurableWriter {
       for (const { staging, final } of staged) await fsLayer.rename(staging, final);
       await this.#barriers.fsyncDir(dir);
     } catch (error) {
-      await Promise.all(staged.map(({ staging }) => fsLayer.unlink(staging).catch(() => {})));
+      await Promise.all(staged.map(({ staging }) => fsLayer.unlink(staging).catch(() => {}))); // cleanup after a failed publication; its error is rethrown below
       throw error;
     }
   }

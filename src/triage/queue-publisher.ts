@@ -76,7 +76,7 @@ export class QueuePublisher implements FindingSink {
   /** Runs publications one after another, so ids are assigned in publication order. */
   #serially<T>(task: () => Promise<T>): Promise<T> {
     const run = this.#chain.then(task);
-    this.#chain = run.catch(() => {});
+    this.#chain = run.catch(() => {}); // keeps the chain going; each task's caller gets its own result or error
     return run;
   }
 

@@ -1,6 +1,6 @@
 // What only the SQLite store has: the choice of store (auto, network filesystems, a directory
 // keeping its store), the database schema check at open, row validation, non-blocking lock waits,
-// and read-only inspection.
+// publication while the write lock is held elsewhere, and read-only inspection.
 import { createRequire } from 'node:module';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -12,7 +12,9 @@ import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../..
 import { probeFilesystem } from '../../src/lease/files/fs-probe.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { ID_A0, openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { nodeFsLayer, type FsLayer } from '../../src/fs/fs-layer.js';
+import { IoService } from '../../src/io/io-service.js';
 import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
 import { codeOfAsync as codeOf } from '../helpers/error-code.js';
 import { loadNative } from '../../src/native/bindings.js';
@@ -151,38 +153,65 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     expect(before).toBe('0101');
   });
 
-  it('keeps the write lock of a batch in progress through close(): another table cannot publish what it is still publishing', async () => {
+  it('publishes a committed result while another connection holds the write lock: only the finish waits for it, and another replayer publishes nothing', async () => {
     const root = await tempRoot();
-    const first = await openWork(root, { store: 'sqlite', coordination: 'multi' });
+    const first = await openWork(root, { store: 'sqlite', coordination: 'multi', lockAcquireTimeoutMs: 60_000 });
     const second = await openWork(root, { store: 'sqlite', coordination: 'multi', lockAcquireTimeoutMs: 60_000 });
     const id = 'f'.repeat(64);
     const claim = await first.claim(id, { p: 1 }, { owner: 'a', nowMs: 10 * S });
     if (!claim.ok) throw new Error('setup');
     expect((await first.beginCommit(id, claim.token, { nowMs: 10 * S, commit: { files: [] } })).ok).toBe(true);
+    const release = await sqlite.holdLock!(root, id);
     const events: string[] = [];
-    let inPublish!: () => void;
-    const publishing = new Promise<void>((resolve) => (inPublish = resolve));
-    let finishPublish!: () => void;
-    const publishMayEnd = new Promise<void>((resolve) => (finishPublish = resolve));
-    const replayA = first.replayCommitOnce(id, claim.token, async () => {
+    let published!: () => void;
+    const publishedWhileHeld = new Promise<void>((resolve) => (published = resolve));
+    // The owner's own publication, just after its beginCommit.
+    const replay = first.replayCommitOnce(id, claim.token, async () => {
       events.push('a publishes');
-      inPublish();
-      await publishMayEnd;
-      events.push('a published');
-    }, { nowMs: 20 * S });
-    await publishing;
-    const closed = first.close().then(() => events.push('a closed'));
-    const replayB = second.replayCommitOnce(id, claim.token, async () => {
-      events.push('b publishes');
-    }, { nowMs: 20 * S });
-    // B waits for the write lock A still holds while its batch runs, close() or not.
-    finishPublish();
-    expect(await replayA).toBe('completed');
-    await closed;
-    expect(await replayB).toBe('already');
-    expect(events.filter((e) => e.endsWith('publishes'))).toEqual(['a publishes']);
-    expect(events.indexOf('a published')).toBeLessThan(events.indexOf('a closed'));
+      published();
+    }, { nowMs: 11 * S });
+    await publishedWhileHeld;
+    // A replayer finds the owner renewed within a TTL and leaves the result to it (no lock needed to say so).
+    expect(await second.replayCommitOnce(id, claim.token, () => void events.push('b publishes'), { nowMs: 11 * S, minIdleMs: 10 * S })).toBe('live');
+    events.push('lock released');
+    await release();
+    expect(await replay).toBe('completed');
+    expect(events).toEqual(['a publishes', 'lock released']);
+    expect((await second.snapshotRecords())[0]!.record).toMatchObject({ status: 'done', completedMs: 11 * S });
+    await first.close();
     await second.close();
+  });
+
+  it('answers a publishCommitted request of the I/O service with its files published while another connection holds the write lock', async () => {
+    const root = await tempRoot();
+    const work = await openWork(path.join(root, 'work'), { store: 'sqlite', coordination: 'multi', lockAcquireTimeoutMs: 60_000 });
+    const claim = await work.claim(ID_A0, { p: 1 }, { owner: 'me', nowMs: 1 * S });
+    if (!claim.ok) throw new Error('setup');
+    expect((await work.beginCommit(ID_A0, claim.token, { nowMs: 2 * S, commit: { files: [] } })).ok).toBe(true);
+    const queue = path.join(root, 'out', 'queue');
+    let renamed!: () => void;
+    const inQueue = new Promise<void>((resolve) => (renamed = resolve));
+    const fsLayer: FsLayer = Object.create(nodeFsLayer, {
+      rename: {
+        value: async (from: string, to: string) => {
+          await nodeFsLayer.rename(from, to);
+          if (path.dirname(to) === queue) renamed();
+        },
+      },
+    });
+    const service = await IoService.start({ coordinatorId: 'me', work, fsLayer, options: { fileBarrier: 'fsync' } }, 0);
+    await service.submit({ kind: 'ensureDir', dir: queue });
+    const release = await sqlite.holdLock!(path.join(root, 'work'), ID_A0);
+    const files = [{ name: 'id:000000,src:000001', bytes: Buffer.from('finding') }];
+    const answer = service.submit({ kind: 'publishCommitted', workId: ID_A0, token: claim.token, publications: [{ dir: queue, files }], nowMs: 3 * S });
+    await inQueue;
+    expect(await readdir(queue)).toEqual([files[0]!.name]);
+    expect((await work.snapshotRecords())[0]!.record.status).toBe('committing');
+    await release();
+    expect(await answer).toBe('completed');
+    expect((await work.snapshotRecords())[0]!.record.status).toBe('done');
+    await service.close();
+    await work.close();
   });
 
   it.skipIf(loadNative() === null)('has the filesystem probe say which store auto picks there, and why', async () => {

@@ -30,6 +30,30 @@ describe('SymfenceError', () => {
     for (const code of codes) expect(code).toMatch(/^ERR_[A-Z_]+$/);
   });
 
+  it('registers a class for every code of the union as errors.ts loads, whatever else was imported', async () => {
+    // A fresh worker that imports only errors.js: registration must not depend on import order.
+    const errorsUrl = pathToFileURL(builtFile('src/errors.js')).href;
+    const worker = new Worker(
+      `import { parentPort } from 'node:worker_threads';
+       const { registeredErrorCodes, ERROR_CODES } = await import(${JSON.stringify(errorsUrl)});
+       parentPort.postMessage({ registered: registeredErrorCodes(), union: [...ERROR_CODES] });`,
+      { eval: true, type: 'module' } as never,
+    );
+    const { registered, union } = await new Promise<{ registered: string[]; union: string[] }>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    expect(registered).toEqual(union.filter((code) => code !== 'ERR_SYMFENCE' && code !== 'ERR_INTERNAL').sort());
+    expect(registered).toEqual(expect.arrayContaining(['ERR_ETCD_UNAVAILABLE', 'ERR_LEASE_RECORD_TOO_LARGE', 'ERR_STAGED_FINDING_TOO_LARGE']));
+  });
+
+  it('exports every registered class from the package root by its name', async () => {
+    const root = (await import('../../src/index.js')) as Record<string, unknown>;
+    const exported = Object.values(root).filter((value): value is { code: string } => typeof value === 'function' && typeof (value as { code?: unknown }).code === 'string');
+    expect(exported.map((cls) => cls.code).sort()).toEqual(registeredErrorCodes());
+  });
+
   it.each([
     [new LeaseCorruptError('bad record', { path: '/x' }), LeaseCorruptError, 'ERR_LEASE_CORRUPT'],
     [new LockTimeoutError('lock busy'), LockTimeoutError, 'ERR_LOCK_TIMEOUT'],

@@ -41,9 +41,6 @@ const ALLOWED_SHARED_TO_STORE_IMPORTS: readonly string[] = [
   'src/lease/table-meta.ts → src/lease/files/record-lock.ts',
   'src/lease/table-root.ts → src/lease/files/record-files.ts',
   'src/lease/table-root.ts → src/lease/files/record-lock.ts',
-  // Shard count, locker kind and record paths of a file table, read by type test.
-  'src/lease/lease-table-base.ts → src/lease/files/file-backend.ts',
-  'src/lease/lease-table-base.ts → src/lease/files/record-lock.ts',
 ];
 
 const scan = scanImports(ROOT);

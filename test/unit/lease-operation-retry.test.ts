@@ -1,25 +1,23 @@
 /**
- * The executor's protocol for optimistic stores (lease-operation.ts "Retries", record-backend.ts):
+ * The executor's protocol for optimistic stores (lease-operation.ts "Retries", backend-contract.ts):
  * a commit that conflicts re-runs the whole batch from a fresh read, until the store's retry time
- * is spent (then ERR_LOCK_TIMEOUT); a batch with side effects is locked exclusively and never
- * re-run; a store's batch size splits long runs of operations in order; a store that never
+ * is spent (then ERR_LOCK_TIMEOUT); a store's batch size splits long runs of operations in order; a store that never
  * conflicts runs every batch once.
  */
 import { describe, expect, it } from 'vitest';
 import { executeOperations, type LeaseOperation } from '../../src/lease/lease-operation.js';
-import type { RecordRead } from '../../src/lease/lease-record.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type LockOptions, type RecordBackend, type RecordBatch, type StagedRecord } from '../../src/lease/backend-contract.js';
+import type { LeaseRecord, RecordRead } from '../../src/lease/lease-record.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type RecordBackend, type StagedChange, type StoreBatch } from '../../src/lease/backend-contract.js';
 
 interface FakeOptions {
   /** Commits that conflict before one succeeds (Infinity: always). */
   conflicts: number;
   conflictRetryMs?: number;
   maxBatchRecords?: number;
-  optimistic?: boolean;
 }
 
 function fakeBackend(options: FakeOptions) {
-  const log = { begins: 0, commits: 0, exclusiveLocks: 0, batches: [] as string[][] };
+  const log = { begins: 0, commits: 0, batches: [] as string[][] };
   let conflictsLeft = options.conflicts;
   const backend: RecordBackend = {
     store: 'etcd',
@@ -27,29 +25,23 @@ function fakeBackend(options: FakeOptions) {
     root: '/fake',
     ...(options.conflictRetryMs !== undefined ? { conflictRetryMs: options.conflictRetryMs } : {}),
     ...(options.maxBatchRecords !== undefined ? { maxBatchRecords: options.maxBatchRecords } : {}),
-    ...(options.optimistic !== undefined ? { optimistic: options.optimistic } : {}),
-    begin(): RecordBatch {
+    begin(): StoreBatch {
       log.begins += 1;
-      const staged = new Map<string, StagedRecord | null>();
       let ids: string[] = [];
       return {
-        async lock(lockIds: Iterable<string>, lockOptions?: LockOptions) {
-          ids = [...new Set(lockIds)];
-          if (lockOptions?.exclusive) log.exclusiveLocks += 1;
+        async lock(lockIds: readonly string[]) {
+          ids = [...lockIds];
         },
-        async read() {},
-        view: (): RecordRead => ({ state: 'absent' }),
-        stageAll(changes) {
-          for (const [id, next] of changes) staged.set(id, next);
-        },
-        async commit() {
+        // Every record exists, so that each writer's removal is a change to commit.
+        fetch: async (fetchIds: readonly string[]) => new Map(fetchIds.map((id): [string, RecordRead] => [id, { state: 'valid', record: { id } as unknown as LeaseRecord }])),
+        async commit(changes: readonly StagedChange[]) {
           log.commits += 1;
           log.batches.push(ids);
-          if (staged.size > 0 && conflictsLeft > 0) {
+          if (changes.length > 0 && conflictsLeft > 0) {
             conflictsLeft -= 1;
-            throw new BatchConflictError([...staged.keys()]);
+            throw new BatchConflictError(changes.map((c) => c.id));
           }
-          return { ...EMPTY_BATCH_REPORT, published: staged.size };
+          return { ...EMPTY_BATCH_REPORT, published: changes.length };
         },
         async release() {},
       };
@@ -60,11 +52,10 @@ function fakeBackend(options: FakeOptions) {
   return { backend, log };
 }
 
-function writer(id: string, applied: { count: number }, sideEffects = false): LeaseOperation<string> {
+function writer(id: string, applied: { count: number }): LeaseOperation<string> {
   return {
     name: `write-${id}`,
     lockIds: [id],
-    ...(sideEffects ? { sideEffects: true } : {}),
     apply(view) {
       applied.count += 1;
       view.remove(id);
@@ -90,16 +81,6 @@ describe('executeOperations with an optimistic store', () => {
     expect(log.begins).toBeGreaterThan(1);
   });
 
-  it('locks a batch with side effects exclusively and never re-runs it', async () => {
-    const { backend, log } = fakeBackend({ conflicts: 1, conflictRetryMs: 60_000 });
-    const applied = { count: 0 };
-    const result = await executeOperations(backend, [writer('a', applied, true)]);
-    expect(log.exclusiveLocks).toBe(1);
-    expect(applied.count).toBe(1);
-    expect(log.begins).toBe(1);
-    expect(result.outcomes[0]).toMatchObject({ ok: false, error: expect.any(BatchConflictError) });
-  });
-
   it('splits a run of operations into batches of the store\'s size, in order, and refuses one that alone is too big', async () => {
     const { backend, log } = fakeBackend({ conflicts: 0, maxBatchRecords: 2 });
     const applied = { count: 0 };
@@ -109,14 +90,6 @@ describe('executeOperations with an optimistic store', () => {
     expect(result.outcomes.map((o) => o.ok)).toEqual([true, true, true, false, true]);
     expect(result.outcomes[3]).toMatchObject({ ok: false, error: { code: 'ERR_INVALID_JOB' } });
     expect(result.report.published).toBe(4);
-  });
-
-  it('gives an operation with side effects a batch of its own in an optimistic store, so no other operation\'s conflict can fail it', async () => {
-    const { backend, log } = fakeBackend({ conflicts: 0, optimistic: true });
-    const applied = { count: 0 };
-    await executeOperations(backend, [writer('a', applied), writer('b', applied), writer('r', applied, true), writer('c', applied)]);
-    expect(log.batches).toEqual([['a', 'b'], ['r'], ['c']]);
-    expect(log.exclusiveLocks).toBe(1);
   });
 
   it('runs a batch of a store that never conflicts exactly once', async () => {

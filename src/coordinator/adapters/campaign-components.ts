@@ -295,9 +295,9 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       },
     };
   } catch (error) {
-    await pool?.close().catch(() => {});
-    await io.close().catch(() => {});
-    await staging?.close().catch(() => {});
+    await pool?.close().catch(() => {}); // closing after a failed start; the start's own error is what is thrown
+    await io.close().catch(() => {}); // closing after a failed start; the start's own error is what is thrown
+    await staging?.close().catch(() => {}); // closing after a failed start; the start's own error is what is thrown
     throw error;
   }
 }

@@ -1,15 +1,17 @@
 /**
- * `publishCommitted`: fenced publication of a committed result. Under the work record's lock,
- * only while it is `committing` with `token` (and, with `minIdleMs`, only when it was not renewed
- * for that long — another coordinator's result), publishes every directory's files, then marks the
- * record `done`. A recovering coordinator racing this one publishes either everything or nothing,
- * never twice.
+ * `publishCommitted`: fenced publication of a committed result, in three stages of the I/O batch
+ * (docs/leases.md "Publishing a committed result"): the claim (`planClaimPublication`: the record
+ * is `committing` with `token`, and, with `minIdleMs`, was not renewed for that long — another
+ * coordinator's result, which the claim takes over), the publication of every directory's files
+ * (outside every lease batch: no lock, transaction or lock key is held meanwhile), and the finish
+ * (`done`, unless the publication was taken over since the claim). A recovering coordinator racing this one
+ * publishes either everything or nothing, never twice.
  */
 import { invalidOption } from '../../config/values.js';
-import type { ReplayResult } from '../../lease/lease-results.js';
-import { publishFiles, type PublicationJob } from '../file-publication.js';
+import type { PublicationClaim, ReplayResult } from '../../lease/lease-results.js';
+import type { PublicationJob } from '../file-publication.js';
 import type { DirectoryFiles } from '../io-requests.js';
-import { checkDir, checkFiles, dirKeys, type RequestKind, unwrap } from './request-kind.js';
+import { checkDir, checkFiles, dirKeys, NO_OPERATIONS, type Planned, type RequestKind, unwrap } from './request-kind.js';
 
 export interface PublishCommittedRequest {
   readonly kind: 'publishCommitted';
@@ -31,18 +33,37 @@ export const publishCommitted: RequestKind<PublishCommittedRequest, ReplayResult
       checkFiles(p?.files);
       return { dir: checkDir(p.dir), files: p.files };
     });
-    // The publication runs inside the record's lock (replayCommitOnce), not in the batch's pass.
-    const publish = async (): Promise<void> => {
-      if (jobs.every((j) => j.files.length === 0)) return;
-      const report = await publishFiles(ctx.fsLayer, ctx.fileBarrier, jobs);
-      ctx.countBarriers(report);
-      const failed = report.errors.find((e) => e !== null);
-      if (failed) throw failed;
-    };
-    const op = ctx.workStore().planReplayCommitOnce(request.workId, request.token, publish, {
+    const claim = ctx.workStore().planClaimPublication(request.workId, request.token, {
       nowMs: request.nowMs,
       ...(request.minIdleMs !== undefined ? { minIdleMs: request.minIdleMs } : {}),
     });
-    return { target: [], work: [op], finish: (r) => unwrap<ReplayResult>(r.work[0]) };
+    const finish = (takenOverMs: number | undefined): Planned<ReplayResult> => ({
+      target: [],
+      work: [ctx.workStore().planFinishPublication(request.workId, request.token, { nowMs: request.nowMs, ...(takenOverMs !== undefined ? { takenOverMs } : {}) })],
+      finish: (r) => unwrap<ReplayResult>(r.work[0]),
+    });
+    const nothing = jobs.every((j) => j.files.length === 0);
+    return {
+      target: [],
+      work: [claim],
+      then: (r) => {
+        const claimed = unwrap<PublicationClaim>(r.work[0]);
+        if (claimed.state !== 'publish') return undefined;
+        if (nothing) return finish(claimed.takenOverMs);
+        return {
+          ...NO_OPERATIONS,
+          publication: jobs,
+          // A failed publication fails the request; the record stays committing (replayed later).
+          then: (published) => {
+            if (published.publication) throw published.publication;
+            return finish(claimed.takenOverMs);
+          },
+          finish: () => {
+            throw new Error('a publication stage always goes on to its finish');
+          },
+        };
+      },
+      finish: (r) => (unwrap<PublicationClaim>(r.work[0]) as Exclude<PublicationClaim, { state: 'publish' }>).state,
+    };
   },
 };

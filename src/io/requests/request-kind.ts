@@ -15,7 +15,7 @@ import type { PublicationJob } from '../file-publication.js';
 import type { PublishedFile } from '../io-requests.js';
 import type { MirrorCoherence } from '../mirror-coherence.js';
 
-/** What the batch did for one request: its slice of each table's outcomes, its publication error. */
+/** What the batch did for one request: its slice of each table's outcomes, its publication error (the first of its jobs). */
 export interface BatchResults {
   readonly target: readonly OperationOutcome<unknown>[];
   readonly work: readonly OperationOutcome<unknown>[];
@@ -26,10 +26,17 @@ export interface BatchResults {
 export interface Planned<Answer = unknown> {
   readonly target: LeaseOperation<unknown>[];
   readonly work: LeaseOperation<unknown>[];
-  readonly publication?: PublicationJob;
+  /** Files to publish in this stage's pass: one directory's job, or several (answered by the first error). */
+  readonly publication?: PublicationJob | readonly PublicationJob[];
   readonly ensureDir?: string;
   /** Runs after the commit (reads see this batch's writes). */
   readonly read?: () => Promise<unknown>;
+  /**
+   * A further stage, planned from this one's results once they are committed, and run in a pass
+   * of its own (shared with the other requests of the batch at that stage); its `finish` answers
+   * the request. Undefined: this stage's `finish` answers. Throws: the request fails.
+   */
+  readonly then?: (results: BatchResults) => Planned | undefined;
   finish(results: BatchResults, readValue: unknown): Answer;
 }
 

@@ -3,22 +3,16 @@
  * (docs/leases.md "The etcd store").
  *
  * Keys under the `etcdPrefix` option: `<prefix>/<kind>/meta` (the table's kind and store, checked
- * at every open), `<prefix>/<kind>/r/<id>` (a record: the same canonical JSON bytes a record file
- * holds, validated by the same reader — a corrupt value fails closed), `<prefix>/<kind>/l/<id>`
- * (an exclusive lock, attached to the holder's session).
+ * at every open) and `<prefix>/<kind>/r/<id>` (a record: the same canonical JSON bytes a record
+ * file holds, validated by the same reader — a corrupt value fails closed).
  *
- * Batches are optimistic (record-backend.ts):
- *   - `lock` takes nothing, unless exclusive: then one transaction creates every lock key
- *     (all or none), attached to this process's session, and it is retried until
- *     `lockAcquireTimeoutMs` → `LockTimeoutError`;
+ * Batches are optimistic (backend-contract.ts):
+ *   - `lock` takes nothing;
  *   - `read` is one read transaction per up to `MAX_TXN_OPS` keys: each record with its
  *     `mod_revision` (0 for an absent one);
  *   - `commit` is ONE transaction: for every record it writes or deletes, compare `mod_revision`
- *     with the read one (an absent record: `create_revision == 0`); for every one that was
- *     `committing` when read, compare that no other batch holds its lock (or that ours is still
- *     held); then every put and delete. A failed compare writes nothing →
- *     `BatchConflictError` (the executor re-runs the batch), or `LeaseIoError` in an exclusive
- *     batch, which is never re-run.
+ *     with the read one (an absent record: `create_revision == 0`), then every put and delete. A
+ *     failed compare writes nothing → `BatchConflictError` (the executor re-runs the batch).
  *
  * Fencing: a record's `mod_revision` is etcd's cluster-wide revision of its last write, so the
  * claim that wrote a token has a revision greater than every earlier claim of that record, and
@@ -30,11 +24,11 @@
  * and vanish when it expires on the server, besides expiring by their own TTL as in every store.
  * Leased work records expire by their TTL only, so that their payload survives for a takeover
  * (`recoverExpired`); this process still remembers which of its sessions wrote them, for the
- * offline answers (etcd-record-batch.ts). `committing` and `done` records are attached to no
+ * offline answers (etcd-batch.ts). `committing` and `done` records are attached to no
  * lease: they are never lost to an expiry.
  *
  * Limits: a transaction carries at most `MAX_TXN_OPS` (etcd's default `--max-txn-ops`) compares
- * and as many writes, so a batch touches at most `MAX_BATCH_RECORDS` = 64 records (a full group);
+ * and as many writes; a batch touches at most `MAX_BATCH_RECORDS` = 64 records (a full group);
  * its writes may total at most `MAX_TXN_BYTES` (under etcd's default 1.5 MiB request limit). A
  * record or batch above that is refused with `ERR_LEASE_RECORD_TOO_LARGE` before anything is
  * written (a commit manifest too big for etcd is never silently dropped).
@@ -43,17 +37,18 @@ import path from 'node:path';
 import { invalidOption } from '../../config/values.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { canonicalJsonBytes } from '../canonical-json.js';
-import { connectEtcd, etcdClientConfig, EtcdUnavailableError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
+import { EtcdUnavailableError } from '../../errors.js';
+import { connectEtcd, etcdClientConfig, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId } from '../identity.js';
 import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './etcd-batch.js';
-import type { RecordBackend, RecordBatch, ScanEntry } from '../backend-contract.js';
+import type { RecordBackend, ScanEntry, StoreBatch } from '../backend-contract.js';
 import { ensureStoreRoot } from '../table-root.js';
 
-export { LeaseRecordTooLargeError, MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
+export { MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
 
 /** Keys listed per scan request. */
 const SCAN_PAGE = 256;
@@ -98,7 +93,6 @@ export async function openEtcdRecordBackend(root: string, options: LeaseTableOpt
 
 export class EtcdRecordBackend implements RecordBackend {
   readonly store = 'etcd';
-  readonly optimistic = true;
   readonly maxBatchRecords = MAX_BATCH_RECORDS;
   readonly conflictRetryMs: number;
   /** `<prefix>/<kind>/` */
@@ -121,10 +115,6 @@ export class EtcdRecordBackend implements RecordBackend {
 
   recordKey(id: string): Buffer {
     return Buffer.from(`${this.base}r/${id}`);
-  }
-
-  lockKey(id: string): Buffer {
-    return Buffer.from(`${this.base}l/${id}`);
   }
 
   /** Where a record lives, for scans and errors. */
@@ -156,7 +146,7 @@ export class EtcdRecordBackend implements RecordBackend {
     }
   }
 
-  begin(): RecordBatch {
+  begin(): StoreBatch {
     if (this.#closed) throw new Error('etcd lease table is closed');
     return new EtcdBatch(this);
   }

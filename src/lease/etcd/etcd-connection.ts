@@ -15,7 +15,7 @@
  * - past `safeUntilMs` the session is *lost* here, whatever the server says: its lease id is
  *   remembered as lost, `sessionsLost` counts it, listeners hear it, and the next write grants a
  *   new session. Records written under a lost session are definitely no longer this process's
- *   (etcd-record-backend.ts answers for them without asking the server when it cannot be reached),
+ *   (etcd-backend.ts answers for them without asking the server when it cannot be reached),
  *   so the coordinator's next heartbeat — a third of the TTL later at most — aborts their solver
  *   runs before the server could have expired them.
  *
@@ -25,11 +25,8 @@
 import { readFileSync } from 'node:fs';
 import { Etcd3, type IOptions, type Lease } from 'etcd3';
 import { invalidOption } from '../../config/values.js';
-import { defineError } from '../../errors.js';
+import { EtcdUnavailableError } from '../../errors.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
-
-/** etcd could not be reached (or refused us) when a table opened. Nothing was claimed. */
-export const EtcdUnavailableError = defineError('ERR_ETCD_UNAVAILABLE', 'EtcdUnavailableError');
 
 /** Environment variable holding the etcd password (when no password file is given). */
 export const ETCD_PASSWORD_ENV = 'SYMFENCE_ETCD_PASSWORD';
@@ -288,7 +285,7 @@ export class EtcdConnection {
     this.#session = undefined;
     if (session) {
       endSession(session);
-      await this.client.leaseClient.leaseRevoke({ ID: session.id }, this.call()).catch(() => undefined);
+      await this.client.leaseClient.leaseRevoke({ ID: session.id }, this.call()).catch(() => undefined); // best effort: the session lease expires on the server by itself
     }
     this.client.close();
   }

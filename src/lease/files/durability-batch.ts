@@ -29,7 +29,7 @@ import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFi
 import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
 import type { LeaseLayout } from '../table-layout.js';
 import type { RecordKind, RecordRead } from '../lease-record.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBatch, type StagedRecord } from '../backend-contract.js';
+import { EMPTY_BATCH_REPORT, type BatchReport, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-files.js';
 import type { RecordReadCache } from '../record-read-cache.js';
@@ -58,7 +58,7 @@ interface Mutation {
   readonly recordPath: string;
   /** Bytes before the batch (null: no record). Restored verbatim on failure. */
   readonly previous: Buffer | null;
-  next: StagedRecord | null;
+  readonly next: StagedRecord | null;
   temp?: string;
 }
 
@@ -66,24 +66,25 @@ const RECORD_MODE = 0o644;
 
 type BatchState = 'open' | 'committed' | 'failed' | 'released';
 
-/** The file store's batch (`RecordBatch`): record files under `flock`, phases as above. */
-export class DurabilityBatch implements RecordBatch {
+/**
+ * The file store's batch (`StoreBatch`): record files under `flock`, phases as above. What every
+ * store's batch shares (views, staging, the corrupt-record rule) is the batch overlay's.
+ */
+export class DurabilityBatch implements StoreBatch {
   private readonly locks: LockHandle[] = [];
   private readonly locked = new Set<string>();
   private highestLocked = '';
-  private readonly reads = new Map<string, RecordRead>();
-  private readonly mutations = new Map<string, Mutation>();
   private state: BatchState = 'open';
 
   constructor(private readonly ctx: DurabilityContext) {}
 
   /**
-   * Phase 1: takes the locks of `ids` in ascending order. Ids already held are skipped; a new id
-   * below the highest held one is a programming error (it would break the global lock order).
-   * On failure (timeout, bad lock path, I/O) every lock taken so far is released and the error
-   * propagates; nothing has been written.
+   * Phase 1: takes the locks of `ids` in ascending order. A new id below the highest held one is
+   * a programming error (it would break the global lock order). On failure (timeout, bad lock
+   * path, I/O) every lock taken so far is released and the error propagates; nothing has been
+   * written.
    */
-  async lock(ids: Iterable<string>): Promise<void> {
+  async lock(ids: readonly string[]): Promise<void> {
     this.assertState('open');
     const wanted = [...new Set(ids)].filter((id) => !this.locked.has(id)).sort();
     if (wanted.length > 0 && wanted[0]! < this.highestLocked) {
@@ -106,78 +107,20 @@ export class DurabilityBatch implements RecordBatch {
     }
   }
 
-  /** Phase 2: reads (and caches) the records of locked ids, in parallel. */
-  async read(ids: Iterable<string>): Promise<void> {
+  /** Phase 2: reads the records of locked ids, in parallel. */
+  async fetch(ids: readonly string[]): Promise<Map<string, RecordRead>> {
     this.assertState('open');
-    const pending = [...new Set(ids)].filter((id) => !this.reads.has(id));
-    for (const id of pending) if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
-    const results = await Promise.all(
-      pending.map((id) => readRecord(this.ctx.fsLayer, this.ctx.layout.recordPath(id), id, this.ctx.kind, this.ctx.readCache)),
-    );
-    pending.forEach((id, i) => this.reads.set(id, results[i]!));
-  }
-
-  /** The current view of a record: what was read, overlaid with what this batch staged. */
-  view(id: string): RecordRead {
-    const mutation = this.mutations.get(id);
-    if (mutation) return mutation.next ? { state: 'valid', record: mutation.next.record, bytes: mutation.next.bytes } : { state: 'absent' };
-    const read = this.reads.get(id);
-    if (!read) throw new Error(`record ${id} was not read in this batch`);
-    return read;
-  }
-
-  /** Stages a write (`next`) or a delete (`null`) of a locked, read, non-corrupt record. */
-  stage(id: string, next: StagedRecord | null): void {
-    this.stageAll([[id, next]]);
-  }
-
-  /**
-   * Stages several changes all-or-nothing: every id is checked (locked, read, not corrupt) before
-   * the first is staged, so an operation refused half-way cannot leave part of a group staged for
-   * the commit of a shared batch.
-   */
-  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void {
-    this.assertState('open');
-    const list = [...changes];
-    for (const [id] of list) {
-      if (this.mutations.has(id)) continue;
-      const read = this.reads.get(id);
-      if (!read || !this.locked.has(id)) throw new Error(`stage of ${id} without lock and read`);
-      if (read.state === 'corrupt') throw new Error(`stage over corrupt record ${id}: corrupt records are never overwritten`);
-    }
-    for (const [id, next] of list) this.stageChecked(id, next);
-  }
-
-  private stageChecked(id: string, next: StagedRecord | null): void {
-    const existing = this.mutations.get(id);
-    if (existing) {
-      existing.next = next;
-      return;
-    }
-    const read = this.reads.get(id)!;
-    if (read.state === 'absent' && next === null) return;
-    this.mutations.set(id, {
-      id,
-      dir: this.ctx.layout.dirOf(id),
-      recordPath: this.ctx.layout.recordPath(id),
-      // A record file's read always carries its bytes (record-store.ts).
-      previous: read.state === 'valid' ? read.bytes! : null,
-      next,
-    });
-  }
-
-  /** Number of staged mutations. */
-  get size(): number {
-    return this.mutations.size;
+    const results = await Promise.all(ids.map((id) => readRecord(this.ctx.fsLayer, this.ctx.layout.recordPath(id), id, this.ctx.kind, this.ctx.readCache)));
+    return new Map(ids.map((id, i) => [id, results[i]!]));
   }
 
   /**
    * Phases 3–6. Resolves once every staged mutation is published and durable; rejects with
    * `LeaseIoError` after restoring the pre-batch bytes (see the file comment).
    */
-  async commit(): Promise<BatchReport> {
+  async commit(changes: readonly StagedChange[]): Promise<BatchReport> {
     this.assertState('open');
-    const list = [...this.mutations.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const list = changes.map((change) => this.mutationOf(change)).sort((a, b) => (a.id < b.id ? -1 : 1));
     const directories = [...new Set(list.map((m) => m.dir))].sort();
     if (list.length === 0) {
       this.state = 'committed';
@@ -232,6 +175,17 @@ export class DurabilityBatch implements RecordBatch {
       else this.ctx.readCache?.forget(m.id);
     }
     return { published: list.length, fileBarriers, directoryBarriers, directories };
+  }
+
+  private mutationOf({ id, before, next }: StagedChange): Mutation {
+    return {
+      id,
+      dir: this.ctx.layout.dirOf(id),
+      recordPath: this.ctx.layout.recordPath(id),
+      // A record file's read always carries its bytes (record-files.ts).
+      previous: before.state === 'valid' ? before.bytes! : null,
+      next,
+    };
   }
 
   private async publishOne(mutation: Mutation): Promise<void> {

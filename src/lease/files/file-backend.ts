@@ -12,7 +12,7 @@ import type { RecordKind } from '../lease-record.js';
 import { scanRecords } from './record-scan.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
-import type { RecordBackend, RecordBatch, ScanEntry } from '../backend-contract.js';
+import type { RecordBackend, RecordFiles, ScanEntry, StoreBatch } from '../backend-contract.js';
 import { createRecordLocker, type RecordLocker } from './record-lock.js';
 import { RecordReadCache } from '../record-read-cache.js';
 import { checkDirectory, ensureDirectoryDurable } from './record-files.js';
@@ -85,8 +85,19 @@ export class FileRecordBackend implements RecordBackend {
     return this.ctx.fsLayer;
   }
 
-  begin(): RecordBatch {
+  begin(): StoreBatch {
     return new DurabilityBatch(this.ctx);
+  }
+
+  get recordFiles(): RecordFiles {
+    const { layout, locker } = this.ctx;
+    return {
+      shardCount: layout.shardCount,
+      lockerKind: locker.kind,
+      recordPath: (id) => layout.recordPath(id),
+      lockPath: (id) => layout.lockPath(id),
+      dirOf: (id) => layout.dirOf(id),
+    };
   }
 
   scan(): Promise<ScanEntry[]> {

@@ -173,8 +173,8 @@ export async function probeFilesystem(dir: string, options: FsProbeOptions = {})
       await timed(name, () => step(context));
     }
   } catch (error) {
-    await context.lockHolder?.kill().catch(() => undefined);
-    await fsp.rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    await context.lockHolder?.kill().catch(() => undefined); // cleanup after a failed probe step; that step's error is rethrown
+    await fsp.rm(workDir, { recursive: true, force: true }).catch(() => undefined); // cleanup after a failed probe step; that step's error is rethrown
     throw error;
   }
   await timed('cleanup', async () => {

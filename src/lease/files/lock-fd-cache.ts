@@ -65,7 +65,7 @@ export class LockFdCache {
     }
     if (!valid) {
       this.entries.delete(lockPath);
-      await this.fsLayer.close(entry.fd).catch(() => undefined);
+      await this.fsLayer.close(entry.fd).catch(() => undefined); // an idle lock fd holds no lock: a failed close loses nothing
       return undefined;
     }
     // Most recently used goes last.
@@ -85,13 +85,13 @@ export class LockFdCache {
       entry.busy = false;
       if (this.closed) {
         this.entries.delete(lockPath);
-        await this.fsLayer.close(fd).catch(() => undefined);
+        await this.fsLayer.close(fd).catch(() => undefined); // an idle lock fd holds no lock: a failed close loses nothing
         return;
       }
     } else if (!entry && !this.closed && this.capacity > 0) {
       this.entries.set(lockPath, { fd, identity, busy: false });
     } else {
-      await this.fsLayer.close(fd).catch(() => undefined);
+      await this.fsLayer.close(fd).catch(() => undefined); // an idle lock fd holds no lock: a failed close loses nothing
       return;
     }
     await this.evictOverCapacity();
@@ -101,7 +101,7 @@ export class LockFdCache {
   async discard(lockPath: string, fd: number): Promise<void> {
     const entry = this.entries.get(lockPath);
     if (entry && entry.fd === fd) this.entries.delete(lockPath);
-    await this.fsLayer.close(fd).catch(() => undefined);
+    await this.fsLayer.close(fd).catch(() => undefined); // an idle lock fd holds no lock: a failed close loses nothing
   }
 
   /** Closes every idle fd and stops caching; busy fds are closed when checked in. Idempotent. */
@@ -109,7 +109,7 @@ export class LockFdCache {
     this.closed = true;
     const idle = [...this.entries].filter(([, e]) => !e.busy);
     for (const [lockPath] of idle) this.entries.delete(lockPath);
-    await Promise.all(idle.map(([, e]) => this.fsLayer.close(e.fd).catch(() => undefined)));
+    await Promise.all(idle.map(([, e]) => this.fsLayer.close(e.fd).catch(() => undefined))); // an idle lock fd holds no lock: a failed close loses nothing
   }
 
   private async evictOverCapacity(): Promise<void> {
@@ -121,6 +121,6 @@ export class LockFdCache {
       this.entries.delete(lockPath);
       victims.push(entry.fd);
     }
-    await Promise.all(victims.map((fd) => this.fsLayer.close(fd).catch(() => undefined)));
+    await Promise.all(victims.map((fd) => this.fsLayer.close(fd).catch(() => undefined))); // an idle lock fd holds no lock: a failed close loses nothing
   }
 }

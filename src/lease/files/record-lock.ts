@@ -23,8 +23,10 @@ import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
 import { loadNative, nativeLoadError, type NativeBindings } from '../../native/bindings.js';
 import { LockFdCache, type LockFileIdentity } from './lock-fd-cache.js';
 
+import type { LockerKind } from '../backend-contract.js';
+
 /** How records are locked: across processes (`flock`) or only within this process. */
-export type LockerKind = 'flock' | 'in-process';
+export type { LockerKind };
 
 /** `multi`: several coordinators share the directory (needs flock). `single`: this process only. */
 export type CoordinationMode = 'single' | 'multi';
@@ -172,7 +174,7 @@ class BoundedRecordLocker implements RecordLocker {
       }
       return { fd, identity: { dev: stat.dev, ino: stat.ino } };
     } catch (error) {
-      await fsLayer.close(fd).catch(() => undefined);
+      await fsLayer.close(fd).catch(() => undefined); // the fd never held the lock; the open's error is rethrown
       throw error;
     }
   }

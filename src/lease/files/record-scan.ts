@@ -4,7 +4,7 @@
  * listing and reading is skipped. Lock files and temp files are ignored.
  *
  * Corrupt entries are reported, never repaired: an unparseable or invalid record, anything but a
- * regular file of record size at a record path (record-store.ts), a `.json` name that is not a
+ * regular file of record size at a record path (record-files.ts), a `.json` name that is not a
  * record id, a record sitting in a shard that is not its own, or a record whose read failed
  * (EIO, EACCES …). A scan never stops at one bad entry: one damaged record must not hide the
  * state of every other one from commit recovery or `symfence leases check`.

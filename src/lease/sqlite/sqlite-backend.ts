@@ -2,24 +2,30 @@
  * The SQLite store (`RecordBackend`): one database per table root (sqlite-database.ts), one row
  * per record, for coordinators on one host (docs/leases.md "Lease stores").
  *
- * A batch is one write transaction. `lock` is `BEGIN IMMEDIATE`: it takes the database's single
- * write lock, so every record — not only the locked ids — is excluded from other writers until
- * `release`, in this process (one connection, handed to one batch at a time) and in every other
- * (SQLite's file locks). Readers are never blocked (WAL). `commit` writes every staged row and
- * commits: one durable WAL append answers every operation of the batch, and because the
- * transaction is atomic a crash at any point leaves every group of the batch wholly written or
- * wholly absent — never a partial group.
+ * Batches are optimistic, and the database's write lock is held only for one synchronous
+ * transaction — never across an `await`, so no other writer of the host waits on an event-loop
+ * turn of ours, let alone on a publication. `fetch` reads the rows (outside any write
+ * transaction; WAL readers never block and are never blocked); the operations decide; `commit`
+ * then runs, in one synchronous call, `BEGIN IMMEDIATE` (the write lock), a check that nothing
+ * this batch read has changed since (`data_version` and this connection's own commit count say
+ * whether anything at all did; only then are the rows read again and compared), every staged
+ * row, and `COMMIT`: one durable WAL append answers every operation of the batch, and because
+ * the transaction is atomic a crash at any point leaves every group of the batch wholly written
+ * or wholly absent — never a partial group. A changed row rolls the transaction back and the
+ * batch is run again from a fresh read (`BatchConflictError`, lease-operation.ts "Retries").
  *
- * Nothing blocks the thread waiting for a lock: the busy timeout is 0 and both the in-process
- * hand-off and SQLite's busy results are retried asynchronously until `lockAcquireTimeoutMs` on
- * the injected monotonic clock, then the batch fails closed with `ERR_LOCK_TIMEOUT`.
+ * Nothing blocks the thread waiting for the lock: the busy timeout is 0 and SQLite's busy results
+ * are retried asynchronously — each attempt begins the whole transaction again — until
+ * `lockAcquireTimeoutMs` on the injected monotonic clock, then the batch fails closed with
+ * `ERR_LOCK_TIMEOUT`.
  *
- * Identity (sqlite-identity.ts): every batch, once it holds the write lock, and again right before
- * its `COMMIT`, checks that the database, `-wal` and `-shm` paths still name the files this
+ * Identity (sqlite-identity.ts): every commit, once it holds the write lock, and again right
+ * before its `COMMIT`, checks that the database, `-wal` and `-shm` paths still name the files this
  * connection opened; so does every scan. On a mismatch the table has lost the database for good
- * (`lost`): the old file is never read or written again, every record reads as absent — a
- * heartbeat, `beginCommit` or publication answers `stale`, as over a deleted record file — and a
- * batch that would write anything (a claim) fails with `ERR_LEASE_STORE_REPLACED`.
+ * (`lost`): the old file is never read or written again, the batch that found it runs again, and
+ * from then on every record reads as absent — a heartbeat, `beginCommit` or publication answers
+ * `stale`, as over a deleted record file — and a batch that would write anything (a claim) fails
+ * with `ERR_LEASE_STORE_REPLACED`.
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -34,22 +40,17 @@ import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } f
 import { RecordReadCache } from '../record-read-cache.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type RecordBatch, type ScanEntry, type StagedRecord } from '../backend-contract.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
-import { isSchemaV1, lockTimeout, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
+import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
-
-/** Pause between checks while another batch of this process holds the connection, ms. */
-const HANDOFF_POLL_MS = 2;
 
 /**
  * Every row of `db`, validated (sqlite-rows.ts); `file#id` names where each lives. One read
  * transaction: a batch of another connection committing meanwhile cannot make the rows and the
- * group rows they name disagree (inside a write transaction of this connection the reads already
- * share its snapshot).
+ * group rows they name disagree.
  */
 export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
-  if (db.inTransaction) return scanSnapshot(db, file, kind);
   db.exec('BEGIN');
   try {
     return scanSnapshot(db, file, kind);
@@ -143,10 +144,14 @@ interface Statements {
   readonly dataVersion: BetterSqlite3.Statement<[]>;
 }
 
-/** A row as this connection knows it: its record (valid or absent) and the group row it names. */
+/**
+ * A row as this connection knows it: its record (valid or absent), the group row it names, and
+ * its stored text (null: no row), which a commit compares to find out whether it changed.
+ */
 interface KnownRow {
   readonly read: RecordRead;
   readonly groupId: number | null;
+  readonly text: unknown;
 }
 
 /** Ids per multi-row DELETE. */
@@ -158,10 +163,10 @@ const KNOWN_ROWS = 65_536;
 export class SqliteRecordBackend implements RecordBackend {
   readonly store = 'sqlite';
   readonly file: string;
-  /** The batch that owns the connection (its open transaction), if any. */
-  private owner: SqliteRecordBatch | undefined;
+  readonly conflictRetryMs: number;
   private closed = false;
-  private closedDb: Promise<void> = Promise.resolve();
+  /** Commits of this connection (they leave its `data_version` unchanged). */
+  commits = 0;
   readonly statements: Statements;
   /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
   readonly readCache: RecordReadCache;
@@ -187,6 +192,7 @@ export class SqliteRecordBackend implements RecordBackend {
     private readonly identity?: SqliteFileIdentity,
   ) {
     this.file = path.join(root, SQLITE_FILE);
+    this.conflictRetryMs = lockAcquireTimeoutMs;
     this.readCache = new RecordReadCache(kind);
     this.statements = {
       select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
@@ -202,8 +208,13 @@ export class SqliteRecordBackend implements RecordBackend {
     };
   }
 
-  begin(): RecordBatch {
+  begin(): StoreBatch {
     return new SqliteRecordBatch(this);
+  }
+
+  /** What a batch's commit compares against: whether any connection, this one included, has committed. */
+  changeMark(): string {
+    return `${String(this.statements.dataVersion.get())}:${this.commits}`;
   }
 
   /** Why the database was lost, once a check found it (the file comment, "Identity"); else undefined. */
@@ -226,7 +237,7 @@ export class SqliteRecordBackend implements RecordBackend {
     return this.lostReason;
   }
 
-  /** The rows known exactly at this point of a write transaction (the class comment on `known`). */
+  /** The rows known exactly as of now (the class comment on `known`). */
   knownRows(): Map<string, KnownRow> {
     const version = this.statements.dataVersion.get() as number;
     if (version !== this.knownVersion) {
@@ -266,61 +277,27 @@ export class SqliteRecordBackend implements RecordBackend {
     return entry;
   }
 
-  /**
-   * Hands the connection to `batch` and opens its write transaction, both retried until the
-   * deadline. On failure nothing is held.
-   */
-  async acquire(batch: SqliteRecordBatch): Promise<void> {
-    if (this.closed) throw leaseIoError(`lease database ${this.file} is closed`, { path: this.file, step: 'lock' }, undefined);
-    const deadline: BusyDeadline = {
+  /** Refuses a batch on a closed table: nothing is read or written. */
+  checkOpen(step: string): void {
+    if (this.closed) throw leaseIoError(`lease database ${this.file} is closed`, { path: this.file, step }, undefined);
+  }
+
+  /** The deadline of one write-lock wait, from now. */
+  lockDeadline(): BusyDeadline {
+    return {
       monotonicNowMs: this.monotonicNowMs,
       deadlineMs: this.monotonicNowMs() + this.lockAcquireTimeoutMs,
       lockAcquireTimeoutMs: this.lockAcquireTimeoutMs,
       description: `the write lock of lease database ${this.file}`,
       path: this.file,
     };
-    while (this.owner !== undefined) {
-      if (this.monotonicNowMs() >= deadline.deadlineMs) throw lockTimeout(deadline);
-      await new Promise<void>((resolve) => setTimeout(resolve, HANDOFF_POLL_MS));
-      if (this.closed) throw leaseIoError(`lease database ${this.file} is closed`, { path: this.file, step: 'lock' }, undefined);
-    }
-    this.owner = batch;
-    // A lost database is never locked again: the batch reads every record as absent.
-    if (this.checkIdentity() !== undefined) return;
-    try {
-      await retryBusy(() => this.db.exec('BEGIN IMMEDIATE'), deadline);
-    } catch (error) {
-      this.owner = undefined;
-      if ((error as { code?: unknown }).code === 'ERR_LOCK_TIMEOUT') throw error;
-      throw leaseIoError(`cannot lock lease database ${this.file}: ${(error as Error).message}`, { path: this.file, step: 'lock', restored: true }, error);
-    }
-    // Checked under the write lock: a database replaced before this point is caught before the
-    // batch reads a row of the old one (each heartbeat round is such a batch).
-    if (this.checkIdentity() !== undefined) this.finishTransaction();
-  }
-
-  /** Ends `batch`'s transaction (rolling back what it did not commit) and frees the connection. */
-  finish(batch: SqliteRecordBatch): void {
-    if (this.owner !== batch) return;
-    this.finishTransaction();
-    this.owner = undefined;
-  }
-
-  private finishTransaction(): void {
-    try {
-      if (this.db.inTransaction) this.db.exec('ROLLBACK');
-    } catch {
-      // A failed rollback leaves SQLite to roll the transaction back itself (it does on the next
-      // statement, or its journal does at the next open); nothing this batch staged was committed.
-    }
   }
 
   async scan(): Promise<ScanEntry[]> {
+    this.checkOpen('scan');
     // The rows of a database that is no longer the table's describe nobody's leases.
     const lost = this.checkIdentity();
     if (lost !== undefined) throw storeReplaced(this.file, lost);
-    // A read on the shared connection: inside another batch's open transaction it sees the last
-    // committed state (that batch writes only in its synchronous commit), else its own snapshot.
     return retryBusy(() => scanDatabase(this.db, this.file, this.kind), {
       monotonicNowMs: this.monotonicNowMs,
       deadlineMs: this.monotonicNowMs() + this.lockAcquireTimeoutMs,
@@ -333,19 +310,14 @@ export class SqliteRecordBackend implements RecordBackend {
   }
 
   /**
-   * Closes the database once no batch holds it: a batch in progress keeps the write lock (and so
-   * its exclusion of every record) until its own release, as a held `flock` outlives a file
-   * table's close — otherwise another coordinator could publish a result this batch is still
-   * publishing. Batches that ask for the connection after `close()` fail with `ERR_LEASE_IO`.
+   * Closes the database. No transaction is ever open between two calls (each is one synchronous
+   * commit), so nothing is cut short; a batch that reads or commits after `close()` fails with
+   * `ERR_LEASE_IO`, having written nothing. Idempotent.
    */
   async close(): Promise<void> {
-    if (this.closed) return this.closedDb;
+    if (this.closed) return;
     this.closed = true;
-    this.closedDb = (async () => {
-      while (this.owner !== undefined) await new Promise<void>((resolve) => setTimeout(resolve, HANDOFF_POLL_MS));
-      this.db.close();
-    })();
-    return this.closedDb;
+    this.db.close();
   }
 }
 
@@ -354,55 +326,44 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
   return staged instanceof SqliteStagedRecord ? staged : sqliteEncoder(canonicalJsonMemo())(staged.record);
 }
 
-type BatchState = 'open' | 'locked' | 'committed' | 'failed' | 'released';
-
-/** One write transaction (phases in record-backend.ts). */
-export class SqliteRecordBatch implements RecordBatch {
-  private readonly locked = new Set<string>();
-  private readonly reads = new Map<string, RecordRead>();
-  /** The group row each read row named (null: a whole record, or no row). */
-  private readonly readGroups = new Map<string, number | null>();
-  private readonly mutations = new Map<string, StagedRecord | null>();
-  private state: BatchState = 'open';
+/** One optimistic batch: reads, then one synchronous write transaction (file comment). */
+export class SqliteRecordBatch implements StoreBatch {
+  /** The row each id held when this batch read it. */
+  private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown }>();
+  /** `changeMark()` before the first read: unchanged at commit → no row can have changed. */
+  private mark: string | undefined;
+  /** The batch read after the database was lost: every record as absent, nothing from the old file. */
+  private readLost = false;
 
   constructor(private readonly backend: SqliteRecordBackend) {}
 
-  /** The first call opens the transaction (all records excluded from then on); later ones add ids. */
-  async lock(ids: Iterable<string>): Promise<void> {
-    if (this.state !== 'open' && this.state !== 'locked') throw new Error(`sqlite batch is ${this.state}, expected open`);
-    const list = [...ids];
-    if (this.state === 'open') {
-      await this.backend.acquire(this);
-      this.state = 'locked';
-    }
-    for (const id of list) this.locked.add(id);
+  /** Optimistic: nothing is taken; the commit checks what was read. */
+  async lock(): Promise<void> {
+    this.backend.checkOpen('lock');
   }
 
-  async read(ids: Iterable<string>): Promise<void> {
-    this.assertState('locked');
+  async fetch(ids: readonly string[]): Promise<Map<string, RecordRead>> {
+    this.backend.checkOpen('read');
     if (this.backend.lost() !== undefined) {
       // The table's leases went with its database: nothing of the old file is read.
-      for (const id of ids) {
-        if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
-        this.reads.set(id, { state: 'absent' });
-        this.readGroups.set(id, null);
-      }
-      return;
+      this.readLost = true;
+      for (const id of ids) this.rows.set(id, { groupId: null, text: null });
+      return new Map(ids.map((id) => [id, { state: 'absent' }]));
     }
     const { select } = this.backend.statements;
     let known: Map<string, KnownRow>;
     try {
+      this.mark ??= this.backend.changeMark();
       known = this.backend.knownRows();
     } catch (error) {
       throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
     }
+    const reads = new Map<string, RecordRead>();
     for (const id of ids) {
-      if (this.reads.has(id)) continue;
-      if (!this.locked.has(id)) throw new Error(`read of ${id} without its lock`);
       const hit = known.get(id);
       if (hit !== undefined) {
-        this.reads.set(id, hit.read);
-        this.readGroups.set(id, hit.groupId);
+        reads.set(id, hit.read);
+        this.rows.set(id, { groupId: hit.groupId, text: hit.text });
         continue;
       }
       let row: { record: unknown; group_id: unknown } | undefined;
@@ -414,73 +375,94 @@ export class SqliteRecordBatch implements RecordBatch {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
       const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
-      this.reads.set(id, read);
-      this.readGroups.set(id, groupId);
+      const text = row?.record ?? null;
+      reads.set(id, read);
+      this.rows.set(id, { groupId, text });
       // A corrupt row is read again every time: an operator may repair it.
-      if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId });
+      if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId, text });
     }
-  }
-
-  view(id: string): RecordRead {
-    const next = this.mutations.get(id);
-    if (next !== undefined) return next ? { state: 'valid', record: next.record } : { state: 'absent' };
-    const read = this.reads.get(id);
-    if (!read) throw new Error(`record ${id} was not read in this batch`);
-    return read;
-  }
-
-  /** All-or-nothing: every id is checked (locked, read, not corrupt) before the first is staged. */
-  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void {
-    this.assertState('locked');
-    const list = [...changes];
-    for (const [id] of list) {
-      const read = this.reads.get(id);
-      if (!read || !this.locked.has(id)) throw new Error(`stage of ${id} without lock and read`);
-      if (read.state === 'corrupt') throw new Error(`stage over corrupt record ${id}: corrupt records are never overwritten`);
-    }
-    for (const [id, next] of list) {
-      if (next === null && !this.mutations.has(id) && this.reads.get(id)!.state === 'absent') continue;
-      this.mutations.set(id, next);
-    }
+    return reads;
   }
 
   /**
-   * Writes every staged row and commits (one durable WAL append). On any failure the transaction
-   * is rolled back — nothing of the batch reaches any reader — and the batch rejects with
-   * `LeaseIoError`.
+   * Under the write lock: ids whose row is not what this batch read. None when no connection has
+   * committed since the first read (the common case: no row is read again).
    */
-  async commit(): Promise<BatchReport> {
-    this.assertState('locked');
-    const { db, statements, file } = this.backend;
-    const lostBefore = this.backend.lost();
-    if (lostBefore !== undefined) {
-      // Answers that staged nothing (a `stale` heartbeat) stand; a write would go to a file no
-      // other coordinator sees.
-      if (this.mutations.size === 0) {
-        this.state = 'committed';
-        return EMPTY_BATCH_REPORT;
-      }
-      this.state = 'failed';
-      throw storeReplaced(file, lostBefore);
+  private changedSinceRead(): string[] {
+    if (this.backend.changeMark() === this.mark) return [];
+    const { select } = this.backend.statements;
+    const changed: string[] = [];
+    for (const [id, seen] of this.rows) {
+      const row = select.get(id);
+      const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
+      if ((row?.record ?? null) !== seen.text || groupId !== seen.groupId) changed.push(id);
     }
-    // In staging order: one transaction needs no lock order, and its rows are atomic together.
-    const list = [...this.mutations.entries()];
-    let step = 'write';
+    return changed;
+  }
+
+  /**
+   * One synchronous write transaction, begun again on every busy attempt until the lock deadline:
+   * `BEGIN IMMEDIATE`, the check that nothing read has changed (else `BatchConflictError`), every
+   * staged row, `COMMIT` (one durable WAL append). On any failure the transaction is rolled back —
+   * nothing of the batch reaches any reader — and the batch rejects with `LeaseIoError`.
+   */
+  async commit(list: readonly StagedChange[]): Promise<BatchReport> {
+    if (list.length === 0) return EMPTY_BATCH_REPORT;
+    this.backend.checkOpen('commit');
+    const lost = this.backend.lost();
+    if (lost !== undefined) {
+      // Read from the old database: run again (every record now reads as absent). Read as lost:
+      // a write would go to a file no other coordinator sees.
+      if (!this.readLost) throw new BatchConflictError(list.map((c) => c.id));
+      throw storeReplaced(this.backend.file, lost);
+    }
     const moves = new GroupMoves();
-    // Each staged row, and the group row it named before if it stays there (a heartbeat of an
-    // unchanged group); a row in a new group row learns its id once that row is written.
-    const planned = list.map(([id, next]) => {
+    // Each staged row (in staging order: one transaction needs no lock order), and the group row
+    // it named before if it stays there (a heartbeat of an unchanged group); a row in a new group
+    // row learns its id once that row is written.
+    const planned = list.map(({ id, next }) => {
       const staged = next === null ? null : asSqliteStaged(next);
-      const before = this.readGroups.get(id) ?? null;
+      const before = this.rows.get(id)?.groupId ?? null;
       const stays = moves.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null);
       return { id, staged, kept: stays ? before : null };
     });
-    let rows: { id: string; staged: SqliteStagedRecord | null; named: number | null }[] = [];
+    const rows = await retryBusy(() => this.transact(planned, moves), this.backend.lockDeadline());
+    this.backend.commits += 1;
+    for (const { id, staged, named } of rows) {
+      if (staged === null) {
+        this.backend.readCache.forget(id);
+        this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null, text: null });
+        continue;
+      }
+      const group = staged.group;
+      this.backend.readCache.remember(id, staged.text, staged.record, group === null || named === null ? undefined : memberTag(named, group.hex));
+      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named, text: staged.text });
+      if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
+    }
+    return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
+  }
+
+  /**
+   * The transaction itself, synchronous from `BEGIN IMMEDIATE` to `COMMIT`. A busy `BEGIN`
+   * throws SQLite's own error (nothing is held; the caller retries); every later failure is a
+   * `LeaseIoError` or `BatchConflictError` after the rollback.
+   */
+  private transact(planned: readonly { id: string; staged: SqliteStagedRecord | null; kept: number | null }[], moves: GroupMoves): { id: string; staged: SqliteStagedRecord | null; named: number | null }[] {
+    const { db, statements, file } = this.backend;
+    this.backend.checkOpen('commit');
+    db.exec('BEGIN IMMEDIATE');
+    let step = 'check';
     try {
+      // Under the write lock: a database replaced since the reads is caught before anything is
+      // written, and the batch runs again against the lost table.
+      if (this.backend.checkIdentity() !== undefined) throw new BatchConflictError(planned.map((p) => p.id));
+      const changed = this.changedSinceRead();
+      if (changed.length > 0) throw new BatchConflictError(changed);
+      step = 'write';
       const groupIds = new Map<string, number>();
       for (const [hex, blob] of moves.added) groupIds.set(hex, statements.addGroup.get(blob.hash, blob.content)!.id);
       // The group row each row names once written (null: a whole record, or the row deleted).
-      rows = planned.map(({ id, staged, kept }) => ({ id, staged, named: staged?.group ? (kept ?? groupIds.get(staged.group.hex)!) : null }));
+      const rows = planned.map(({ id, staged, kept }) => ({ id, staged, named: staged?.group ? (kept ?? groupIds.get(staged.group.hex)!) : null }));
       const removed: string[] = [];
       for (const { id, staged, named } of rows) {
         if (staged === null) removed.push(id);
@@ -498,8 +480,8 @@ export class SqliteRecordBatch implements RecordBatch {
       const lost = this.backend.checkIdentity();
       if (lost !== undefined) throw storeReplaced(file, lost);
       db.exec('COMMIT');
+      return rows;
     } catch (error) {
-      this.state = 'failed';
       this.backend.forgetRows();
       let restored = true;
       try {
@@ -507,6 +489,7 @@ export class SqliteRecordBatch implements RecordBatch {
       } catch {
         restored = !db.inTransaction;
       }
+      if (error instanceof BatchConflictError && restored) throw error;
       if (error instanceof LeaseStoreReplacedError) throw error;
       throw leaseIoError(`lease database ${step} failed: ${(error as Error).message}; ${restored ? 'nothing was written' : 'rollback incomplete'}`, {
         step,
@@ -515,20 +498,6 @@ export class SqliteRecordBatch implements RecordBatch {
         restored,
       }, error);
     }
-    this.state = 'committed';
-    for (const { id, staged, named } of rows) {
-      if (staged === null) {
-        this.backend.readCache.forget(id);
-        this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null });
-        continue;
-      }
-      const group = staged.group;
-      this.backend.readCache.remember(id, staged.text, staged.record, group === null || named === null ? undefined : memberTag(named, group.hex));
-      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named });
-      if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
-    }
-    if (list.length === 0) return EMPTY_BATCH_REPORT;
-    return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
   }
 
   /**
@@ -547,20 +516,12 @@ export class SqliteRecordBatch implements RecordBatch {
       // A list a reader would not accept leaves the row in place (it is reported, not guessed at).
       if (!isDecimalTarget(target)) return true;
       const id = targetRecordId(BigInt(target));
-      const named = written.has(id) ? written.get(id) : this.reads.has(id) ? this.readGroups.get(id) : (this.backend.statements.selectGroupOf.get(id) ?? null);
+      const named = written.has(id) ? written.get(id) : this.rows.has(id) ? this.rows.get(id)!.groupId : (this.backend.statements.selectGroupOf.get(id) ?? null);
       if (named === groupId) return true;
     }
     return false;
   }
 
-  async release(): Promise<void> {
-    if (this.state === 'released') return;
-    const wasOpen = this.state === 'open';
-    this.state = 'released';
-    if (!wasOpen) this.backend.finish(this);
-  }
-
-  private assertState(expected: BatchState): void {
-    if (this.state !== expected) throw new Error(`sqlite batch is ${this.state}, expected ${expected}`);
-  }
+  /** Nothing is held between two calls. */
+  async release(): Promise<void> {}
 }

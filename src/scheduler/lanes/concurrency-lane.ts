@@ -89,8 +89,8 @@ export class ConcurrencyLane implements Lane {
     }
   }
 
-  observe(seed: string, telemetry: Telemetry, reward: number, now: number): void {
-    if (this.#guidance.size === 0) return;
+  observe(seed: string, telemetry: Telemetry | null, reward: number, now: number): void {
+    if (telemetry === null || this.#guidance.size === 0) return;
     let best = Number.POSITIVE_INFINITY;
     const open: bigint[] = [];
     for (const e of telemetry.branchTrace) {

@@ -143,7 +143,8 @@ export class CstgLane implements Lane {
     this.#scheduled += accepted.length;
   }
 
-  observe(seed: string, telemetry: Telemetry, reward: number, now: number, context: ObserveContext = {}): void {
+  observe(seed: string, telemetry: Telemetry | null, reward: number, now: number, context: ObserveContext = {}): void {
+    if (telemetry === null) return; // an untargeted run teaches this lane nothing
     const targeted = telemetry.targetBranch;
     const difficulty = difficultyOf(telemetry);
     const elapsedMs = Math.max(0, context.elapsedMs ?? 0);

@@ -159,7 +159,8 @@ export class EdgeDependenceLane implements Lane {
     }
   }
 
-  observe(seed: string, telemetry: Telemetry, reward: number, now: number, context: ObserveContext = {}): void {
+  observe(seed: string, telemetry: Telemetry | null, reward: number, now: number, context: ObserveContext = {}): void {
+    if (telemetry === null) return; // an untargeted run teaches this lane nothing
     const terminal = isTerminalOutcome(telemetry) ? telemetry.targetBranch : 0n;
     const failed =
       telemetry.targetBranch > 0n && (context.killed || telemetry.targetStatus === 'unknown' || !telemetry.targetReached)

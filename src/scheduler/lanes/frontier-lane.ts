@@ -257,7 +257,8 @@ export class FrontierLane implements Lane {
    * puts back those it left open (they are retried when the ledger allows); branches answered
    * anywhere are not recorded. A directed run's elapsed time is the input's measured cost.
    */
-  observe(seed: string, telemetry: Telemetry, _reward: number, _now: number, context?: ObserveContext): void {
+  observe(seed: string, telemetry: Telemetry | null, _reward: number, _now: number, context?: ObserveContext): void {
+    if (telemetry === null) return; // an untargeted run teaches this lane nothing
     if (this.#ownsFrontier) this.#frontier.learn(telemetry.branchTrace);
     const answered = (b: bigint): boolean => this.#ledger?.answered(b) === true || this.#ledger?.isSettled(seed, b) === true;
     const directedAt = context?.job ? new Set(targetGroup(context.job)) : undefined;

@@ -3,7 +3,7 @@
  * `propose` never mutates, `commit` is given only jobs whose whole target group was admitted,
  * and `observe` is the only other writer. Time is always passed in (`now`, monotonic ms).
  */
-import { InvalidOptionError } from '../../errors.js';
+import { invalidOption } from '../../config/values.js';
 import type { ReplayJob } from '../replay-job.js';
 import type { Telemetry } from '../telemetry.js';
 
@@ -40,8 +40,11 @@ export interface Lane {
    * dispatched: attempts, cooldowns, cursors move here and nowhere else.
    */
   commit(accepted: readonly Proposal[], now: number): void;
-  /** Feedback from a finished run on `seed`. */
-  observe(seed: string, telemetry: Telemetry, reward: number, now: number, context?: ObserveContext): void;
+  /**
+   * Feedback from a finished run on `seed`; `telemetry` null when the run brought none (an
+   * untargeted run, or telemetry that was rejected): a lane that learns only from telemetry ignores it.
+   */
+  observe(seed: string, telemetry: Telemetry | null, reward: number, now: number, context?: ObserveContext): void;
   /**
    * JSON-safe state (ids as decimal strings, times as ages before `now`, so a snapshot survives a
    * restart with a new monotonic clock). Never contains leases.
@@ -65,7 +68,7 @@ export const DEFAULT_COOLDOWN_MS = 30_000;
 export function resolveCooldownMs(value: number | undefined): number {
   if (value === undefined) return DEFAULT_COOLDOWN_MS;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidOptionError(`option cooldownMs: expected a duration in ms ≥ 0, received ${String(value)}`, { option: 'cooldownMs', value });
+    throw invalidOption('cooldownMs', 'a duration in ms ≥ 0', value);
   }
   return value;
 }

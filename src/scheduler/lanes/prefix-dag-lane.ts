@@ -223,7 +223,8 @@ export class PrefixDagLane implements Lane {
     }
   }
 
-  observe(seed: string, telemetry: Telemetry, reward: number, now: number, context: ObserveContext = {}): void {
+  observe(seed: string, telemetry: Telemetry | null, reward: number, now: number, context: ObserveContext = {}): void {
+    if (telemetry === null) return; // an untargeted run teaches this lane nothing
     const difficulty = difficultyOf(telemetry);
     const solverCost = solverCostOf(telemetry);
     const timeoutObs = timeoutRatioOf(telemetry);

@@ -1,0 +1,180 @@
+/**
+ * The batch overlay: what every store's batch has in common, written once. A store supplies the
+ * four steps only it can do (`StoreBatch`: lock, fetch, commit, release; backend-contract.ts);
+ * the overlay keeps, for every store alike:
+ *
+ * - which ids the batch names (`lock` first, then `read`, then staging — in that order, per id);
+ * - the records read, and the changes staged over them, so that `view` shows a record as this
+ *   batch will leave it;
+ * - the corrupt-record rule: nothing is ever staged over a record that read as corrupt (an
+ *   operator has to look at it; lease-record.ts), and a batch of changes is refused whole when one
+ *   of them would be;
+ * - the operation scope (`OperationView`): an operation's own changes are kept apart until its
+ *   `apply` returns, then staged together, so an operation that throws half-way stages nothing.
+ *
+ * A deletion of a record that is absent and was not staged is no change at all; the store's
+ * `commit` only ever receives real changes, each with the record as read before the batch.
+ */
+import { leaseIoError } from './lease-io-error.js';
+import type { LeaseRecord, RecordRead } from './lease-record.js';
+import type { BatchReport, FetchedRead, StagedChange, StagedRecord, StoreBatch } from './backend-contract.js';
+
+/** What an operation sees under its locks. */
+export interface RecordView {
+  /** The record as read under the lock (overlaid with earlier operations of the same batch). */
+  get(id: string): RecordRead;
+  /** Stages a new record; serialised now, so a bad value throws before any mutation. */
+  put(record: LeaseRecord): void;
+  /** Stages the deletion of a record. */
+  remove(id: string): void;
+}
+
+/** A programming error in the use of a batch (an id used out of phase): never a store failure. */
+function misuse(message: string): Error {
+  return new Error(`lease batch misuse: ${message}`);
+}
+
+export class BatchOverlay {
+  private readonly named = new Set<string>();
+  private readonly reads = new Map<string, FetchedRead>();
+  /** Staged changes in staging order; null: delete. */
+  private readonly staged = new Map<string, StagedRecord | null>();
+  private ended = false;
+
+  constructor(private readonly store: StoreBatch) {}
+
+  /** Takes the store's exclusive access to `ids` not yet named by this batch (ascending). */
+  async lock(ids: Iterable<string>): Promise<void> {
+    this.assertOpen();
+    const wanted = [...new Set(ids)].filter((id) => !this.named.has(id)).sort();
+    if (wanted.length === 0) return;
+    await this.store.lock(wanted);
+    for (const id of wanted) this.named.add(id);
+  }
+
+  /** Reads the records of locked ids not read yet in this batch. */
+  async read(ids: Iterable<string>): Promise<void> {
+    this.assertOpen();
+    const pending = [...new Set(ids)].filter((id) => !this.reads.has(id));
+    for (const id of pending) if (!this.named.has(id)) throw misuse(`read of ${id} without its lock`);
+    if (pending.length === 0) return;
+    const fetched = await this.store.fetch(pending);
+    for (const id of pending) {
+      const read = fetched.get(id);
+      if (read === undefined) throw misuse(`the store returned no read of ${id}`);
+      this.reads.set(id, read);
+    }
+  }
+
+  /** A read record, overlaid with what this batch staged. */
+  view(id: string): RecordRead {
+    const next = this.staged.get(id);
+    if (next !== undefined) return next === null ? { state: 'absent' } : { state: 'valid', record: next.record };
+    return this.readOf(id);
+  }
+
+  /**
+   * Stages writes (a record) and deletions (null), all-or-nothing: every id is checked — locked,
+   * read, not corrupt, admitted by the store — before the first is staged.
+   */
+  stageAll(changes: Iterable<readonly [string, StagedRecord | null]>): void {
+    this.assertOpen();
+    const list = [...changes];
+    for (const [id] of list) {
+      if (!this.named.has(id)) throw misuse(`stage of ${id} without its lock`);
+      const read = this.readOf(id);
+      if (read.state === 'corrupt') throw misuse(`stage over corrupt record ${id}: corrupt records are never overwritten`);
+    }
+    this.store.admit?.(list, this.staged);
+    for (const [id, next] of list) {
+      if (next === null && !this.staged.has(id) && this.readOf(id).state === 'absent') continue;
+      this.staged.set(id, next);
+    }
+  }
+
+  /** The real changes of the batch (a record staged then deleted again is none), in staging order. */
+  changes(): StagedChange[] {
+    const list: StagedChange[] = [];
+    for (const [id, next] of this.staged) {
+      const before = this.reads.get(id) as RecordRead;
+      if (next === null && before.state === 'absent') continue;
+      list.push({ id, before, next });
+    }
+    return list;
+  }
+
+  /** Makes every staged change durable, all-or-nothing (the store's `commit`). */
+  commit(): Promise<BatchReport> {
+    this.assertOpen();
+    return this.store.commit(this.changes());
+  }
+
+  /** Ends the batch (the store rolls back an uncommitted one). Idempotent; never throws. */
+  async release(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    await this.store.release();
+  }
+
+  /** The scope of one operation (file comment): its changes reach the batch only through `stageOwn`. */
+  scope(name: string, lockIds: readonly string[], encode: (record: LeaseRecord) => StagedRecord): OperationView {
+    return new OperationView(this, name, new Set(lockIds), encode);
+  }
+
+  private readOf(id: string): RecordRead {
+    const read = this.reads.get(id);
+    if (read === undefined) throw misuse(`record ${id} was not read in this batch`);
+    if (read.state === 'unreadable') throw leaseIoError(`lease record ${id} could not be read: ${messageOf(read.error)}`, { step: 'read', ids: [id], restored: true }, read.error);
+    return read;
+  }
+
+  private assertOpen(): void {
+    if (this.ended) throw misuse('the batch has ended');
+  }
+}
+
+/** One operation's view of a batch: its own staged changes over the batch's overlay. */
+export class OperationView implements RecordView {
+  private readonly own = new Map<string, StagedRecord | null>();
+
+  constructor(
+    private readonly batch: BatchOverlay,
+    private readonly name: string,
+    private readonly allowed: ReadonlySet<string>,
+    private readonly encode: (record: LeaseRecord) => StagedRecord,
+  ) {}
+
+  get(id: string): RecordRead {
+    const next = this.own.get(id);
+    if (next !== undefined) return next === null ? { state: 'absent' } : { state: 'valid', record: next.record };
+    return this.batch.view(id);
+  }
+
+  put(record: LeaseRecord): void {
+    this.check(record.id);
+    this.own.set(record.id, this.encode(record));
+  }
+
+  remove(id: string): void {
+    this.check(id);
+    this.own.set(id, null);
+  }
+
+  /** Ids this operation staged. */
+  get stagedIds(): Iterable<string> {
+    return this.own.keys();
+  }
+
+  /** Stages the operation's changes in the batch, all-or-nothing. */
+  stageOwn(): void {
+    this.batch.stageAll(this.own);
+  }
+
+  private check(id: string): void {
+    if (!this.allowed.has(id)) throw misuse(`${this.name} staged ${id} outside its lock set`);
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
