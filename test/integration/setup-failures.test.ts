@@ -115,10 +115,12 @@ describe('a solver that becomes unavailable mid-run', () => {
     const jobs = readFileSync(path.join(out, 'symfence', 'jobs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as JobLogEntry);
     // Lines are written as jobs finish: a run started in the slot the previous one freed may finish
     // first, so compare in start order. The prefetched job that started in the slot the second
-    // failure freed is aborted by the stop and rolled back like any aborted run (never done).
+    // failure freed either is aborted by the stop or fails its own spawn first (abandoned): either
+    // way it is rolled back, never done.
     const started = [...jobs].sort((a, b) => a.startMs - b.startMs);
-    expect(started.map((j) => j.status).filter((s) => s !== 'aborted')).toEqual(['ok', 'abandoned', 'abandoned']);
-    expect(jobs.filter((j) => j.status === 'aborted').length).toBeLessThanOrEqual(1);
+    expect(started.slice(0, 3).map((j) => j.status)).toEqual(['ok', 'abandoned', 'abandoned']);
+    expect(started.length).toBeLessThanOrEqual(4);
+    for (const extra of started.slice(3)) expect(['aborted', 'abandoned']).toContain(extra.status);
     // Only the job that really ran is done; the abandoned ones left no record behind.
     expect((await recordStatuses(leaseDir)).filter((s) => s === 'done')).toHaveLength(1);
 
