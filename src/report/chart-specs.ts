@@ -123,6 +123,18 @@ export function chartDefinitions(sources: ReportSources, axis: TimeAxis = timeAx
 
 const UNIT_TITLE: Readonly<Record<TimeAxis['unit'], string>> = { s: 'seconds', min: 'minutes', h: 'hours' };
 
+/** What every chart spec shares: schema, title and frame. */
+function chartFrame(chart: ChartDefinition) {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: chart.title, anchor: 'start', fontSize: 15 },
+    width: 640,
+    height: 240,
+    background: 'white',
+    padding: 8,
+  } as const;
+}
+
 /**
  * The Vega-Lite spec of one chart. Colour is the measure; when the points come from more than one
  * source (coordinators, AFL++ instances) the dash pattern tells the sources apart, with its own
@@ -136,12 +148,7 @@ export function vegaLiteSpec(chart: ChartDefinition, axis: TimeAxis): TopLevelSp
   const fewPoints = Math.max(...perLine.values()) <= 60;
   const dashed = sources.size > 1 && chart.id !== 'coordinators';
   return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: chart.title, anchor: 'start', fontSize: 15 },
-    width: 640,
-    height: 240,
-    background: 'white',
-    padding: 8,
+    ...chartFrame(chart),
     data: { values: chart.points.map((p) => ({ ...p })) },
     mark: { type: 'line', interpolate: chart.step ? 'step-after' : 'linear', strokeWidth: 2, ...(fewPoints ? { point: { size: 30, filled: true } } : {}) },
     encoding: {
@@ -160,12 +167,7 @@ export function vegaLiteSpec(chart: ChartDefinition, axis: TimeAxis): TopLevelSp
 function stackedSpec(chart: ChartDefinition, order: readonly string[], axis: TimeAxis): TopLevelSpec {
   const rank = new Map(order.map((m, i) => [m, i]));
   return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: chart.title, anchor: 'start', fontSize: 15 },
-    width: 640,
-    height: 240,
-    background: 'white',
-    padding: 8,
+    ...chartFrame(chart),
     data: { values: chart.points.map((p) => ({ ...p, rank: rank.get(p.measure) ?? order.length })) },
     mark: { type: 'area', interpolate: 'step-before' },
     encoding: {
