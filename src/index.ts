@@ -89,6 +89,8 @@ export {
   TelemetryInvalidError,
   SolverTimeoutError,
   SolverOutputBudgetError,
+  SolverNotSymccError,
+  SolverSilentError,
   SolverSpawnError,
   PreloadUnsupportedError,
   SolverNotFoundError,

@@ -208,6 +208,6 @@ export async function forEachLineBytes(
     if (carry.length > 0) onLine(carry, 0, carry.length, ++lines, false);
     return { state: 'read', lines, bytes: offset };
   } finally {
-    await fsLayer.close(fd).catch(() => undefined);
+    await fsLayer.close(fd).catch(() => undefined); // a read-only descriptor: the lines were already read or their error thrown; a close error loses nothing
   }
 }
