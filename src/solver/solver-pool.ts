@@ -7,14 +7,16 @@
  * of an aborted running task, which would orphan the solver's process group. Each task instead
  * carries a `TaskAbortCell` in shared memory; aborting flips it, the worker kills the process group
  * (SIGTERM, SIGKILL after the grace) and returns. So when `run()` settles — resolved or rejected —
- * the solver and everything it forked are gone and its run directory is removed.
+ * the solver and everything it forked are gone and its run directory is removed, or, for an
+ * aborted run, moved into the trash without waiting for its unlinks (docs/solver.md, *Where a
+ * run's directory goes*).
  */
-import { accessSync, constants as fsConstants, mkdtempSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdtempSync, renameSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
 import { AbortedError, ClosedError, fromErrorData, toErrorData } from '../errors.js';
-import { checkOptionsObject } from '../config/values.js';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import type { OptionsInput } from '../config/schema.js';
 import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.js';
 import { workerEntry } from '../util/paths.js';
@@ -26,8 +28,8 @@ import type { SolverResult, SolverTask, WireResult, WireTask } from './solver-ty
 import { TriageSlots, triageOutputs } from './result-triage.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
-import { removeTreeBounded } from './bounded-remove.js';
-import { ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
+import { removalBudget, removeTreeBounded } from './bounded-remove.js';
+import { CLOSED_SUFFIX, ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
 import { resolveTask } from './task-resolution.js';
 import { parseTelemetryEnvelope, type TelemetryParser } from './telemetry-envelope.js';
 
@@ -43,8 +45,17 @@ export interface SolverPoolOptions<T> {
    * `/dev/shm` when it is a writable directory, else `os.tmpdir()`.
    */
   readonly scratchParent?: string;
+  /**
+   * How much `close()` removes of the scratch directory (finished and aborted runs' directories,
+   * possibly a solver's flood) before it returns: at most `entries` entries within `ms`
+   * milliseconds; default 20,000 entries, 2 s. What is left is removed by the next pool's sweep.
+   */
+  readonly closeRemoval?: { readonly entries?: number; readonly ms?: number };
   readonly logger?: Logger;
 }
+
+const CLOSE_REMOVAL_ENTRIES = 20_000;
+const CLOSE_REMOVAL_MS = 2_000;
 
 export interface RunOptions {
   /** Aborting kills the solver's process group from inside the worker; `run()` then rejects. */
@@ -81,6 +92,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly #mainRunner: MainThreadSolverRunner | null;
   readonly #parseTelemetry: TelemetryParser<T>;
   readonly #scratchRoot: string;
+  readonly #closeRemoval: { readonly entries: number; readonly ms: number };
   readonly #logger: Logger;
   readonly #inFlight = new Map<number, { cell: TaskAbortCell; settled: Promise<unknown> }>();
   readonly #counters: SolverPoolCounters = {
@@ -108,10 +120,11 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
+    this.#closeRemoval = closeRemovalBudget(options.closeRemoval);
     const scratchParent = options.scratchParent ?? defaultScratchParent();
     // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone.
     const swept = sweepStaleScratch(scratchParent);
-    if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of dead coordinators');
+    if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of closed pools and dead coordinators');
     this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
     // As many triages at once as solver slots: each slot's triage overlaps the slot's next run.
     this.#triageSlots = new TriageSlots(this.#scratchRoot, this.options.workers);
@@ -261,8 +274,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
 
   /**
    * Idempotent. Aborts every running task (each kills its process group from inside its worker),
-   * waits for them to settle, stops the threads and removes the scratch directory. Every step runs
-   * even when an earlier one fails.
+   * waits for them to settle (an aborted run's directory is only moved aside, so this does not
+   * wait for a flood's unlinks), stops the threads and removes the scratch directory within the
+   * `closeRemoval` budget. Every step runs even when an earlier one fails.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -271,13 +285,46 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       try {
         await this.#piscina?.destroy();
       } finally {
-        // Bounded (bounded-remove.ts): a run directory left by a terminated worker may hold a flood,
-        // and a recursive fs.rm would list it whole and unlink every entry at once.
-        removeTreeBounded(this.#scratchRoot);
+        this.#removeScratchRoot();
       }
     })();
     return this.#closing;
   }
+
+  /**
+   * The scratch directory is first renamed to its closed name, which any pool's sweep removes
+   * (docs/solver.md, *Where a run's directory goes*), then removed in batches (bounded-remove.ts:
+   * the trash may hold a flood) until the budget runs out. Never throws: what is left is swept.
+   */
+  #removeScratchRoot(): void {
+    let root = this.#scratchRoot + CLOSED_SUFFIX;
+    try {
+      renameSync(this.#scratchRoot, root);
+    } catch (error) {
+      // Not renamed: removed under its own name, and a remainder waits until this process is gone.
+      this.#logger.warn({ err: error, scratchRoot: this.#scratchRoot }, 'cannot rename the scratch directory to its closed name');
+      root = this.#scratchRoot;
+    }
+    const budget = removalBudget(this.#closeRemoval.entries, this.#closeRemoval.ms);
+    let complete = false;
+    try {
+      complete = removeTreeBounded(root, budget);
+    } catch (error) {
+      this.#logger.warn({ err: error, scratchRoot: root }, 'cannot remove the scratch directory');
+      return;
+    }
+    if (!complete) this.#logger.info({ scratchRoot: root, budget: this.#closeRemoval }, 'scratch directory partly removed at close; the next pool removes the rest');
+  }
+}
+
+function closeRemovalBudget(input: SolverPoolOptions<unknown>['closeRemoval']): { entries: number; ms: number } {
+  if (input === undefined) return { entries: CLOSE_REMOVAL_ENTRIES, ms: CLOSE_REMOVAL_MS };
+  checkOptionsObject(input, 'closeRemoval');
+  const entries = input.entries ?? CLOSE_REMOVAL_ENTRIES;
+  const ms = input.ms ?? CLOSE_REMOVAL_MS;
+  if (!Number.isSafeInteger(entries) || entries < 0) throw invalidOption('closeRemoval.entries', 'a non-negative integer', entries);
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw invalidOption('closeRemoval.ms', 'a non-negative number of milliseconds', ms);
+  return { entries, ms };
 }
 
 /**
