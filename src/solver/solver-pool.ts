@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
 import { AbortedError, ClosedError, fromErrorData, toErrorData } from '../errors.js';
-import { checkOptionsObject, invalidOption } from '../config/values.js';
+import { checkOptionsObject } from '../config/values.js';
 import type { OptionsInput } from '../config/schema.js';
 import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.js';
 import { workerEntry } from '../util/paths.js';
@@ -45,17 +45,9 @@ export interface SolverPoolOptions<T> {
    * `/dev/shm` when it is a writable directory, else `os.tmpdir()`.
    */
   readonly scratchParent?: string;
-  /**
-   * How much `close()` removes of the scratch directory (finished and aborted runs' directories,
-   * possibly a solver's flood) before it returns: at most `entries` entries within `ms`
-   * milliseconds; default 20,000 entries, 2 s. What is left is removed by the next pool's sweep.
-   */
-  readonly closeRemoval?: { readonly entries?: number; readonly ms?: number };
   readonly logger?: Logger;
 }
 
-const CLOSE_REMOVAL_ENTRIES = 20_000;
-const CLOSE_REMOVAL_MS = 2_000;
 
 export interface RunOptions {
   /** Aborting kills the solver's process group from inside the worker; `run()` then rejects. */
@@ -92,7 +84,6 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly #mainRunner: MainThreadSolverRunner | null;
   readonly #parseTelemetry: TelemetryParser<T>;
   readonly #scratchRoot: string;
-  readonly #closeRemoval: { readonly entries: number; readonly ms: number };
   readonly #logger: Logger;
   readonly #inFlight = new Map<number, { cell: TaskAbortCell; settled: Promise<unknown> }>();
   readonly #counters: SolverPoolCounters = {
@@ -120,7 +111,6 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
-    this.#closeRemoval = closeRemovalBudget(options.closeRemoval);
     const scratchParent = options.scratchParent ?? defaultScratchParent();
     // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone.
     const swept = sweepStaleScratch(scratchParent);
@@ -276,7 +266,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
    * Idempotent. Aborts every running task (each kills its process group from inside its worker),
    * waits for them to settle (an aborted run's directory is only moved aside, so this does not
    * wait for a flood's unlinks), stops the threads and removes the scratch directory within the
-   * `closeRemoval` budget. Every step runs even when an earlier one fails.
+   * `closeRemovalEntries` / `closeRemovalMs` budget. Every step runs even when an earlier one fails.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -305,7 +295,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       this.#logger.warn({ err: error, scratchRoot: this.#scratchRoot }, 'cannot rename the scratch directory to its closed name');
       root = this.#scratchRoot;
     }
-    const budget = removalBudget(this.#closeRemoval.entries, this.#closeRemoval.ms);
+    const budget = removalBudget(this.options.closeRemovalEntries, this.options.closeRemovalMs);
     let complete = false;
     try {
       complete = removeTreeBounded(root, budget);
@@ -313,18 +303,8 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       this.#logger.warn({ err: error, scratchRoot: root }, 'cannot remove the scratch directory');
       return;
     }
-    if (!complete) this.#logger.info({ scratchRoot: root, budget: this.#closeRemoval }, 'scratch directory partly removed at close; the next pool removes the rest');
+    if (!complete) this.#logger.info({ scratchRoot: root, entries: this.options.closeRemovalEntries, ms: this.options.closeRemovalMs }, 'scratch directory partly removed at close; the next pool removes the rest');
   }
-}
-
-function closeRemovalBudget(input: SolverPoolOptions<unknown>['closeRemoval']): { entries: number; ms: number } {
-  if (input === undefined) return { entries: CLOSE_REMOVAL_ENTRIES, ms: CLOSE_REMOVAL_MS };
-  checkOptionsObject(input, 'closeRemoval');
-  const entries = input.entries ?? CLOSE_REMOVAL_ENTRIES;
-  const ms = input.ms ?? CLOSE_REMOVAL_MS;
-  if (!Number.isSafeInteger(entries) || entries < 0) throw invalidOption('closeRemoval.entries', 'a non-negative integer', entries);
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw invalidOption('closeRemoval.ms', 'a non-negative number of milliseconds', ms);
-  return { entries, ms };
 }
 
 /**

@@ -74,7 +74,7 @@ describe('shutdown during an output flood', () => {
   it('close() during a flood aborts the run without waiting for its unlinks and removes no more than its entry budget', async () => {
     const parent = mkdtempSync(path.join(scratchParent, 'close-'));
     const pidFile = path.join(parent, 'flood.pid');
-    const pool = new SolverPool({ scratchParent: parent, closeRemoval: { entries: 0, ms: 600_000 }, solver: { workers: 1, timeoutMs: 120_000, killGraceMs: 100 } });
+    const pool = new SolverPool({ scratchParent: parent, solver: { closeRemovalEntries: 0, closeRemovalMs: 600_000, workers: 1, timeoutMs: 120_000, killGraceMs: 100 } });
     const running = pool.run(floodTask(pidFile));
     const pid = Number((await waitForFile(pidFile, 60_000)).trim());
     const rejected = expect(running).rejects.toMatchObject({ code: 'ERR_ABORTED' });
@@ -92,7 +92,7 @@ describe('shutdown during an output flood', () => {
     const parent = mkdtempSync(path.join(scratchParent, 'budget-'));
     const pidFile = path.join(parent, 'flood.pid');
     const BUDGET = 1_000;
-    const pool = new SolverPool({ scratchParent: parent, closeRemoval: { entries: BUDGET, ms: 600_000 }, solver: { workers: 1, timeoutMs: 120_000, killGraceMs: 100 } });
+    const pool = new SolverPool({ scratchParent: parent, solver: { closeRemovalEntries: BUDGET, closeRemovalMs: 600_000, workers: 1, timeoutMs: 120_000, killGraceMs: 100 } });
     const controller = new AbortController();
     const running = pool.run(floodTask(pidFile), { signal: controller.signal });
     await waitForFile(pidFile, 60_000);
@@ -120,8 +120,14 @@ describe('shutdown during an output flood', () => {
     expect(scratchRoots(parent)).toEqual([]);
   });
 
-  it('refuses a bad closeRemoval budget naming the option', () => {
-    expect(() => new SolverPool({ scratchParent, closeRemoval: { entries: -1 } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option: 'closeRemoval.entries' }) }));
-    expect(() => new SolverPool({ scratchParent, closeRemoval: { ms: Number.NaN } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option: 'closeRemoval.ms' }) }));
+  it('refuses a bad close-removal budget naming the option, before any scratch directory is made', () => {
+    const parent = mkdtempSync(path.join(scratchParent, 'refused-'));
+    expect(() => new SolverPool({ scratchParent: parent, solver: { closeRemovalEntries: -1 } })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option: 'closeRemovalEntries' }) }),
+    );
+    expect(() => new SolverPool({ scratchParent: parent, solver: { closeRemovalMs: 'soon' } })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option: 'closeRemovalMs' }) }),
+    );
+    expect(scratchRoots(parent)).toEqual([]);
   });
 });
