@@ -48,7 +48,6 @@ export interface SolverPoolOptions<T> {
   readonly logger?: Logger;
 }
 
-
 export interface RunOptions {
   /** Aborting kills the solver's process group from inside the worker; `run()` then rejects. */
   readonly signal?: AbortSignal;
@@ -112,7 +111,8 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
     const scratchParent = options.scratchParent ?? defaultScratchParent();
-    // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone.
+    // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone; and
+    // what closed pools left beyond their close-time budget.
     const swept = sweepStaleScratch(scratchParent);
     if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of closed pools and dead coordinators');
     this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
