@@ -139,6 +139,30 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     env: 'SYMFENCE_SHOWMAP_TIMEOUT',
     description: 'afl-showmap timeout per generated input',
   },
+  /**
+   * How many entries of the scratch directory (finished and aborted runs' directories, possibly a
+   * solver's flood) `close()` removes before it returns; the next pool's sweep removes the rest
+   * (docs/solver.md, *Where a run's directory goes*). Default 20,000.
+   */
+  closeRemovalEntries: {
+    kind: 'integer',
+    default: 20_000,
+    min: 0,
+    max: 100_000_000,
+    flag: 'solver-close-removal-entries',
+    env: 'SYMFENCE_SOLVER_CLOSE_REMOVAL_ENTRIES',
+    description: 'scratch entries removed at shutdown at most; the next start removes the rest',
+  },
+  /** The time `close()` spends removing the scratch directory at most, in ms. Default 2 s. */
+  closeRemovalMs: {
+    kind: 'duration',
+    default: 2_000,
+    min: 0,
+    max: 600_000,
+    flag: 'solver-close-removal-time',
+    env: 'SYMFENCE_SOLVER_CLOSE_REMOVAL_TIME',
+    description: 'time spent removing scratch files at shutdown at most; the next start removes the rest',
+  },
 });
 
 export type SolverOptions = ResolvedOptions<typeof SOLVER_OPTIONS.specs>;

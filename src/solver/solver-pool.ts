@@ -7,9 +7,11 @@
  * of an aborted running task, which would orphan the solver's process group. Each task instead
  * carries a `TaskAbortCell` in shared memory; aborting flips it, the worker kills the process group
  * (SIGTERM, SIGKILL after the grace) and returns. So when `run()` settles — resolved or rejected —
- * the solver and everything it forked are gone and its run directory is removed.
+ * the solver and everything it forked are gone and its run directory is removed, or, for an
+ * aborted run, moved into the trash without waiting for its unlinks (docs/solver.md, *Where a
+ * run's directory goes*).
  */
-import { accessSync, constants as fsConstants, mkdtempSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdtempSync, renameSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
@@ -26,8 +28,8 @@ import type { SolverResult, SolverTask, WireResult, WireTask } from './solver-ty
 import { TriageSlots, triageOutputs } from './result-triage.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
-import { removeTreeBounded } from './bounded-remove.js';
-import { ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
+import { removalBudget, removeTreeBounded } from './bounded-remove.js';
+import { CLOSED_SUFFIX, ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
 import { resolveTask } from './task-resolution.js';
 import { parseTelemetryEnvelope, type TelemetryParser } from './telemetry-envelope.js';
 
@@ -109,9 +111,10 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
     const scratchParent = options.scratchParent ?? defaultScratchParent();
-    // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone.
+    // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone; and
+    // what closed pools left beyond their close-time budget.
     const swept = sweepStaleScratch(scratchParent);
-    if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of dead coordinators');
+    if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of closed pools and dead coordinators');
     this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
     // As many triages at once as solver slots: each slot's triage overlaps the slot's next run.
     this.#triageSlots = new TriageSlots(this.#scratchRoot, this.options.workers);
@@ -261,8 +264,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
 
   /**
    * Idempotent. Aborts every running task (each kills its process group from inside its worker),
-   * waits for them to settle, stops the threads and removes the scratch directory. Every step runs
-   * even when an earlier one fails.
+   * waits for them to settle (an aborted run's directory is only moved aside, so this does not
+   * wait for a flood's unlinks), stops the threads and removes the scratch directory within the
+   * `closeRemovalEntries` / `closeRemovalMs` budget. Every step runs even when an earlier one fails.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -271,12 +275,35 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       try {
         await this.#piscina?.destroy();
       } finally {
-        // Bounded (bounded-remove.ts): a run directory left by a terminated worker may hold a flood,
-        // and a recursive fs.rm would list it whole and unlink every entry at once.
-        removeTreeBounded(this.#scratchRoot);
+        this.#removeScratchRoot();
       }
     })();
     return this.#closing;
+  }
+
+  /**
+   * The scratch directory is first renamed to its closed name, which any pool's sweep removes
+   * (docs/solver.md, *Where a run's directory goes*), then removed in batches (bounded-remove.ts:
+   * the trash may hold a flood) until the budget runs out. Never throws: what is left is swept.
+   */
+  #removeScratchRoot(): void {
+    let root = this.#scratchRoot + CLOSED_SUFFIX;
+    try {
+      renameSync(this.#scratchRoot, root);
+    } catch (error) {
+      // Not renamed: removed under its own name, and a remainder waits until this process is gone.
+      this.#logger.warn({ err: error, scratchRoot: this.#scratchRoot }, 'cannot rename the scratch directory to its closed name');
+      root = this.#scratchRoot;
+    }
+    const budget = removalBudget(this.options.closeRemovalEntries, this.options.closeRemovalMs);
+    let complete = false;
+    try {
+      complete = removeTreeBounded(root, budget);
+    } catch (error) {
+      this.#logger.warn({ err: error, scratchRoot: root }, 'cannot remove the scratch directory');
+      return;
+    }
+    if (!complete) this.#logger.info({ scratchRoot: root, entries: this.options.closeRemovalEntries, ms: this.options.closeRemovalMs }, 'scratch directory partly removed at close; the next pool removes the rest');
   }
 }
 

@@ -9,7 +9,9 @@
  *        ▼
  *   classify exit → collect outputs under caps → read telemetry (triage follows in the pool)
  *        ▼
- *   run dir removed (always, also on every failure path)
+ *   run dir moved aside into the trash directory (one rename, always, also on every failure path),
+ *   then removed there — unless the run was aborted: then the task settles at once and the pool's
+ *   close() or the next pool's sweep removes it (docs/solver.md, "Where a run's directory goes")
  *
  * Run-directory bookkeeping uses synchronous fs calls on purpose. This code runs on a solver
  * worker thread that serves one task at a time, so blocking it for a microsecond syscall costs
@@ -17,13 +19,13 @@
  * loaded machine that round trip, not the syscall, dominated the per-run overhead
  * (`bench/dispatch`). Waiting for the solver itself stays asynchronous.
  */
-import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, renameSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalidError, toErrorData, type ErrorData } from '../errors.js';
 import { TaskAbortCell } from './abort-cell.js';
 import type { CoverageBitmap } from './coverage-bitmap.js';
 import { classifyExit } from './exit-classification.js';
-import { removeTreeBounded } from './bounded-remove.js';
+import { removalBudget, removeTreeBounded } from './bounded-remove.js';
 import { CollectionStopped, collectOutputs, type CollectedOutputs } from './output-collector.js';
 import { runInProcessGroup } from './process-group.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
@@ -32,9 +34,14 @@ import type { GeneratedInput, RunTiming, SolverStatus, WireResult, WireTask } fr
 /** Telemetry larger than this is refused as unreadable rather than parsed. */
 export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
 
+/** Name of the directory under the pool's scratch root that finished run directories are moved into. */
+export const TRASH_DIR = 'trash';
+
 export interface SolverRunContext {
   /** Directory private to this worker thread; run dirs are created inside it. */
   readonly workerDir: string;
+  /** The pool's trash directory (same filesystem as `workerDir`): run dirs are renamed into it when done. */
+  readonly trashDir: string;
   /** This worker's private QSYM pruning map (`SYMCC_AFL_COVERAGE_MAP`), never AFL's map. */
   readonly pruningMapPath: string;
   readonly bitmap: CoverageBitmap | null;
@@ -59,17 +66,22 @@ export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Prom
     // error would cross the thread boundary without its code.
     return failedBeforeStart(toErrorData(error), cell.abortRequested);
   } finally {
+    // The cell keeps taking aborts until finish(): an abort during the removal stops it.
+    disposeRunDir(runDir, ctx, cell);
     cell.finish();
-    removeRunDir(runDir);
   }
 }
 
 /**
- * Removes a run directory. Fast path for the common empty case (two `rmdir`s instead of the
- * lstat/readdir walk of a recursive `rm`, measured in `bench/dispatch`); anything left inside
- * (outputs, input copy, telemetry) falls back to the recursive removal.
+ * Disposes of a run directory. Fast path for the common empty case (two `rmdir`s instead of the
+ * lstat/readdir walk of a recursive `rm`, measured in `bench/dispatch`). Anything left inside
+ * (outputs, input copy, telemetry — possibly a flood) is first moved aside into the trash with one
+ * rename, so the run's slot path is free whatever happens next. An aborted run leaves it there: a
+ * shutdown must not wait for a flood's unlinks (the pool's close() removes the trash within a
+ * budget, the next pool's sweep the rest). Any other run removes it now, stopping if an abort
+ * arrives meanwhile. A failed rename falls back to removing the directory in place.
  */
-function removeRunDir(runDir: string): void {
+function disposeRunDir(runDir: string, ctx: SolverRunContext, cell: TaskAbortCell): void {
   try {
     rmdirSync(path.join(runDir, 'output'));
     rmdirSync(runDir);
@@ -77,6 +89,22 @@ function removeRunDir(runDir: string): void {
   } catch {
     // ENOTEMPTY / ENOENT: something was left behind, or the directory was never created.
   }
+  const trashed = path.join(ctx.trashDir, `${path.basename(ctx.workerDir)}-${path.basename(runDir)}`);
+  try {
+    renameSync(runDir, trashed);
+  } catch {
+    removeRunDirInPlace(runDir);
+    return;
+  }
+  if (cell.abortRequested) return;
+  try {
+    removeTreeBounded(trashed, removalBudget(Infinity, Infinity, undefined, () => cell.abortRequested));
+  } catch {
+    // Left in the trash: removed at close() or by the next pool's sweep.
+  }
+}
+
+function removeRunDirInPlace(runDir: string): void {
   try {
     // A flooded output directory must not cost its whole listing in memory (bounded-remove.ts).
     removeTreeBounded(runDir);

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { CoverageBitmap } from './coverage-bitmap.js';
 import { solverBaseEnv } from './solver-env.js';
-import { runSolverTask, type SolverRunContext } from './solver-run.js';
+import { runSolverTask, TRASH_DIR, type SolverRunContext } from './solver-run.js';
 import type { WireResult, WireTask } from './solver-types.js';
 
 /** Startup data the pool hands every worker thread (`workerData`). */
@@ -34,6 +34,9 @@ export function createSolverTaskHandler(data: SolverWorkerData): (task: WireTask
 export async function createSolverRunContext(data: SolverWorkerData, slotName: string, bitmap: CoverageBitmap | null): Promise<SolverRunContext> {
   const workerDir = path.join(data.scratchRoot, slotName);
   await fs.mkdir(workerDir, { recursive: true });
+  // Shared by the pool's slots; each moves its finished run directories here (docs/solver.md).
+  const trashDir = path.join(data.scratchRoot, TRASH_DIR);
+  await fs.mkdir(trashDir, { recursive: true });
   // SymCC's QSYM backend loads this map before a run and updates it in place; private per
   // slot because concurrent in-place updates from several solvers would race.
   const pruningMapPath = path.join(workerDir, 'pruning-map');
@@ -41,5 +44,5 @@ export async function createSolverRunContext(data: SolverWorkerData, slotName: s
   let runs = 0;
   // A plain snapshot: iterating `process.env` goes through an accessor per variable, per run.
   const baseEnv = Object.freeze({ ...process.env });
-  return { workerDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunId: () => ++runs };
+  return { workerDir, trashDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunId: () => ++runs };
 }

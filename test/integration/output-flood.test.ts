@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,13 +19,14 @@ afterAll(() => {
   rmSync(scratchParent, { recursive: true, force: true });
 });
 
-/** Run directories left in a pool's scratch tree (worker-*\/run-*). */
+/** Run directories left in a pool's scratch tree: at a slot's path (worker-*\/run-*) or in its trash. */
 function runDirsLeft(): string[] {
   const left: string[] = [];
   for (const root of readdirSync(scratchParent).filter((n) => n.startsWith('symfence-solver-'))) {
     for (const slot of readdirSync(path.join(scratchParent, root)).filter((n) => n.startsWith('worker-') || n.startsWith('main-'))) {
       left.push(...readdirSync(path.join(scratchParent, root, slot)).filter((n) => n.startsWith('run-')));
     }
+    if (existsSync(path.join(scratchParent, root, 'trash'))) left.push(...readdirSync(path.join(scratchParent, root, 'trash')).map((n) => `trash/${n}`));
   }
   return left;
 }
@@ -52,7 +53,7 @@ describe('a solver that floods its output directory', () => {
     }
   });
 
-  it('is not collected at all once the run is aborted: no entry is read, and the run directory is removed', async () => {
+  it('is not collected at all once the run is aborted: no entry is read, the run directory is moved into the trash and close() removes it', async () => {
     const pidFile = path.join(scratchParent, 'flood-abort.pid');
     const pool = new SolverPool({ scratchParent, solver: { workers: 1, maxOutputFiles: CAP, timeoutMs: 120_000, killGraceMs: 100 } });
     const controller = new AbortController();
@@ -65,9 +66,15 @@ describe('a solver that floods its output directory', () => {
       await waitForFile(pidFile, 60_000);
       controller.abort();
       await expect(running).rejects.toMatchObject({ code: 'ERR_ABORTED', details: { outputEntriesRead: 0 } });
-      expect(runDirsLeft()).toEqual([]);
+      // Settling did not wait for the flood's unlinks: the whole run directory sits in the trash.
+      expect(runDirsLeft()).toEqual([expect.stringMatching(/^trash\/worker-\d+-run-\d+$/)]);
     } finally {
       await pool.close();
     }
+    // Within close()'s default budget of 20,000 entries the rest of the flood is left for the next pool.
+    const next = new SolverPool({ scratchParent, solver: { workers: 1 } });
+    expect(runDirsLeft()).toEqual([]);
+    await next.close();
+    expect(readdirSync(scratchParent).filter((n) => n.startsWith('symfence-solver-'))).toEqual([]);
   });
 });
