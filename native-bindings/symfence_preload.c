@@ -1044,10 +1044,10 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
   } else if (solve) {
     const uint64_t started = now_ns();
     g.real(constraint, taken, site_id);
-    g.solver_time_ns += now_ns() - started;
+    const uint64_t took = now_ns() - started;
+    g.solver_time_ns += took;
     g.queries++;
     g.solved++;
-    const uint64_t took = now_ns() - started;
     const int files = attribute_outputs(opposite, site);
     enum status status = files < 0 ? STATUS_UNKNOWN : files > 0 ? STATUS_SAT : took >= SOLVER_TIMEOUT_NS ? STATUS_UNKNOWN : STATUS_UNSAT;
     count_status(status);
