@@ -7,10 +7,10 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Campaign } from '../../src/coordinator/campaign.js';
 import { findLeaseTables } from '../../src/lease/lease-inspect.js';
 import { META_FILE } from '../../src/lease/table-layout.js';
@@ -19,12 +19,9 @@ import { readTableMeta } from '../../src/lease/table-meta.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { runCliCaptured } from '../helpers/cli-in-process.js';
-import { fakeAflOut, REFERENCE_SOLVER } from '../helpers/cli-process.js';
+import { cleanedAfterEach, fakeAflOut, REFERENCE_SOLVER } from '../helpers/cli-process.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const { dirs } = cleanedAfterEach();
 
 function tempRoot(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'symfence-not-symcc-'));
