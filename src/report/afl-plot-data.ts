@@ -47,9 +47,21 @@ export class AflPlotDataLines {
     readonly startMs: number | undefined,
   ) {}
 
+  /** Width of the rows `lineInto` writes: unixMs, edgesFound, corpusCount, savedCrashes (NaN when absent). */
+  static readonly WIDTH = 4;
+
   line(line: string, lineNumber: number, terminated: boolean): AflPlotPoint | undefined {
+    const out = new Float64Array(AflPlotDataLines.WIDTH);
+    return this.lineInto(line, lineNumber, terminated, out, 0) ? this.pointAt(out, 0) : undefined;
+  }
+
+  /**
+   * `line` without a point object: the checked values go to `out[at…at + 3]` (see `WIDTH`). True
+   * when the line was a row; false for the header, a comment, a blank and a skipped last line.
+   */
+  lineInto(line: string, lineNumber: number, terminated: boolean, out: Float64Array, at: number): boolean {
     const file = this.file;
-    if (!terminated) return undefined;
+    if (!terminated) return false;
     if (this.#columns === undefined) {
       if (!line.startsWith('#')) throw new PlotDataInvalidError(`${file} is not an AFL++ plot_data: it does not start with a # header`, { file, line: lineNumber });
       const columns = line.slice(1).split(',').map((c) => c.trim());
@@ -60,24 +72,25 @@ export class AflPlotDataLines {
       if (timeColumn === 'relative_time' && this.startMs === undefined) {
         throw new PlotDataInvalidError(`${file} has relative times but its fuzzer_stats has no start_time`, { file, line: lineNumber });
       }
-      const at = (name: string): number => columns.indexOf(name);
+      const index = (name: string): number => columns.indexOf(name);
       this.#columns = columns;
       this.#time = timeColumn;
       this.#at = {
-        edges: at('edges_found'),
-        corpus: at('corpus_count') >= 0 ? at('corpus_count') : at('paths_total'),
-        crashes: at('saved_crashes') >= 0 ? at('saved_crashes') : at('unique_crashes'),
+        edges: index('edges_found'),
+        corpus: index('corpus_count') >= 0 ? index('corpus_count') : index('paths_total'),
+        crashes: index('saved_crashes') >= 0 ? index('saved_crashes') : index('unique_crashes'),
       };
-      return undefined;
+      return false;
     }
     const columns = this.#columns;
-    if (line.trim() === '' || line.startsWith('#')) return undefined;
+    if (line.trim() === '' || line.startsWith('#')) return false;
     const fields = line.split(',');
     if (fields.length < columns.length) {
       throw new PlotDataInvalidError(`${file} line ${lineNumber} has ${fields.length} fields, its header ${columns.length}`, { file, line: lineNumber });
     }
     const { edges, corpus, crashes } = this.#at;
     const value = (k: number): number => {
+      if (k < 0) return Number.NaN;
       const v = number(fields[k]!);
       if (!Number.isFinite(v)) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${columns[k]} is not a number`, { file, line: lineNumber, field: columns[k] });
       if (v < 0) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${columns[k]} ${fields[k]!.trim()} is negative`, { file, line: lineNumber, field: columns[k] });
@@ -86,11 +99,21 @@ export class AflPlotDataLines {
     const t = value(0);
     const unixMs = this.#time === 'unix_time' ? t * 1000 : this.startMs! + t * 1000;
     if (unixMs > MAX_TIME_MS) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${columns[0]} ${fields[0]!.trim()} is not a representable time`, { file, line: lineNumber, field: columns[0] });
+    out[at] = unixMs;
+    out[at + 1] = value(edges);
+    out[at + 2] = value(corpus);
+    out[at + 3] = value(crashes);
+    return true;
+  }
+
+  /** The point `lineInto` wrote at `data[at…]`: the columns the header names. */
+  pointAt(data: Float64Array, at: number): AflPlotPoint {
+    const { edges, corpus, crashes } = this.#at;
     return {
-      unixMs,
-      ...(edges >= 0 ? { edgesFound: value(edges) } : {}),
-      ...(corpus >= 0 ? { corpusCount: value(corpus) } : {}),
-      ...(crashes >= 0 ? { savedCrashes: value(crashes) } : {}),
+      unixMs: data[at]!,
+      ...(edges >= 0 ? { edgesFound: data[at + 1]! } : {}),
+      ...(corpus >= 0 ? { corpusCount: data[at + 2]! } : {}),
+      ...(crashes >= 0 ? { savedCrashes: data[at + 3]! } : {}),
     };
   }
 }

@@ -8,7 +8,7 @@
  * with a coded error naming the file (`ERR_CAMPAIGN_STATE`, `ERR_PLOT_DATA_INVALID`) — a report
  * silently missing a coordinator would mislead. A file that is absent only means fewer series. Every
  * file is read through the bounded reader, so a huge or special file costs one fstat; plot files
- * are streamed line by line into a decimated series (decimated-series.ts), so a 256 MiB file costs
+ * are streamed line by line into decimated rows (decimated-rows.ts), so a 256 MiB file costs
  * a bounded number of rows, not its size.
  */
 import { readdirSync, realpathSync, statSync } from 'node:fs';
@@ -21,7 +21,7 @@ import { PlotDataLines, type PlotRow } from '../telemetry/plot-data.js';
 import { MAX_STATS_FILE_BYTES, STATS_FILE_NAME, parseStatsFile, type StatsSnapshot } from '../telemetry/stats-file.js';
 import { AflPlotDataLines, parseFuzzerStats, type AflPlotPoint } from './afl-plot-data.js';
 import { MAX_POINTS_PER_LINE } from './chart-data.js';
-import { DecimatedSeries } from './decimated-series.js';
+import { DecimatedRows } from './decimated-rows.js';
 
 /** Largest `plot_data.csv` / AFL `plot_data` read: about a year of rows at the default interval. */
 export const MAX_PLOT_FILE_BYTES = 256 << 20;
@@ -68,28 +68,32 @@ async function readText(fsLayer: FsLayer, file: string, maxBytes: number, onInva
   return read.bytes.toString('utf8');
 }
 
+/** A plot file's parser as `streamPlot` drives it: rows written straight into a `DecimatedRows`. */
+interface RowParser<T> {
+  /** Writes the row of a line to `out[at…]`; false when the line is not a row (header, skipped). */
+  into(bytes: Buffer, start: number, end: number, line: number, terminated: boolean, out: Float64Array, at: number): boolean;
+  /** The row written at `data[at…]`. */
+  rowAt(data: Float64Array, at: number): T;
+}
+
 /**
- * Streams a plot file through `parse` into a decimated series: memory is bounded by the series and
- * one line, not by the file (up to `MAX_PLOT_FILE_BYTES`). Absent: no rows.
+ * Streams a plot file through `parser` into decimated rows: memory is bounded by the rows kept
+ * and one line, not by the file (up to `MAX_PLOT_FILE_BYTES`), and a row costs no allocation (see
+ * decimated-rows.ts for why that matters to RSS). Absent: no rows.
  */
-async function streamPlot<T>(
-  fsLayer: FsLayer,
-  file: string,
-  parse: (bytes: Buffer, start: number, end: number, line: number, terminated: boolean) => T | undefined,
-): Promise<{ rows: T[]; count: number }> {
-  const series = new DecimatedSeries<T>(MAX_POINTS_PER_LINE);
+async function streamPlot<T>(fsLayer: FsLayer, file: string, width: number, parser: RowParser<T>): Promise<{ rows: T[]; count: number }> {
+  const series = new DecimatedRows(MAX_POINTS_PER_LINE, width);
   let read;
   try {
     read = await forEachLineBytes(fsLayer, file, { maxBytes: MAX_PLOT_FILE_BYTES, maxLineBytes: MAX_PLOT_LINE_BYTES }, (bytes, start, end, line, terminated) => {
-      const row = parse(bytes, start, end, line, terminated);
-      if (row !== undefined) series.push(row);
+      if (parser.into(bytes, start, end, line, terminated, series.data, series.nextOffset())) series.commit();
     });
   } catch (error) {
     if (error instanceof PlotDataInvalidError) throw error;
     throw plotError(file)((error as Error).message);
   }
   if (read.state === 'refused') throw plotError(file)(read.reason);
-  return { rows: series.rows(), count: series.count };
+  return { rows: series.offsets().map((at) => parser.rowAt(series.data, at)), count: series.count };
 }
 
 const plotError = (file: string) => (reason: string) => new PlotDataInvalidError(`cannot read ${file}: ${reason}`, { file });
@@ -102,7 +106,10 @@ async function readCoordinator(fsLayer: FsLayer, statsFile: string): Promise<Omi
   const dir = path.dirname(statsFile);
   const plotFile = path.join(dir, 'plot_data.csv');
   const parser = new PlotDataLines(plotFile);
-  const plot = await streamPlot(fsLayer, plotFile, (bytes, start, end, line, terminated) => parser.lineBytes(bytes, start, end, line, terminated));
+  const plot = await streamPlot(fsLayer, plotFile, PlotDataLines.WIDTH, {
+    into: (bytes, start, end, line, terminated, out, at) => parser.lineInto(bytes, start, end, line, terminated, out, at),
+    rowAt: (data, at) => parser.rowAt(data, at),
+  });
   return { dir, stats, plot: plot.rows, plotRows: plot.count };
 }
 
@@ -117,7 +124,10 @@ async function readAflInstances(fsLayer: FsLayer, dir: string): Promise<AflInsta
     const startS = Number(parseFuzzerStats(statsText).get('start_time'));
     const plotFile = path.join(instance, 'plot_data');
     const parser = new AflPlotDataLines(plotFile, Number.isFinite(startS) && startS > 0 ? startS * 1000 : undefined);
-    const plot = await streamPlot(fsLayer, plotFile, (bytes, start, end, line, terminated) => parser.line(bytes.toString('utf8', start, end), line, terminated));
+    const plot = await streamPlot(fsLayer, plotFile, AflPlotDataLines.WIDTH, {
+      into: (bytes, start, end, line, terminated, out, at) => parser.lineInto(bytes.toString('utf8', start, end), line, terminated, out, at),
+      rowAt: (data, at) => parser.pointAt(data, at),
+    });
     out.push({ dir: instance, label: name, points: plot.rows, plotRows: plot.count });
   }
   return out;

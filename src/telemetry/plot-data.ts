@@ -149,32 +149,61 @@ const MAX_TIME_MS = 8.64e15;
  */
 export class PlotDataLines {
   #header: string[] | undefined;
-  #known = new Set<string>(PLOT_COLUMNS);
+  /** Per header field: its index in `PLOT_COLUMNS`, or -1 for a column this version does not know. */
+  #slots: Int32Array = new Int32Array(0);
+  /** Indexes in `PLOT_COLUMNS` of the known columns the header names, in header order. */
+  #present: number[] = [];
+  #scratch: Float64Array = new Float64Array(PLOT_COLUMNS.length);
 
   constructor(readonly file: string) {}
+
+  /** Width of the rows `lineInto` writes: one number per `PLOT_COLUMNS` entry. */
+  static readonly WIDTH = PLOT_COLUMNS.length;
 
   /**
    * `line` over the bytes `bytes[start, end)`: the fields are read in place, without a string or
    * an array per line (a 256 MiB file is millions of rows), with exactly `Number`'s results.
    */
   lineBytes(bytes: Buffer, start: number, end: number, lineNumber: number, terminated: boolean): PlotRow | undefined {
-    if (!terminated) return undefined;
+    return this.lineInto(bytes, start, end, lineNumber, terminated, this.#scratch, 0) ? this.rowAt(this.#scratch, 0) : undefined;
+  }
+
+  /**
+   * `lineBytes` without a row object: the row's checked values go to `out[at + i]` for
+   * `PLOT_COLUMNS[i]` (NaN for a column the header lacks). True when the line was a row; false for
+   * the header and a skipped last line (`out` may then have been written). Nothing is allocated
+   * for a well-formed row.
+   */
+  lineInto(bytes: Buffer, start: number, end: number, lineNumber: number, terminated: boolean, out: Float64Array, at: number): boolean {
+    if (!terminated) return false;
     const header = this.#header;
-    if (header === undefined) return this.line(bytes.toString('utf8', start, end), lineNumber, terminated);
-    const row: Partial<Record<PlotColumn, number>> = {};
+    if (header === undefined) {
+      this.line(bytes.toString('utf8', start, end), lineNumber, terminated);
+      return false;
+    }
+    const slots = this.#slots;
     let k = 0;
     let fieldStart = start;
-    for (let at = start; at <= end; at++) {
-      if (at < end && bytes[at] !== 0x2c) continue;
+    for (let i = start; i <= end; i++) {
+      if (i < end && bytes[i] !== 0x2c) continue;
       if (k >= header.length) break;
-      this.#set(row, header[k]!, parseDecimal(bytes, fieldStart, at), () => bytes.toString('latin1', fieldStart, at), lineNumber);
+      const value = parseDecimal(bytes, fieldStart, i);
+      this.#check(header[k]!, slots[k]!, value, bytes, fieldStart, i, lineNumber);
+      if (slots[k]! >= 0) out[at + slots[k]!] = value;
       k++;
-      fieldStart = at + 1;
+      fieldStart = i + 1;
     }
     if (k !== header.length || fieldStart <= end) {
       // A different field count: the text path names it exactly.
-      return this.line(bytes.toString('utf8', start, end), lineNumber, terminated);
+      this.line(bytes.toString('utf8', start, end), lineNumber, terminated);
     }
+    return true;
+  }
+
+  /** The row `lineInto` wrote at `data[at…]`, with the columns the header names. */
+  rowAt(data: Float64Array, at: number): PlotRow {
+    const row: Partial<Record<PlotColumn, number>> = {};
+    for (const i of this.#present) row[PLOT_COLUMNS[i]!] = data[at + i]!;
     return row;
   }
 
@@ -188,6 +217,8 @@ export class PlotDataLines {
         throw new PlotDataInvalidError(`${file} is not a symfence plot_data.csv: its header does not start with ${FIRST_PLOT_COLUMNS.slice(0, 3).join(',')}…`, { file, line: lineNumber });
       }
       this.#header = header;
+      this.#slots = Int32Array.from(header, (name) => (PLOT_COLUMNS as readonly string[]).indexOf(name));
+      this.#present = [...this.#slots].filter((i) => i >= 0);
       return undefined;
     }
     const header = this.#header;
@@ -198,22 +229,27 @@ export class PlotDataLines {
     const row: Partial<Record<PlotColumn, number>> = {};
     for (let k = 0; k < header.length; k++) {
       const field = fields[k]!;
-      this.#set(row, header[k]!, field.trim() === '' ? Number.NaN : Number(field), () => field, lineNumber);
+      const value = field.trim() === '' ? Number.NaN : Number(field);
+      this.#check(header[k]!, this.#slots[k]!, value, field, 0, field.length, lineNumber);
+      if (this.#slots[k]! >= 0) row[header[k] as PlotColumn] = value;
     }
     return row;
   }
 
-  /** Checks one field's value (`NaN` = not a number) and stores it under a known column. */
-  #set(row: Partial<Record<PlotColumn, number>>, column: string, value: number, text: () => string, lineNumber: number): void {
+  /**
+   * Checks one field's value (`NaN` = not a number; its text is `source[start, end)`, decoded only
+   * for the error). `slot` < 0: a column this version does not know, checked only for being a number.
+   */
+  #check(column: string, slot: number, value: number, source: Buffer | string, start: number, end: number, lineNumber: number): void {
     const file = this.file;
     if (!Number.isFinite(value)) throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${column} is not a number`, { file, line: lineNumber, field: column });
-    if (!this.#known.has(column)) return;
+    if (slot < 0) return;
     const max = RATIO_COLUMNS.has(column) ? 1 : column === 'unix_ms' ? MAX_TIME_MS : Number.MAX_VALUE;
     // elapsed_s is a difference of wall-clock times: a clock stepped back may make it negative.
     if ((value < 0 && column !== 'elapsed_s') || value > max) {
-      throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${column} ${text()} is outside [0, ${max === Number.MAX_VALUE ? '∞)' : `${max}]`}`, { file, line: lineNumber, field: column });
+      const text = typeof source === 'string' ? source.slice(start, end) : source.toString('latin1', start, end);
+      throw new PlotDataInvalidError(`${file} line ${lineNumber}: ${column} ${text} is outside [0, ${max === Number.MAX_VALUE ? '∞)' : `${max}]`}`, { file, line: lineNumber, field: column });
     }
-    row[column as PlotColumn] = value;
   }
 }
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_PLOT_FILE_BYTES, collectReportSources } from '../../src/report/report-sources.js';
 import { MAX_POINTS_PER_LINE } from '../../src/report/chart-data.js';
-import { DecimatedSeries } from '../../src/report/decimated-series.js';
+import { DecimatedRows } from '../../src/report/decimated-rows.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import { PLOT_COLUMNS, plotRow } from '../../src/telemetry/plot-data.js';
 import { makeSnapshot } from '../../src/telemetry/stats-file.js';
@@ -106,12 +106,20 @@ describe('report over large plot files', () => {
   });
 });
 
-describe('DecimatedSeries', () => {
+describe('DecimatedRows', () => {
   it('holds at most 2 × target + 1 rows for any count, evenly spaced from the first, ending at the last', () => {
     for (const count of [0, 1, 2, 7, 8, 9, 100, 1023, 1024, 1025, 54_321]) {
-      const series = new DecimatedSeries<number>(4);
-      for (let i = 0; i < count; i++) series.push(i);
-      const rows = series.rows();
+      const series = new DecimatedRows(4, 2);
+      for (let i = 0; i < count; i++) {
+        const at = series.nextOffset();
+        series.data[at] = i;
+        series.data[at + 1] = -i;
+        series.commit();
+        // A line that is not a row writes its slot but is never committed: it must not replace the last row.
+        series.data.fill(Number.NaN, series.nextOffset(), series.nextOffset() + 2);
+      }
+      const rows = series.offsets().map((at) => series.data[at]!);
+      expect(series.offsets().every((at) => series.data[at + 1] === -series.data[at]!)).toBe(true);
       expect(series.count).toBe(count);
       expect(rows.length).toBeLessThanOrEqual(9);
       if (count === 0) {
