@@ -1,0 +1,87 @@
+/**
+ * `symfence run --duration` ends on time while its solver floods the run directory: the deadline
+ * aborts the run, the run's directory goes into the pool's trash with one rename, and close()
+ * removes only its entry budget (docs/solver.md, "Where a run's directory goes"). So the stop costs
+ * the same whatever the flood's size, and the next start removes what was left.
+ *
+ * Handshake, not timing: the flooding solver publishes its pid once all its files exist; the test
+ * checks that this happened before the campaign stopped (so the stop met the whole flood). The
+ * close budget is set through its environment variable (`SYMFENCE_SOLVER_CLOSE_REMOVAL_ENTRIES=0`)
+ * so the assertion is on what is left on disk: with a stop that unlinks the flood before it exits,
+ * nothing would be left. The only time bound is a hang guard far above the deadline.
+ */
+import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../../src/util/paths.js';
+import { cleanedAfterEach, fakeAflOut, REFERENCE_SOLVER, runCliProcess } from '../helpers/cli-process.js';
+import { isAlive } from '../helpers/processes.js';
+
+const { dirs, children } = cleanedAfterEach();
+
+const FLOOD_FILES = 20_000;
+const FLOODER = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'flooding-solver.sh');
+const DURATION_MS = 8_000;
+/** Far above the deadline plus the kill grace: only a stop that hangs (or unlinks for minutes) exceeds it. */
+const HANG_GUARD_MS = DURATION_MS + 90_000;
+
+function runArgs(out: string, name: string): string[] {
+  return [
+    'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name,
+    '--workers', '1', '--duration', `${DURATION_MS}ms`, '--solver-telemetry', 'off', '--solver-kill-grace', '200ms',
+    '--stats-interval', '200ms', '--json', '--log-level', 'warn',
+    '--showmap', `${process.execPath} ${REFERENCE_SOLVER} showmap`,
+    '--', FLOODER, '@@',
+  ];
+}
+
+/** Every `symfence-solver-…` scratch directory below `root` (open or closed), at any depth. */
+function scratchDirs(root: string): string[] {
+  return (readdirSync(root, { recursive: true }) as string[]).filter((p) => path.basename(p).startsWith('symfence-solver-')).map((p) => path.join(root, p));
+}
+
+/** Flood files per run directory left in the trash of the scratch directory `scratch`. */
+function trashedFloods(scratch: string): number[] {
+  const trash = path.join(scratch, 'trash');
+  if (!existsSync(trash)) return [];
+  return readdirSync(trash).map((run) => {
+    const output = path.join(trash, run, 'output');
+    return existsSync(output) ? readdirSync(output).length : 0;
+  });
+}
+
+it('a --duration campaign whose solver is flooding its output stops without unlinking the flood, and the next start removes it', async () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'symfence-flood-campaign-'));
+  dirs.push(root);
+  const out = fakeAflOut(root, ['seed-a', 'seed-b'], 'builtin:demo @@');
+  const pidFile = path.join(root, 'flood.pid');
+  const started = Date.now();
+  const run = runCliProcess(runArgs(out, 'flood'), {
+    env: { SYMFENCE_TEST_FILES: String(FLOOD_FILES), SYMFENCE_TEST_PIDFILE: pidFile, SYMFENCE_SOLVER_CLOSE_REMOVAL_ENTRIES: '0' },
+  });
+  children.push(run.child);
+  const hang = new Promise<'hang'>((resolve) => setTimeout(() => resolve('hang'), HANG_GUARD_MS).unref());
+  const exit = await Promise.race([run.exit, hang]);
+  if (exit === 'hang') throw new Error(`symfence run --duration ${DURATION_MS}ms had not exited after ${HANG_GUARD_MS} ms`);
+  expect(exit, exit.stderr).toMatchObject({ code: 0, signal: null });
+  // The handshake: the flood was complete (the solver published its pid) before the stop.
+  expect(existsSync(pidFile), 'the flooding solver never finished its flood before the deadline').toBe(true);
+  expect(statSync(pidFile).mtimeMs).toBeGreaterThanOrEqual(started - 1000);
+  const solverPid = Number((await import('node:fs')).readFileSync(pidFile, 'utf8').trim());
+  expect(isAlive(solverPid)).toBe(false);
+
+  // What the stop left: the closed scratch directory, the whole flood still in its trash.
+  const closed = scratchDirs(root).filter((d) => d.endsWith('.closed'));
+  expect(closed).toHaveLength(1);
+  expect(trashedFloods(closed[0]!)).toContain(FLOOD_FILES);
+
+  // The next start on the same out-dir sweeps it (its own solver floods nothing this time).
+  const again = runCliProcess([...runArgs(out, 'flood').map((a) => (a === `${DURATION_MS}ms` ? '1s' : a))], { env: { SYMFENCE_TEST_FILES: '0' } });
+  children.push(again.child);
+  const second = await Promise.race([again.exit, new Promise<'hang'>((resolve) => setTimeout(() => resolve('hang'), HANG_GUARD_MS).unref())]);
+  if (second === 'hang') throw new Error('the second run did not exit');
+  expect(second, second.stderr).toMatchObject({ code: 0 });
+  expect(scratchDirs(root).filter((d) => d === closed[0])).toEqual([]);
+  for (const scratch of scratchDirs(root)) expect(trashedFloods(scratch).filter((n) => n > 0)).toEqual([]);
+}, 240_000);
