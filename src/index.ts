@@ -62,7 +62,7 @@ export { readStatsFile } from './telemetry/stats-file.js';
 export type { StatsSnapshot } from './telemetry/stats-file.js';
 export { readCampaignStatus } from './telemetry/campaign-status.js';
 export type { CampaignStatus } from './telemetry/campaign-status.js';
-export { readJobLog } from './telemetry/job-log.js';
+export { forEachJobLogEntry, readJobLog } from './telemetry/job-log.js';
 export type { JobLogEntry, JobLogStatus } from './telemetry/job-log.js';
 export { solverUtilisation } from './telemetry/counters.js';
 

@@ -11,6 +11,9 @@
  * truncated last line, never an interleaved one; readers skip a truncated last line.
  */
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { CampaignStateError } from '../errors.js';
+import { forEachLine } from '../fs/bounded-read.js';
+import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 
 export type JobLogStatus = 'ok' | 'timeout' | 'crash' | 'error' | 'aborted' | 'stale' | 'abandoned';
 
@@ -95,7 +98,47 @@ export class JobLogFile implements JobLogPort {
   }
 }
 
-/** Reads a `jobs.jsonl`; a truncated final line (crash mid-write) is skipped, any other bad line throws. */
+/** Longest `jobs.jsonl` line read: a line is a few hundred bytes (a job's targets included). */
+export const MAX_JOB_LOG_LINE_BYTES = 1 << 20;
+
+/**
+ * Streams a `jobs.jsonl` to `onEntry`, in order, 1 MiB at a time through the bounded line reader
+ * (src/fs/bounded-read.ts): memory is one chunk plus one line whatever the journal's size (a long
+ * campaign's is hundreds of MB). A truncated last line (crash mid-write) is skipped; any other line
+ * that is not a JSON object, a line over `MAX_JOB_LOG_LINE_BYTES`, or a path that is not a regular
+ * file fails with `ERR_CAMPAIGN_STATE` naming the file (and line). Resolves the entries read; 0
+ * when the file is absent.
+ */
+export async function forEachJobLogEntry(file: string, onEntry: (entry: JobLogEntry, lineNumber: number) => void, options: { readonly fsLayer?: FsLayer } = {}): Promise<number> {
+  let entries = 0;
+  const invalid = (reason: string, line?: number) => new CampaignStateError(`cannot read ${file}${line === undefined ? '' : ` line ${line}`}: ${reason}`, { file, ...(line === undefined ? {} : { line }) });
+  let read;
+  try {
+    read = await forEachLine(options.fsLayer ?? nodeFsLayer, file, { maxBytes: Number.MAX_SAFE_INTEGER, maxLineBytes: MAX_JOB_LOG_LINE_BYTES }, (text, lineNumber, terminated) => {
+      if (text === '') return;
+      let entry: unknown;
+      try {
+        entry = JSON.parse(text);
+      } catch (error) {
+        if (!terminated) return;
+        throw invalid((error as Error).message, lineNumber);
+      }
+      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw invalid('not a JSON object', lineNumber);
+      entries++;
+      onEntry(entry as JobLogEntry, lineNumber);
+    });
+  } catch (error) {
+    if (error instanceof CampaignStateError) throw error;
+    throw invalid((error as Error).message);
+  }
+  if (read.state === 'refused') throw invalid(read.reason);
+  return entries;
+}
+
+/**
+ * Reads a whole `jobs.jsonl` into memory (tests, small journals; `forEachJobLogEntry` streams);
+ * a truncated final line (crash mid-write) is skipped, any other bad line throws.
+ */
 export function readJobLog(path: string): JobLogEntry[] {
   const lines = readFileSync(path, 'utf8').split('\n');
   const out: JobLogEntry[] = [];
