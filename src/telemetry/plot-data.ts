@@ -170,7 +170,8 @@ export class PlotDataLines {
 
   /**
    * `lineBytes` without a row object: the row's checked values go to `out[at + i]` for
-   * `PLOT_COLUMNS[i]` (NaN for a column the header lacks). True when the line was a row; false for
+   * `PLOT_COLUMNS[i]` (a column the header lacks is left untouched: `rowAt` reads only the header's
+   * columns). True when the line was a row; false for
    * the header and a skipped last line (`out` may then have been written). Nothing is allocated
    * for a well-formed row.
    */
