@@ -23,7 +23,7 @@
  * I/O thread share it); `release()` drops a reference and closes the client with the last one.
  */
 import { readFileSync } from 'node:fs';
-import type { Etcd3, IOptions, Lease } from 'etcd3';
+import { Etcd3, type IOptions, type Lease } from 'etcd3';
 import { invalidOption } from '../../config/values.js';
 import { EtcdUnavailableError } from '../../errors.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
@@ -333,9 +333,6 @@ export async function connectEtcd(config: EtcdClientConfig, monotonicNowMs: () =
 }
 
 async function openConnection(key: string, config: EtcdClientConfig, monotonicNowMs: () => number): Promise<EtcdConnection> {
-  // Loaded on first connection: the client and its gRPC stack cost ~30 MB of RSS, which every
-  // command that never talks to etcd (report, status, a files or SQLite campaign) would pay.
-  const { Etcd3 } = await import('etcd3');
   const client = new Etcd3(clientOptions(config));
   const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs).retain();
   try {
