@@ -102,7 +102,8 @@ it('npm pack, installed in an empty project: every entry imports, the CLI answer
   expect(runHelp.status, runHelp.stderr).toBe(0);
   expect(runHelp.stdout).toContain('--afl-out');
   const out = path.join(project, 'demo-out');
-  const demo = run('npx', ['--offline', 'symfence', 'demo', '--duration', '3s', '--workers', '1', '--out-dir', out, '--json'], project);
+  // The demo stops as soon as every maze branch is reached; the duration only caps a slow machine.
+  const demo = run('npx', ['--offline', 'symfence', 'demo', '--duration', '120s', '--workers', '1', '--out-dir', out, '--json'], project);
   expect(demo.status, demo.stderr).toBe(0);
   const summary = JSON.parse(demo.stdout.trim().split('\n').pop()!) as { jobsCompleted: number };
   expect(summary.jobsCompleted).toBeGreaterThan(0);
