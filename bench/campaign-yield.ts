@@ -155,6 +155,8 @@ interface Outcome {
   readonly published: number;
   readonly questions: number;
   readonly load: number;
+  /** symfence only: its stats.json sections that explain the figures (the split, the frontier, the counters). */
+  readonly stats?: unknown;
 }
 
 function fuzzerStat(file: string, key: string): number {
@@ -241,10 +243,15 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
   const peerQueue = path.join(root, 'out', peerName, 'queue');
   const published = existsSync(peerQueue) ? readdirSync(peerQueue).filter((n) => n.startsWith('id:')).length : 0;
   let questions = 0;
+  let stats: unknown;
   const statsFile = path.join(root, 'out', 'symfence', 'stats.json');
-  if (existsSync(statsFile)) questions = (JSON.parse(readFileSync(statsFile, 'utf8')) as { counters: { jobsTargeted: number } }).counters.jobsTargeted;
+  if (existsSync(statsFile)) {
+    const doc = JSON.parse(readFileSync(statsFile, 'utf8')) as { counters: { jobsTargeted: number }; yield?: unknown; frontier?: unknown; afl?: unknown };
+    questions = doc.counters.jobsTargeted;
+    stats = { counters: doc.counters, yield: doc.yield, frontier: doc.frontier, afl: doc.afl };
+  }
   const { quartiles, mean } = overTime(sampler.samples);
-  const outcome = { edges, quartiles, mean, imported, published, questions, load: Number(os.loadavg()[0]!.toFixed(2)) };
+  const outcome = { edges, quartiles, mean, imported, published, questions, load: Number(os.loadavg()[0]!.toFixed(2)), ...(stats === undefined ? {} : { stats }) };
   rmSync(root, { recursive: true, force: true });
   return outcome;
 }
