@@ -9,7 +9,7 @@
  * poses to the campaign's coverage frontier (coverage-frontier.ts). Order (`order: 'value'`, the
  * default; docs/scheduler.md "Coverage frontier"): every tier-1 question of the campaign before
  * any tier-2 one, tier 2 before tier 3; within a tier, inputs with the most weighted questions per
- * expected solver-second first; one question per (site, direction) per round in tiers 1 and 2 (the
+ * expected run-second first; one question per (site, direction) per round in tiers 1 and 2 (the
  * next input asking it again waits for tier 3). `order: 'age'` is the older rule: inputs in
  * arrival order, every open branch alike. A proposal targets up to `targetsPerJob` branches
  * (default 1: see docs/solver.md, "Directed runs on QSYM", for why one target per run is the safe
@@ -36,7 +36,7 @@ export interface FrontierLaneOptions extends Pick<LaneCommonOptions, 'seedLive'>
    * the lanes observe). Absent: a private one this lane feeds itself.
    */
   readonly frontier?: CoverageFrontier;
-  /** `value` (tiers, then questions per expected solver-second) or `age` (arrival order). Default `value`. */
+  /** `value` (tiers, then questions per expected run-second) or `age` (arrival order). Default `value`. */
   readonly order?: FrontierOrder;
   /** Branches per directed job, 1..64. Default 1. */
   readonly targetsPerJob?: number;
@@ -139,7 +139,7 @@ export class FrontierLane implements Lane {
     return { ...this.#asked };
   }
 
-  /** Expected solver-seconds of one directed run on `r`: measured on it, else the campaign's mean scaled by its trace length. */
+  /** Expected run-seconds (slot plus triage) of one directed run on `r`: measured on it, else the campaign's mean scaled by its trace length. */
   #expectedSeconds(r: FrontierRecord): number {
     if (r.costMs !== null) return Math.max(0.01, r.costMs / 1000);
     const base = this.#runMs ?? DEFAULT_RUN_MS;
