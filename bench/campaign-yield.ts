@@ -22,9 +22,17 @@
  *
  *   npm run bench -- campaign-yield [--duration 60] [--runs 1] [--configs afl,old,new,helper] (add tiers)
  *        [--target-src a.c,b.c --seeds <dir>]   (default target: a small built-in parser)
+ *        [--target-afl <bin> --target-symcc <bin> --label <name> --seeds <dir>]
+ *                                               (a library already built with afl-cc and with SymCC)
+ *        [--record <file.jsonl>] [--first-round <n>]
+ *
+ * `--record` appends every campaign's outcome to a JSON-lines file and prints the medians over all
+ * the file's outcomes for this target and duration, so the rounds of one comparison can run as
+ * separate, shorter invocations (`--runs 1 --first-round 1`, then `--first-round 2`, ...);
+ * `--first-round` also sets where the rotation of the configurations starts.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, copyFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, copyFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { preloadLibraryPath } from '../src/solver/preload-library.js';
@@ -41,6 +49,11 @@ const runs = Number(flag('runs', '1'));
 const wanted = flag('configs', 'afl,old,new,helper').split(',') as Config[];
 const targetSrc = flag('target-src', '');
 const seedsDir = flag('seeds', '');
+const prebuiltAfl = flag('target-afl', '');
+const prebuiltSymcc = flag('target-symcc', '');
+const labelFlag = flag('label', '');
+const recordFile = flag('record', '');
+const firstRound = Number(flag('first-round', '0'));
 const CLI = path.join(PACKAGE_ROOT, 'dist', 'src', 'cli', 'main.js');
 const AFL_ENV = { AFL_NO_UI: '1', AFL_SKIP_CPUFREQ: '1', AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES: '1', AFL_NO_AFFINITY: '1', AFL_SYNC_TIME: '1' };
 
@@ -49,6 +62,14 @@ function which(name: string): boolean {
 }
 
 const symcc = process.env.SYMFENCE_SYMCC;
+if (Boolean(prebuiltAfl) !== Boolean(prebuiltSymcc) || (prebuiltAfl && (!symcc || !seedsDir || targetSrc))) {
+  console.error('campaign-yield: --target-afl and --target-symcc go together, need SYMFENCE_SYMCC and --seeds, and replace --target-src');
+  process.exit(2);
+}
+if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(firstRound) || firstRound < 0 || !(durationS > 0)) {
+  console.error(`campaign-yield: --runs ${runs}, --first-round ${firstRound}, --duration ${durationS}: need integers >= 1, >= 0 and a positive duration`);
+  process.exit(2);
+}
 const unavailable = !which('afl-fuzz') || !which('afl-cc') || !which('afl-showmap') ? 'afl-fuzz/afl-cc/afl-showmap missing' : !symcc && (preloadLibraryPath() === null ? 'preload library not built' : fakeSymccUnavailable());
 if (unavailable) {
   console.error(`campaign-yield: ${unavailable}`);
@@ -87,9 +108,10 @@ function build(): Built {
     writeFileSync(path.join(seeds, 'a'), 'SYMFv1\u0004\u0000{k=}');
     writeFileSync(path.join(seeds, 'b'), 'AAAAAAAA#k=1');
   }
+  if (prebuiltAfl) return { afl: path.resolve(prebuiltAfl), solver: [path.resolve(prebuiltSymcc), '@@'], seeds, label: labelFlag || path.basename(prebuiltAfl).replace(/\.[^.]*$/, '') };
   const sources = targetSrc ? targetSrc.split(',') : [path.join(scratch, 'target.c')];
   if (!targetSrc) writeFileSync(sources[0]!, BUILTIN_C);
-  const label = targetSrc ? path.basename(path.dirname(path.resolve(sources[sources.length - 1]!))) : 'builtin';
+  const label = labelFlag ? labelFlag : targetSrc ? path.basename(path.dirname(path.resolve(sources[sources.length - 1]!))) : 'builtin';
   if (symcc) {
     const afl = path.join(scratch, 'target.afl');
     const sym = path.join(scratch, 'target.symcc');
@@ -133,6 +155,8 @@ interface Outcome {
   readonly published: number;
   readonly questions: number;
   readonly load: number;
+  /** symfence only: its stats.json sections that explain the figures (the split, the frontier, the counters). */
+  readonly stats?: unknown;
 }
 
 function fuzzerStat(file: string, key: string): number {
@@ -219,10 +243,15 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
   const peerQueue = path.join(root, 'out', peerName, 'queue');
   const published = existsSync(peerQueue) ? readdirSync(peerQueue).filter((n) => n.startsWith('id:')).length : 0;
   let questions = 0;
+  let stats: unknown;
   const statsFile = path.join(root, 'out', 'symfence', 'stats.json');
-  if (existsSync(statsFile)) questions = (JSON.parse(readFileSync(statsFile, 'utf8')) as { counters: { jobsTargeted: number } }).counters.jobsTargeted;
+  if (existsSync(statsFile)) {
+    const doc = JSON.parse(readFileSync(statsFile, 'utf8')) as { counters: { jobsTargeted: number }; yield?: unknown; frontier?: unknown; afl?: unknown };
+    questions = doc.counters.jobsTargeted;
+    stats = { counters: doc.counters, yield: doc.yield, frontier: doc.frontier, afl: doc.afl };
+  }
   const { quartiles, mean } = overTime(sampler.samples);
-  const outcome = { edges, quartiles, mean, imported, published, questions, load: Number(os.loadavg()[0]!.toFixed(2)) };
+  const outcome = { edges, quartiles, mean, imported, published, questions, load: Number(os.loadavg()[0]!.toFixed(2)), ...(stats === undefined ? {} : { stats }) };
   rmSync(root, { recursive: true, force: true });
   return outcome;
 }
@@ -230,11 +259,30 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
 const built = build();
 const configs = wanted.filter((c) => c !== 'helper' || helperPath() !== undefined);
 const results = new Map<Config, Outcome[]>(configs.map((c) => [c, []]));
-for (let round = 0; round < runs; round++) {
+const solverName = symcc ? 'symcc' : 'fake-symcc';
+interface Recorded extends Outcome {
+  readonly target: string;
+  readonly solver: string;
+  readonly duration_s: number;
+  readonly config: Config;
+  readonly round: number;
+}
+if (recordFile && existsSync(recordFile)) {
+  for (const line of readFileSync(recordFile, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    const r = JSON.parse(line) as Recorded;
+    if (r.target === built.label && r.solver === solverName && r.duration_s === durationS && results.has(r.config)) results.get(r.config)!.push(r);
+  }
+}
+for (let round = firstRound; round < firstRound + runs; round++) {
   const order = configs.map((_, i) => configs[(i + round) % configs.length]!);
   for (const config of order) {
     const o = await campaign(config, built, round);
     results.get(config)!.push(o);
+    if (recordFile) {
+      const recorded: Recorded = { target: built.label, solver: solverName, duration_s: durationS, config, round, ...o };
+      appendFileSync(recordFile, `${JSON.stringify(recorded)}\n`);
+    }
     console.log(
       `${built.label} run ${round + 1} ${config.padEnd(6)} edges ${o.edges} (25/50/75%: ${o.quartiles.join('/')}, mean ${o.mean}) imported ${o.imported} of ${o.published} published, directed questions ${o.questions}, load ${o.load}`,
     );
@@ -244,9 +292,9 @@ for (let round = 0; round < runs; round++) {
 const row: Record<string, unknown> = {
   bench: 'campaign-yield',
   target: built.label,
-  solver: symcc ? 'symcc' : 'fake-symcc',
+  solver: solverName,
   duration_s: durationS,
-  runs,
+  runs: Math.min(...[...results.values()].map((list) => list.length)),
   loadavg: os.loadavg().map((x) => Number(x.toFixed(2))),
 };
 const floor = results.has('afl') ? median(results.get('afl')!.map((o) => o.edges)) : undefined;

@@ -1,10 +1,10 @@
 /**
  * Chooses each input's first run (`full`: solve every branch, or `trace`: learn the branches and
  * let directed frontier runs ask the ones the campaign wants) by measured yield: edges new to the
- * campaign per solver-second, kept per strategy (docs/scheduler.md "Full or directed: the yield
+ * campaign per second of run time (slot plus triage, `JobFeedback.runMs`), kept per strategy (docs/scheduler.md "Full or directed: the yield
  * split").
  *
- *   yield(k)   = (E_k + 1) / (T_k + 10)            E_k, T_k: new edges and solver-seconds of strategy k,
+ *   yield(k)   = (E_k + 1) / (T_k + 10)            E_k, T_k: new edges and run-seconds of strategy k,
  *                                                 each observation first decaying both by 0.98
  *   fullShare  = clamp(yield(full) / (yield(full) + yield(directed)), 0.1, 0.9)
  *

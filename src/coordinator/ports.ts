@@ -215,6 +215,12 @@ export interface JobFeedback {
   readonly newEdges?: number;
   /** The run's solver time, ms (the backend's CPU time when it reports one, else wall time). */
   readonly solverMs?: number;
+  /**
+   * What the run cost the machine, ms: its time on the solver slot (start-up, the solver process,
+   * output collection) plus the coverage triage of its outputs; its wall time when the solver
+   * measured none. The yield split and the frontier's run costs use this (docs/scheduler.md).
+   */
+  readonly runMs?: number;
 }
 
 /** An input known to the campaign: an AFL queue entry, an initial seed or one of our findings. */

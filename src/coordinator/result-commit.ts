@@ -141,6 +141,8 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   }
   const solverMs = outcome.solverTimeUs !== undefined ? outcome.solverTimeUs / 1000 : outcome.elapsedMs;
   counters.solverTimeMs += solverMs;
+  const timing = outcome.timing;
+  const runMs = timing !== undefined ? timing.spawnMs + timing.solverMs + timing.collectMs + timing.triageMs : outcome.elapsedMs;
   let newEdges = 0;
   for (const g of outcome.generated) if (g.interesting && g.terminal === undefined) newEdges += g.newEdges ?? 1;
   countCommittedJob(counters, jobKindOf(job), outcome.telemetry, job.origin);
@@ -155,6 +157,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
         findings,
         newEdges,
         solverMs,
+        runMs,
       },
       ctx.clock.now(),
     );

@@ -142,7 +142,9 @@ export class SeedWorkSource implements WorkSource {
   observe(feedback: JobFeedback, now: number): void {
     const depth = feedback.job.depth + 1;
     const directed = feedback.job.mode === 'trace' || feedback.job.group.length > 0;
-    this.#bandit.observe(directed ? 'directed' : 'full', feedback.newEdges ?? feedback.findings.filter((f) => f.kind === 'queue').length, feedback.solverMs ?? 0);
+    // Equal CPU is what the split trades: a run's cost is its machine time, not only the solver's
+    // own solving time (a trace run solves nothing, yet holds a slot).
+    this.#bandit.observe(directed ? 'directed' : 'full', feedback.newEdges ?? feedback.findings.filter((f) => f.kind === 'queue').length, feedback.runMs ?? feedback.solverMs ?? 0);
     for (const entry of feedback.findings) {
       if (entry.kind !== 'queue') continue;
       this.#afl?.markSeenDigest(entry.sha256);

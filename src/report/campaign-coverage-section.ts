@@ -23,7 +23,7 @@ export function campaignCoverageSection(sources: ReportSources, escape: Escape):
     const share = y === undefined ? '—' : `${(y.fullShare * 100).toFixed(0)}%`;
     return [c.label, imports, merged, pairs, tiers, full, directed, share];
   });
-  const headers = ['coordinator', 'AFL++ imports of our inputs', 'edges from AFL++', '(site, direction) pairs', 'asked tier 1 / 2 / 3', 'full: new edges per solver-s', 'directed: new edges per solver-s', 'full share'];
+  const headers = ['coordinator', 'AFL++ imports of our inputs', 'edges from AFL++', '(site, direction) pairs', 'asked tier 1 / 2 / 3', 'full: new edges per run-s', 'directed: new edges per run-s', 'full share'];
   const head = headers.map((h) => `<th>${escape(h)}</th>`).join('');
   const body = rows.map((r) => `<tr>${r.map((cell) => `<td>${escape(cell)}</td>`).join('')}</tr>`).join('\n');
   return `<table class="coverage"><thead><tr>${head}</tr></thead><tbody>\n${body}\n</tbody></table>`;

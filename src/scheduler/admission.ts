@@ -13,7 +13,7 @@ import { AdmissionProtocolError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { LocalReservations, ClaimOutcome, SharedTargetClaims } from './admission-ports.js';
-import type { Lane, LaneName, Proposal } from './lanes/lane.js';
+import { effectiveOutputLimit, type Lane, type LaneName, type Proposal } from './lanes/lane.js';
 import { seedTargetKey, targetGroup, type ReplayJob } from './replay-job.js';
 import type { TargetLedger } from './target-ledger.js';
 
@@ -94,6 +94,9 @@ interface Pending {
 }
 
 const OWNER_LIMIT = 0x7fff_ffff;
+/** First backlog of a round: this many candidates per slot to fill, and at least this many. */
+const INITIAL_BACKLOG_PER_SLOT = 4;
+const INITIAL_BACKLOG_MIN = 32;
 
 export class Admission {
   readonly #lanes: readonly Lane[];
@@ -150,8 +153,15 @@ export class Admission {
    * answered (or backing off) is dropped, settled actions are stripped. No lane state changes.
    */
   proposals(limit: number, proposalLimit: number, now: number): Proposal[] {
+    return this.#backlog(limit, proposalLimit, now).proposals;
+  }
+
+  /** `proposals`, and whether some lane filled its output limit (a deeper call may give more). */
+  #backlog(limit: number, proposalLimit: number, now: number): { proposals: Proposal[]; truncated: boolean } {
     const excluded = this.inflightTargets();
+    const outputLimit = effectiveOutputLimit(limit, proposalLimit);
     const lists = new Map(this.#lanes.map((lane) => [lane.name, lane.propose(limit, proposalLimit, now, excluded)] as const));
+    const truncated = [...lists.values()].some((list) => list.length >= outputLimit);
     const ordered: Proposal[] = [];
     const placed = new Set<LaneName>();
     for (const tier of this.#order.tiers) {
@@ -161,13 +171,13 @@ export class Admission {
     }
     for (const [name, list] of lists) if (!placed.has(name)) ordered.push(...list);
     const ledger = this.#ledger;
-    if (ledger === undefined) return ordered;
+    if (ledger === undefined) return { proposals: ordered, truncated };
     const out: Proposal[] = [];
     for (const proposal of ordered) {
       const job = ledger.filter(proposal.job, now);
       if (job !== undefined) out.push(job === proposal.job ? proposal : { ...proposal, job });
     }
-    return out;
+    return { proposals: out, truncated };
   }
 
   /**
@@ -187,11 +197,19 @@ export class Admission {
   async admit(limit: number, proposalLimit: number, now: number): Promise<AdmittedJob[]> {
     checkAdmitArguments(limit, proposalLimit, now);
     if (limit === 0) return [];
-    const backlog = this.proposals(limit, Math.max(limit, proposalLimit), now);
+    // Bounded work per round: the lanes first propose a shallow backlog (a few candidates per
+    // slot); only a round that runs out of candidates before filling `limit` asks again, four
+    // times deeper, up to `proposalLimit` (docs/scheduler.md "Admission").
+    const maxDepth = Math.max(limit, proposalLimit);
+    let depth = Math.min(maxDepth, Math.max(INITIAL_BACKLOG_MIN, INITIAL_BACKLOG_PER_SLOT * limit));
+    let { proposals: backlog, truncated } = this.#backlog(limit, depth, now);
     this.#stats.proposals += backlog.length;
     const admitted: AdmittedJob[] = [];
     const seen = new Set<string>();
+    /** (seed, target) pairs refused in this call (conflicts): a deeper backlog does not retry them. */
+    const refused = new Set<string>();
     let cursor = 0;
+    let rankOffset = 0;
     let deferred: Ranked[] = [];
 
     let pending: Pending[] = [];
@@ -206,7 +224,7 @@ export class Admission {
         const take = (ranked: Ranked): void => {
           const { proposal, rank } = ranked;
           const key = seedTargetKey(proposal.job);
-          if (seen.has(key)) return;
+          if (seen.has(key) || refused.has(key)) return;
           const group = targetGroup(proposal.job);
           // A clash with a job still pending in this pass is not a verdict yet: that job may be
           // rejected by the shared table, so retry this one next pass (sequential equivalence).
@@ -217,6 +235,7 @@ export class Admission {
           const owner = this.#takeOwner();
           if (group.length > 0 && !this.#local.tryReserveGroup(group, owner)) {
             this.#stats.localConflicts += 1;
+            refused.add(key);
             return;
           }
           pending.push({ proposal, rank, group, owner });
@@ -228,8 +247,19 @@ export class Admission {
           else take(ranked);
         }
         while (pending.length < need && cursor < backlog.length) {
-          take({ proposal: backlog[cursor]!, rank: cursor });
+          take({ proposal: backlog[cursor]!, rank: rankOffset + cursor });
           cursor += 1;
+        }
+        if (pending.length === 0 && deferred.length === 0 && nextDeferred.length === 0 && truncated && depth < maxDepth) {
+          // Every candidate of this backlog is placed or refused and slots are left: look deeper.
+          // Ranks continue past the old backlog so back-fills still count.
+          depth = Math.min(maxDepth, depth * 4);
+          const offset = cursor;
+          ({ proposals: backlog, truncated } = this.#backlog(limit, depth, now));
+          this.#stats.proposals += backlog.length;
+          rankOffset = offset;
+          cursor = 0;
+          continue;
         }
         if (pending.length === 0) break;
         deferred = nextDeferred;
@@ -251,6 +281,7 @@ export class Admission {
             });
             return;
           }
+          refused.add(seedTargetKey(p.proposal.job));
           if (outcome.reason === 'conflict') this.#stats.sharedConflicts += 1;
           else if (outcome.reason === 'corrupt') this.#stats.sharedCorrupt += 1;
           else this.#stats.sharedErrors += 1;

@@ -75,6 +75,7 @@ export class CoverageFrontier {
   readonly #keys = new Map<SiteDirectionKey, KeyState>();
   #gainingTraces = 0;
   #traces = 0;
+  #revivals = 0;
 
   constructor(options: CoverageFrontierOptions = {}) {
     this.saturationAsks = Math.max(1, Math.floor(options.saturationAsks ?? DEFAULT_SATURATION_ASKS));
@@ -93,11 +94,12 @@ export class CoverageFrontier {
       if (state === undefined) {
         state = { buckets: 0, asks: 0 };
         this.#keys.set(key, state);
-        if (this.#keys.size > this.#maxKeys) this.#keys.delete(this.#keys.keys().next().value as SiteDirectionKey);
+        this.#bound();
       }
       if ((state.buckets & bits) !== bits) {
         gained += popcount8(bits & ~state.buckets);
         state.buckets |= bits;
+        if (state.asks >= this.saturationAsks) this.#revivals += 1;
         state.asks = 0;
       }
     }
@@ -135,9 +137,25 @@ export class CoverageFrontier {
     if (state === undefined) {
       state = { buckets: 0, asks: 0 };
       this.#keys.set(key, state);
-      if (this.#keys.size > this.#maxKeys) this.#keys.delete(this.#keys.keys().next().value as SiteDirectionKey);
+      this.#bound();
     }
     state.asks += 1;
+  }
+
+  /**
+   * Counts the events that can move a question to a lower (better) tier: a saturated pair that
+   * gains again, a pair forgotten (bounded memory), a restore. Between two equal readings every
+   * question's tier has only stayed or risen, so cached tier counts are upper bounds (the frontier
+   * lane ranks inputs lazily on that; docs/scheduler.md "Coverage frontier").
+   */
+  get revivals(): number {
+    return this.#revivals;
+  }
+
+  #bound(): void {
+    if (this.#keys.size <= this.#maxKeys) return;
+    this.#keys.delete(this.#keys.keys().next().value as SiteDirectionKey);
+    this.#revivals += 1;
   }
 
   /**
@@ -184,6 +202,7 @@ export class CoverageFrontier {
     });
     this.#keys.clear();
     for (const [k, s] of [...rows].slice(-this.#maxKeys)) this.#keys.set(k, s);
+    this.#revivals += 1;
   }
 }
 

@@ -109,7 +109,7 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
   },
   /**
    * Frontier-lane order: `value` (coverage tiers first, then questions per expected
-   * solver-second) or `age` (inputs in arrival order, every open branch alike). Default `value`.
+   * run-second) or `age` (inputs in arrival order, every open branch alike). Default `value`.
    */
   frontierOrder: {
     kind: 'enum',
@@ -117,7 +117,7 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
     default: 'value',
     flag: 'frontier-order',
     env: 'SYMFENCE_FRONTIER_ORDER',
-    description: 'frontier-lane order: value (coverage tiers, then questions per expected solver-second) or age (arrival order)',
+    description: 'frontier-lane order: value (coverage tiers, then questions per expected run-second) or age (arrival order)',
   },
   targetAttempts: {
     kind: 'integer',

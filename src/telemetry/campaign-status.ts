@@ -71,7 +71,7 @@ export function formatCoverageLines(s: StatsSnapshot): string[] {
   }
   if (s.yield !== undefined) {
     const y = s.yield;
-    lines.push(`  yield      full ${y.full.edgesPerSolverSecond.toFixed(3)} new edges/solver-s (${y.full.newEdges} in ${(y.full.solverMs / 1000).toFixed(1)} s), directed ${y.directed.edgesPerSolverSecond.toFixed(3)} (${y.directed.newEdges} in ${(y.directed.solverMs / 1000).toFixed(1)} s); full share now ${(y.fullShare * 100).toFixed(0)}%`);
+    lines.push(`  yield      full ${y.full.edgesPerSolverSecond.toFixed(3)} new edges/run-s (${y.full.newEdges} in ${(y.full.solverMs / 1000).toFixed(1)} s), directed ${y.directed.edgesPerSolverSecond.toFixed(3)} (${y.directed.newEdges} in ${(y.directed.solverMs / 1000).toFixed(1)} s); full share now ${(y.fullShare * 100).toFixed(0)}%`);
   }
   return lines;
 }

@@ -59,7 +59,7 @@ export interface StatsSnapshot {
   readonly afl?: AflPeersSnapshot;
   /** The scheduler's coverage frontier (docs/scheduler.md "Coverage frontier"). */
   readonly frontier?: FrontierFigures;
-  /** New edges per solver-second of full and directed runs, and the full share they set. */
+  /** New edges per run-second (slot plus triage; fields keep their names) of full and directed runs, and the full share they set. */
   readonly yield?: YieldFigures;
 }
 

@@ -1,7 +1,7 @@
 /** Measured yield of full and directed first runs, as stats.json carries it (docs/scheduler.md "Full or directed: the yield split"). */
 
 export interface StrategyYield {
-  /** Edges new to the campaign and solver time, undecayed totals. */
+  /** Edges new to the campaign and run time (slot plus triage; the field keeps its name), undecayed totals. */
   readonly newEdges: number;
   readonly solverMs: number;
   readonly runs: number;

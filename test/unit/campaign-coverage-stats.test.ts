@@ -27,7 +27,7 @@ describe('AFL++ imports, frontier and yield in stats.json, status and the report
     const text = formatCampaignStatus({ path: 'stats.json', liveness: 'running', stats });
     expect(text).toContain('afl++      imported 4 of our inputs: main imported 3 (queue 120, +cov 40, edges 900); s1 imported 1');
     expect(text).toContain('asked tier 1 40, tier 2 9, tier 3 100');
-    expect(text).toContain('full 0.300 new edges/solver-s (20 in 60.0 s), directed 0.900 (90 in 90.0 s); full share now 25%');
+    expect(text).toContain('full 0.300 new edges/run-s (20 in 60.0 s), directed 0.900 (90 in 90.0 s); full share now 25%');
     const html = campaignCoverageSection({ coordinators: [{ label: 'symfence', stats } as never], afl: [] }, escapeHtml);
     expect(html).toContain('main: 3 (queue 120, +cov 40); s1: 1 (queue 80, +cov 20)');
     expect(html).toContain('<td>40 / 9 / 100</td>');

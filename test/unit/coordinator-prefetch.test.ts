@@ -276,6 +276,8 @@ describe('time breakdown in jobs.jsonl', () => {
     // t0 + 50; the slot was without a solver from a's exit (t0 + 50) to b's start plus b's spawn.
     expect(second).toMatchObject({ workId: jobWorkId(b), slot: 0, startMs: t0 + 50, queuedMs: 3, claimMs: 3, prefetchedMs: 44, spawnMs: 2, gapMs: 2 });
     expect(t.counters).toMatchObject({ solverProcessMs: 80, slotSpawnMs: 4, slotCollectMs: 2, triageMs: 14, slotGapMs: 0 });
+    // The work source is told each run's machine time: slot (2 + 40 + 1) plus triage (7).
+    expect(t.source.observed.map((o) => o.runMs)).toEqual([50, 50]);
   });
 
   it('writes no breakdown for a run whose solver did not measure its timing', async () => {
@@ -288,5 +290,6 @@ describe('time breakdown in jobs.jsonl', () => {
     expect(t.jobs[0]).not.toHaveProperty('solverMs');
     expect(t.jobs[0]).not.toHaveProperty('gapMs');
     expect(t.counters.solverProcessMs).toBe(9);
+    expect(t.source.observed[0]!.runMs).toBe(9);
   });
 });

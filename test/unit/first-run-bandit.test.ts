@@ -68,4 +68,16 @@ describe('work source with first runs chosen by yield', () => {
     const fixed = new SeedWorkSource({ scheduler, firstRun: 'full', initialSeeds: [seed(1), seed(2)], schedulerShare: 0 });
     expect((await fixed.take(2, 0)).every((w) => w.job.mode === undefined)).toBe(true);
   });
+
+  it('charges a run its machine time (slot and triage), not only its solving time, when both are known', () => {
+    const source = new SeedWorkSource({ scheduler, firstRun: 'auto', initialSeeds: [], schedulerShare: 0 });
+    const job = (group: bigint[]) => ({ inputPath: '/q/x', inputSha256: 'x'.repeat(64), targetBranch: group[0] ?? 0n, actions: [], group, origin: 'seed' as const, depth: 0 });
+    // A directed run that solved for 50 ms but held its slot (and triage) for 2 s.
+    source.observe({ job: job([7n]), workId: 'w', status: 'ok', findings: [], newEdges: 4, solverMs: 50, runMs: 2000 }, 0);
+    // Older feedback without a machine time falls back to the solving time.
+    source.observe({ job: job([]), workId: 'w', status: 'ok', findings: [], newEdges: 1, solverMs: 300 }, 0);
+    const figures = source.yieldFigures();
+    expect(figures.directed.solverMs).toBe(2000);
+    expect(figures.full.solverMs).toBe(300);
+  });
 });

@@ -285,3 +285,68 @@ describe('admission of the replay lanes', () => {
     expect(jobs.every((j) => j.job.targetBranch % 2n === 1n)).toBe(true);
   });
 });
+
+/** A lane with `n` proposals (targets 1..n) that honours the depth it is asked for and records it. */
+class DeepLane implements Lane {
+  readonly asked: number[] = [];
+  constructor(
+    readonly name: LaneName,
+    private readonly n: number,
+  ) {}
+  size(): number {
+    return this.n;
+  }
+  propose(limit: number, proposalLimit: number, _now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
+    const depth = Math.max(limit, proposalLimit);
+    this.asked.push(depth);
+    const out: Proposal[] = [];
+    for (let t = 1; t <= this.n && out.length < depth; t += 1) {
+      if (excluded.has(BigInt(t))) continue;
+      out.push({ lane: this.name, origin: `seed-${t}`, job: normalizeJob({ seed: `seed-${t}`, targetBranch: t, actions: [[t, 'solve']] }) });
+    }
+    return out;
+  }
+  commit(): void {}
+  observe(): void {}
+  toJSON(): unknown {
+    return {};
+  }
+  restore(): void {}
+}
+
+describe('admission work per round', () => {
+  it('asks the lanes for a shallow backlog, not the whole lane, when the first candidates fill the round', async () => {
+    const lane = new DeepLane('frontier', 100_000);
+    const admission = new Admission({ lanes: [lane], local: new MapLocalReservations() });
+    const jobs = await admission.admit(2, lane.size(), NOW);
+    expect(targets(jobs)).toEqual([1n, 2n]);
+    expect(lane.asked).toEqual([32]);
+    expect(admission.stats().proposals).toBe(32);
+  });
+
+  it('looks four times deeper when every shallow candidate is refused, and retries none of the refused ones', async () => {
+    const lane = new DeepLane('frontier', 1000);
+    const shared = new ScriptedSharedClaims((g) => (g[0]! <= 40n ? REJECT : 'grant'));
+    const admission = new Admission({ lanes: [lane], local: new MapLocalReservations(), shared });
+    const jobs = await admission.admit(2, lane.size(), NOW);
+    expect(targets(jobs)).toEqual([41n, 42n]);
+    expect(lane.asked).toEqual([32, 128]);
+    // Each of 1..42 was claimed exactly once: the deeper backlog skipped the 32 already refused.
+    expect(shared.primaries().sort((a, b) => Number(a - b))).toEqual(Array.from({ length: 42 }, (_, i) => BigInt(i + 1)));
+    expect(admission.stats().sharedConflicts).toBe(40);
+    expect(admission.stats().backFills).toBe(2);
+  });
+
+  it('never asks deeper than the caller\'s proposalLimit, and stops when the lane has nothing more', async () => {
+    const lane = new DeepLane('frontier', 50);
+    const shared = new ScriptedSharedClaims(() => REJECT);
+    const admission = new Admission({ lanes: [lane], local: new MapLocalReservations(), shared });
+    expect(await admission.admit(2, 100, NOW)).toEqual([]);
+    expect(lane.asked).toEqual([32, 100]);
+    expect(shared.primaries()).toHaveLength(50);
+    const capped = new DeepLane('frontier', 1000);
+    const admission2 = new Admission({ lanes: [capped], local: new MapLocalReservations(), shared: new ScriptedSharedClaims(() => REJECT) });
+    expect(await admission2.admit(1, 40, NOW)).toEqual([]);
+    expect(capped.asked).toEqual([32, 40]);
+  });
+});

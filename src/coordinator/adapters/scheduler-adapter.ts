@@ -150,7 +150,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
         ...(replay ? { job: replay } : {}),
         ...(telemetryError !== undefined ? { telemetryError } : {}),
         killed: feedback.status === 'timeout',
-        ...(feedback.solverMs !== undefined ? { elapsedMs: feedback.solverMs } : {}),
+        ...((feedback.runMs ?? feedback.solverMs) !== undefined ? { elapsedMs: (feedback.runMs ?? feedback.solverMs)! } : {}),
       },
       now,
     );

@@ -9,7 +9,7 @@
  * poses to the campaign's coverage frontier (coverage-frontier.ts). Order (`order: 'value'`, the
  * default; docs/scheduler.md "Coverage frontier"): every tier-1 question of the campaign before
  * any tier-2 one, tier 2 before tier 3; within a tier, inputs with the most weighted questions per
- * expected solver-second first; one question per (site, direction) per round in tiers 1 and 2 (the
+ * expected run-second first; one question per (site, direction) per round in tiers 1 and 2 (the
  * next input asking it again waits for tier 3). `order: 'age'` is the older rule: inputs in
  * arrival order, every open branch alike. A proposal targets up to `targetsPerJob` branches
  * (default 1: see docs/solver.md, "Directed runs on QSYM", for why one target per run is the safe
@@ -36,7 +36,7 @@ export interface FrontierLaneOptions extends Pick<LaneCommonOptions, 'seedLive'>
    * the lanes observe). Absent: a private one this lane feeds itself.
    */
   readonly frontier?: CoverageFrontier;
-  /** `value` (tiers, then questions per expected solver-second) or `age` (arrival order). Default `value`. */
+  /** `value` (tiers, then questions per expected run-second) or `age` (arrival order). Default `value`. */
   readonly order?: FrontierOrder;
   /** Branches per directed job, 1..64. Default 1. */
   readonly targetsPerJob?: number;
@@ -66,6 +66,20 @@ interface FrontierRecord {
   traceRows: number;
   /** EMA of measured directed-run times on this input, ms (null until one finished). */
   costMs: number | null;
+  /**
+   * Upper bounds, as of the last look at this record, on its unanswered open questions of tier ≤ 1,
+   * ≤ 2 and ≤ 3, and on their tier-weighted sum (see #rankByValue for why they stay bounds).
+   */
+  upTo: [number, number, number];
+  weighted: number;
+}
+
+/** A record in one propose's ranking: its key is a bound until `exact` is set. */
+interface RankEntry {
+  readonly r: FrontierRecord;
+  readonly order: number;
+  key: number;
+  exact: { readonly tiers: [Candidate[], Candidate[], Candidate[]] } | null;
 }
 
 interface Candidate {
@@ -89,6 +103,10 @@ export class FrontierLane implements Lane {
   #runMs: number | null = null;
   #traceRows: number | null = null;
   readonly #asked: Record<QuestionTier, number> = { 1: 0, 2: 0, 3: 0 };
+  /** The frontier's `revivals` when every record's bounds were last recomputed. */
+  #boundsRevision = -1;
+  /** Rotating refresh of a few records' bounds per propose (the ledger may forget answers). */
+  #refreshCursor = 0;
 
   constructor(options: FrontierLaneOptions = {}) {
     this.#ledger = options.ledger;
@@ -121,7 +139,7 @@ export class FrontierLane implements Lane {
     return { ...this.#asked };
   }
 
-  /** Expected solver-seconds of one directed run on `r`: measured on it, else the campaign's mean scaled by its trace length. */
+  /** Expected run-seconds (slot plus triage) of one directed run on `r`: measured on it, else the campaign's mean scaled by its trace length. */
   #expectedSeconds(r: FrontierRecord): number {
     if (r.costMs !== null) return Math.max(0.01, r.costMs / 1000);
     const base = this.#runMs ?? DEFAULT_RUN_MS;
@@ -179,39 +197,48 @@ export class FrontierLane implements Lane {
     return [...byTier[0], ...byTier[1], ...byTier[2]].slice(0, limit);
   }
 
+  /**
+   * Value order with bounded work: the inputs are ranked lazily. Each record keeps upper bounds on
+   * its questions per tier and on its weighted value; a question's tier only stays or rises while
+   * the frontier's `revivals` stays put, and answered branches only go, so the bounds hold until
+   * then (a revival recomputes them all). A pass over tier t pops records by bound and scans only
+   * the popped ones exactly (usable branches, tiers now); a scanned record whose value fell below
+   * the next bound goes back in. So the result equals ranking every record exactly, and the work
+   * follows what is emitted, not every open branch of the campaign.
+   */
   #proposeByValue(outputLimit: number, usable: (r: FrontierRecord, b: bigint) => boolean): Proposal[] {
-    // Per live record, its usable candidates by tier, and its value.
-    const ranked: { r: FrontierRecord; tiers: [Candidate[], Candidate[], Candidate[]]; value: number; order: number }[] = [];
+    if (this.#frontier.revivals !== this.#boundsRevision) {
+      for (const r of this.#records.values()) this.#refreshBounds(r);
+      this.#boundsRevision = this.#frontier.revivals;
+    } else this.#refreshSome(BOUNDS_REFRESHED_PER_PROPOSE);
+    const entries: RankEntry[] = [];
     let order = 0;
     for (const r of this.#records.values()) {
       order += 1;
-      if (!this.#seedLive(r.seed)) continue;
-      const tiers: [Candidate[], Candidate[], Candidate[]] = [[], [], []];
-      for (const branch of r.open) {
-        if (!usable(r, branch)) continue;
-        const question = r.questions.get(branch);
-        const tier = question === undefined ? 3 : this.#frontier.tierOf(question);
-        tiers[tier - 1]!.push({ branch, question });
-      }
-      if (tiers[0].length + tiers[1].length + tiers[2].length === 0) continue;
-      const weighted = TIER_WEIGHTS[1] * tiers[0].length + TIER_WEIGHTS[2] * tiers[1].length + TIER_WEIGHTS[3] * tiers[2].length;
-      ranked.push({ r, tiers, value: weighted / this.#expectedSeconds(r), order });
+      if (r.weighted <= 0 || !this.#seedLive(r.seed)) continue;
+      entries.push({ r, order, key: r.weighted / this.#expectedSeconds(r), exact: null });
     }
-    ranked.sort((a, b) => b.value - a.value || a.order - b.order);
     const out: Proposal[] = [];
     const taken = new Set<bigint>();
     const keysTaken = new Set<bigint>();
     for (let t = 0; t < 3 && out.length < outputLimit; t += 1) {
-      for (const entry of ranked) {
-        if (out.length >= outputLimit) break;
+      const heap = new RankHeap(entries.filter((e) => (e.exact === null ? e.r.upTo[t]! > 0 : e.exact.tiers[t]!.length > 0)));
+      while (out.length < outputLimit) {
+        const entry = heap.pop();
+        if (entry === undefined) break;
+        if (entry.exact === null) {
+          this.#scan(entry, usable);
+          if (entry.exact!.tiers[t]!.length > 0) heap.push(entry);
+          continue;
+        }
         const picked: bigint[] = [];
-        for (const c of entry.tiers[t]!) {
+        for (const c of entry.exact.tiers[t]!) {
           if (taken.has(c.branch)) continue;
           const key = c.question?.key;
           if (t < 2 && key !== undefined) {
             // The same coverage question on another input: asked once per round, the rest wait in tier 3.
             if (keysTaken.has(key)) {
-              entry.tiers[2]!.push(c);
+              entry.exact.tiers[2]!.push(c);
               continue;
             }
             keysTaken.add(key);
@@ -223,6 +250,54 @@ export class FrontierLane implements Lane {
       }
     }
     return out;
+  }
+
+  /** Exact usable candidates of `entry` by tier now, its exact value as key; refreshes its bounds on the way. */
+  #scan(entry: RankEntry, usable: (r: FrontierRecord, b: bigint) => boolean): void {
+    const r = entry.r;
+    const tiers: [Candidate[], Candidate[], Candidate[]] = [[], [], []];
+    const counts = [0, 0, 0];
+    for (const branch of r.open) {
+      if (this.#ledger?.answered(branch) === true) continue;
+      const question = r.questions.get(branch);
+      const tier = question === undefined ? 3 : this.#frontier.tierOf(question);
+      counts[tier - 1]! += 1;
+      if (usable(r, branch)) tiers[tier - 1]!.push({ branch, question });
+    }
+    this.#setBounds(r, counts);
+    const weighted = TIER_WEIGHTS[1] * tiers[0].length + TIER_WEIGHTS[2] * tiers[1].length + TIER_WEIGHTS[3] * tiers[2].length;
+    entry.exact = { tiers };
+    entry.key = weighted / this.#expectedSeconds(r);
+  }
+
+  #refreshBounds(r: FrontierRecord): void {
+    const counts = [0, 0, 0];
+    for (const branch of r.open) {
+      if (this.#ledger?.answered(branch) === true) continue;
+      const question = r.questions.get(branch);
+      counts[(question === undefined ? 3 : this.#frontier.tierOf(question)) - 1]! += 1;
+    }
+    this.#setBounds(r, counts);
+  }
+
+  #setBounds(r: FrontierRecord, counts: readonly number[]): void {
+    const [n1, n2, n3] = counts as [number, number, number];
+    r.upTo = [n1, n1 + n2, n1 + n2 + n3];
+    r.weighted = TIER_WEIGHTS[1] * n1 + TIER_WEIGHTS[2] * n2 + TIER_WEIGHTS[3] * n3;
+  }
+
+  /** Recomputes the bounds of `n` records, the next ones in insertion order after the last call's, wrapping around. */
+  #refreshSome(n: number): void {
+    const size = this.#records.size;
+    if (size === 0) return;
+    const count = Math.min(n, size);
+    const from = this.#refreshCursor % size;
+    let i = 0;
+    for (const r of this.#records.values()) {
+      if ((i - from + size) % size < count) this.#refreshBounds(r);
+      i += 1;
+    }
+    this.#refreshCursor = (from + count) % size;
   }
 
   #emit(out: Proposal[], seed: string, picked: readonly bigint[], outputLimit: number): void {
@@ -249,6 +324,7 @@ export class FrontierLane implements Lane {
       }
       r.open = r.open.filter((b) => !sent.has(b));
       if (r.open.length === 0) this.#records.delete(r.seed);
+      else this.#refreshBounds(r);
     }
   }
 
@@ -270,7 +346,7 @@ export class FrontierLane implements Lane {
       if (existing) existing.costMs = ema(existing.costMs, context.elapsedMs);
     }
     if (!directed) this.#traceRows = ema(this.#traceRows, telemetry.branchTrace.length);
-    const record: FrontierRecord = existing ?? { seed, open: [], questions: new Map(), traceRows: telemetry.branchTrace.length, costMs: null };
+    const record: FrontierRecord = existing ?? { seed, open: [], questions: new Map(), traceRows: telemetry.branchTrace.length, costMs: null, upTo: [0, 0, 0], weighted: 0 };
     const known = new Set(record.open);
     const questions = this.#frontier.questionsOf(telemetry.branchTrace);
     for (const b of incoming) {
@@ -284,6 +360,7 @@ export class FrontierLane implements Lane {
       this.#records.delete(seed);
       return;
     }
+    this.#refreshBounds(record);
     if (existing === undefined) this.#records.set(seed, record);
     evictOldest(this.#records, this.#maxRecords);
   }
@@ -326,6 +403,8 @@ export class FrontierLane implements Lane {
         questions,
         traceRows: r.traceRows === undefined ? 0 : int(r.traceRows, `${at}.traceRows`),
         costMs: r.costMs === undefined || r.costMs === null ? null : num(r.costMs, `${at}.costMs`),
+        upTo: [0, 0, 0],
+        weighted: 0,
       };
     });
     const runMs = o.runMs === undefined || o.runMs === null ? null : num(o.runMs, 'runMs');
@@ -335,7 +414,57 @@ export class FrontierLane implements Lane {
     for (const r of records.slice(-this.#maxRecords)) if (r.open.length > 0) this.#records.set(r.seed, r);
     this.#runMs = runMs;
     this.#traceRows = traceRows;
+    this.#boundsRevision = -1;
   }
+}
+
+/** Records whose bounds a propose recomputes besides the ones it scans (a ledger may forget answers). */
+const BOUNDS_REFRESHED_PER_PROPOSE = 64;
+
+/** Max-heap of rank entries: higher key first, then earlier insertion (lower `order`). */
+class RankHeap {
+  readonly #a: RankEntry[];
+  constructor(entries: RankEntry[]) {
+    this.#a = entries;
+    for (let i = (entries.length >> 1) - 1; i >= 0; i -= 1) this.#down(i);
+  }
+  push(e: RankEntry): void {
+    const a = this.#a;
+    a.push(e);
+    for (let i = a.length - 1; i > 0; ) {
+      const p = (i - 1) >> 1;
+      if (!before(a[i]!, a[p]!)) break;
+      [a[i], a[p]] = [a[p]!, a[i]!];
+      i = p;
+    }
+  }
+  pop(): RankEntry | undefined {
+    const a = this.#a;
+    const top = a[0];
+    const last = a.pop();
+    if (a.length > 0 && last !== undefined) {
+      a[0] = last;
+      this.#down(0);
+    }
+    return top;
+  }
+  #down(i: number): void {
+    const a = this.#a;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < a.length && before(a[l]!, a[m]!)) m = l;
+      if (r < a.length && before(a[r]!, a[m]!)) m = r;
+      if (m === i) return;
+      [a[i], a[m]] = [a[m]!, a[i]!];
+      i = m;
+    }
+  }
+}
+
+function before(x: RankEntry, y: RankEntry): boolean {
+  return x.key > y.key || (x.key === y.key && x.order < y.order);
 }
 
 function ema(previous: number | null, value: number): number {
