@@ -37,6 +37,14 @@
  * the caller did it, src/solver/program-lookup.ts), pid/pgid are the shim's, and the caller's
  * "kill now" is SIGUSR1 to the shim (process-launchers.ts). See docs/native.md.
  *
+ * Run supervisor (options.supervisor): the same guarantees without a process per run. The program
+ * is started by a long-lived `symfence_spawn_shim --serve` of this thread (one per concurrent run,
+ * kept between runs): a SPAWN request on its socket with the stdin, stderr and report-pipe fds
+ * passed by SCM_RIGHTS (supervisor_protocol.h). The returned pid is the program's; the exit is
+ * watched on the report pipe instead of a pidfd (the supervisor writes EXITED with the status and
+ * rusage once it has killed and reaped everything of the run); signals go through
+ * signalSupervised(pid, signo). See docs/native.md, *Run supervisor*.
+ *
  * Threads: all state lives in a per-run struct bound to the env that started it, so several worker
  * threads can spawn at once. If the env is torn down mid-run (worker terminated), an async cleanup
  * hook SIGKILLs the group, reaps the leader, closes the handles and fds, and calls no JS.

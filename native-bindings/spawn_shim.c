@@ -26,6 +26,17 @@
  * below it (its own children, which every orphan of the run becomes), reaps them all, and exits
  * the way the program did (same exit code, or the same signal re-raised without a core dump).
  * Nothing else is done: no output of its own unless a start fails (exit 127 with one line on stderr).
+ *
+ *   symfence_spawn_shim --serve <spawner-pid>
+ *
+ * The same supervision for run after run, without a process per run (docs/native.md, *Run
+ * supervisor*): a long-lived supervisor on the SOCK_SEQPACKET socket at fd 3 (protocol in
+ * supervisor_protocol.h), one run at a time, so every orphan that re-parents to it is its one
+ * live run's. Each SPAWN forks the program with the child set-up above, and with the fds it was
+ * passed; when the program exits (or a SIGNAL SIGKILL ends it) the group and every process below
+ * the supervisor are killed and reaped before EXITED (status, rusage) goes on the run's report
+ * pipe. The parent-death signal (SIGUSR1), SIGTERM/SIGINT/SIGHUP and EOF on the socket all mean
+ * "kill the run and exit".
  */
 #define _GNU_SOURCE
 #include <dirent.h>

@@ -18,6 +18,10 @@
  * is SIGUSR1 (`LaunchedProcess.kill('SIGKILL')`): a SIGKILLed shim could not clean up. The
  * program path is resolved here first (execvp's lookup, program-lookup.ts), so a missing program
  * is still a `spawnError`, not an exit code.
+ *
+ * On the native path the shim runs as long-lived run supervisors instead (`nativeSupervision()`,
+ * docs/native.md, *Run supervisor*): the same guarantees, no extra process per run. The pid is
+ * then the program's, both signals go through its supervisor, and `exit` carries the rusage.
  */
 import { spawn, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
