@@ -144,3 +144,17 @@ describe.skipIf(!served)('run supervisors (native spawning)', () => {
     }
   });
 });
+
+describe.skipIf(!served)('the solver pool under run supervisors', () => {
+  it('reports the solver process’s CPU time in the run timing', async () => {
+    const { SolverPool } = await import('../../src/solver/solver-pool.js');
+    const pool = new SolverPool({ scratchParent: tmp, solver: { workers: 1 } });
+    try {
+      const result = await pool.run({ input: { bytes: new Uint8Array([1]) }, command: { binary: '/bin/sh', argv: ['-c', 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'] } });
+      expect(result.status).toBe('ok');
+      expect(result.timing?.solverCpuMs).toBeGreaterThan(0);
+    } finally {
+      await pool.close();
+    }
+  });
+});
