@@ -72,6 +72,13 @@ describe.skipIf(!served)('run supervisors (native spawning)', () => {
     expect(cmdline(first).slice(1, 2)).toEqual(['--serve']);
   });
 
+  it('passes an environment larger than one socket packet whole (through a memfd)', async () => {
+    const big = 'v'.repeat(100_000);
+    const outcome = await run('/bin/sh', ['-c', 'printf %s "$BIG" | wc -c >&2; printf %s "$SMALL" >&2'], { env: { BIG: big, BIG2: big, SMALL: 'end' } });
+    expect(outcome.code).toBe(0);
+    expect(outcome.stderr.tail.trim()).toBe('100000\nend');
+  });
+
   it('reports the program’s CPU time and peak memory with its exit', async () => {
     const outcome = await run('/bin/sh', ['-c', 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 4']);
     expect(outcome.code).toBe(4);
