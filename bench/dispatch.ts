@@ -23,15 +23,18 @@
  * the thread and the spawn method, each measured right after the same round's raw chunk, in an
  * order rotating per round: `ratio_main` (main thread, auto), `ratio_child_process` (worker
  * threads, child_process.spawn — the default before the native path) and
- * `ratio_main_child_process` (main thread, child_process.spawn). Never pass/fail.
+ * `ratio_main_child_process` (main thread, child_process.spawn), and `ratio_per_run_shim` (worker
+ * threads, native, but one supervising shim process per run instead of the long-lived run
+ * supervisors: `SYMFENCE_SPAWN_SHIM=per-run`). Never pass/fail.
  *
- *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4] [--variants main,child_process,main_child_process|none]
+ *   npm run bench -- dispatch [--runs 2000] [--chunk 200] [--concurrency 2,4] [--variants main,child_process,main_child_process,per_run_shim|none]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { nativeSupervision } from '../src/native/bindings.js';
 import { SolverPool } from '../src/solver/solver-pool.js';
 
 function flag(name: string, fallback: string): string {
@@ -135,11 +138,14 @@ const command = { binary: '/bin/true', argv: [] as string[] };
  * The pool configurations measured against raw spawn. `default` is what `new SolverPool()` does
  * (spawnThread worker, spawnMethod auto); the others pin the thread and the spawn method.
  */
-const ALL_VARIANTS = [
+const ALL_VARIANTS: readonly { key: string; spawnThread: 'main' | 'worker'; spawnMethod: 'auto' | 'child-process'; env?: Record<string, string> }[] = [
   { key: 'main', spawnThread: 'main', spawnMethod: 'auto' },
   { key: 'child_process', spawnThread: 'worker', spawnMethod: 'child-process' },
   { key: 'main_child_process', spawnThread: 'main', spawnMethod: 'child-process' },
-] as const;
+  // The default pool with one supervising shim process per run instead of the long-lived run
+  // supervisors (docs/native.md, *Run supervisor*): what the supervisors save.
+  { key: 'per_run_shim', spawnThread: 'worker', spawnMethod: 'auto', env: { SYMFENCE_SPAWN_SHIM: 'per-run' } },
+];
 /**
  * `--variants none` (or a comma list of keys) measures fewer pools: every extra pool's idle threads
  * make this process bigger, and a bigger process makes the raw fork() baseline slower.
@@ -172,8 +178,19 @@ try {
     };
     const runPool = runOn(pool);
     const variants = VARIANTS.map((v) => {
-      const p = new SolverPool({ solver: { workers: concurrency, spawnThread: v.spawnThread, spawnMethod: v.spawnMethod }, scratchParent: scratch });
-      return { ...v, pool: p, run: runOn(p), series: series() };
+      // A variant's env is in place while its pool starts its threads (each worker thread keeps
+      // the copy of process.env it was started with; the pool starts them all at construction).
+      const saved = Object.fromEntries(Object.keys(v.env ?? {}).map((key) => [key, process.env[key]]));
+      Object.assign(process.env, v.env ?? {});
+      try {
+        const p = new SolverPool({ solver: { workers: concurrency, spawnThread: v.spawnThread, spawnMethod: v.spawnMethod }, scratchParent: scratch });
+        return { ...v, pool: p, run: runOn(p), series: series() };
+      } finally {
+        for (const [key, value] of Object.entries(saved)) {
+          if (value === undefined) delete process.env[key];
+          else process.env[key] = value;
+        }
+      }
     });
     // Warm-up: start every worker thread and the spawn path once.
     await withConcurrency(concurrency * 20, concurrency, runPool);
@@ -275,7 +292,9 @@ console.log(
     ratio_main: last.ratio_main,
     ratio_child_process: last.ratio_child_process,
     ratio_main_child_process: last.ratio_main_child_process,
+    ratio_per_run_shim: last.ratio_per_run_shim,
     spawn_method: defaultSpawnMethod,
+    supervision: nativeSupervision(),
     concurrency: last.concurrency,
     loadavg_1m: Number(os.loadavg()[0]!.toFixed(2)),
     by_concurrency: rows,

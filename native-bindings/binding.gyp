@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "symfence_native",
-      "sources": ["symfence_native.c", "spawn_group.c"],
+      "sources": ["symfence_native.c", "spawn_group.c", "run_supervisor.c"],
       "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"],
       "defines": ["NAPI_DISABLE_CPP_EXCEPTIONS"]
     },

@@ -37,6 +37,14 @@
  * the caller did it, src/solver/program-lookup.ts), pid/pgid are the shim's, and the caller's
  * "kill now" is SIGUSR1 to the shim (process-launchers.ts). See docs/native.md.
  *
+ * Run supervisor (options.supervisor): the same guarantees without a process per run. The program
+ * is started by a long-lived `symfence_spawn_shim --serve` of this thread (one per concurrent run,
+ * kept between runs): a SPAWN request on its socket with the stdin, stderr and report-pipe fds
+ * passed by SCM_RIGHTS (supervisor_protocol.h). The returned pid is the program's; the exit is
+ * watched on the report pipe instead of a pidfd (the supervisor writes EXITED with the status and
+ * rusage once it has killed and reaped everything of the run); signals go through
+ * signalSupervised(pid, signo). See docs/native.md, *Run supervisor*.
+ *
  * Threads: all state lives in a per-run struct bound to the env that started it, so several worker
  * threads can spawn at once. If the env is torn down mid-run (worker terminated), an async cleanup
  * hook SIGKILLs the group, reaps the leader, closes the handles and fds, and calls no JS.
@@ -50,23 +58,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "run_supervisor.h"
 #include "symfence_native.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
 
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29)) && defined(SYS_pidfd_open)
-#define SYMFENCE_HAVE_SPAWN 1
-#else
-#define SYMFENCE_HAVE_SPAWN 0
-#endif
 
 #if SYMFENCE_HAVE_SPAWN
 
@@ -98,6 +103,12 @@ typedef struct spawn_run {
   int hook_added;
   /* Started through the spawn shim: "kill now" is SIGUSR1 to the shim, which then kills the run. */
   int supervised;
+  /* Started by a long-lived run supervisor: pidfd is then the read end of the run's report pipe,
+   * and `sup` the supervisor until its report came (or it died). */
+  int served;
+  supervisor *sup;
+  int has_usage;
+  int64_t user_us, system_us, max_rss_kb;
   napi_ref on_stderr;
   napi_ref on_exit;
   napi_ref on_close;
@@ -192,12 +203,24 @@ static int reap(spawn_run *run, int options, int *code, int *signo) {
 }
 
 static void kill_and_reap(spawn_run *run);
+static int read_report(spawn_run *run, int *code, int *signo);
 
 static void on_exit_readable(uv_poll_t *poll, int status, int events) {
   spawn_run *run = poll->data;
   int code = -1, signo = -1;
   (void)events;
   if (run->reaped) return;
+  if (run->served) {
+    /* The supervisor has killed the group and everything the run left behind, and reaped it. */
+    if (read_report(run, &code, &signo)) run->reaped = 1;
+    else if (status < 0) {
+      kill_and_reap(run);
+      code = -1;
+      signo = SIGKILL;
+    } else {
+      return;
+    }
+  } else
   /* Peek first (WNOWAIT): the leader stays a zombie, so its pgid cannot be recycled under the kill. */
   if (reap(run, WNOHANG | WNOWAIT, &code, &signo)) {
     /* Whatever the leader left in its group (forked helpers, grandchildren) dies with the run. */
@@ -225,13 +248,24 @@ static void on_exit_readable(uv_poll_t *poll, int status, int events) {
   }
   if (run->silent) return;
   napi_handle_scope scope;
-  napi_value args[2];
+  napi_value args[3];
   if (napi_open_handle_scope(run->env, &scope) != napi_ok) return;
   if (code >= 0) napi_create_int32(run->env, code, &args[0]);
   else napi_get_null(run->env, &args[0]);
   if (signo >= 0) napi_create_int32(run->env, signo, &args[1]);
   else napi_get_null(run->env, &args[1]);
-  call_js(run, run->on_exit, 2, args);
+  if (run->has_usage && napi_create_object(run->env, &args[2]) == napi_ok) {
+    napi_value v;
+    napi_create_double(run->env, (double)run->user_us, &v);
+    napi_set_named_property(run->env, args[2], "userUs", v);
+    napi_create_double(run->env, (double)run->system_us, &v);
+    napi_set_named_property(run->env, args[2], "systemUs", v);
+    napi_create_double(run->env, (double)run->max_rss_kb, &v);
+    napi_set_named_property(run->env, args[2], "maxRssKb", v);
+  } else {
+    napi_get_null(run->env, &args[2]);
+  }
+  call_js(run, run->on_exit, 3, args);
   napi_close_handle_scope(run->env, scope);
 }
 
@@ -267,6 +301,13 @@ static void on_stderr_readable(uv_poll_t *poll, int status, int events) {
 static void kill_and_reap(spawn_run *run) {
   int code, signo;
   if (run->reaped) return;
+  if (run->served) {
+    /* Closing its socket makes the supervisor kill and reap everything of the run, then exit. */
+    if (run->sup) supervisor_destroy(run->sup);
+    run->sup = NULL;
+    run->reaped = 1;
+    return;
+  }
   /* A shim SIGKILLed at once could not kill what left the group: ask it first (it kills and reaps
    * everything below it, then exits), and SIGKILL the group only if it has not exited after that. */
   int attempts = run->supervised ? 400 : 200;
@@ -435,8 +476,8 @@ static int spawn_search(const spawn_request *req, pid_t *pid) {
   return got_eacces ? EACCES : err;
 }
 
-/* A sealed-in-practice memory file holding `bytes`, positioned at 0: stdin that is all input, then EOF. */
-static int stdin_memfd(const char *bytes, size_t length) {
+/* A memory file holding `bytes`, positioned at 0 (stdin that is all input, then EOF); -errno on failure. */
+int symfence_memfd_holding(const char *bytes, size_t length) {
   int fd = memfd_create("symfence-stdin", MFD_CLOEXEC);
   if (fd < 0) return -errno;
   size_t done = 0;
@@ -458,6 +499,22 @@ static int stdin_memfd(const char *bytes, size_t length) {
   return fd;
 }
 
+/* The supervisor's report of a served run: 1 when it is over (code/signo/usage set), 0 not yet. */
+static int read_report(spawn_run *run, int *code, int *signo) {
+  sup_reply reply;
+  int rc = supervisor_read_report(run->pidfd, &run->sup, &reply);
+  if (rc <= 0) return 0;
+  *code = reply.code;
+  *signo = reply.signo;
+  if (reply.type == SUP_EXITED) {
+    run->user_us = reply.user_us;
+    run->system_us = reply.system_us;
+    run->max_rss_kb = reply.max_rss_kb;
+    run->has_usage = 1;
+  }
+  return 1;
+}
+
 /* ---- spawnGroup --------------------------------------------------------------------------- */
 
 static int function_ref(napi_env env, napi_value value, const char *what, napi_ref *ref) {
@@ -476,7 +533,7 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   napi_value args[4], value, result = NULL;
   napi_valuetype type;
   spawn_request req = { 0 };
-  char *cwd = NULL, *shim = NULL;
+  char *cwd = NULL, *shim = NULL, *served_by = NULL;
   char **shim_argv = NULL;
   int64_t cpu_limit_sec = 0;
   int stdin_fd = -1, owned_stdin_fd = -1, errpipe[2] = { -1, -1 };
@@ -554,6 +611,8 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   }
   if (!named(env, args[0], "shim", &value, &type)) goto fail;
   if (type != napi_undefined && type != napi_null && !(shim = string_value(env, value, "options.shim"))) goto fail;
+  if (!named(env, args[0], "supervisor", &value, &type)) goto fail;
+  if (type != napi_undefined && type != napi_null && !(served_by = string_value(env, value, "options.supervisor"))) goto fail;
   if (!named(env, args[0], "cpuLimitSec", &value, &type)) goto fail;
   if (type == napi_number) {
     double seconds;
@@ -578,7 +637,7 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
       napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "options.stdinBytes must be a Uint8Array");
       goto fail;
     }
-    owned_stdin_fd = stdin_memfd(data, length);
+    owned_stdin_fd = symfence_memfd_holding(data, length);
     if (owned_stdin_fd < 0) {
       symfence_throw_errno(env, "memfd_create", -owned_stdin_fd);
       goto fail;
@@ -623,7 +682,12 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   req.actions = &actions;
   req.attr = &attr;
 
-  if (shim) {
+  if (served_by) {
+    err = supervisor_spawn(env, served_by, req.file, cwd, req.argv, req.argc, req.envp, stdin_fd, errpipe[1], cpu_limit_sec, &pid,
+                           &run->sup, &run->pidfd);
+    run->served = 1;
+    run->supervised = 1;
+  } else if (shim) {
     /* shim <spawner-pid> <cpu-seconds> <program-path> <argv0> [args...] */
     char pid_text[24], cpu_text[24];
     snprintf(pid_text, sizeof pid_text, "%ld", (long)getpid());
@@ -656,8 +720,9 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   run->pid = pid;
   run->errfd = errpipe[0];
   errpipe[0] = -1;
-  /* The child is not reaped by anyone else, so its pid stays valid for pidfd_open even if it exited. */
-  run->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  /* The child is not reaped by anyone else, so its pid stays valid for pidfd_open even if it exited.
+   * A served run already has its report pipe there. */
+  if (!run->served) run->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (run->pidfd < 0) {
     err = errno;
     kill(-pid, SIGKILL);
@@ -711,6 +776,7 @@ done:
   free_strings(req.envp);
   free(cwd);
   free(shim);
+  free(served_by);
   free_strings(shim_argv);
   return result;
 }
@@ -738,7 +804,8 @@ int symfence_spawn_init(napi_env env, napi_value exports) {
     }
   }
   if (napi_create_function(env, "spawnGroup", NAPI_AUTO_LENGTH, spawn_group, NULL, &fn) != napi_ok) return 0;
-  return napi_set_named_property(env, exports, "spawnGroup", fn) == napi_ok;
+  if (napi_set_named_property(env, exports, "spawnGroup", fn) != napi_ok) return 0;
+  return supervisor_export(env, exports);
 }
 
 #else

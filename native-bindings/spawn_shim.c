@@ -26,9 +26,25 @@
  * below it (its own children, which every orphan of the run becomes), reaps them all, and exits
  * the way the program did (same exit code, or the same signal re-raised without a core dump).
  * Nothing else is done: no output of its own unless a start fails (exit 127 with one line on stderr).
+ *
+ *   symfence_spawn_shim --serve <spawner-pid>
+ *
+ * The same supervision for run after run, without a process per run (docs/native.md, *Run
+ * supervisor*): a long-lived supervisor on the SOCK_SEQPACKET socket at fd 3 (protocol in
+ * supervisor_protocol.h), one run at a time, so every orphan that re-parents to it is its one
+ * live run's. Each SPAWN forks the program with the child set-up above, and with the fds it was
+ * passed; when the program exits (or a SIGNAL SIGKILL ends it) the group and every process below
+ * the supervisor are killed and reaped before EXITED (status, rusage) goes on the run's report
+ * pipe. The parent-death signal (SIGUSR1), SIGTERM/SIGINT/SIGHUP and EOF on the socket all mean
+ * "kill the run and exit".
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,6 +56,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "supervisor_protocol.h"
 
 #define SHIM_FAILED 127
 
@@ -145,16 +163,18 @@ static int kill_children(void) {
  * round SIGKILLs all current children; a killed process's own children re-parent to us (we are
  * the subreaper) before its zombie is reported, so they are in the next round's list.
  */
-static void kill_everything(pid_t group, pid_t program, int *status, int *program_reaped) {
-  kill(-group, SIGKILL);
+static void kill_everything(pid_t group, pid_t program, int *status, int *program_reaped, struct rusage *usage) {
+  if (group > 0) kill(-group, SIGKILL);
   for (;;) {
     int st;
+    struct rusage ru;
     kill_children();
-    pid_t pid = waitpid(-1, &st, WNOHANG);
+    pid_t pid = wait4(-1, &st, WNOHANG, &ru);
     if (pid > 0) {
       if (pid == program && !*program_reaped) {
         *status = st;
         *program_reaped = 1;
+        if (usage) *usage = ru;
       }
       continue;
     }
@@ -187,7 +207,345 @@ static void exit_like(int status) {
   _exit(SHIM_FAILED);
 }
 
+/* ---- --serve: one long-lived supervisor, one run at a time (docs/native.md, *Run supervisor*) ---- */
+
+/* In the forked child of the supervisor: session, fds, limits, signal state, exec. Reports a
+ * failure as its errno on `report_fd` (close-on-exec: a successful exec closes it silently). */
+static void exec_served(pid_t supervisor, int report_fd, int stdin_fd, int devnull, int stderr_fd, const char *cwd,
+                        long cpu_seconds, const char *program, char **argv, char **envp) {
+  int err = 0;
+  sigset_t none;
+  /* Its own group (pgid = pid) in the supervisor's session: the group is what SIGTERM and the
+   * final SIGKILL reach, without reaching the supervisor. */
+  if (setpgid(0, 0) != 0) goto failed;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != supervisor) _exit(SHIM_FAILED);
+  if (dup2(stdin_fd >= 0 ? stdin_fd : devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(stderr_fd, 2) < 0) goto failed;
+  if (cwd[0] != '\0' && chdir(cwd) != 0) goto failed;
+  if (cpu_seconds > 0) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_CPU, &limit) == 0) {
+      rlim_t soft = (rlim_t)cpu_seconds, hard = (rlim_t)cpu_seconds + 1;
+      if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max) hard = limit.rlim_max;
+      if (soft > hard) soft = hard;
+      limit.rlim_cur = soft;
+      limit.rlim_max = hard;
+      setrlimit(RLIMIT_CPU, &limit);
+    }
+  }
+  signal(SIGPIPE, SIG_DFL);
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve(program, argv, envp);
+  if (errno == ENOEXEC) {
+    int argc = 0;
+    while (argv[argc]) argc++;
+    char **script = calloc((size_t)argc + 2, sizeof *script);
+    if (script) {
+      script[0] = "/bin/sh";
+      script[1] = (char *)program;
+      for (int i = 1; i < argc; i++) script[i + 1] = argv[i];
+      execve("/bin/sh", script, envp);
+    }
+    errno = ENOEXEC;
+  }
+failed:
+  err = errno;
+  while (write(report_fd, &err, sizeof err) < 0 && errno == EINTR) {
+  }
+  _exit(SHIM_FAILED);
+}
+
+static int send_reply(int sock, const sup_reply *reply) {
+  ssize_t n;
+  do n = send(sock, reply, sizeof *reply, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n == (ssize_t)sizeof *reply ? 0 : -1;
+}
+
+static void write_report(int fd, const sup_reply *reply) {
+  ssize_t n;
+  /* One record smaller than PIPE_BUF: written whole or not at all (a reader that went away). */
+  do n = write(fd, reply, sizeof *reply);
+  while (n < 0 && errno == EINTR);
+}
+
+/* Splits `count` NUL-terminated strings off `*cursor` (bounded by `end`) into a NULL-terminated array. */
+static char **take_strings(char **cursor, const char *end, uint32_t count) {
+  char **strings = calloc((size_t)count + 1, sizeof *strings);
+  if (!strings) return NULL;
+  for (uint32_t i = 0; i < count; i++) {
+    char *s = *cursor;
+    char *nul = memchr(s, '\0', (size_t)(end - s));
+    if (!nul) {
+      free(strings);
+      return NULL;
+    }
+    strings[i] = s;
+    *cursor = nul + 1;
+  }
+  return strings;
+}
+
+typedef struct served_run {
+  pid_t pid; /* 0: no run */
+  int report_fd;
+} served_run;
+
+/* The program exited (or must die now): kill its group and everything below us, reap it all, report. */
+static void end_run(served_run *run) {
+  int status = 0, reaped = 0;
+  struct rusage usage;
+  memset(&usage, 0, sizeof usage);
+  kill_everything(run->pid, run->pid, &status, &reaped, &usage);
+  sup_reply reply;
+  memset(&reply, 0, sizeof reply);
+  reply.type = SUP_EXITED;
+  reply.pid = run->pid;
+  reply.code = reaped && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  reply.signo = !reaped ? SIGKILL : WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+  reply.user_us = (int64_t)usage.ru_utime.tv_sec * 1000000 + usage.ru_utime.tv_usec;
+  reply.system_us = (int64_t)usage.ru_stime.tv_sec * 1000000 + usage.ru_stime.tv_usec;
+  reply.max_rss_kb = usage.ru_maxrss;
+  write_report(run->report_fd, &reply);
+  close(run->report_fd);
+  run->pid = 0;
+  run->report_fd = -1;
+}
+
+/* Reaps what exited; ends the run when its program did. Orphans of the run are reaped as they exit. */
+static void reap_exited(served_run *run) {
+  for (;;) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      return; /* ECHILD */
+    }
+    if (info.si_pid == 0) return;
+    if (run->pid != 0 && info.si_pid == run->pid) {
+      /* Still a zombie: its pgid cannot be reused before end_run's kill(-pid) reaches the group. */
+      end_run(run);
+      continue;
+    }
+    while (waitpid(info.si_pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+static void close_fds(const int *fds, int count) {
+  for (int i = 0; i < count; i++)
+    if (fds[i] >= 0) close(fds[i]);
+}
+
+/* One SPAWN request: fork and exec the program, reply STARTED or FAILED. */
+static void start_run(int sock, served_run *run, const sup_request *req, char *inline_payload, size_t inline_bytes,
+                      int *fds, int nfds, int devnull) {
+  sup_reply reply;
+  memset(&reply, 0, sizeof reply);
+  reply.type = SUP_FAILED;
+  char *payload = NULL, *owned = NULL;
+  size_t payload_bytes = 0;
+  int next = 0, stdin_fd = -1, stderr_fd, report_fd;
+  int want = 2 + ((req->flags & SUP_HAS_STDIN) ? 1 : 0) + ((req->flags & SUP_PAYLOAD_IN_MEMFD) ? 1 : 0);
+  char **argv = NULL, **envp = NULL;
+  if (nfds != want || run->pid != 0) {
+    reply.err = run->pid != 0 ? EBUSY : EPROTO;
+    goto done;
+  }
+  if (req->flags & SUP_PAYLOAD_IN_MEMFD) {
+    int memfd = fds[next++];
+    owned = malloc(req->payload_bytes + 1);
+    if (!owned) {
+      reply.err = ENOMEM;
+      goto done;
+    }
+    size_t got = 0;
+    while (got < req->payload_bytes) {
+      ssize_t n = pread(memfd, owned + got, req->payload_bytes - got, (off_t)got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        reply.err = n < 0 ? errno : EPROTO;
+        goto done;
+      }
+      got += (size_t)n;
+    }
+    payload = owned;
+    payload_bytes = got;
+  } else {
+    payload = inline_payload;
+    payload_bytes = inline_bytes;
+  }
+  if (req->flags & SUP_HAS_STDIN) stdin_fd = fds[next++];
+  stderr_fd = fds[next++];
+  report_fd = fds[next++];
+  {
+    char *cursor = payload, *end = payload + payload_bytes;
+    char **head = take_strings(&cursor, end, 2);
+    if (!head) {
+      reply.err = EPROTO;
+      goto done;
+    }
+    const char *file = head[0], *cwd = head[1];
+    free(head);
+    argv = take_strings(&cursor, end, req->argc);
+    envp = argv ? take_strings(&cursor, end, req->envc) : NULL;
+    if (!argv || !envp || req->argc == 0) {
+      reply.err = argv && envp ? EINVAL : EPROTO;
+      goto done;
+    }
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+      reply.err = errno;
+      goto done;
+    }
+    pid_t self = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+      reply.err = errno;
+      close(errpipe[0]);
+      close(errpipe[1]);
+      goto done;
+    }
+    if (child == 0) exec_served(self, errpipe[1], stdin_fd, devnull, stderr_fd, cwd, (long)req->cpu_seconds, file, argv, envp);
+    /* Both sides set the group, so a kill(-child) cannot run before it exists. */
+    setpgid(child, child);
+    close(errpipe[1]);
+    int child_err = 0;
+    ssize_t n;
+    do n = read(errpipe[0], &child_err, sizeof child_err);
+    while (n < 0 && errno == EINTR);
+    close(errpipe[0]);
+    if (n == (ssize_t)sizeof child_err) {
+      /* It never ran the program: reap it here, nothing to report on the pipe. */
+      while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+      }
+      reply.err = child_err;
+      goto done;
+    }
+    run->pid = child;
+    run->report_fd = report_fd;
+    fds[next - 1] = -1; /* kept until the run ends */
+    reply.type = SUP_STARTED;
+    reply.pid = child;
+  }
+done:
+  close_fds(fds, nfds);
+  free(owned);
+  free(argv);
+  free(envp);
+  if (send_reply(sock, &reply) != 0 && run->pid != 0) {
+    /* Nobody is listening any more: the run must not outlive that. */
+    kill(-run->pid, SIGKILL);
+  }
+}
+
+static int serve(pid_t spawner) {
+  int sock = SUPERVISOR_FD;
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  sigaddset(&handled, SIGTERM);
+  sigaddset(&handled, SIGINT);
+  sigaddset(&handled, SIGHUP);
+  sigaddset(&handled, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &handled, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    fail("PR_SET_CHILD_SUBREAPER", strerror(errno));
+    return SHIM_FAILED;
+  }
+  /* The spawning thread exited (coordinator gone): SIGUSR1, handled like EOF on the socket. */
+  prctl(PR_SET_PDEATHSIG, SIGUSR1);
+  if (getppid() != spawner) return SHIM_FAILED;
+  if (fcntl(sock, F_SETFD, FD_CLOEXEC) != 0) {
+    fail("supervisor socket", strerror(errno));
+    return SHIM_FAILED;
+  }
+  int sigfd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (sigfd < 0 || devnull < 0) {
+    fail("supervisor setup", strerror(errno));
+    return SHIM_FAILED;
+  }
+  served_run run = { 0, -1 };
+  char *packet = malloc(sizeof(sup_request) + SUPERVISOR_INLINE_MAX);
+  if (!packet) return SHIM_FAILED;
+  for (;;) {
+    struct pollfd fds[2] = { { sock, POLLIN, 0 }, { sigfd, POLLIN, 0 } };
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      int stop = 0;
+      while (read(sigfd, &info, sizeof info) == (ssize_t)sizeof info) {
+        if (info.ssi_signo != SIGCHLD) stop = 1;
+      }
+      reap_exited(&run);
+      if (stop) break;
+    }
+    if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    union {
+      char buffer[CMSG_SPACE(sizeof(int) * 4)];
+      struct cmsghdr align;
+    } control;
+    struct iovec iov = { packet, sizeof(sup_request) + SUPERVISOR_INLINE_MAX };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buffer;
+    msg.msg_controllen = sizeof control.buffer;
+    ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break; /* EOF: the addon closed us (thread teardown) or is gone */
+    int passed[4] = { -1, -1, -1, -1 }, npassed = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int i = 0; i < count; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (npassed < 4) passed[npassed++] = fd;
+        else close(fd);
+      }
+    }
+    if ((size_t)n < sizeof(sup_request) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+      close_fds(passed, npassed);
+      sup_reply reply = { .type = SUP_FAILED, .err = EPROTO };
+      send_reply(sock, &reply);
+      continue;
+    }
+    sup_request req;
+    memcpy(&req, packet, sizeof req);
+    if (req.type == SUP_SPAWN) {
+      start_run(sock, &run, &req, packet + sizeof req, (size_t)n - sizeof req, passed, npassed, devnull);
+    } else {
+      close_fds(passed, npassed);
+      /* The program is our unreaped child: its pgid is still its own, the signal cannot go astray. */
+      if (req.type == SUP_SIGNAL && run.pid != 0 && req.signo > 0) kill(-run.pid, req.signo);
+    }
+  }
+  /* Told to stop, or nobody left to report to: nothing of the run survives us. */
+  if (run.pid != 0) end_run(&run);
+  else {
+    int st, reaped = 0;
+    kill_everything(0, -1, &st, &reaped, NULL);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--serve") == 0) {
+    long spawner = parse_long(argv[2]);
+    if (spawner <= 0) {
+      fail("bad arguments", argv[2]);
+      return SHIM_FAILED;
+    }
+    return serve((pid_t)spawner);
+  }
   if (argc < 5) {
     fail("usage", "symfence_spawn_shim <spawner-pid> <cpu-seconds> <program-path> <argv0> [args...]");
     return SHIM_FAILED;
@@ -249,7 +607,7 @@ int main(int argc, char **argv) {
       break;
     }
   }
-  kill_everything(child, child, &status, &reaped);
+  kill_everything(child, child, &status, &reaped, NULL);
   exit_like(reaped ? status : SIGKILL);
   return SHIM_FAILED;
 }

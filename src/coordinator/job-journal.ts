@@ -70,6 +70,7 @@ export class JobJournal {
       triageMs: ms(timing.triageMs),
       commitMs: ms(this.#ctx.clock.now() - (marks.resultMs ?? this.#ctx.clock.now())),
       ...gap,
+      ...(timing.solverCpuMs !== undefined ? { solverCpuMs: ms(timing.solverCpuMs) } : {}),
     };
   }
 

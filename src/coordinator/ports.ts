@@ -153,6 +153,8 @@ export interface SolverRunTiming {
   readonly solverMs: number;
   readonly collectMs: number;
   readonly triageMs: number;
+  /** The solver process's CPU time (user + system), when the solver measured it. */
+  readonly solverCpuMs?: number;
 }
 
 export interface SolverOutcome {

@@ -37,9 +37,15 @@ export interface NativeBindings {
   spawnGroup?(
     options: NativeSpawnOptions,
     onStderr: (chunk: Buffer) => void,
-    onExit: (code: number | null, signal: number | null) => void,
+    onExit: (code: number | null, signal: number | null, usage: NativeRunUsage | null) => void,
     onClose: () => void,
   ): number;
+  /**
+   * Signals the process group of a run this thread started with `supervisor`, through its
+   * supervisor (which has not reaped the program yet, so the group cannot be a stranger's).
+   * False when no such run is live any more.
+   */
+  signalSupervised?(pid: number, signo: number): boolean;
   /** Why `spawnGroup` is missing, when it is. */
   readonly spawnUnsupported?: string;
 }
@@ -67,8 +73,22 @@ export interface NativeSpawnOptions {
    * it (a SIGKILLed shim could not kill what left the process group).
    */
   readonly shim?: string;
-  /** With `shim`: RLIMIT_CPU of the program, soft (hard = +1 s); 0 = unchanged. */
+  /**
+   * Start the program through a long-lived run supervisor of this thread (`SPAWN_SHIM_PATH
+   * --serve`, see docs/native.md, *Run supervisor*): `file` must be the resolved program path; the
+   * returned pid is the program's; signals go through `signalSupervised`; `onExit` gets the
+   * program's rusage. Takes precedence over `shim`.
+   */
+  readonly supervisor?: string;
+  /** With `shim` or `supervisor`: RLIMIT_CPU of the program, soft (hard = +1 s); 0 = unchanged. */
   readonly cpuLimitSec?: number;
+}
+
+/** A supervised run's resource usage (getrusage of the program, its reaped descendants included). */
+export interface NativeRunUsage {
+  readonly userUs: number;
+  readonly systemUs: number;
+  readonly maxRssKb: number;
 }
 
 /** Where node-gyp leaves the addon. */
@@ -97,6 +117,18 @@ export function spawnShimPath(): string | null {
     shimChecked = null;
   }
   return shimChecked;
+}
+
+/**
+ * How native spawns are supervised when the shim is built (docs/native.md): `supervisor` — one
+ * long-lived supervisor process per concurrent run per thread, the default — or `per-run`, one
+ * shim process started for every run (`SYMFENCE_SPAWN_SHIM=per-run`; kept to measure the
+ * difference, `npm run bench -- dispatch`). The child_process path always uses the per-run shim:
+ * passing fds to a supervisor needs the addon. Read at each spawn.
+ */
+export function nativeSupervision(): 'supervisor' | 'per-run' | 'none' {
+  if (spawnShimPath() === null) return 'none';
+  return process.env['SYMFENCE_SPAWN_SHIM'] === 'per-run' ? 'per-run' : 'supervisor';
 }
 
 let cached: NativeBindings | null | undefined;

@@ -17,7 +17,7 @@
  * left behind — processes that left the group with setsid() included — so nothing outlives the run
  * even when its coordinator is SIGKILLed.
  */
-import { launcherFor, type LaunchedProcess, type Launcher, type LaunchRequest } from './process-launchers.js';
+import { launcherFor, type LaunchedProcess, type Launcher, type LaunchRequest, type RunUsage } from './process-launchers.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { StderrCapture } from './stderr-capture.js';
 
@@ -57,6 +57,8 @@ export interface GroupRunOutcome {
   readonly launchMs: number;
   /** From the launcher returning to the leader's exit (its lifetime as seen here), ms; elapsedMs when it never exited. */
   readonly processMs: number;
+  /** The program's CPU time and peak RSS, when its run supervisor reported them (native path); else null. */
+  readonly usage: RunUsage | null;
   readonly stderr: StderrCapture;
 }
 
@@ -88,6 +90,7 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     let killing = false;
     let spawnError: NodeJS.ErrnoException | null = null;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let usage: RunUsage | null = null;
     let timeoutTimer: NodeJS.Timeout | null = null;
     let graceTimer: NodeJS.Timeout | null = null;
     let settled = false;
@@ -112,6 +115,7 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
         elapsedMs: end - started,
         launchMs: launched - started,
         processMs: Math.max(0, (exitedAt ?? end) - launched),
+        usage,
         stderr,
       });
     };
@@ -129,8 +133,9 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
       },
       {
         stderr: (chunk) => stderr.push(chunk),
-        exit: (code, signal) => {
+        exit: (code, signal, reported) => {
           exit = { code, signal };
+          usage = reported ?? null;
           exitedAt = now();
           // Exited in time: the timeout no longer applies, even if stderr is still draining.
           if (timeoutTimer) clearTimeout(timeoutTimer);

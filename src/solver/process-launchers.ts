@@ -18,10 +18,14 @@
  * is SIGUSR1 (`LaunchedProcess.kill('SIGKILL')`): a SIGKILLed shim could not clean up. The
  * program path is resolved here first (execvp's lookup, program-lookup.ts), so a missing program
  * is still a `spawnError`, not an exit code.
+ *
+ * On the native path the shim runs as long-lived run supervisors instead (`nativeSupervision()`,
+ * docs/native.md, *Run supervisor*): the same guarantees, no extra process per run. The pid is
+ * then the program's, both signals go through its supervisor, and `exit` carries the rusage.
  */
 import { spawn, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
-import { loadNative, spawnShimPath } from '../native/bindings.js';
+import { loadNative, nativeSupervision, spawnShimPath, type NativeRunUsage } from '../native/bindings.js';
 import { NativeUnavailableError } from '../errors.js';
 import { resolveProgramPath } from './program-lookup.js';
 import type { SpawnMethod } from './spawn-method.js';
@@ -45,10 +49,18 @@ export interface LaunchRequest {
 
 export interface LaunchEvents {
   stderr(chunk: Buffer): void;
-  exit(code: number | null, signal: NodeJS.Signals | null): void;
+  /** `usage`: the program's rusage, when its supervisor reported it (native path). */
+  exit(code: number | null, signal: NodeJS.Signals | null, usage?: RunUsage | null): void;
   close(): void;
   /** The program could not be started (ENOENT, EACCES …); may be called synchronously. */
   spawnError(error: NodeJS.ErrnoException): void;
+}
+
+/** A run's resource usage as its supervisor measured it (the program and its reaped descendants). */
+export interface RunUsage {
+  readonly userMs: number;
+  readonly systemMs: number;
+  readonly maxRssKb: number;
 }
 
 /** A started child: its pid (= its pgid) and how to signal the run. */
@@ -177,6 +189,25 @@ for (const [name, number] of Object.entries(osConstants.signals)) {
   if (!SIGNAL_NAMES.has(number)) SIGNAL_NAMES.set(number, name as NodeJS.Signals);
 }
 
+function runUsage(usage: NativeRunUsage): RunUsage {
+  return { userMs: usage.userUs / 1000, systemMs: usage.systemUs / 1000, maxRssKb: usage.maxRssKb };
+}
+
+/**
+ * A run of a long-lived supervisor: both signals go through it to the program's group. Its
+ * SIGKILL is "kill now": once the program is dead the supervisor kills what the run left behind
+ * (setsid'd orphans included) before it reports the exit.
+ */
+function servedProcess(pid: number, signal: (pid: number, signo: number) => boolean): LaunchedProcess {
+  return {
+    pid,
+    supervised: true,
+    kill(name) {
+      signal(pid, osConstants.signals[name]);
+    },
+  };
+}
+
 /**
  * The addon's posix_spawn. It kills the group itself, before reaping the leader (the zombie
  * leader pins the pgid, so that kill cannot reach a recycled group).
@@ -192,7 +223,8 @@ export const launchNative: Launcher = (request, events) => {
     if (value !== undefined) env.push(`${key}=${value}`);
   }
   const stdin = request.stdin;
-  const shim = spawnShimPath();
+  const supervision = nativeSupervision();
+  const shim = supervision === 'none' ? null : spawnShimPath();
   let file = request.binary;
   if (shim !== null) {
     const resolved = resolveForShim(request);
@@ -211,12 +243,13 @@ export const launchNative: Launcher = (request, events) => {
         ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
         ...(stdin === null ? { stdinFd: -1 } : typeof stdin === 'number' ? { stdinFd: stdin } : { stdinBytes: stdin }),
         stderrDrainMs: request.stderrDrainMs,
-        ...(shim !== null ? { shim, cpuLimitSec: request.cpuLimitSec ?? 0 } : {}),
+        ...(shim === null ? {} : supervision === 'supervisor' ? { supervisor: shim, cpuLimitSec: request.cpuLimitSec ?? 0 } : { shim, cpuLimitSec: request.cpuLimitSec ?? 0 }),
       },
       (chunk) => events.stderr(chunk),
-      (code, signal) => events.exit(code, signal === null ? null : (SIGNAL_NAMES.get(signal) ?? null)),
+      (code, signal, usage) => events.exit(code, signal === null ? null : (SIGNAL_NAMES.get(signal) ?? null), usage === null ? null : runUsage(usage)),
       () => events.close(),
     );
+    if (supervision === 'supervisor') return servedProcess(pid, native.signalSupervised!.bind(native));
     return launched(pid, shim !== null);
   } catch (error) {
     const failure = error as NodeJS.ErrnoException;

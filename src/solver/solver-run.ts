@@ -190,7 +190,8 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   const solverMs = outcome.processMs;
   // Everything after the solver's exit: the stderr drain plus what follows here until return.
   const drainMs = Math.max(0, outcome.elapsedMs - outcome.launchMs - outcome.processMs);
-  const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0 });
+  const cpu = outcome.usage === null ? {} : { solverCpuMs: outcome.usage.userMs + outcome.usage.systemMs };
+  const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0, ...cpu });
 
   const common = {
     exitCode: outcome.code,

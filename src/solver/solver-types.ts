@@ -145,6 +145,8 @@ export interface RunTiming {
   readonly solverMs: number;
   readonly collectMs: number;
   readonly triageMs: number;
+  /** The solver process's CPU time (user + system, its reaped descendants included), when its run supervisor reported it. */
+  readonly solverCpuMs?: number;
 }
 
 /** What the worker returns. `SolverPool.run` adds the parsed telemetry. */

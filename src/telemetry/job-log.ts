@@ -55,7 +55,9 @@ export interface JobLogEntry {
    * lifetime (`solverMs`), output collection after its exit (`collectMs`), coverage triage
    * (`triageMs`, off the slot), staging + commit + publication until this line (`commitMs`), and
    * the slot's time without a solver process since its previous run exited (`gapMs`: the wait
-   * plus `spawnMs`; absent on a slot's first run).
+   * plus `spawnMs`; absent on a slot's first run). `solverCpuMs`: the solver process's CPU time
+   * (user + system), when its run supervisor measured it — below `solverMs` when the process
+   * waited for a CPU (a loaded machine) or for I/O.
    */
   readonly slot?: number;
   readonly queuedMs?: number;
@@ -67,6 +69,7 @@ export interface JobLogEntry {
   readonly triageMs?: number;
   readonly commitMs?: number;
   readonly gapMs?: number;
+  readonly solverCpuMs?: number;
   /** From preload telemetry: branches the run settled (sat or unsat) and the run's CPU, ms (docs/solver.md "What an answer costs"). */
   readonly answers?: number;
   readonly answerCpuMs?: number;

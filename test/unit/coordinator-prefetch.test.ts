@@ -40,7 +40,7 @@ class TwoStepSolver implements SolverPort {
   }
 }
 
-const timing: SolverRunTiming = { spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7 };
+const timing: SolverRunTiming = { spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7, solverCpuMs: 30 };
 const ok = (text?: string): SolverOutcome => ({
   status: 'ok',
   elapsedMs: 43,
@@ -270,7 +270,7 @@ describe('time breakdown in jobs.jsonl', () => {
     await until(() => t.jobs.length === 2);
 
     const [first, second] = t.jobs;
-    expect(first).toMatchObject({ workId: jobWorkId(a), slot: 0, startMs: t0 + 3, queuedMs: 0, claimMs: 3, prefetchedMs: 0, spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7, commitMs: 4 });
+    expect(first).toMatchObject({ workId: jobWorkId(a), slot: 0, startMs: t0 + 3, queuedMs: 0, claimMs: 3, prefetchedMs: 0, spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7, commitMs: 4, solverCpuMs: 30 });
     expect(first!.gapMs).toBeUndefined(); // the slot's first run
     // b: queued from admission at t0 until its claim began at t0 + 3, waited claimed from t0 + 6 to
     // t0 + 50; the slot was without a solver from a's exit (t0 + 50) to b's start plus b's spawn.
