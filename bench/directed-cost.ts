@@ -5,7 +5,7 @@
  *   - `one-per-run`: one directed run per target with forking off (the one-solve rule): CPU per answer;
  *   - `fork`: directed runs of up to 64 targets that fork at each target: CPU per answer;
  *   - `fork_no_huge`: the same runs with SYMFENCE_PRELOAD_HUGE=0 (no huge-page backing before the
- *     first fork), interleaved with them: what that step saves.
+ *     second fork), interleaved with them: what that step saves.
  * CPU is the run's user + system time as the preload library reports it (`preload.cpuUs`: the
  * process and every child it reaped). An answer is a solving call that settled its branch (sat or
  * unsat). Targets are the open branches of each input's trace run.

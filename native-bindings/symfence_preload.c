@@ -24,7 +24,7 @@
  *   SYMFENCE_PRELOAD_FORK=0  no fork at the target (the one-solve rule below); default on
  *   SYMFENCE_PRELOAD_MAX_FORKS      forks per run, 0..4096 (default 64)
  *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all forked answers of a run may use (default 20000)
- *   SYMFENCE_PRELOAD_HUGE=0         no huge-page backing before the first fork (below); default on
+ *   SYMFENCE_PRELOAD_HUGE=0         no huge-page backing before the second fork (below); default on
  * Input files are read only when they are regular files of at most 64 KiB, opened O_NONBLOCK
  * (a FIFO or a device never blocks or loops the setup); otherwise one line on stderr with a code
  * (ERR_PRELOAD_INPUT_NOT_REGULAR, ERR_PRELOAD_INPUT_TOO_LARGE, ERR_PRELOAD_INPUT_OPEN), the file
@@ -126,16 +126,16 @@
  * of the run (forkFailed), and so does a process with more than one thread at the fork (a lock
  * another thread holds could block the child forever).
  *
- * Huge pages before the first fork (QSYM, a group or wanted set of >= HUGE_MIN_GROUP branches,
+ * Huge pages before the second fork (QSYM, a group or wanted set of >= HUGE_MIN_GROUP branches,
  * unless SYMFENCE_PRELOAD_HUGE=0): each fork copies one page-table entry per resident page and
  * each child's exit tears them down again; Z3's context alone keeps ~16 MiB of resident hash
- * tables. So right before the first fork the process asks the kernel (MADV_COLLAPSE, Linux >= 6.1)
+ * tables. So right before its second fork the process asks the kernel (MADV_COLLAPSE, Linux >= 6.1)
  * to back every 2 MiB-aligned range of its private anonymous memory that is resident in full by
  * one transparent huge page: the contents stay the same, the resident size does not grow (a range
  * with a page missing is left alone), and fork and exit then handle one entry per 2 MiB. Best
  * effort: a kernel without it, THP disabled, or no free huge page leaves the memory as it was.
  * preload.hugeKb = KiB collapsed (0 = none). The collapse copies the ranges once, which pays off
- * only over several forks, hence the group-size floor.
+ * only over several forks, hence the group-size floor and the wait for a second fork.
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
@@ -194,7 +194,7 @@ enum {
   MAX_FORKS_LIMIT = 4096,
   STABLE_SLOTS = 16384, /* raw site -> position-independent site, load <= 3/4 */
   STABLE_LIMIT = STABLE_SLOTS / 4 * 3,
-  HUGE_MIN_GROUP = 8, /* group or wanted branches before the first fork collapses huge pages */
+  HUGE_MIN_GROUP = 8, /* group or wanted branches for the huge-page step before the second fork */
 };
 #define HUGE_RANGE (2UL << 20)
 #ifndef MADV_COLLAPSE
@@ -883,7 +883,7 @@ static int all_resident(uintptr_t start, size_t pages) {
   return 1;
 }
 
-/* Huge pages before the first fork (see the header): every 2 MiB-aligned, fully resident range
+/* Huge pages before the second fork (see the header): every 2 MiB-aligned, fully resident range
  * of a private anonymous read-write mapping (no file; the heap included) is collapsed into a
  * transparent huge page. Reads /proc/self/maps once, with a fixed buffer and no allocation. */
 static void collapse_for_fork(void) {
@@ -978,7 +978,8 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
   /* Another thread may hold a lock (malloc's, the program's) the child's solving call needs: the
    * child would block forever. Such a run keeps the one-solve rule instead. */
   if (threads > 1) return -1;
-  if (!g.huge_tried) {
+  /* At the second fork: a run that reaches one group branch only never pays for the copy. */
+  if (!g.huge_tried && g.forks == 1) {
     g.huge_tried = 1;
     if (g.huge_enabled && g.group_count >= HUGE_MIN_GROUP) collapse_for_fork();
   }
