@@ -3,7 +3,9 @@
  * On the same inputs it compares
  *   - `full`: plain SymCC under the preload library (untargeted): CPU per solving call;
  *   - `one-per-run`: one directed run per target with forking off (the one-solve rule): CPU per answer;
- *   - `fork`: directed runs of up to 64 targets that fork at each target: CPU per answer.
+ *   - `fork`: directed runs of up to 64 targets that fork at each target: CPU per answer;
+ *   - `fork_no_huge`: the same runs with SYMFENCE_PRELOAD_HUGE=0 (no huge-page backing before the
+ *     second fork), interleaved with them: what that step saves.
  * CPU is the run's user + system time as the preload library reports it (`preload.cpuUs`: the
  * process and every child it reaped). An answer is a solving call that settled its branch (sat or
  * unsat). Targets are the open branches of each input's trace run.
@@ -71,10 +73,15 @@ function once(target: Target, input: Buffer, env: Record<string, string>): Telem
 const cpuMs = (t: Telemetry) => (t.preload?.cpuUs ?? 0) / 1000;
 const answers = (t: Telemetry) => t.counters.sat + t.counters.unsat;
 
-function directedEnv(group: readonly bigint[], fork: boolean, dir: string): Record<string, string> {
+function directedEnv(group: readonly bigint[], fork: boolean, dir: string, huge = true): Record<string, string> {
   const actions = path.join(dir, `actions-${++runCounter}`);
   writeFileSync(actions, group.slice(1).map((b) => `${b} solve\n`).join(''));
-  return { SYMCC_TARGET_BRANCH: group[0]!.toString(), SYMCC_S2F_ACTIONS: actions, ...(fork ? {} : { SYMFENCE_PRELOAD_FORK: '0' }) };
+  return {
+    SYMCC_TARGET_BRANCH: group[0]!.toString(),
+    SYMCC_S2F_ACTIONS: actions,
+    ...(fork ? {} : { SYMFENCE_PRELOAD_FORK: '0' }),
+    ...(huge ? {} : { SYMFENCE_PRELOAD_HUGE: '0' }),
+  };
 }
 
 interface Figures {
@@ -83,7 +90,9 @@ interface Figures {
   full: { cpu_ms: number; queries: number; answers: number; cpu_ms_per_query: number; cpu_ms_per_answer: number };
   one_per_run: { runs: number; cpu_ms: number; answers: number; cpu_ms_per_answer: number };
   fork: { runs: number; targets: number; cpu_ms: number; answers: number; unknown: number; cpu_ms_per_answer: number };
+  fork_no_huge: { cpu_ms: number; answers: number; cpu_ms_per_answer: number };
   ratio_fork_vs_full_per_query: number;
+  ratio_fork_vs_fork_no_huge: number;
   ratio_fork_vs_full_per_answer: number;
   ratio_one_per_run_vs_full_per_query: number;
 }
@@ -100,10 +109,13 @@ function measure(target: Target): Figures {
   let forkUnknown = 0;
   let forkRuns = 0;
   let forkTargets = 0;
+  let plainCpu = 0;
+  let plainAnswers = 0;
   for (const input of target.inputs) {
     // Medians over `runs` of each run shape, interleaved.
     const full: Telemetry[] = [];
     const forked: { cpu: number; answers: number; unknown: number }[] = [];
+    const plain: { cpu: number; answers: number }[] = [];
     const trace = once(target, input, { SYMFENCE_TRACE_ONLY: '1' });
     const open = trace.openBranches;
     const groups: bigint[][] = [];
@@ -120,6 +132,14 @@ function measure(target: Target): Figures {
         unknown += t.counters.unknown;
       }
       forked.push({ cpu, answers: got, unknown });
+      let plainRunCpu = 0;
+      let plainGot = 0;
+      for (const group of groups) {
+        const t = once(target, input, directedEnv(group, true, scratch, false));
+        plainRunCpu += cpuMs(t);
+        plainGot += answers(t);
+      }
+      plain.push({ cpu: plainRunCpu, answers: plainGot });
     }
     const fullMedian = full.map((t) => ({ cpu: cpuMs(t), t })).sort((a, b) => a.cpu - b.cpu)[full.length >> 1]!;
     fullCpu += fullMedian.cpu;
@@ -131,6 +151,9 @@ function measure(target: Target): Figures {
     forkUnknown += forkMedian.unknown;
     forkRuns += groups.length;
     forkTargets += open.length;
+    const plainMedian = plain.sort((a, b) => a.cpu - b.cpu)[plain.length >> 1]!;
+    plainCpu += plainMedian.cpu;
+    plainAnswers += plainMedian.answers;
     // One target per run: a sample spread over the open branches (every one would take minutes on a real target).
     const step = Math.max(1, Math.floor(open.length / onePerRunSample));
     for (let i = 0; i < open.length && oneRuns < onePerRunSample * target.inputs.length; i += step) {
@@ -145,13 +168,16 @@ function measure(target: Target): Figures {
   const fullPerAnswer = per(fullCpu, fullAnswers);
   const forkPerAnswer = per(forkCpu, forkAnswers);
   const onePerAnswer = per(oneCpu, oneAnswers);
+  const plainPerAnswer = per(plainCpu, plainAnswers);
   return {
     target: target.name,
     inputs: target.inputs.length,
     full: { cpu_ms: fullCpu, queries: fullQueries, answers: fullAnswers, cpu_ms_per_query: fullPerQuery, cpu_ms_per_answer: fullPerAnswer },
     one_per_run: { runs: oneRuns, cpu_ms: oneCpu, answers: oneAnswers, cpu_ms_per_answer: onePerAnswer },
     fork: { runs: forkRuns, targets: forkTargets, cpu_ms: forkCpu, answers: forkAnswers, unknown: forkUnknown, cpu_ms_per_answer: forkPerAnswer },
+    fork_no_huge: { cpu_ms: plainCpu, answers: plainAnswers, cpu_ms_per_answer: plainPerAnswer },
     ratio_fork_vs_full_per_query: forkPerAnswer / fullPerQuery,
+    ratio_fork_vs_fork_no_huge: forkPerAnswer / plainPerAnswer,
     ratio_fork_vs_full_per_answer: forkPerAnswer / fullPerAnswer,
     ratio_one_per_run_vs_full_per_query: onePerAnswer / fullPerQuery,
   };
@@ -163,6 +189,7 @@ function print(f: Figures): void {
   console.log(`  full          ${n(f.full.cpu_ms)} ms CPU, ${f.full.queries} solving calls (${f.full.answers} sat/unsat): ${n(f.full.cpu_ms_per_query)} ms per call, ${n(f.full.cpu_ms_per_answer)} ms per answer`);
   console.log(`  one per run   ${f.one_per_run.runs} runs, ${n(f.one_per_run.cpu_ms)} ms CPU, ${f.one_per_run.answers} answers: ${n(f.one_per_run.cpu_ms_per_answer)} ms per answer`);
   console.log(`  fork          ${f.fork.runs} runs for ${f.fork.targets} targets, ${n(f.fork.cpu_ms)} ms CPU, ${f.fork.answers} answers (${f.fork.unknown} unknown): ${n(f.fork.cpu_ms_per_answer)} ms per answer`);
+  console.log(`  fork, no huge  ${n(f.fork_no_huge.cpu_ms)} ms CPU, ${f.fork_no_huge.answers} answers: ${n(f.fork_no_huge.cpu_ms_per_answer)} ms per answer (fork / fork without huge pages ${n(f.ratio_fork_vs_fork_no_huge)})`);
   console.log(`  fork / full per call ${n(f.ratio_fork_vs_full_per_query)}, per answer ${n(f.ratio_fork_vs_full_per_answer)}; one-per-run / full per call ${n(f.ratio_one_per_run_vs_full_per_query)}`);
 }
 
@@ -244,6 +271,7 @@ console.log(
     ratio_fork_vs_full_per_query: headline.ratio_fork_vs_full_per_query,
     ratio_fork_vs_full_per_answer: headline.ratio_fork_vs_full_per_answer,
     ratio_one_per_run_vs_full_per_query: headline.ratio_one_per_run_vs_full_per_query,
+    ratio_fork_vs_fork_no_huge: headline.ratio_fork_vs_fork_no_huge,
     results,
   }),
 );

@@ -24,6 +24,7 @@
  *   SYMFENCE_PRELOAD_FORK=0  no fork at the target (the one-solve rule below); default on
  *   SYMFENCE_PRELOAD_MAX_FORKS      forks per run, 0..4096 (default 64)
  *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all forked answers of a run may use (default 20000)
+ *   SYMFENCE_PRELOAD_HUGE=0         no huge-page backing before the second fork (below); default on
  * Input files are read only when they are regular files of at most 64 KiB, opened O_NONBLOCK
  * (a FIFO or a device never blocks or loops the setup); otherwise one line on stderr with a code
  * (ERR_PRELOAD_INPUT_NOT_REGULAR, ERR_PRELOAD_INPUT_TOO_LARGE, ERR_PRELOAD_INPUT_OPEN), the file
@@ -96,7 +97,7 @@
  *                   per forked answer, in path order
  *   preload also    fork, forks, forkFailed, forkCapped, childCpuUs, threadsAtFork (most threads
  *                   of the process at a fork, -1 = no fork), siteLookups (object lookups), wanted
- *                   (size of the wanted set), cpuUs (user + system of the process and every child
+ *                   (size of the wanted set), hugeKb (memory collapsed into huge pages), cpuUs (user + system of the process and every child
  *                   it reaped, at the time of writing), actionsError / wantedError (codes)
  *
  * QSYM's inherited verdict (directed mode): QSYM gives a site-0 call the verdict of the last call
@@ -124,6 +125,17 @@
  * open (forkCapped). A failed fork (EAGAIN, ENOMEM) falls back to the one-solve rule for the rest
  * of the run (forkFailed), and so does a process with more than one thread at the fork (a lock
  * another thread holds could block the child forever).
+ *
+ * Huge pages before the second fork (QSYM, a group or wanted set of >= HUGE_MIN_GROUP branches,
+ * unless SYMFENCE_PRELOAD_HUGE=0): each fork copies one page-table entry per resident page and
+ * each child's exit tears them down again; Z3's context alone keeps ~16 MiB of resident hash
+ * tables. So right before its second fork the process asks the kernel (MADV_COLLAPSE, Linux >= 6.1)
+ * to back every 2 MiB-aligned range of its private anonymous memory that is resident in full by
+ * one transparent huge page: the contents stay the same, the resident size does not grow (a range
+ * with a page missing is left alone), and fork and exit then handle one entry per 2 MiB. Best
+ * effort: a kernel without it, THP disabled, or no free huge page leaves the memory as it was.
+ * preload.hugeKb = KiB collapsed (0 = none). The collapse copies the ranges once, which pays off
+ * only over several forks, hence the group-size floor and the wait for a second fork.
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
@@ -182,7 +194,12 @@ enum {
   MAX_FORKS_LIMIT = 4096,
   STABLE_SLOTS = 16384, /* raw site -> position-independent site, load <= 3/4 */
   STABLE_LIMIT = STABLE_SLOTS / 4 * 3,
+  HUGE_MIN_GROUP = 8, /* group or wanted branches for the huge-page step before the second fork */
 };
+#define HUGE_RANGE (2UL << 20)
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux >= 6.1; older kernels fail it with EINVAL */
+#endif
 /* Total CPU the forked answers of one run may use unless SYMFENCE_PRELOAD_FORK_CPU_MS says. */
 #define DEFAULT_FORK_CPU_NS 20000000000ULL
 
@@ -295,6 +312,8 @@ static struct {
   uint64_t child_cpu_ns;
   int threads_at_fork; /* the most threads this process had at a fork; -1 = never counted */
   struct child_report *report;
+  int huge_enabled, huge_tried;
+  uint64_t huge_bytes;
   struct answer_row answers[MAX_ANSWERS];
   unsigned answer_count;
 } g; /* zero-initialised: stays in .bss, pages are touched only when used */
@@ -595,6 +614,8 @@ static void initialise(void) {
   g.fork_max = (unsigned)env_u64("SYMFENCE_PRELOAD_MAX_FORKS", DEFAULT_MAX_FORKS, MAX_FORKS_LIMIT);
   g.fork_cpu_budget_ns = env_u64("SYMFENCE_PRELOAD_FORK_CPU_MS", DEFAULT_FORK_CPU_NS / 1000000ULL, 86400000ULL) * 1000000ULL;
   g.threads_at_fork = -1;
+  const char *huge = getenv("SYMFENCE_PRELOAD_HUGE");
+  g.huge_enabled = !(huge && strcmp(huge, "0") == 0);
 }
 
 static int resolve_real(void) {
@@ -707,11 +728,11 @@ static void write_json(FILE *f) {
           "\"preload\":{\"version\":1,\"mode\":\"%s\",\"events\":%" PRIu64 ",\"symbolicEvents\":%" PRIu64 ",\"solved\":%" PRIu64
           ",\"skipped\":%" PRIu64 ",\"traceDropped\":%" PRIu64 ",\"openDropped\":%" PRIu64 ",\"generatedByDropped\":%" PRIu64
           ",\"earlyExit\":%s,\"context\":%u,\"qsym\":%s,\"fork\":%s,\"forks\":%u,\"forkFailed\":%s,\"forkCapped\":%s,\"childCpuUs\":%" PRIu64
-          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u,\"cpuUs\":%" PRIu64,
+          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u,\"hugeKb\":%" PRIu64 ",\"cpuUs\":%" PRIu64,
           mode_name(g.mode), g.events, g.symbolic_events, g.solved, g.skipped, g.trace_dropped, g.open_dropped,
           g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_one_solve ? "true" : "false",
           g.fork_enabled ? "true" : "false", g.forks, g.fork_failed ? "true" : "false", g.fork_capped ? "true" : "false",
-          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0, cpu_us);
+          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0, g.huge_bytes / 1024, cpu_us);
   if (g.actions_error) fprintf(f, ",\"actionsError\":\"%s\"", g.actions_error);
   if (g.wanted_error) fprintf(f, ",\"wantedError\":\"%s\"", g.wanted_error);
   fputs("},\"answers\":[", f);
@@ -849,6 +870,56 @@ static int count_threads(void) {
   return n;
 }
 
+/* Whether all `pages` pages from `start` are resident (mincore), in chunks of a fixed vector. */
+static int all_resident(uintptr_t start, size_t pages) {
+  unsigned char vec[512];
+  for (size_t done = 0; done < pages;) {
+    const size_t n = pages - done < sizeof vec ? pages - done : sizeof vec;
+    if (mincore((void *)(start + done * 4096), n * 4096, vec) != 0) return 0;
+    for (size_t i = 0; i < n; i++)
+      if (!(vec[i] & 1)) return 0;
+    done += n;
+  }
+  return 1;
+}
+
+/* Huge pages before the second fork (see the header): every 2 MiB-aligned, fully resident range
+ * of a private anonymous read-write mapping (no file; the heap included) is collapsed into a
+ * transparent huge page. Reads /proc/self/maps once, with a fixed buffer and no allocation. */
+static void collapse_for_fork(void) {
+  if (sysconf(_SC_PAGESIZE) != 4096) return;
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[8192];
+  size_t have = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    have += (size_t)n;
+    buf[have] = '\0';
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      unsigned long lo, hi, offset, inode;
+      unsigned major, minor;
+      char perms[8];
+      int name_at = 0;
+      if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &lo, &hi, perms, &offset, &major, &minor, &inode, &name_at) >= 7 &&
+          inode == 0 && strcmp(perms, "rw-p") == 0 && (line[name_at] == '\0' || strcmp(line + name_at, "[heap]") == 0)) {
+        for (uintptr_t at = (lo + HUGE_RANGE - 1) & ~(HUGE_RANGE - 1); at + HUGE_RANGE <= hi; at += HUGE_RANGE)
+          if (all_resident(at, HUGE_RANGE / 4096) && madvise((void *)at, HUGE_RANGE, MADV_COLLAPSE) == 0) g.huge_bytes += HUGE_RANGE;
+      }
+      line = nl + 1;
+    }
+    /* Keep a partial last line for the next read; a line longer than the buffer is dropped. */
+    have = (size_t)(buf + have - line);
+    if (have >= sizeof buf - 1) have = 0;
+    memmove(buf, line, have);
+  }
+  close(fd);
+}
+
 /* After forked answer `child` (1-based) ended: renames each file it left under QSYM's names
  * (numbered from this process's counter, which never moves: this process solves nothing) to
  * f<child>-<name>, so the next child's 000000 cannot collide, and attributes it. -1 = unknown. */
@@ -907,6 +978,11 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
   /* Another thread may hold a lock (malloc's, the program's) the child's solving call needs: the
    * child would block forever. Such a run keeps the one-solve rule instead. */
   if (threads > 1) return -1;
+  /* At the second fork: a run that reaches one group branch only never pays for the copy. */
+  if (!g.huge_tried && g.forks == 1) {
+    g.huge_tried = 1;
+    if (g.huge_enabled && g.group_count >= HUGE_MIN_GROUP) collapse_for_fork();
+  }
   g.report->done = 0;
   g.report->solver_ns = 0;
   const uint64_t remaining_ns = g.fork_cpu_budget_ns - g.child_cpu_ns;

@@ -27,6 +27,8 @@ export type PreloadExtras = PreloadReport & {
   readonly threadsAtFork: number;
   readonly siteLookups: number;
   readonly wanted: number;
+  /** KiB of anonymous memory backed by huge pages before the second fork (0 = none). */
+  readonly hugeKb: number;
   readonly actionsError?: string;
   readonly wantedError?: string;
 };

@@ -29,6 +29,17 @@ function loopInput(length: number, seed: number): string {
   return text;
 }
 
+/** Linux >= 6.1 (MADV_COLLAPSE) with transparent huge pages not disabled. */
+function collapseSupported(): boolean {
+  const [major = 0, minor = 0] = os.release().split('.').map((x) => Number.parseInt(x, 10));
+  if (major < 6 || (major === 6 && minor < 1)) return false;
+  try {
+    return !readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8').includes('[never]');
+  } catch {
+    return false;
+  }
+}
+
 /** Is this pid gone (or a zombie nobody reaped yet: it runs nothing)? */
 function dead(pid: number): boolean {
   try {
@@ -122,6 +133,35 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
     }
     expect(must(result.telemetry).counters).toMatchObject({ queries: 64, sat: 64, generated: 64 });
     expect(ids.length).toBe(structure.length);
+  });
+
+  it('before the second fork of a large group, backs fully resident anonymous memory by huge pages and changes none of it', () => {
+    // Byte 5 'H': the program fills 6 MiB of anonymous memory with a pattern before the loop and
+    // exits 3 after it if any byte changed; the forks (and the collapse before the second) come in between.
+    const input = 'MZ!AxH' + loopInput(80, 11).slice(4);
+    const { structure, first } = targets(input, 16);
+    expect(first.size).toBe(16);
+    const group = [...first.keys()];
+    const huge = directed(input, group, { SYMFENCE_PRELOAD_EARLY_EXIT: '0' });
+    const plain = directed(input, group, { SYMFENCE_PRELOAD_EARLY_EXIT: '0', SYMFENCE_PRELOAD_HUGE: '0' });
+    const small = directed(input, group.slice(0, 7), { SYMFENCE_PRELOAD_EARLY_EXIT: '0' });
+    const once = directed(input, group, { SYMFENCE_PRELOAD_EARLY_EXIT: '0', SYMFENCE_PRELOAD_MAX_FORKS: '1' });
+    for (const r of [huge, plain, small, once]) {
+      expect(r.status).toBe(0); // the pattern is intact after every fork
+      expect(must(r.preload)).toMatchObject({ forkFailed: false, symbolicEvents: structure.length });
+    }
+    expect(must(huge.preload).forks).toBe(16);
+    // The same answers and the same files, byte for byte, with or without the collapse.
+    expect(huge.answers.map(([b, status, , , files]) => [b, status, files])).toEqual(plain.answers.map(([b, status, , , files]) => [b, status, files]));
+    expect([...huge.outputs.entries()].sort()).toEqual([...plain.outputs.entries()].sort());
+    const hugeKb = must(huge.preload).hugeKb;
+    expect(hugeKb % 2048).toBe(0);
+    expect(must(plain.preload).hugeKb).toBe(0); // SYMFENCE_PRELOAD_HUGE=0
+    expect(must(small.preload).hugeKb).toBe(0); // fewer than 8 branches: not worth a copy
+    expect(must(once.preload)).toMatchObject({ forks: 1, hugeKb: 0 }); // a run that forks once never pays for it
+    // Where the kernel can collapse (Linux >= 6.1 with THP not disabled), the 6 MiB pattern holds
+    // at least two aligned 2 MiB ranges, resident in full.
+    if (collapseSupported()) expect(hugeKb).toBeGreaterThanOrEqual(4096);
   });
 
   it('stops forking at the per-run fork cap: the rest of the group stays open and the run goes on to its end', () => {

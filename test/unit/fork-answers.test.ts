@@ -120,7 +120,7 @@ describe('wanted sets', () => {
   });
 
   it('the solver gets the wanted file and the forked answers’ CPU budget; the coordinator’s own values never pass through', () => {
-    const base = solverBaseEnv({ PATH: '/bin', SYMFENCE_WANTED: '/evil', SYMFENCE_PRELOAD_MAX_FORKS: '9999', SYMFENCE_PRELOAD_FORK: '0' });
+    const base = solverBaseEnv({ PATH: '/bin', SYMFENCE_WANTED: '/evil', SYMFENCE_PRELOAD_MAX_FORKS: '9999', SYMFENCE_PRELOAD_FORK: '0', SYMFENCE_PRELOAD_HUGE: '0' });
     expect(base).toEqual({ PATH: '/bin' });
     const env = buildSolverEnv({}, {}, { outputDir: '/o', inputFile: null, pruningMapPath: null, targetBranch: null, actionsFile: null, telemetryOut: '/t', traceOnly: true, wantedFile: '/r/wanted', forkCpuBudgetMs: 15_000 });
     expect(env).toMatchObject({ SYMFENCE_TRACE_ONLY: '1', SYMFENCE_WANTED: '/r/wanted', SYMFENCE_PRELOAD_FORK_CPU_MS: '15000' });
