@@ -134,7 +134,7 @@ export class BatchOverlay {
 }
 
 /** One operation's view of a batch: its own staged changes over the batch's overlay. */
-export class OperationView implements RecordView {
+class OperationView implements RecordView {
   private readonly own = new Map<string, StagedRecord | null>();
 
   constructor(

@@ -41,7 +41,7 @@ export interface ClaimIdentity extends AtTime {
   readonly worker?: number;
 }
 
-export interface OpenedCore {
+interface OpenedCore {
   readonly options: LeaseTableOptions;
   readonly backend: RecordBackend;
 }

@@ -42,7 +42,6 @@ export interface LeaseTableDeps {
  * writing under the metadata lock (table-meta.ts), so it is read again under that lock before it
  * is called corrupt.
  */
-export { defaultStoreFor, type DefaultStoreChoice } from './store-choice.js';
 
 export async function resolveLeaseStore(root: string, options: LeaseTableOptions, deps: LeaseTableDeps = {}): Promise<LeaseStoreKind> {
   if (options.store !== 'auto') return options.store;

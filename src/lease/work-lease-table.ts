@@ -44,10 +44,7 @@ import type { BeginCommitOptions, CommitPublisher, FinishPublicationOptions, Wor
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
 /** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
-export const MAX_HEARTBEAT_LEASES = 1_048_576;
-
-// Declared with the store interface that takes them (table-contract.ts).
-export type { BeginCommitOptions, CommitPublisher, FinishPublicationOptions, WorkClaimOptions } from './table-contract.js';
+const MAX_HEARTBEAT_LEASES = 1_048_576;
 
 function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {
   return { id, detail: read.reason };

@@ -21,40 +21,12 @@ export interface AflQueueEntry {
   readonly parsed: AflEntryName;
 }
 
-/** Lists the `id:` entries of a queue directory (regular files only; hidden and staging files skipped). */
-export async function listAflQueue(queueDir: string): Promise<AflQueueEntry[]> {
-  let names: string[];
-  try {
-    names = await readdir(queueDir);
-  } catch (error) {
-    throw new AflError(`cannot read AFL queue ${queueDir}: ${(error as Error).message}`, { queueDir });
-  }
-  const entries: AflQueueEntry[] = [];
-  for (const name of names) {
-    const parsed = parseAflEntryName(name);
-    if (!parsed) continue;
-    const full = path.join(queueDir, name);
-    try {
-      const info = await stat(full);
-      if (!info.isFile()) continue;
-      entries.push({ path: full, name, sizeBytes: info.size, parsed });
-    } catch {
-      // Vanished between readdir and stat (AFL trims nothing, but a peer may be mid-rename).
-    }
-  }
-  return entries;
-}
-
 /** Compares two entries: negative when `a` should run before `b`. */
 export function compareQueueEntries(a: AflQueueEntry, b: AflQueueEntry): number {
   if (a.parsed.cov !== b.parsed.cov) return a.parsed.cov ? -1 : 1;
   if (a.parsed.orig !== b.parsed.orig) return a.parsed.orig ? -1 : 1;
   if (a.sizeBytes !== b.sizeBytes) return a.sizeBytes - b.sizeBytes;
   return a.name < b.name ? 1 : a.name > b.name ? -1 : 0;
-}
-
-export function rankQueueEntries(entries: readonly AflQueueEntry[]): AflQueueEntry[] {
-  return [...entries].sort(compareQueueEntries);
 }
 
 export interface PickedInput {

@@ -4,7 +4,6 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { barrierFiles, createTempFile, replaceFileDurably } from '../../src/fs/durable-files.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
-import { FsDirectWriter } from '../../src/triage/durable-writer.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -64,24 +63,5 @@ describe('durable-file steps', () => {
     expect(pass.failure?.reason).toMatchObject({ code: 'EIO' });
     expect(fsLayer.count('fsync')).toBe(2);
     for (const fd of fds) await fsLayer.close(fd);
-  });
-});
-
-describe('FsDirectWriter through the fs layer', () => {
-  it('names no file before every file of the batch is durable, and leaves no staging file when a rename fails', async () => {
-    const dir = tmp();
-    const fsLayer = new FaultInjectingFsLayer();
-    const writer = new FsDirectWriter(undefined, fsLayer);
-    let fileBarriersAtFirstRename = -1;
-    fsLayer.hook({ op: 'rename', nth: 1, run: () => void (fileBarriersAtFirstRename = fsLayer.barriers().file) });
-    await writer.publish(dir, [{ name: 'id:000000', bytes: bytes('a') }, { name: 'id:000001', bytes: bytes('b') }]);
-    expect(fileBarriersAtFirstRename).toBe(2);
-    expect(fsLayer.barriers().directory).toBe(1);
-    expect(readdirSync(dir).sort()).toEqual(['id:000000', 'id:000001']);
-
-    fsLayer.fail({ op: 'rename', path: 'id:000002', code: 'EIO' });
-    await expect(writer.publish(dir, [{ name: 'id:000002', bytes: bytes('c') }])).rejects.toMatchObject({ code: 'EIO' });
-    expect(readdirSync(dir).sort()).toEqual(['id:000000', 'id:000001']);
-    expect(readFileSync(path.join(dir, 'id:000001'), 'utf8')).toBe('b');
   });
 });

@@ -35,7 +35,6 @@ import { readRecord } from './record-files.js';
 import type { RecordReadCache } from '../record-read-cache.js';
 
 export type { FileBarrierStrategy } from '../../fs/durable-files.js';
-export type { BatchReport, StagedRecord } from '../backend-contract.js';
 /** `batched`: one directory barrier per touched shard. `scalar`: one per rename/unlink. */
 export type DirectoryBarrierMode = 'batched' | 'scalar';
 

@@ -160,7 +160,7 @@ const REMOVE_CHUNK = 64;
 /** Rows a backend keeps knowing between batches. */
 const KNOWN_ROWS = 65_536;
 
-export class SqliteRecordBackend implements RecordBackend {
+class SqliteRecordBackend implements RecordBackend {
   readonly store = 'sqlite';
   readonly file: string;
   readonly conflictRetryMs: number;
@@ -327,7 +327,7 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 }
 
 /** One optimistic batch: reads, then one synchronous write transaction (file comment). */
-export class SqliteRecordBatch implements StoreBatch {
+class SqliteRecordBatch implements StoreBatch {
   /** The row each id held when this batch read it. */
   private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown }>();
   /** `changeMark()` before the first read: unchanged at commit → no row can have changed. */
