@@ -1,8 +1,8 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { barrierFiles, createTempFile, replaceFileDurably } from '../../src/fs/durable-files.js';
+import { barrierFiles, createTempFile, replaceFileDurably, writeFileAtomicSync, writeFileDurably } from '../../src/fs/durable-files.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 
 const dirs: string[] = [];
@@ -65,3 +65,38 @@ describe('durable-file steps', () => {
     for (const fd of fds) await fsLayer.close(fd);
   });
 });
+
+describe('single-file writes', () => {
+  it('writeFileDurably syncs the directory only after the rename, and keeps the old bytes and no temp when a barrier fails', async () => {
+    const dir = tmp();
+    const final = path.join(dir, 'state.json');
+    writeFileSync(final, 'old');
+    const fsLayer = new FaultInjectingFsLayer();
+    let renamedAtDirectoryBarrier = false;
+    fsLayer.hook({ op: 'syncDirectory', run: () => void (renamedAtDirectoryBarrier = readFileSync(final, 'utf8') === 'new') });
+    await writeFileDurably(fsLayer, final, bytes('new'));
+    expect(renamedAtDirectoryBarrier).toBe(true);
+    expect(fsLayer.barriers()).toMatchObject({ file: 1, directory: 1 });
+    expect(readdirSync(dir)).toEqual(['state.json']);
+
+    fsLayer.fail({ op: 'fsync', code: 'EIO' });
+    await expect(writeFileDurably(fsLayer, final, bytes('newer'))).rejects.toMatchObject({ code: 'EIO' });
+    expect(readFileSync(final, 'utf8')).toBe('new');
+    expect(readdirSync(dir)).toEqual(['state.json']);
+  });
+
+  it('writeFileAtomicSync replaces the content whole and leaves no temp, also when the rename fails', () => {
+    const dir = tmp();
+    const final = path.join(dir, 'stats.json');
+    writeFileSync(final, 'old');
+    writeFileAtomicSync(final, 'new');
+    expect(readFileSync(final, 'utf8')).toBe('new');
+    expect(readdirSync(dir)).toEqual(['stats.json']);
+    // A directory in the way: the rename fails, the temp goes, nothing else changes.
+    const blocked = path.join(dir, 'blocked');
+    mkdirSync(path.join(blocked, 'child'), { recursive: true });
+    expect(() => writeFileAtomicSync(blocked, 'x')).toThrow();
+    expect(readdirSync(dir).sort()).toEqual(['blocked', 'stats.json']);
+  });
+});
+
