@@ -117,6 +117,7 @@ export {
   EtcdUnavailableError,
   LeaseRecordTooLargeError,
   StagedFindingTooLargeError,
+  InternalError,
   ERROR_CODES,
   codeOf,
   toErrorData,

@@ -8,6 +8,7 @@
  * findings as `sync:` entries; running them again would only repeat work already done). The
  * reader scans incrementally; see `AflQueueReader`.
  */
+import { invalidOption } from '../config/values.js';
 import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -72,7 +73,7 @@ export class AflQueueReader {
   constructor(queueDir: string, options: AflQueueReaderOptions = {}) {
     this.#queueDir = queueDir;
     const bound = options.maxNewEntriesPerScan ?? 512;
-    if (!Number.isSafeInteger(bound) || bound < 1) throw new RangeError(`maxNewEntriesPerScan must be a positive integer, got ${bound}`);
+    if (!Number.isSafeInteger(bound) || bound < 1) throw invalidOption('maxNewEntriesPerScan', 'a positive integer', bound);
     this.#maxNewPerScan = bound;
   }
 

@@ -146,7 +146,7 @@ export class EtcdRecordBackend implements RecordBackend {
   }
 
   begin(): StoreBatch {
-    if (this.#closed) throw new Error('etcd lease table is closed');
+    if (this.#closed) throw leaseIoError(`etcd lease table ${this.base} is closed`, { step: 'batch' }, undefined);
     return new EtcdBatch(this);
   }
 
