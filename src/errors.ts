@@ -274,3 +274,9 @@ export const CommitManifestError = defineError('ERR_COMMIT_MANIFEST', 'CommitMan
 export const StagedFindingError = defineError('ERR_STAGED_FINDING', 'StagedFindingError');
 /** Another live campaign holds the output directory (its queue, stats and job log). */
 export const OutDirBusyError = defineError('ERR_OUT_DIR_BUSY', 'OutDirBusyError');
+/**
+ * A broken invariant of symfence itself — a bug, never the answer to bad input or a failing
+ * filesystem (those have codes of their own). Also the code of a thrown value that was no error of
+ * ours (`toErrorData`).
+ */
+export const InternalError = defineError('ERR_INTERNAL', 'InternalError');

@@ -31,6 +31,8 @@ export { CAMPAIGN_OPTIONS } from './coordinator/campaign-options.js';
 export type { CampaignOptions } from './coordinator/campaign-options.js';
 export { SOLVER_OPTIONS, SOLVER_CAMPAIGN_OPTIONS } from './solver/solver-options.js';
 export type { SolverOptions } from './solver/solver-options.js';
+export { IO_OPTIONS } from './io/io-options.js';
+export type { IoOptions } from './io/io-options.js';
 export type { OptionSchema, OptionSpec, OptionSpecs, ResolvedOptions, OptionsInput } from './config/schema.js';
 
 // The ports a custom `CampaignComponents` implements (docs/campaign.md "Embedding").
@@ -115,6 +117,7 @@ export {
   EtcdUnavailableError,
   LeaseRecordTooLargeError,
   StagedFindingTooLargeError,
+  InternalError,
   ERROR_CODES,
   codeOf,
   toErrorData,

@@ -1,7 +1,8 @@
 /**
  * `symfence/leases`: the fenced lease tables on a shared directory, their inspection, the
- * filesystem probe, the I/O thread that runs them for a process, and the identities stored in
- * them (docs/leases.md, docs/lease-format.md, docs/io-thread.md).
+ * filesystem probe, the tables as coordinator ports, and the identities stored in them
+ * (docs/leases.md, docs/lease-format.md). The I/O thread that runs the tables for a campaign is
+ * the campaign's own (docs/io-thread.md); its options are the root entry's `IO_OPTIONS`.
  */
 export { FencedWorkLeaseTable, MAX_HEARTBEAT_BATCH } from '../lease/work-lease-table.js';
 export { FencedTargetLeaseTable } from '../lease/target-lease-table.js';
@@ -23,11 +24,9 @@ export type {
   LeaseCounts,
 } from '../lease/lease-results.js';
 export type { LeaseRecord, LeaseStatus, RecordKind, JsonObject } from '../lease/lease-record.js';
-export type { LeaseOperation, RecordView, OperationOutcome, ExecutionResult } from '../lease/lease-operation.js';
-export type { BatchReport, FileBarrierStrategy, DirectoryBarrierMode } from '../lease/files/durability-batch.js';
+export type { FileBarrierStrategy, DirectoryBarrierMode } from '../lease/files/durability-batch.js';
 export type { CoordinationMode, LockerKind } from '../lease/files/record-lock.js';
-export { canonicalJson, canonicalJsonBytes } from '../lease/canonical-json.js';
-export { workIdOf, targetRecordId, shardOf, shardDirName, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from '../lease/identity.js';
+export { workIdOf, targetRecordId, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from '../lease/identity.js';
 export type { GroupMember } from '../lease/identity.js';
 
 // Inspection (what `symfence leases` prints) and the filesystem probe.
@@ -42,13 +41,5 @@ export { jobWorkId, workPayloadOf, jobFromWorkPayload } from '../coordinator/wor
 export { COMMIT_MANIFEST_SCHEMA, buildCommitManifest, parseCommitManifest } from '../commit/commit-manifest.js';
 export type { CommitManifest, CommitItem, CommitItemKind, CommitStatus } from '../commit/commit-manifest.js';
 
-// The tables as coordinator ports: directly, or through the process's I/O thread.
+// The tables as coordinator ports, for components of an embedder's own.
 export { WorkLeaseAdapter, TargetLeaseAdapter } from '../coordinator/adapters/lease-adapters.js';
-export { IoThread, IoClient } from '../io/io-thread.js';
-export type { IoThreadOptions } from '../io/io-thread.js';
-export { IO_OPTIONS } from '../io/io-options.js';
-export type { IoOptions } from '../io/io-options.js';
-export { IoWorkLeases, IoTargetLeases } from '../coordinator/adapters/io-lease-adapters.js';
-// The scheduler's shared target claims (`SharedTargetClaims`, symfence/scheduler) over the I/O thread.
-export { IoSharedTargetClaims } from '../io/io-adapters.js';
-export type { SharedTargetClaimsOptions, TargetClaimsClient } from '../io/io-adapters.js';

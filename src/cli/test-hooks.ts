@@ -6,7 +6,7 @@
  * temp then rename) and then never proceeds with that job — the test kills the process there,
  * which is exactly the crash window commit recovery closes.
  */
-import { renameSync, writeFileSync } from 'node:fs';
+import { writeFileAtomicSync } from '../fs/durable-files.js';
 import type { CoordinatorHooks } from '../coordinator/coordinator.js';
 
 export const HOLD_AFTER_BEGIN_COMMIT_ENV = 'SYMFENCE_TEST_HOLD_AFTER_BEGIN_COMMIT';
@@ -19,8 +19,7 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv): CoordinatorHooks | und
     afterBeginCommit: async ({ workId, findings }) => {
       if (held || findings === 0) return;
       held = true;
-      writeFileSync(`${file}.tmp`, JSON.stringify({ workId, pid: process.pid }));
-      renameSync(`${file}.tmp`, file);
+      writeFileAtomicSync(file, JSON.stringify({ workId, pid: process.pid }));
       await new Promise<never>(() => {});
     },
   };

@@ -22,6 +22,7 @@
  */
 import type { Logger } from 'pino';
 import { codeOf } from '../errors.js';
+import { isStaleSince } from '../lease/lease-record.js';
 import { childLogger } from '../telemetry/logger.js';
 import type { JobJournal } from './job-journal.js';
 import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult, WorkSource } from './ports.js';
@@ -76,7 +77,7 @@ export class CommitRecovery {
       if (runningAtScan.has(record.workId) || ctx.active.has(record.workId)) continue;
       if (this.#unreplayable.has(`${record.workId}:${record.token}`)) continue;
       const mine = record.owner === ctx.coordinatorId;
-      if (!mine && (!ctx.recoverExpiredWork || now - record.updatedMs < ctx.workLeaseTtlMs)) continue;
+      if (!mine && (!ctx.recoverExpiredWork || !isStaleSince(record.updatedMs, ctx.workLeaseTtlMs, now))) continue;
       if (await this.#replay(record)) replayed++;
     }
     try {
@@ -84,7 +85,7 @@ export class CommitRecovery {
       // written can still be rolled back to `committing` by its batch (a failed barrier), which
       // needs its staged files again. A rollback happens within its batch, long before a TTL.
       const settled = new Set<string>();
-      for (const [workId, completedMs] of scan.done) if (now - completedMs >= ctx.workLeaseTtlMs) settled.add(workId);
+      for (const [workId, completedMs] of scan.done) if (isStaleSince(completedMs, ctx.workLeaseTtlMs, now)) settled.add(workId);
       counters.stagedSwept += await ctx.commits.sweep(settled);
     } catch (error) {
       ctx.log.warn({ err: error }, 'sweeping staged findings failed');

@@ -9,6 +9,7 @@
  * failing undo and carries on with the others, and happens at most once. `commit()` forgets the
  * undos: the caller has taken over responsibility for every resource.
  */
+import { InternalError } from '../errors.js';
 
 export type Undo = () => void | Promise<void>;
 
@@ -42,20 +43,20 @@ export class DispatchTransaction {
    */
   register(name: string, beforeSend: Undo, afterSend?: Undo): void {
     if (this.#state === 'committed' || this.#state === 'rolled-back') {
-      throw new Error(`dispatch transaction is ${this.#state}; cannot register ${name}`);
+      throw new InternalError(`dispatch transaction is ${this.#state}; cannot register ${name}`);
     }
     this.#undos.push({ name, beforeSend, afterSend });
   }
 
   /** The job was handed to a solver: later rollbacks use the after-send undos. */
   markSent(): void {
-    if (this.#state !== 'preparing') throw new Error(`dispatch transaction is ${this.#state}; cannot mark sent`);
+    if (this.#state !== 'preparing') throw new InternalError(`dispatch transaction is ${this.#state}; cannot mark sent`);
     this.#state = 'sent';
   }
 
   /** Ownership of every resource passed to the caller; rollback becomes a no-op. */
   commit(): void {
-    if (this.#state === 'rolled-back') throw new Error('dispatch transaction was rolled back; cannot commit');
+    if (this.#state === 'rolled-back') throw new InternalError('dispatch transaction was rolled back; cannot commit');
     this.#state = 'committed';
     this.#undos = [];
   }
@@ -67,7 +68,7 @@ export class DispatchTransaction {
    * registration is forgotten all the same (its resource is then left to TTL).
    */
   async undoNewest(name: string): Promise<boolean> {
-    if (this.#state !== 'preparing') throw new Error(`dispatch transaction is ${this.#state}; cannot undo ${name} alone`);
+    if (this.#state !== 'preparing') throw new InternalError(`dispatch transaction is ${this.#state}; cannot undo ${name} alone`);
     const newest = this.#undos.at(-1);
     if (newest === undefined || newest.name !== name) return false;
     this.#undos.pop();

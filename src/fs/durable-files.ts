@@ -1,8 +1,8 @@
 /**
  * The steps of a durable file write, shared by every writer that must never let a name point at
- * partial content — lease records (src/lease/durability-batch.ts), the AFL-visible queue and
- * staged findings (src/io/file-publication.ts) and the in-thread queue writer
- * (src/triage/durable-writer.ts):
+ * partial content — lease records (src/lease/files/durability-batch.ts), the AFL-visible queue and
+ * staged findings (src/io/file-publication.ts), and single files (`writeFileDurably`: the
+ * scheduler's lane state, the campaign report):
  *
  *   1. temp         create a fresh hidden temp exclusively next to the final name, write the bytes
  *   2. file barrier make the temps' content durable (one fsync per file, or one syncfs)
@@ -11,11 +11,16 @@
  *
  * Content is durable before its name exists (2 before 3), and a name is durable before the caller
  * reports success (4 before answering). Batching callers run each step over many files at once,
- * so the steps are separate functions; `replaceFileDurably` runs 1–3 for a single file. Everything
- * goes through the injectable `FsLayer`, so fault injection can fail any step and look at the
- * bytes left on disk (docs/io-thread.md "Barrier pass").
+ * so the steps are separate functions; `replaceFileDurably` runs 1–3 for a single file and
+ * `writeFileDurably` all four. Everything goes through the injectable `FsLayer`, so fault injection
+ * can fail any step and look at the bytes left on disk (docs/io-thread.md "Barrier pass").
+ *
+ * `writeFileAtomicSync` is steps 1 and 3 without barriers, synchronously, for status files
+ * rewritten every few seconds (stats.json): a reader sees the old or the new content, never a
+ * partial one, but the file is not claimed durable.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import type { FsLayer } from './fs-layer.js';
 
 /** How temp-file content is made durable before publication. */
@@ -98,3 +103,36 @@ export async function replaceFileDurably(fsLayer: FsLayer, temp: string, final: 
     throw error;
   }
 }
+
+/** A hidden temp name beside `file`, unique to this process and call. */
+function tempNameFor(file: string): string {
+  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${process.hrtime.bigint()}.tmp`);
+}
+
+/**
+ * Steps 1–4 for one file: `bytes` replace `file` atomically and durably (its directory must
+ * exist). On failure `file` keeps its old content (`replaceFileDurably`).
+ */
+export async function writeFileDurably(fsLayer: FsLayer, file: string, bytes: Uint8Array, mode = 0o644): Promise<void> {
+  await replaceFileDurably(fsLayer, tempNameFor(file), file, bytes, mode);
+  // The rename is durable only once the directory entry is: without this a crash could bring
+  // back the old content (or none) after the write was reported done.
+  await fsLayer.syncDirectory(path.dirname(file));
+}
+
+/** Steps 1 and 3, synchronous and without barriers (file comment): atomic, not durable. */
+export function writeFileAtomicSync(file: string, content: string | Uint8Array): void {
+  const temp = tempNameFor(file);
+  try {
+    fs.writeFileSync(temp, content, { flag: 'wx' });
+    fs.renameSync(temp, file);
+  } catch (error) {
+    try {
+      fs.unlinkSync(temp);
+    } catch {
+      // Nothing was created (or it is gone already); the write's own error is rethrown below.
+    }
+    throw error;
+  }
+}
+

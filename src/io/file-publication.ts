@@ -93,73 +93,75 @@ function publishError(step: string, file: string, error: unknown): Error {
  */
 export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStrategy, jobs: readonly PublicationJob[]): Promise<PublicationReport> {
   const states: JobState[] = jobs.map((job) => ({ dir: path.resolve(job.dir), alwaysBarrier: job.existing === 'keep' && job.files.length > 0, staged: [], published: [], error: null }));
-  let fileBarriers = 0;
-  let directoryBarriers = 0;
 
   // 1. stage: per job, refusing existing names first, then writing hidden temps.
-  await Promise.all(
-    states.map(async (state, index) => {
-      const job = jobs[index]!;
-      try {
-        const names = job.files.map((f) => checkPublishedName(f.name));
-        const keepExisting = job.existing === 'keep';
-        if (new Set(names).size !== names.length) throw new PublishError(`duplicate file names in one publication to ${state.dir}`, { dir: state.dir });
-        const fresh = new Set<number>();
-        for (const [i, name] of names.entries()) {
-          const final = path.join(state.dir, name);
-          if (!(await pathExists(fsLayer, final))) fresh.add(i);
-          else if (!keepExisting) throw new PublishError(`refusing to publish over existing ${final}`, { path: final });
-        }
-        for (const [i, file] of job.files.entries()) {
-          if (!fresh.has(i)) continue;
-          const temp = path.join(state.dir, `.symfence-io-${TEMP_TAG}-${++tempSeq}.tmp`);
-          let fd: number;
-          try {
-            fd = await createTempFile(fsLayer, temp, file.bytes, 0o644);
-          } catch (error) {
-            throw publishError('stage', temp, error);
-          }
-          state.staged.push({ temp, final: path.join(state.dir, names[i]!), fd });
-        }
-      } catch (error) {
-        state.error = error instanceof PublishError ? error : publishError('stage', state.dir, error);
-      }
-    }),
-  );
+  await Promise.all(states.map((state, index) => stageJob(fsLayer, jobs[index]!, state)));
 
   // 2. file barrier: one pass for every temp still alive.
   const live = states.filter((s) => s.error === null && s.staged.length > 0);
-  const fds = live.flatMap((s) => s.staged.map((st) => st.fd!));
-  const pass = await barrierFiles(fsLayer, fileBarrier, fds);
-  fileBarriers += pass.barriers;
+  const pass = await barrierFiles(fsLayer, fileBarrier, live.flatMap((s) => s.staged.map((st) => st.fd!)));
   if (pass.failure) for (const state of live) state.error = publishError('file-barrier', state.dir, pass.failure.reason);
   await closeAll(fsLayer, states);
 
   // 3. publish, in order per job; 4. one directory barrier per touched directory.
-  for (const state of states) {
-    if (state.error !== null) continue;
-    for (const staged of state.staged) {
-      try {
-        await fsLayer.rename(staged.temp, staged.final);
-        state.published.push(staged.final);
-      } catch (error) {
-        // A rename that failed after taking effect must be undone too (unlink is idempotent here).
-        state.published.push(staged.final);
-        state.error = publishError('rename', staged.final, error);
-        break;
-      }
-    }
-  }
+  for (const state of states) if (state.error === null) await renameInOrder(fsLayer, state);
   const dirs = [...new Set(states.filter((s) => s.error === null && (s.published.length > 0 || s.alwaysBarrier)).map((s) => s.dir))].sort();
   const dirResults = await barrierDirectories(fsLayer, dirs);
-  directoryBarriers += dirs.length;
   dirs.forEach((dir, i) => {
     const result = dirResults[i]!;
     if (result.status === 'fulfilled') return;
     for (const state of states) if (state.error === null && state.dir === dir) state.error = publishError('directory-barrier', dir, result.reason);
   });
 
-  // Undo failed jobs: unlink their published names and every temp left, then barrier the directory.
+  const undoBarriers = await undoFailed(fsLayer, states);
+  return { errors: states.map((s) => s.error), fileBarriers: pass.barriers, directoryBarriers: dirs.length + undoBarriers };
+}
+
+/** Step 1 for one job: refuses existing names (unless kept), then writes a hidden temp per new file. Records its error in `state`. */
+async function stageJob(fsLayer: FsLayer, job: PublicationJob, state: JobState): Promise<void> {
+  try {
+    const names = job.files.map((f) => checkPublishedName(f.name));
+    const keepExisting = job.existing === 'keep';
+    if (new Set(names).size !== names.length) throw new PublishError(`duplicate file names in one publication to ${state.dir}`, { dir: state.dir });
+    const fresh = new Set<number>();
+    for (const [i, name] of names.entries()) {
+      const final = path.join(state.dir, name);
+      if (!(await pathExists(fsLayer, final))) fresh.add(i);
+      else if (!keepExisting) throw new PublishError(`refusing to publish over existing ${final}`, { path: final });
+    }
+    for (const [i, file] of job.files.entries()) {
+      if (!fresh.has(i)) continue;
+      const temp = path.join(state.dir, `.symfence-io-${TEMP_TAG}-${++tempSeq}.tmp`);
+      let fd: number;
+      try {
+        fd = await createTempFile(fsLayer, temp, file.bytes, 0o644);
+      } catch (error) {
+        throw publishError('stage', temp, error);
+      }
+      state.staged.push({ temp, final: path.join(state.dir, names[i]!), fd });
+    }
+  } catch (error) {
+    state.error = error instanceof PublishError ? error : publishError('stage', state.dir, error);
+  }
+}
+
+/** Step 3 for one job: its temps to their final names in order; stops at the first failure. */
+async function renameInOrder(fsLayer: FsLayer, state: JobState): Promise<void> {
+  for (const staged of state.staged) {
+    try {
+      await fsLayer.rename(staged.temp, staged.final);
+      state.published.push(staged.final);
+    } catch (error) {
+      // A rename that failed after taking effect must be undone too (unlink is idempotent here).
+      state.published.push(staged.final);
+      state.error = publishError('rename', staged.final, error);
+      return;
+    }
+  }
+}
+
+/** Undoes failed jobs: unlinks their published names and every temp left, then barriers each such directory. Returns the barriers issued. */
+async function undoFailed(fsLayer: FsLayer, states: readonly JobState[]): Promise<number> {
   const failedDirs = new Set<string>();
   for (const state of states) {
     if (state.error === null) continue;
@@ -168,10 +170,9 @@ export async function publishFiles(fsLayer: FsLayer, fileBarrier: FileBarrierStr
     if (state.published.length > 0) failedDirs.add(state.dir);
   }
   for (const dir of failedDirs) {
-    directoryBarriers += 1;
     await fsLayer.syncDirectory(dir).catch(() => undefined); // best effort after a failed publication: the request already fails with that error
   }
-  return { errors: states.map((s) => s.error), fileBarriers, directoryBarriers };
+  return failedDirs.size;
 }
 
 async function closeAll(fsLayer: FsLayer, states: JobState[]): Promise<void> {

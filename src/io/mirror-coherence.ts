@@ -21,7 +21,7 @@
  * The durable table wins: the mirror is only a cache in front of it.
  */
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
-import { isActiveLease, type LeaseRecord } from '../lease/lease-record.js';
+import { isActiveLease, isStaleSince, type LeaseRecord } from '../lease/lease-record.js';
 import type { LocalConflict, TargetClaimResult } from './io-requests.js';
 
 interface Grant {
@@ -109,7 +109,7 @@ export class MirrorCoherence {
     if (this.#set === null) return 0;
     let dropped = 0;
     for (const [token, grant] of this.#grants) {
-      if (nowMs - grant.renewedMs < this.#ttlMs) continue;
+      if (!isStaleSince(grant.renewedMs, this.#ttlMs, nowMs)) continue;
       this.#grants.delete(token);
       this.#set.releaseGroup(grant.targets, grant.owner);
       this.#lost += 1;

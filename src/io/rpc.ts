@@ -9,7 +9,7 @@
  */
 import * as Comlink from 'comlink';
 import type { MessagePort, Worker } from 'node:worker_threads';
-import { fromErrorData, isErrorData, toErrorData } from '../errors.js';
+import { fromErrorData, InternalError, isErrorData, toErrorData } from '../errors.js';
 
 export type Remote<T> = Comlink.Remote<T>;
 
@@ -52,7 +52,7 @@ export function installErrorTransport(): void {
   const registry = Comlink.transferHandlers as Map<string, Comlink.TransferHandler<unknown, unknown>> & { [thrown]?: true };
   if (registry[thrown]) return;
   const original = registry.get('throw');
-  if (!original) throw new Error('comlink has no throw handler to replace');
+  if (!original) throw new InternalError('comlink has no throw handler to replace');
   registry.set('throw', {
     canHandle: (value: unknown): value is unknown => original.canHandle(value),
     serialize: (wrapper: unknown) => [toErrorData((wrapper as ThrownWrapper).value), []],

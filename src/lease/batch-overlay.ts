@@ -15,6 +15,7 @@
  * A deletion of a record that is absent and was not staged is no change at all; the store's
  * `commit` only ever receives real changes, each with the record as read before the batch.
  */
+import { InternalError } from '../errors.js';
 import { leaseIoError } from './lease-io-error.js';
 import type { LeaseRecord, RecordRead } from './lease-record.js';
 import type { BatchReport, FetchedRead, StagedChange, StagedRecord, StoreBatch } from './backend-contract.js';
@@ -31,7 +32,7 @@ export interface RecordView {
 
 /** A programming error in the use of a batch (an id used out of phase): never a store failure. */
 function misuse(message: string): Error {
-  return new Error(`lease batch misuse: ${message}`);
+  return new InternalError(`lease batch misuse: ${message}`);
 }
 
 export class BatchOverlay {
@@ -134,7 +135,7 @@ export class BatchOverlay {
 }
 
 /** One operation's view of a batch: its own staged changes over the batch's overlay. */
-export class OperationView implements RecordView {
+class OperationView implements RecordView {
   private readonly own = new Map<string, StagedRecord | null>();
 
   constructor(

@@ -225,75 +225,96 @@ function write(value: unknown, state: WriteState, depth: number): number {
     case 'boolean':
       emit(state, value ? 'true' : 'false');
       return 0;
-    case 'object': {
+    case 'object':
       if (value === null) {
         emit(state, 'null');
         return 0;
       }
-      const memo = state.memo !== undefined && Object.isFrozen(value) ? state.memo : undefined;
-      const known = memo?.get(value);
-      if (known !== undefined && known.ascii === state.ascii) {
-        if (depth + known.height - 1 > state.maxDepth) fail(pathOf(state), `nesting deeper than ${state.maxDepth} levels`);
-        emit(state, known.text);
-        return known.height;
-      }
-      if (state.stack.has(value)) fail(pathOf(state), 'a cycle');
-      if (depth > state.maxDepth) fail(pathOf(state), `nesting deeper than ${state.maxDepth} levels`);
-      state.stack.add(value);
-      const start = state.out.length;
-      let inner = 0;
-      const { trail } = state;
-      if (Array.isArray(value)) {
-        // An array of plain scalars (a group's targets) is what JSON.stringify writes.
-        const items = state.ascii ? flatPlainItems(value, state.maxBytes - state.out.length) : undefined;
-        if (items !== undefined) {
-          state.stack.delete(value);
-          const text = JSON.stringify(items);
-          emit(state, text);
-          if (memo !== undefined) memo.set(value, { text, height: 1, ascii: true });
-          return 1;
-        }
-        emit(state, '[');
-        for (let i = 0; i < value.length; i += 1) {
-          if (i > 0) emit(state, ',');
-          trail.push(i);
-          const height = write(value[i], state, depth + 1);
-          trail.pop();
-          if (height > inner) inner = height;
-        }
-        emit(state, ']');
-      } else {
-        if (!isPlainObject(value)) fail(pathOf(state), `an instance of ${value.constructor?.name ?? 'a class'}`);
-        const keys = Object.keys(value);
-        const inOrder = isSorted(keys);
-        if (!inOrder) keys.sort();
-        // A flat object whose own keys are already in order (a record read back, a member row) is
-        // what JSON.stringify writes, byte for byte, when every value is a plain scalar.
-        const copy = inOrder && state.ascii ? flatPlainCopy(value as Record<string, unknown>, keys, state.maxBytes - state.out.length) : undefined;
-        if (copy !== undefined) {
-          state.stack.delete(value);
-          emit(state, JSON.stringify(copy));
-          return 1;
-        }
-        emit(state, '{');
-        for (let i = 0; i < keys.length; i += 1) {
-          const key = keys[i]!;
-          if (i > 0) emit(state, ',');
-          trail.push(key);
-          emit(state, keyText(key, state.ascii));
-          const height = write((value as Record<string, unknown>)[key], state, depth + 1);
-          trail.pop();
-          if (height > inner) inner = height;
-        }
-        emit(state, '}');
-      }
-      state.stack.delete(value);
-      if (memo !== undefined) memo.set(value, { text: state.out.slice(start), height: inner + 1, ascii: state.ascii });
-      return inner + 1;
-    }
+      return writeComposite(value, state, depth);
     default:
       return fail(pathOf(state), `a value of type ${typeof value}`);
   }
+}
+
+/**
+ * Writes an array or plain object: from the memo when a frozen value was written before in the
+ * same form, else element by element (cycle and depth checked first); returns its height.
+ */
+function writeComposite(value: object, state: WriteState, depth: number): number {
+  const memo = state.memo !== undefined && Object.isFrozen(value) ? state.memo : undefined;
+  const known = memo?.get(value);
+  if (known !== undefined && known.ascii === state.ascii) {
+    if (depth + known.height - 1 > state.maxDepth) fail(pathOf(state), `nesting deeper than ${state.maxDepth} levels`);
+    emit(state, known.text);
+    return known.height;
+  }
+  if (state.stack.has(value)) fail(pathOf(state), 'a cycle');
+  if (depth > state.maxDepth) fail(pathOf(state), `nesting deeper than ${state.maxDepth} levels`);
+  state.stack.add(value);
+  const start = state.out.length;
+  const flat = Array.isArray(value) ? writeArray(value, state, depth) : writeObject(value, state, depth);
+  state.stack.delete(value);
+  if (flat.text !== undefined) {
+    // Written whole by JSON.stringify (a flat array or object of plain scalars): height 1.
+    if (memo !== undefined && flat.memoize) memo.set(value, { text: flat.text, height: 1, ascii: true });
+    return 1;
+  }
+  if (memo !== undefined) memo.set(value, { text: state.out.slice(start), height: flat.inner + 1, ascii: state.ascii });
+  return flat.inner + 1;
+}
+
+/** What a composite's body wrote: its whole text when JSON.stringify wrote it, else its inner height. */
+type Body = { readonly text: string; readonly memoize: boolean; readonly inner?: undefined } | { readonly text?: undefined; readonly inner: number };
+
+function writeArray(value: readonly unknown[], state: WriteState, depth: number): Body {
+  // An array of plain scalars (a group's targets) is what JSON.stringify writes.
+  const items = state.ascii ? flatPlainItems(value, state.maxBytes - state.out.length) : undefined;
+  if (items !== undefined) {
+    const text = JSON.stringify(items);
+    emit(state, text);
+    return { text, memoize: true };
+  }
+  const { trail } = state;
+  let inner = 0;
+  emit(state, '[');
+  for (let i = 0; i < value.length; i += 1) {
+    if (i > 0) emit(state, ',');
+    trail.push(i);
+    const height = write(value[i], state, depth + 1);
+    trail.pop();
+    if (height > inner) inner = height;
+  }
+  emit(state, ']');
+  return { inner };
+}
+
+function writeObject(value: object, state: WriteState, depth: number): Body {
+  if (!isPlainObject(value)) fail(pathOf(state), `an instance of ${value.constructor?.name ?? 'a class'}`);
+  const keys = Object.keys(value);
+  const inOrder = isSorted(keys);
+  if (!inOrder) keys.sort();
+  // A flat object whose own keys are already in order (a record read back, a member row) is
+  // what JSON.stringify writes, byte for byte, when every value is a plain scalar.
+  const copy = inOrder && state.ascii ? flatPlainCopy(value as Record<string, unknown>, keys, state.maxBytes - state.out.length) : undefined;
+  if (copy !== undefined) {
+    const text = JSON.stringify(copy);
+    emit(state, text);
+    return { text, memoize: false };
+  }
+  const { trail } = state;
+  let inner = 0;
+  emit(state, '{');
+  for (let i = 0; i < keys.length; i += 1) {
+    const key = keys[i]!;
+    if (i > 0) emit(state, ',');
+    trail.push(key);
+    emit(state, keyText(key, state.ascii));
+    const height = write((value as Record<string, unknown>)[key], state, depth + 1);
+    trail.pop();
+    if (height > inner) inner = height;
+  }
+  emit(state, '}');
+  return { inner };
 }
 
 /** The canonical JSON text of `value` (no trailing newline). Throws `InvalidJobError`. */

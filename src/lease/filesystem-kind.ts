@@ -64,7 +64,7 @@ export interface FilesystemKind {
 /** `statfs` of one existing path (injectable: tests simulate an NFS mount). */
 export type StatFilesystem = (dir: string) => Promise<{ readonly type: number }>;
 
-export const nodeStatFilesystem: StatFilesystem = (dir) => fsp.statfs(dir);
+const nodeStatFilesystem: StatFilesystem = (dir) => fsp.statfs(dir);
 
 /**
  * Classifies the filesystem that holds (or will hold) `dir`. A directory that does not exist yet

@@ -47,7 +47,7 @@ export function workIdOf(identity: unknown, limits: CanonicalJsonLimits = {}): s
 }
 
 /** Throws `InvalidJobError` unless `target` is a bigint in 1..2^64−1. */
-export function assertTarget(target: unknown): asserts target is bigint {
+function assertTarget(target: unknown): asserts target is bigint {
   if (typeof target !== 'bigint' || target < 1n || target > MAX_TARGET) {
     throw new InvalidJobError(`invalid target: expected a bigint in 1..2^64-1, got ${describeValue(target)}`, {
       value: describeValue(target),

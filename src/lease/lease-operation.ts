@@ -33,7 +33,6 @@ import { BatchOverlay, type RecordView } from './batch-overlay.js';
 import { canonicalJsonMemo } from './canonical-json.js';
 import { serializeRecord, type LeaseRecord } from './lease-record.js';
 
-export type { RecordView } from './batch-overlay.js';
 
 export interface LeaseOperation<R> {
   /** For logs and errors. */

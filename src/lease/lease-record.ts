@@ -19,7 +19,7 @@
 import { canonicalJsonBytes, type CanonicalJsonMemo } from './canonical-json.js';
 import { MAX_GROUP_TARGETS, MAX_TARGET, isRecordId, targetRecordId } from './identity.js';
 
-export const RECORD_SCHEMA = 1;
+const RECORD_SCHEMA = 1;
 
 /** Largest canonical JSON of a caller's payload, bytes. */
 export const MAX_PAYLOAD_BYTES = 1024 * 1024;
@@ -35,7 +35,7 @@ const RECORD_FIELD_BYTES = 64 * 1024;
 /** Largest TTL a record may carry; a larger stored value counts as this (see `expiryOf`). */
 export const MAX_LEASE_TTL_MS = 86_400_000;
 /** Default bound on how far a record's `updatedMs` may lie ahead of the reader's clock. */
-export const DEFAULT_MAX_CLOCK_SKEW_MS = 300_000;
+const DEFAULT_MAX_CLOCK_SKEW_MS = 300_000;
 
 /** Largest record file of `kind` a reader accepts (a larger one is corrupt without being read). */
 export function maxRecordBytes(kind: RecordKind): number {
@@ -43,7 +43,7 @@ export function maxRecordBytes(kind: RecordKind): number {
 }
 
 export type LeaseStatus = 'leased' | 'committing' | 'done';
-export const LEASE_STATUSES: readonly LeaseStatus[] = ['leased', 'committing', 'done'];
+const LEASE_STATUSES: readonly LeaseStatus[] = ['leased', 'committing', 'done'];
 
 /** Which table wrote the record. A work table refuses target records and vice versa. */
 export type RecordKind = 'work' | 'target';
@@ -184,17 +184,31 @@ export function serializeRecord(record: LeaseRecord, memo?: CanonicalJsonMemo): 
 }
 
 /**
- * When the lease in `record` ends, as the reader at `nowMs` sees it (docs/lease-format.md
- * "Expiry"): `updatedMs` plus the holder's stored TTL (the reader's `readerTtlMs` for a record
- * without one), the TTL capped at `MAX_LEASE_TTL_MS`. A record dated more than `maxClockSkewMs`
- * ahead of the reader's clock is outside the clock assumption (docs/leases.md) and ends at once:
- * otherwise a record from a far-off clock — or a bogus time — would block its target for ever.
- * The result is therefore never later than `nowMs + maxClockSkewMs + MAX_LEASE_TTL_MS`.
+ * The one staleness rule (docs/lease-format.md "Expiry"): something renewed at `sinceMs` with a
+ * TTL of `ttlMs` ends at `sinceMs + min(ttlMs, MAX_LEASE_TTL_MS)`, as the reader at `nowMs` sees
+ * it. A time more than `maxClockSkewMs` ahead of the reader's clock is outside the clock
+ * assumption (docs/leases.md) and ends at once: otherwise a far-off clock — or a bogus time —
+ * would hold it for ever. The result is therefore never later than
+ * `nowMs + maxClockSkewMs + MAX_LEASE_TTL_MS`. Every expiry is this one: a lease record's, a
+ * taken-over publication's, a committing result's silence before another coordinator replays
+ * it, a `done` result's settling before its staged copies go, the I/O thread's mirror grants.
  */
-export function expiryOf(record: LeaseRecord, nowMs: number, readerTtlMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): number {
-  if (record.updatedMs > nowMs + maxClockSkewMs) return nowMs;
-  const ttlMs = Math.min(record.leaseTtlMs ?? readerTtlMs, MAX_LEASE_TTL_MS);
-  return record.updatedMs + ttlMs;
+export function leaseEndMs(sinceMs: number, ttlMs: number, nowMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): number {
+  if (sinceMs > nowMs + maxClockSkewMs) return nowMs;
+  return sinceMs + Math.min(ttlMs, MAX_LEASE_TTL_MS);
+}
+
+/** True once something renewed at `sinceMs` has gone unrenewed for its TTL (`leaseEndMs`; the boundary is stale). */
+export function isStaleSince(sinceMs: number, ttlMs: number, nowMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): boolean {
+  return nowMs >= leaseEndMs(sinceMs, ttlMs, nowMs, maxClockSkewMs);
+}
+
+/**
+ * When the lease in `record` ends (`leaseEndMs`): from `updatedMs`, with the holder's stored TTL
+ * (the reader's `readerTtlMs` for a record without one).
+ */
+function expiryOf(record: LeaseRecord, nowMs: number, readerTtlMs: number, maxClockSkewMs = DEFAULT_MAX_CLOCK_SKEW_MS): number {
+  return leaseEndMs(record.updatedMs, record.leaseTtlMs ?? readerTtlMs, nowMs, maxClockSkewMs);
 }
 
 /**

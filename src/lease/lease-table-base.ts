@@ -4,7 +4,7 @@
  * store holds the records (backend-contract.ts).
  */
 import { checkOptionsObject, invalidOption } from '../config/values.js';
-import { LeaseCorruptError } from '../errors.js';
+import { LeaseCorruptError, LeaseStoreUnsupportedError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
@@ -41,7 +41,7 @@ export interface ClaimIdentity extends AtTime {
   readonly worker?: number;
 }
 
-export interface OpenedCore {
+interface OpenedCore {
   readonly options: LeaseTableOptions;
   readonly backend: RecordBackend;
 }
@@ -126,7 +126,9 @@ export abstract class LeaseTableBase {
 
   private recordFiles(): RecordFiles {
     const files = this.backend.recordFiles;
-    if (files === undefined) throw new Error(`a ${this.backend.store} lease table has no record files`);
+    if (files === undefined) {
+      throw new LeaseStoreUnsupportedError(`a ${this.backend.store} lease table has no record files: record, lock and shard paths are the file store's`, { store: this.backend.store });
+    }
     return files;
   }
 

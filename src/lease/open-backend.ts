@@ -14,7 +14,7 @@ import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-optio
 import type { LeaseStoreKind, RecordBackend, ScanEntry } from './backend-contract.js';
 import { readTableMeta, type TableMeta } from './table-meta.js';
 import { metadataLocker } from './table-root.js';
-import { LeaseCorruptError } from '../errors.js';
+import { InternalError, LeaseCorruptError } from '../errors.js';
 import type { StatFilesystem } from './filesystem-kind.js';
 import { defaultStoreFor } from './store-choice.js';
 import { openSqliteRecordBackend, scanSqliteRoot } from './sqlite/sqlite-backend.js';
@@ -42,7 +42,6 @@ export interface LeaseTableDeps {
  * writing under the metadata lock (table-meta.ts), so it is read again under that lock before it
  * is called corrupt.
  */
-export { defaultStoreFor, type DefaultStoreChoice } from './store-choice.js';
 
 export async function resolveLeaseStore(root: string, options: LeaseTableOptions, deps: LeaseTableDeps = {}): Promise<LeaseStoreKind> {
   if (options.store !== 'auto') return options.store;
@@ -75,7 +74,7 @@ export async function openRecordBackend(root: string, options: LeaseTableOptions
     case 'etcd':
       return openEtcdRecordBackend(root, options, deps, kind);
     default:
-      throw new Error(`lease store ${store satisfies never} has no backend`);
+      throw new InternalError(`lease store ${store satisfies never} has no backend`);
   }
 }
 
@@ -94,6 +93,6 @@ export async function scanTableRoot(root: string, meta: TableMeta, fsLayer: FsLa
     case 'etcd':
       return scanEtcdTable(root, options, meta.kind);
     default:
-      throw new Error(`lease store ${meta.store satisfies never} has no scan`);
+      throw new InternalError(`lease store ${meta.store satisfies never} has no scan`);
   }
 }

@@ -14,18 +14,18 @@ import { parseRecord, type LeaseRecord, type RecordKind, type RecordRead } from 
 import { deepFreeze } from './deep-freeze.js';
 
 /** Entries kept per table. */
-export const RECORD_READ_CACHE_ENTRIES = 4096;
+const RECORD_READ_CACHE_ENTRIES = 4096;
 /** Stored bytes kept per table (the parsed records cost about as much again). */
-export const RECORD_READ_CACHE_BYTES = 16 * 1024 * 1024;
+const RECORD_READ_CACHE_BYTES = 16 * 1024 * 1024;
 /** Largest record kept: a 64-target record is a few KiB; bigger ones are parsed every time. */
-export const RECORD_READ_CACHE_MAX_RECORD_BYTES = 64 * 1024;
+const RECORD_READ_CACHE_MAX_RECORD_BYTES = 64 * 1024;
 
 /**
  * What a record was stored as: its bytes (a record file, an etcd value), or the text of a SQLite
  * row; `tag` names the SQLite group row it joins (id and hash), if any. Equal stored forms and
  * tags mean an equal record.
  */
-export type StoredForm = Buffer | string;
+type StoredForm = Buffer | string;
 
 interface Entry {
   readonly stored: StoredForm;

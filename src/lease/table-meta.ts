@@ -21,9 +21,9 @@ import type { RecordKind } from './lease-record.js';
 import { LEASE_STORES, type LeaseStoreKind } from './backend-contract.js';
 import type { RecordLocker } from './files/record-lock.js';
 
-export const TABLE_META_SCHEMA = 1;
+const TABLE_META_SCHEMA = 1;
 /** Schema of a root whose store is not the file store. */
-export const TABLE_META_SCHEMA_STORE = 2;
+const TABLE_META_SCHEMA_STORE = 2;
 /** Largest metadata file read: the canonical JSON is under 80 bytes. */
 const MAX_META_BYTES = 4096;
 

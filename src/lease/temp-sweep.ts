@@ -56,12 +56,12 @@ export interface TempSweepReport {
   readonly kept: number;
 }
 
-export type TempVerdict = 'live-writer' | 'dead-writer' | 'reused-pid' | 'foreign-recent' | 'foreign-old' | 'untagged-recent' | 'untagged-old';
+type TempVerdict = 'live-writer' | 'dead-writer' | 'reused-pid' | 'foreign-recent' | 'foreign-old' | 'untagged-recent' | 'untagged-old';
 
 const SWEPT: ReadonlySet<TempVerdict> = new Set<TempVerdict>(['dead-writer', 'reused-pid', 'foreign-old', 'untagged-old']);
 
 /** Whether `verdict` lets a sweeper remove the temp. */
-export const isSweepable = (verdict: TempVerdict): boolean => SWEPT.has(verdict);
+const isSweepable = (verdict: TempVerdict): boolean => SWEPT.has(verdict);
 
 /** The judgement above for one temp name and its mtime. Pure apart from the probe. */
 export function judgeTemp(name: string, mtimeMs: number, options: Omit<TempSweepOptions, 'fsLayer'>): TempVerdict {

@@ -38,7 +38,7 @@ function readOr(read: () => string, fallback: string): string {
 }
 
 /** This machine's host digest (see the file comment). */
-export function hostDigest(): string {
+function hostDigest(): string {
   const bootId = readOr(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(), '');
   const pidNamespace = readOr(() => readlinkSync('/proc/self/ns/pid'), '');
   return createHash('sha256').update(`${os.hostname()}\0${bootId}\0${pidNamespace}`).digest('hex').slice(0, 12);

@@ -17,7 +17,7 @@ import { InvalidJobError, LeaseCorruptError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import { assertRecordId, takeAtMost } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
-import { isActiveLease, MAX_COMMIT_BYTES, type JsonObject, type LeaseRecord } from './lease-record.js';
+import { isActiveLease, isStaleSince, MAX_COMMIT_BYTES, type JsonObject, type LeaseRecord } from './lease-record.js';
 import type { ClaimResult, CommittingRecord, CompletionResult, FenceResult, HeartbeatBatchResult, PublicationClaim, ReplayResult } from './lease-results.js';
 import {
   HEARTBEAT_BATCH_RECORDS,
@@ -44,10 +44,7 @@ import type { BeginCommitOptions, CommitPublisher, FinishPublicationOptions, Wor
 /** Most records one heartbeat batch locks at once (bounds open lock fds). */
 export const MAX_HEARTBEAT_BATCH = HEARTBEAT_BATCH_RECORDS;
 /** Most leases one `heartbeatMany` call accepts (checked while iterating: an endless iterable is refused). */
-export const MAX_HEARTBEAT_LEASES = 1_048_576;
-
-// Declared with the store interface that takes them (table-contract.ts).
-export type { BeginCommitOptions, CommitPublisher, FinishPublicationOptions, WorkClaimOptions } from './table-contract.js';
+const MAX_HEARTBEAT_LEASES = 1_048_576;
 
 function corruptOf(id: string, read: { state: 'corrupt'; reason: string }): { id: string; detail: string } {
   return { id, detail: read.reason };
@@ -305,12 +302,13 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
         if (record.status !== 'committing' || record.commit === undefined) return { state: 'stale' };
         const commit = structuredClone(record.commit) as JsonObject;
         const ttlMs = record.leaseTtlMs ?? this.options.leaseTtlMs;
+        const skewMs = this.options.maxClockSkewMs;
         // Times are compared as the silence check of a replay always was: on the callers' clocks,
         // which agree to well within half a TTL (docs/leases.md "Publishing a committed result").
-        if (record.takenOverMs !== undefined && nowMs - record.takenOverMs < ttlMs) return { state: 'live' };
+        if (record.takenOverMs !== undefined && !isStaleSince(record.takenOverMs, ttlMs, nowMs, skewMs)) return { state: 'live' };
         // Under the lock: a renewal since the caller's (lock-free) scan means the owner is alive.
+        if (!isStaleSince(record.updatedMs, minIdleMs, nowMs, skewMs)) return { state: 'live' };
         const idleMs = nowMs - record.updatedMs;
-        if (idleMs < minIdleMs) return { state: 'live' };
         if (minIdleMs > 0 || record.takenOverMs !== undefined) {
           view.put({ ...record, updatedMs: nowMs, takenOverMs: nowMs });
           return { state: 'publish', commit, takenOverMs: nowMs };

@@ -117,17 +117,3 @@ export class AflPlotDataLines {
     };
   }
 }
-
-/** `AflPlotDataLines` over a whole text (tests, small files). */
-export function parseAflPlotData(file: string, text: string, startMs: number | undefined): AflPlotPoint[] {
-  const parser = new AflPlotDataLines(file, startMs);
-  const lines = text.split('\n');
-  const last = lines.pop()!;
-  const points: AflPlotPoint[] = [];
-  lines.forEach((line, i) => {
-    const point = parser.line(line, i + 1, true);
-    if (point !== undefined) points.push(point);
-  });
-  if (last !== '') parser.line(last, lines.length + 1, false);
-  return points;
-}

@@ -3,10 +3,11 @@
  * write `report.html` plus one `<chart>.svg` per chart into the output directory. Each file is
  * written to a temp name and renamed, so a reader never sees a half-written report.
  */
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
-import type { FsLayer } from '../fs/fs-layer.js';
+import { writeFileDurably } from '../fs/durable-files.js';
+import { nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { timeAxisOf } from './chart-data.js';
 import { chartDefinitions, vegaLiteSpec } from './chart-specs.js';
 import { leaseHealth } from './lease-health.js';
@@ -34,12 +35,6 @@ export interface WrittenReport {
   readonly coordinators: readonly string[];
 }
 
-function writeAtomic(file: string, text: string): void {
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
-  writeFileSync(temp, text);
-  renameSync(temp, file);
-}
-
 export async function writeReport(dirs: readonly string[], options: WriteReportOptions = {}): Promise<WrittenReport> {
   const nowMs = options.nowMs ?? Date.now();
   const sources = await collectReportSources(dirs, options.fsLayer ? { fsLayer: options.fsLayer } : {});
@@ -57,12 +52,15 @@ export async function writeReport(dirs: readonly string[], options: WriteReportO
   } catch (error) {
     throw new CampaignStateError(`cannot create the report directory ${outputDir}: ${(error as Error).message}`, { dir: outputDir });
   }
-  const svgPaths = rendered.map((r) => {
+  const fsLayer = options.fsLayer ?? nodeFsLayer;
+  const svgPaths: string[] = [];
+  for (const r of rendered) {
     const file = path.join(outputDir, r.file);
-    writeAtomic(file, `<?xml version="1.0" encoding="UTF-8"?>\n${r.svg}\n`);
-    return file;
-  });
+    await writeFileDurably(fsLayer, file, Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n${r.svg}\n`));
+    svgPaths.push(file);
+  }
   const htmlPath = path.join(outputDir, REPORT_HTML_NAME);
-  writeAtomic(htmlPath, reportHtml(sources, rendered, leases, nowMs));
+  // Last: the page names the charts, which are complete once it exists.
+  await writeFileDurably(fsLayer, htmlPath, Buffer.from(reportHtml(sources, rendered, leases, nowMs)));
   return { htmlPath, svgPaths, charts: charts.map((c) => c.id), coordinators: sources.coordinators.map((c) => c.label) };
 }

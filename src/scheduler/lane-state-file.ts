@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { LaneStateError } from '../errors.js';
 import { readBoundedFile } from '../fs/bounded-read.js';
-import { replaceFileDurably } from '../fs/durable-files.js';
+import { writeFileDurably } from '../fs/durable-files.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 
 export const SCHEDULER_STATE_SCHEMA = 'symfence-scheduler-state/1';
@@ -25,11 +25,7 @@ export async function writeStateFile(file: string, document: unknown, maxBytes: 
   } catch (error) {
     if (errnoCode(error) !== 'EEXIST') throw error;
   }
-  const temp = path.join(dir, `.${path.basename(file)}.${process.pid}.${process.hrtime.bigint()}.tmp`);
-  await replaceFileDurably(fsLayer, temp, file, Buffer.from(text));
-  // The rename is durable only once the directory entry is: without this a crash could bring
-  // back the old state (or none) after the save was reported done.
-  await fsLayer.syncDirectory(dir);
+  await writeFileDurably(fsLayer, file, Buffer.from(text));
 }
 
 /**

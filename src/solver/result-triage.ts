@@ -10,7 +10,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { ShowmapSetupError, toErrorData, type ErrorData } from '../errors.js';
+import { type ErrorData, InternalError, ShowmapSetupError, toErrorData } from '../errors.js';
 import type { CoverageBitmap } from './coverage-bitmap.js';
 import { runShowmap } from './showmap.js';
 import type { SpawnMethod } from './spawn-method.js';
@@ -70,7 +70,7 @@ export async function triageOutputs(request: TriageRequest): Promise<GeneratedIn
   for (const output of request.outputs) {
     if (request.stopRequested()) break;
     const candidate = output.bytes;
-    if (candidate === undefined) throw new Error(`triage needs the bytes of output ${output.name}`);
+    if (candidate === undefined) throw new InternalError(`triage needs the bytes of output ${output.name}`);
     const shown = await runShowmap({
       showmap: triage.showmap,
       target: triage.target,

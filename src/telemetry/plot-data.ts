@@ -284,18 +284,3 @@ function parseDecimal(bytes: Buffer, start: number, end: number): number {
 }
 
 const POWERS_OF_TEN: readonly number[] = Array.from({ length: 23 }, (_, i) => 10 ** i);
-
-/** `PlotDataLines` over a whole text (tests, small files). */
-export function parsePlotData(file: string, text: string): PlotRow[] {
-  const parser = new PlotDataLines(file);
-  const lines = text.split('\n');
-  // The last element is '' when the text ends with a newline, else an unterminated row.
-  const last = lines.pop()!;
-  const rows: PlotRow[] = [];
-  lines.forEach((line, i) => {
-    const row = parser.line(line, i + 1, true);
-    if (row !== undefined) rows.push(row);
-  });
-  if (last !== '') parser.line(last, lines.length + 1, false);
-  return rows;
-}

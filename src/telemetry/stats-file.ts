@@ -5,7 +5,7 @@
  * A reader sees the previous or the next snapshot, never a torn one. (No fsync: the file is
  * rewritten seconds later and losing the last snapshot in a power cut costs nothing.)
  */
-import { renameSync, writeFileSync, unlinkSync } from 'node:fs';
+import { writeFileAtomicSync } from '../fs/durable-files.js';
 import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
@@ -96,20 +96,9 @@ export function makeSnapshot(
   };
 }
 
-/** Replaces `file` with `snapshot` atomically (temp file + rename in the same directory). */
+/** Replaces `file` with `snapshot` atomically (src/fs/durable-files.ts `writeFileAtomicSync`). */
 export function writeStatsAtomic(file: string, snapshot: StatsSnapshot): void {
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
-  try {
-    writeFileSync(temp, JSON.stringify(snapshot, null, 2) + '\n');
-    renameSync(temp, file);
-  } catch (error) {
-    try {
-      unlinkSync(temp);
-    } catch {
-      // nothing to clean up
-    }
-    throw error;
-  }
+  writeFileAtomicSync(file, JSON.stringify(snapshot, null, 2) + '\n');
 }
 
 /** Reads and validates a stats file. Anything else is `ERR_CAMPAIGN_STATE`. */

@@ -8,6 +8,7 @@
  * findings as `sync:` entries; running them again would only repeat work already done). The
  * reader scans incrementally; see `AflQueueReader`.
  */
+import { invalidOption } from '../config/values.js';
 import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -21,40 +22,12 @@ export interface AflQueueEntry {
   readonly parsed: AflEntryName;
 }
 
-/** Lists the `id:` entries of a queue directory (regular files only; hidden and staging files skipped). */
-export async function listAflQueue(queueDir: string): Promise<AflQueueEntry[]> {
-  let names: string[];
-  try {
-    names = await readdir(queueDir);
-  } catch (error) {
-    throw new AflError(`cannot read AFL queue ${queueDir}: ${(error as Error).message}`, { queueDir });
-  }
-  const entries: AflQueueEntry[] = [];
-  for (const name of names) {
-    const parsed = parseAflEntryName(name);
-    if (!parsed) continue;
-    const full = path.join(queueDir, name);
-    try {
-      const info = await stat(full);
-      if (!info.isFile()) continue;
-      entries.push({ path: full, name, sizeBytes: info.size, parsed });
-    } catch {
-      // Vanished between readdir and stat (AFL trims nothing, but a peer may be mid-rename).
-    }
-  }
-  return entries;
-}
-
 /** Compares two entries: negative when `a` should run before `b`. */
 export function compareQueueEntries(a: AflQueueEntry, b: AflQueueEntry): number {
   if (a.parsed.cov !== b.parsed.cov) return a.parsed.cov ? -1 : 1;
   if (a.parsed.orig !== b.parsed.orig) return a.parsed.orig ? -1 : 1;
   if (a.sizeBytes !== b.sizeBytes) return a.sizeBytes - b.sizeBytes;
   return a.name < b.name ? 1 : a.name > b.name ? -1 : 0;
-}
-
-export function rankQueueEntries(entries: readonly AflQueueEntry[]): AflQueueEntry[] {
-  return [...entries].sort(compareQueueEntries);
 }
 
 export interface PickedInput {
@@ -100,7 +73,7 @@ export class AflQueueReader {
   constructor(queueDir: string, options: AflQueueReaderOptions = {}) {
     this.#queueDir = queueDir;
     const bound = options.maxNewEntriesPerScan ?? 512;
-    if (!Number.isSafeInteger(bound) || bound < 1) throw new RangeError(`maxNewEntriesPerScan must be a positive integer, got ${bound}`);
+    if (!Number.isSafeInteger(bound) || bound < 1) throw invalidOption('maxNewEntriesPerScan', 'a positive integer', bound);
     this.#maxNewPerScan = bound;
   }
 

@@ -2,7 +2,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AflQueueReader, listAflQueue, parseAflCommandLine, rankQueueEntries, readAflTargetCommand } from '../../src/triage/afl-queue.js';
+import { AflQueueReader, parseAflCommandLine, readAflTargetCommand } from '../../src/triage/afl-queue.js';
 
 const dirs: string[] = [];
 function queueWith(files: Record<string, string>): string {
@@ -21,22 +21,22 @@ describe('AFL queue ranking', () => {
       'id:000000,orig:big': 'xxxxxxxxxx',
       'id:000001,orig:small': 'xx',
       'id:000002,src:000000,op:havoc': 'x',
-      'id:000003,src:000001,op:havoc': 'x',
+      'id:000003,src:000001,op:havoc': 'y',
       'id:000004,src:000001,op:flip1,+cov': 'xxxxxxxxxxxxxxx',
       'id:000005,src:000001,op:flip1,+cov': 'xxxxx',
     });
-    const ranked = rankQueueEntries(await listAflQueue(dir)).map((e) => e.parsed.id);
+    const ranked = (await new AflQueueReader(dir).next(10)).map((p) => p.entry.parsed.id);
     expect(ranked).toEqual([5, 4, 1, 0, 3, 2]);
   });
 
   it('lists only id: regular files, skipping staging files and directories', async () => {
     const dir = queueWith({ 'id:000001,orig:a': 'a', '.symfence-publish-1-1.tmp': 'partial', 'README.txt': 'r' });
     mkdirSync(path.join(dir, 'id:000002,orig:dir'));
-    expect((await listAflQueue(dir)).map((e) => e.name)).toEqual(['id:000001,orig:a']);
+    expect((await new AflQueueReader(dir).scan()).map((e) => e.name)).toEqual(['id:000001,orig:a']);
   });
 
   it('fails with ERR_AFL when the queue directory is missing', async () => {
-    await expect(listAflQueue('/nonexistent/queue')).rejects.toMatchObject({ code: 'ERR_AFL' });
+    await expect(new AflQueueReader('/nonexistent/queue').scan()).rejects.toMatchObject({ code: 'ERR_AFL' });
   });
 });
 

@@ -1,10 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { barrierFiles, createTempFile, replaceFileDurably } from '../../src/fs/durable-files.js';
+import { barrierFiles, createTempFile, replaceFileDurably, writeFileAtomicSync, writeFileDurably } from '../../src/fs/durable-files.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
-import { FsDirectWriter } from '../../src/triage/durable-writer.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -67,21 +66,37 @@ describe('durable-file steps', () => {
   });
 });
 
-describe('FsDirectWriter through the fs layer', () => {
-  it('names no file before every file of the batch is durable, and leaves no staging file when a rename fails', async () => {
+describe('single-file writes', () => {
+  it('writeFileDurably syncs the directory only after the rename, and keeps the old bytes and no temp when a barrier fails', async () => {
     const dir = tmp();
+    const final = path.join(dir, 'state.json');
+    writeFileSync(final, 'old');
     const fsLayer = new FaultInjectingFsLayer();
-    const writer = new FsDirectWriter(undefined, fsLayer);
-    let fileBarriersAtFirstRename = -1;
-    fsLayer.hook({ op: 'rename', nth: 1, run: () => void (fileBarriersAtFirstRename = fsLayer.barriers().file) });
-    await writer.publish(dir, [{ name: 'id:000000', bytes: bytes('a') }, { name: 'id:000001', bytes: bytes('b') }]);
-    expect(fileBarriersAtFirstRename).toBe(2);
-    expect(fsLayer.barriers().directory).toBe(1);
-    expect(readdirSync(dir).sort()).toEqual(['id:000000', 'id:000001']);
+    let renamedAtDirectoryBarrier = false;
+    fsLayer.hook({ op: 'syncDirectory', run: () => void (renamedAtDirectoryBarrier = readFileSync(final, 'utf8') === 'new') });
+    await writeFileDurably(fsLayer, final, bytes('new'));
+    expect(renamedAtDirectoryBarrier).toBe(true);
+    expect(fsLayer.barriers()).toMatchObject({ file: 1, directory: 1 });
+    expect(readdirSync(dir)).toEqual(['state.json']);
 
-    fsLayer.fail({ op: 'rename', path: 'id:000002', code: 'EIO' });
-    await expect(writer.publish(dir, [{ name: 'id:000002', bytes: bytes('c') }])).rejects.toMatchObject({ code: 'EIO' });
-    expect(readdirSync(dir).sort()).toEqual(['id:000000', 'id:000001']);
-    expect(readFileSync(path.join(dir, 'id:000001'), 'utf8')).toBe('b');
+    fsLayer.fail({ op: 'fsync', code: 'EIO' });
+    await expect(writeFileDurably(fsLayer, final, bytes('newer'))).rejects.toMatchObject({ code: 'EIO' });
+    expect(readFileSync(final, 'utf8')).toBe('new');
+    expect(readdirSync(dir)).toEqual(['state.json']);
+  });
+
+  it('writeFileAtomicSync replaces the content whole and leaves no temp, also when the rename fails', () => {
+    const dir = tmp();
+    const final = path.join(dir, 'stats.json');
+    writeFileSync(final, 'old');
+    writeFileAtomicSync(final, 'new');
+    expect(readFileSync(final, 'utf8')).toBe('new');
+    expect(readdirSync(dir)).toEqual(['stats.json']);
+    // A directory in the way: the rename fails, the temp goes, nothing else changes.
+    const blocked = path.join(dir, 'blocked');
+    mkdirSync(path.join(blocked, 'child'), { recursive: true });
+    expect(() => writeFileAtomicSync(blocked, 'x')).toThrow();
+    expect(readdirSync(dir).sort()).toEqual(['blocked', 'stats.json']);
   });
 });
+

@@ -7,7 +7,6 @@ import {
   FencedTargetLeaseTable,
   FencedWorkLeaseTable,
   buildCommitManifest,
-  canonicalJson,
   groupMembers,
   inspectLeaseDirectory,
   jobFromWorkPayload,
@@ -16,6 +15,8 @@ import {
   workPayloadOf,
 } from '../../src/api/leases.js';
 import { InflightTargetSet, Scheduler } from '../../src/api/scheduler.js';
+// The encoder behind every lease record and manifest the entries above write (not an entry itself).
+import { canonicalJson } from '../../src/lease/canonical-json.js';
 import { SolverPool } from '../../src/api/solver.js';
 import { S, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 

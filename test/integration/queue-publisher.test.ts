@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FsDirectWriter, realBarriers, type BarrierOps } from '../../src/triage/durable-writer.js';
+import { FsDirectWriter, realBarriers, type BarrierOps } from '../helpers/fs-direct-writer.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
 import { PublishError } from '../../src/errors.js';
 

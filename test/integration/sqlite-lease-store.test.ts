@@ -33,6 +33,14 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
     await table.close();
   });
 
+  it('answers a record path asked of a SQLite table with ERR_LEASE_STORE_UNSUPPORTED, naming the store', async () => {
+    const table = await FencedWorkLeaseTable.open(path.join(await tempRoot(), 'work'), { coordination: 'single', store: 'sqlite' });
+    for (const ask of [() => table.recordPath(ID_A0), () => table.lockPath(ID_A0), () => table.shardDirOf(ID_A0)]) {
+      expect(() => ask()).toThrow(expect.objectContaining({ code: 'ERR_LEASE_STORE_UNSUPPORTED', details: { store: 'sqlite' } }));
+    }
+    await table.close();
+  });
+
   it('gives a new lease directory on a network filesystem the file store under auto, and refuses an explicit sqlite there before writing anything', async () => {
     const parent = await tempRoot();
     const auto = await FencedWorkLeaseTable.open(path.join(parent, 'auto'), { coordination: 'single', shardCount: 4 }, { statFilesystem: NFS });

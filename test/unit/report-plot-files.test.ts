@@ -4,9 +4,33 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createCounters, solverUtilisation } from '../../src/telemetry/counters.js';
-import { FIRST_PLOT_COLUMNS, PLOT_COLUMNS, parsePlotData, plotRow } from '../../src/telemetry/plot-data.js';
-import { parseAflPlotData, parseFuzzerStats } from '../../src/report/afl-plot-data.js';
+import { FIRST_PLOT_COLUMNS, PLOT_COLUMNS, PlotDataLines, plotRow, type PlotRow } from '../../src/telemetry/plot-data.js';
+import { AflPlotDataLines, parseFuzzerStats, type AflPlotPoint } from '../../src/report/afl-plot-data.js';
 import { codeOf } from '../helpers/error-code.js';
+
+/** Feeds a whole text to a line parser line by line, as the report's bounded line reader does. */
+function allLines<T>(text: string, line: (line: string, lineNumber: number, terminated: boolean) => T | undefined): T[] {
+  const lines = text.split('\n');
+  // The last element is '' when the text ends with a newline, else an unterminated line.
+  const last = lines.pop()!;
+  const out: T[] = [];
+  lines.forEach((text, i) => {
+    const parsed = line(text, i + 1, true);
+    if (parsed !== undefined) out.push(parsed);
+  });
+  if (last !== '') line(last, lines.length + 1, false);
+  return out;
+}
+
+function parsePlotData(file: string, text: string): PlotRow[] {
+  const parser = new PlotDataLines(file);
+  return allLines(text, (l, n, t) => parser.line(l, n, t));
+}
+
+function parseAflPlotData(file: string, text: string, startMs: number | undefined): AflPlotPoint[] {
+  const parser = new AflPlotDataLines(file, startMs);
+  return allLines(text, (l, n, t) => parser.line(l, n, t));
+}
 
 const header = PLOT_COLUMNS.join(',');
 

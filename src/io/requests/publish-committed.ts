@@ -7,6 +7,7 @@
  * (`done`, unless the publication was taken over since the claim). A recovering coordinator racing this one
  * publishes either everything or nothing, never twice.
  */
+import { InternalError } from '../../errors.js';
 import { invalidOption } from '../../config/values.js';
 import type { PublicationClaim, ReplayResult } from '../../lease/lease-results.js';
 import type { PublicationJob } from '../file-publication.js';
@@ -59,7 +60,7 @@ export const publishCommitted: RequestKind<PublishCommittedRequest, ReplayResult
             return finish(claimed.takenOverMs);
           },
           finish: () => {
-            throw new Error('a publication stage always goes on to its finish');
+            throw new InternalError('a publication stage always goes on to its finish');
           },
         };
       },

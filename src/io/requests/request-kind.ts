@@ -5,6 +5,7 @@
  * (io-service.ts) runs every kind through this one shape; each kind lives in its own file next to
  * this one and is listed once in registry.ts.
  */
+import { InternalError } from '../../errors.js';
 import path from 'node:path';
 import { invalidOption } from '../../config/values.js';
 import type { FsLayer } from '../../fs/fs-layer.js';
@@ -76,7 +77,7 @@ export interface RequestKind<Req extends { readonly kind: string }, Answer> {
 export const NO_OPERATIONS = { target: [], work: [] } as const satisfies Pick<Planned, 'target' | 'work'>;
 
 export function unwrap<R>(outcome: OperationOutcome<unknown> | undefined): R {
-  if (!outcome) throw new Error('I/O service lost an operation outcome');
+  if (!outcome) throw new InternalError('I/O service lost an operation outcome');
   if (!outcome.ok) throw outcome.error;
   return outcome.value as R;
 }

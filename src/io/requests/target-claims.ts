@@ -3,7 +3,7 @@
  * is planned (validated) first, so a bad group rejects the request before anything is reserved;
  * then each group is reserved locally in the in-flight mirror, and settled after the commit.
  */
-import { toErrorData } from '../../errors.js';
+import { InternalError, toErrorData } from '../../errors.js';
 import { invalidOption } from '../../config/values.js';
 import type { LeaseOperation, OperationOutcome } from '../../lease/lease-operation.js';
 import type { GroupClaimResult } from '../../lease/lease-results.js';
@@ -44,7 +44,7 @@ export function planTargetClaims(groups: readonly GroupClaimRequest[], nowMs: nu
           errors.push(undefined);
           continue;
         }
-        const error = outcome ? (outcome as { error: unknown }).error : new Error('I/O service lost a claim outcome');
+        const error = outcome ? (outcome as { error: unknown }).error : new InternalError('I/O service lost a claim outcome');
         const data = toErrorData(error);
         results.push({ ok: false, reason: 'failed', code: data.code, message: data.message });
         errors.push(error);

@@ -48,7 +48,6 @@ import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './et
 import type { RecordBackend, ScanEntry, StoreBatch } from '../backend-contract.js';
 import { ensureStoreRoot } from '../table-root.js';
 
-export { MAX_BATCH_RECORDS, MAX_TXN_BYTES, MAX_TXN_OPS } from './etcd-batch.js';
 
 /** Keys listed per scan request. */
 const SCAN_PAGE = 256;
@@ -147,7 +146,7 @@ export class EtcdRecordBackend implements RecordBackend {
   }
 
   begin(): StoreBatch {
-    if (this.#closed) throw new Error('etcd lease table is closed');
+    if (this.#closed) throw leaseIoError(`etcd lease table ${this.base} is closed`, { step: 'batch' }, undefined);
     return new EtcdBatch(this);
   }
 

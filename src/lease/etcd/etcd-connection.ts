@@ -29,10 +29,10 @@ import { EtcdUnavailableError } from '../../errors.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 
 /** Environment variable holding the etcd password (when no password file is given). */
-export const ETCD_PASSWORD_ENV = 'SYMFENCE_ETCD_PASSWORD';
+const ETCD_PASSWORD_ENV = 'SYMFENCE_ETCD_PASSWORD';
 
 /** What of the table options the client needs (the rest stays out of the connection key). */
-export interface EtcdClientConfig {
+interface EtcdClientConfig {
   readonly endpoints: readonly string[];
   readonly caFile?: string;
   readonly certFile?: string;
@@ -99,7 +99,7 @@ function readPassword(config: EtcdClientConfig): string {
 }
 
 /** The etcd3 client options of `config` (TLS material and password read now). */
-export function clientOptions(config: EtcdClientConfig): IOptions {
+function clientOptions(config: EtcdClientConfig): IOptions {
   const options: { -readonly [K in keyof IOptions]: IOptions[K] } = {
     hosts: config.endpoints.map((e) => (/^https?:\/\//.test(e) ? e : `${config.caFile !== undefined ? 'https' : 'http'}://${e}`)),
     dialTimeout: config.requestTimeoutMs,
@@ -120,14 +120,14 @@ export function clientOptions(config: EtcdClientConfig): IOptions {
 }
 
 /** Counters of one connection (shared by its tables). */
-export interface EtcdSessionStats {
+interface EtcdSessionStats {
   /** Sessions granted. */
   granted: number;
   /** Sessions given up because their keep-alive deadline passed without an acknowledgement. */
   lost: number;
 }
 
-export type SessionListener = (event: { readonly leaseId: string; readonly reason: string }) => void;
+type SessionListener = (event: { readonly leaseId: string; readonly reason: string }) => void;
 
 interface Session {
   readonly lease: Lease;

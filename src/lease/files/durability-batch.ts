@@ -24,6 +24,7 @@
  * the restore itself went through; if not, leftover records carry a token nobody received and
  * expire after their TTL).
  */
+import { InternalError } from '../../errors.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../../fs/durable-files.js';
 import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
@@ -35,7 +36,6 @@ import { readRecord } from './record-files.js';
 import type { RecordReadCache } from '../record-read-cache.js';
 
 export type { FileBarrierStrategy } from '../../fs/durable-files.js';
-export type { BatchReport, StagedRecord } from '../backend-contract.js';
 /** `batched`: one directory barrier per touched shard. `scalar`: one per rename/unlink. */
 export type DirectoryBarrierMode = 'batched' | 'scalar';
 
@@ -88,7 +88,7 @@ export class DurabilityBatch implements StoreBatch {
     this.assertState('open');
     const wanted = [...new Set(ids)].filter((id) => !this.locked.has(id)).sort();
     if (wanted.length > 0 && wanted[0]! < this.highestLocked) {
-      throw new Error(`lock order violation: ${wanted[0]} after ${this.highestLocked}`);
+      throw new InternalError(`lock order violation: ${wanted[0]} after ${this.highestLocked}`);
     }
     try {
       for (const dir of [...new Set(wanted.map((id) => this.ctx.layout.dirOf(id)))]) await this.ctx.ensureDirectory(dir);
@@ -204,7 +204,7 @@ export class DurabilityBatch implements StoreBatch {
   }
 
   private assertState(expected: BatchState): void {
-    if (this.state !== expected) throw new Error(`durability batch is ${this.state}, expected ${expected}`);
+    if (this.state !== expected) throw new InternalError(`durability batch is ${this.state}, expected ${expected}`);
   }
 
   /** Phases 3–4. Returns the number of file barriers; on failure removes every temp and rejects. */

@@ -60,7 +60,7 @@ export async function openFileRecordBackend(root: string, options: LeaseTableOpt
   });
 }
 
-export class FileRecordBackend implements RecordBackend {
+class FileRecordBackend implements RecordBackend {
   readonly store = 'files';
 
   constructor(readonly ctx: DurabilityContext) {}

@@ -46,7 +46,7 @@ export interface FsProbeOps {
   exists(file: string): Promise<boolean>;
 }
 
-export const NODE_FS_PROBE_OPS: FsProbeOps = Object.freeze({
+const NODE_FS_PROBE_OPS: FsProbeOps = Object.freeze({
   writeFile: (file: string, data: string) => fsp.writeFile(file, data, { flag: 'w' }),
   readFile: (file: string) => fsp.readFile(file, 'utf8'),
   fsyncFile: async (file: string) => {
@@ -274,7 +274,7 @@ const BUILT_IN_STEPS: Record<Exclude<FsProbeStepName, 'directory' | 'cleanup'>, 
 
 // ---- the lock-holding child process ------------------------------------------------------------
 
-export interface LockHolder {
+interface LockHolder {
   /** The child's first stdout line: `locked` or `busy`. */
   readonly report: string;
   /** SIGKILLs the child and resolves once it has exited (its descriptors are closed by then). */

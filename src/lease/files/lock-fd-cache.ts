@@ -29,7 +29,7 @@ interface Entry {
   busy: boolean;
 }
 
-export function sameInode(stat: FsStat, identity: LockFileIdentity): boolean {
+function sameInode(stat: FsStat, identity: LockFileIdentity): boolean {
   return stat.isFile && stat.dev === identity.dev && stat.ino === identity.ino;
 }
 

@@ -61,7 +61,7 @@ export interface RecordLocker {
   close(): Promise<void>;
 }
 
-export interface RecordLockerOptions {
+interface RecordLockerOptions {
   readonly fsLayer: FsLayer;
   /** Give up after this long under contention. */
   readonly lockAcquireTimeoutMs: number;

@@ -17,7 +17,6 @@ import type { ScanEntry } from '../backend-contract.js';
 import { readRecord } from './record-files.js';
 import path from 'node:path';
 
-export type { ScanEntry } from '../backend-contract.js';
 
 /** Scans shards `0..shardCount-1` of `layout`. */
 export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<ScanEntry[]> {

@@ -106,7 +106,7 @@ export function loadSqlite(): typeof BetterSqlite3 | null {
   return loaded;
 }
 
-export function sqliteUnavailable(): InstanceType<typeof NativeUnavailableError> {
+function sqliteUnavailable(): InstanceType<typeof NativeUnavailableError> {
   return new NativeUnavailableError(
     `the SQLite lease store needs better-sqlite3, which is not loadable: ${loadError?.message ?? 'unknown reason'}. Reinstall with \`npm ci\`, or use --lease-store files.`,
     { module: 'better-sqlite3', reason: loadError?.message ?? null },
@@ -114,7 +114,7 @@ export function sqliteUnavailable(): InstanceType<typeof NativeUnavailableError>
 }
 
 /** True for SQLite's "another connection holds the lock" results. */
-export function isBusy(error: unknown): boolean {
+function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || (typeof code === 'string' && (code.startsWith('SQLITE_BUSY_') || code.startsWith('SQLITE_LOCKED_')));
 }
@@ -144,7 +144,7 @@ export async function retryBusy<T>(attempt: () => T, deadline: BusyDeadline): Pr
   }
 }
 
-export function lockTimeout(deadline: BusyDeadline): InstanceType<typeof LockTimeoutError> {
+function lockTimeout(deadline: BusyDeadline): InstanceType<typeof LockTimeoutError> {
   return new LockTimeoutError(
     `timed out after ${deadline.lockAcquireTimeoutMs}ms acquiring ${deadline.description}; SQLite write locks are never time-stolen`,
     { path: deadline.path, lockAcquireTimeoutMs: deadline.lockAcquireTimeoutMs },
@@ -220,7 +220,7 @@ function isEmpty(header: Header): boolean {
 }
 
 /** An open writable database and the identity of its files (sqlite-identity.ts). */
-export interface OpenedDatabase {
+interface OpenedDatabase {
   readonly db: SqliteDatabase;
   readonly identity: SqliteFileIdentity;
 }

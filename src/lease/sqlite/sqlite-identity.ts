@@ -23,7 +23,7 @@
 import fs from 'node:fs';
 
 /** The three files of a WAL database, by suffix of the database path. */
-export const SQLITE_FILE_SUFFIXES = ['', '-wal', '-shm'] as const;
+const SQLITE_FILE_SUFFIXES = ['', '-wal', '-shm'] as const;
 
 interface FileId {
   readonly dev: number;
