@@ -36,12 +36,12 @@ import type { SqliteFileIdentity } from './sqlite-identity.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId, targetRecordId } from '../identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js';
-import { deepFreeze } from '../deep-freeze.js';
 import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
+import { RecordReadCache } from '../record-read-cache.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
-import { decodeRow, GroupMoves, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
+import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
@@ -144,8 +144,21 @@ interface Statements {
   readonly dataVersion: BetterSqlite3.Statement<[]>;
 }
 
+/**
+ * A row as this connection knows it: its record (valid or absent), the group row it names, and
+ * its stored text (null: no row), which a commit compares to find out whether it changed.
+ */
+interface KnownRow {
+  readonly read: RecordRead;
+  readonly groupId: number | null;
+  readonly text: unknown;
+}
+
 /** Ids per multi-row DELETE. */
 const REMOVE_CHUNK = 64;
+
+/** Rows a backend keeps knowing between batches. */
+const KNOWN_ROWS = 65_536;
 
 class SqliteRecordBackend implements RecordBackend {
   readonly store = 'sqlite';
@@ -155,6 +168,18 @@ class SqliteRecordBackend implements RecordBackend {
   /** Commits of this connection (they leave its `data_version` unchanged). */
   commits = 0;
   readonly statements: Statements;
+  /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
+  readonly readCache: RecordReadCache;
+  /** Parsed group rows by id (immutable content, ids never reused). */
+  readonly groupCache = new GroupCache();
+  /**
+   * Rows as this connection last read or wrote them, exact for as long as no other connection
+   * has committed: SQLite's `data_version` changes exactly then (this connection's own commits
+   * leave it). A batch that finds it unchanged under its write lock needs no `SELECT` for these
+   * ids; one that finds it changed starts over from the database.
+   */
+  private readonly known = new Map<string, KnownRow>();
+  private knownVersion: number | undefined;
   /** Why the database at the path is no longer the one open here, once a check found it (sticky). */
   private lostReason: string | undefined;
 
@@ -168,6 +193,7 @@ class SqliteRecordBackend implements RecordBackend {
   ) {
     this.file = path.join(root, SQLITE_FILE);
     this.conflictRetryMs = lockAcquireTimeoutMs;
+    this.readCache = new RecordReadCache(kind);
     this.statements = {
       select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
       upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
@@ -203,13 +229,52 @@ class SqliteRecordBackend implements RecordBackend {
   checkIdentity(): string | undefined {
     if (this.lostReason === undefined && this.identity !== undefined) {
       const reason = this.identity.check();
-      if (reason !== undefined) this.lostReason = reason;
+      if (reason !== undefined) {
+        this.lostReason = reason;
+        this.forgetRows();
+      }
     }
     return this.lostReason;
   }
 
+  /** The rows known exactly as of now (the class comment on `known`). */
+  knownRows(): Map<string, KnownRow> {
+    const version = this.statements.dataVersion.get() as number;
+    if (version !== this.knownVersion) {
+      this.known.clear();
+      // Another connection may have changed group rows too (only by damaging one: this store
+      // never changes a group row's content); they are read and checked again.
+      this.groupCache.clear();
+      this.knownVersion = version;
+    }
+    return this.known;
+  }
+
+  /** Records what a row now holds, as read or as committed by this connection. */
+  rememberRow(id: string, row: KnownRow): void {
+    this.known.delete(id);
+    if (this.known.size >= KNOWN_ROWS) this.known.delete(this.known.keys().next().value as string);
+    this.known.set(id, row);
+  }
+
+  /** After a commit that failed: nothing this connection knew about rows can be trusted. */
+  forgetRows(): void {
+    this.known.clear();
+    this.knownVersion = undefined;
+  }
+
   encoder(memo: CanonicalJsonMemo): (record: LeaseRecord) => StagedRecord {
     return sqliteEncoder(memo);
+  }
+
+  /** Group row `groupId`: the cache, else the database (checked against its hash). */
+  group(groupId: number): GroupEntry | string {
+    const cached = this.groupCache.get(groupId);
+    if (cached !== undefined) return cached;
+    const row = this.statements.selectGroup.get(groupId);
+    const entry = parseGroupRow(groupId, row, this.kind);
+    if (typeof entry !== 'string') this.groupCache.remember(groupId, entry.hex, entry.fields, entry.size);
+    return entry;
   }
 
   /** Refuses a batch on a closed table: nothing is read or written. */
@@ -265,11 +330,6 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 class SqliteRecordBatch implements StoreBatch {
   /** The row each id held when this batch read it. */
   private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown }>();
-  /**
-   * Group rows this batch read, parsed once: the members of a group name the same row. Nothing is
-   * kept from one batch to the next, so nothing can go stale between them.
-   */
-  private readonly groups = new Map<number, GroupEntry | string>();
   /** `changeMark()` before the first read: unchanged at commit → no row can have changed. */
   private mark: string | undefined;
   /** The batch read after the database was lost: every record as absent, nothing from the old file. */
@@ -291,38 +351,37 @@ class SqliteRecordBatch implements StoreBatch {
       return new Map(ids.map((id) => [id, { state: 'absent' }]));
     }
     const { select } = this.backend.statements;
+    let known: Map<string, KnownRow>;
     try {
       this.mark ??= this.backend.changeMark();
+      known = this.backend.knownRows();
     } catch (error) {
       throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
     }
     const reads = new Map<string, RecordRead>();
     for (const id of ids) {
+      const hit = known.get(id);
+      if (hit !== undefined) {
+        reads.set(id, hit.read);
+        this.rows.set(id, { groupId: hit.groupId, text: hit.text });
+        continue;
+      }
       let row: { record: unknown; group_id: unknown } | undefined;
       let read: RecordRead;
       try {
         row = select.get(id);
-        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.group(groupId));
+        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId), this.backend.readCache);
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
+      const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
+      const text = row?.record ?? null;
       reads.set(id, read);
-      this.rows.set(id, { groupId: row !== undefined && typeof row.group_id === 'number' ? row.group_id : null, text: row?.record ?? null });
+      this.rows.set(id, { groupId, text });
+      // A corrupt row is read again every time: an operator may repair it.
+      if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId, text });
     }
     return reads;
-  }
-
-  /** Group row `groupId` as this batch read it (checked against its hash), else from the database. */
-  private group(groupId: number): GroupEntry | string {
-    let entry = this.groups.get(groupId);
-    if (entry === undefined) {
-      entry = parseGroupRow(groupId, this.backend.statements.selectGroup.get(groupId), this.backend.kind);
-      // Frozen: the members share these fields, and the encoder reuses one group row (and the
-      // canonical JSON memo its text) for records whose `targets` and `payload` are frozen.
-      if (typeof entry !== 'string') deepFreeze(entry.fields);
-      this.groups.set(groupId, entry);
-    }
-    return entry;
   }
 
   /**
@@ -364,12 +423,22 @@ class SqliteRecordBatch implements StoreBatch {
     const planned = list.map(({ id, next }) => {
       const staged = next === null ? null : asSqliteStaged(next);
       const before = this.rows.get(id)?.groupId ?? null;
-      const known = before === null ? undefined : this.groups.get(before);
-      const stays = moves.move(before, typeof known === 'object' ? known.hex : undefined, staged?.group ?? null);
+      const stays = moves.move(before, before === null ? undefined : this.backend.groupCache.get(before)?.hex, staged?.group ?? null);
       return { id, staged, kept: stays ? before : null };
     });
-    await retryBusy(() => this.transact(planned, moves), this.backend.lockDeadline());
+    const rows = await retryBusy(() => this.transact(planned, moves), this.backend.lockDeadline());
     this.backend.commits += 1;
+    for (const { id, staged, named } of rows) {
+      if (staged === null) {
+        this.backend.readCache.forget(id);
+        this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null, text: null });
+        continue;
+      }
+      const group = staged.group;
+      this.backend.readCache.remember(id, staged.text, staged.record, group === null || named === null ? undefined : memberTag(named, group.hex));
+      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named, text: staged.text });
+      if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
+    }
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
   }
 
@@ -413,6 +482,7 @@ class SqliteRecordBatch implements StoreBatch {
       db.exec('COMMIT');
       return rows;
     } catch (error) {
+      this.backend.forgetRows();
       let restored = true;
       try {
         if (db.inTransaction) db.exec('ROLLBACK');
@@ -438,7 +508,7 @@ class SqliteRecordBatch implements StoreBatch {
    * database otherwise (a takeover of part of a group). A group row this cannot read is kept.
    */
   private stillNamed(groupId: number, written: ReadonlyMap<string, number | null>): boolean {
-    const entry = this.group(groupId);
+    const entry = this.backend.group(groupId);
     if (typeof entry === 'string') return true;
     const targets = entry.fields['targets'];
     if (!Array.isArray(targets)) return true;

@@ -20,8 +20,8 @@
  * exactly like a record file (lease-record.ts).
  *
  * Group rows are immutable: their content never changes (another content is another row), and
- * their ids are never reused (`AUTOINCREMENT`). A batch reads each group row it meets once, for
- * all the members naming it; nothing parsed is kept from one batch to the next. A group row
+ * their ids are never reused (`AUTOINCREMENT`), so a parsed group row is cached by id — until
+ * another connection commits (it could only have damaged one), then it is read again. A group row
  * is checked against its hash whenever it is read from the database; a missing or damaged one
  * makes every member naming it corrupt. Sizes are UTF-8 bytes, of member and group row together,
  * against the bound of the record they join to.
@@ -29,7 +29,9 @@
 import { createHash } from 'node:crypto';
 import { InvalidJobError } from '../../errors.js';
 import { canonicalJson, isPlainAscii, type CanonicalJsonMemo } from '../canonical-json.js';
+import { deepFreeze } from '../deep-freeze.js';
 import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, parseRecordText, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
+import type { RecordReadCache } from '../record-read-cache.js';
 import type { StagedRecord } from '../backend-contract.js';
 
 /** The fields of a target record kept in its group row, in canonical (sorted) order. */
@@ -152,6 +154,44 @@ function sameGroupFields(fields: GroupFields, record: LeaseRecord): boolean {
   return true;
 }
 
+/** Parsed group rows by id, least recently used first out; bounded by entries and bytes. */
+export class GroupCache {
+  private readonly entries = new Map<number, GroupEntry>();
+  private bytes = 0;
+
+  constructor(
+    private readonly capacity = 4096,
+    private readonly capacityBytes = 16 * 1024 * 1024,
+  ) {}
+
+  get(id: number): GroupEntry | undefined {
+    const hit = this.entries.get(id);
+    if (hit === undefined) return undefined;
+    this.entries.delete(id);
+    this.entries.set(id, hit);
+    return hit;
+  }
+
+
+  /** Drops every entry: after another connection committed, group rows are read (and checked) again. */
+  clear(): void {
+    this.entries.clear();
+    this.bytes = 0;
+  }
+
+  /** Keeps `fields` (deep-frozen) as the content of group row `id` (hash `hex`, `size` bytes). */
+  remember(id: number, hex: string, fields: GroupFields, size: number): void {
+    if (this.entries.has(id) || size > this.capacityBytes) return;
+    while (this.entries.size >= this.capacity || this.bytes + size > this.capacityBytes) {
+      const oldest = this.entries.keys().next().value as number;
+      this.bytes -= this.entries.get(oldest)!.size;
+      this.entries.delete(oldest);
+    }
+    this.entries.set(id, { fields: deepFreeze(fields), hex, size });
+    this.bytes += size;
+  }
+}
+
 /** The group row `id` as read from the database (`row` undefined: no such row), checked. */
 export function parseGroupRow(id: number, row: { hash: unknown; content: unknown } | undefined, kind: RecordKind): GroupEntry | string {
   if (row === undefined) return `its group row ${id} is missing`;
@@ -175,25 +215,45 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
 
 /**
  * The record a row holds, validated (the forms are in the file comment). `group` gives a group
- * row's content (the batch's, else the database's).
+ * row's content: the cache, else the database. `readCache` keeps parsed records per id, keyed by
+ * the row's text and group id.
  */
-export function decodeRow(id: string, record: unknown, groupId: unknown, kind: RecordKind, group: (groupId: number) => GroupEntry | string): RecordRead {
+export function decodeRow(id: string, record: unknown, groupId: unknown, kind: RecordKind, group: (groupId: number) => GroupEntry | string, readCache?: RecordReadCache): RecordRead {
   if (groupId !== null && (typeof groupId !== 'number' || !Number.isSafeInteger(groupId))) return { state: 'corrupt', reason: 'group_id is not an integer' };
   if (Buffer.isBuffer(record)) {
     if (groupId !== null) return { state: 'corrupt', reason: 'a group member row holds a blob, not text' };
     if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
-    return parseRecord(record, id, kind);
+    return readCache !== undefined ? readCache.parse(record, id) : parseRecord(record, id, kind);
   }
   if (typeof record !== 'string') return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not text or a blob` };
   const bound = maxRecordBytes(kind);
   const bytes = Buffer.byteLength(record, 'utf8');
   if (bytes > bound) return { state: 'corrupt', reason: `record is ${bytes} bytes, over the ${bound}-byte bound` };
-  if (groupId === null) return parseRecordText(record, id, kind);
+  if (groupId === null) {
+    const hit = readCache?.lookup(id, record);
+    if (hit !== undefined) return { state: 'valid', record: hit };
+    return remembered(id, record, parseRecordText(record, id, kind), undefined, readCache);
+  }
+  // The group row first, whatever the cache holds: the row is checked whenever it is read again.
   const entry = group(groupId);
   if (typeof entry === 'string') return { state: 'corrupt', reason: entry };
   const over = joinedOver(bytes, entry.size, kind);
   if (over !== undefined) return { state: 'corrupt', reason: over };
-  return parseMember(record, id, kind, entry.fields);
+  const tag = memberTag(groupId, entry.hex);
+  const hit = readCache?.lookup(id, record, tag);
+  if (hit !== undefined) return { state: 'valid', record: hit };
+  return remembered(id, record, parseMember(record, id, kind, entry.fields), tag, readCache);
+}
+
+function remembered(id: string, record: string, read: RecordRead, tag: string | undefined, readCache: RecordReadCache | undefined): RecordRead {
+  if (read.state === 'valid') readCache?.remember(id, record, read.record, tag);
+  else readCache?.forget(id);
+  return read;
+}
+
+/** The read-cache tag of a member row: its group row's id and hash. */
+export function memberTag(groupId: number, hex: string): string {
+  return `${groupId}:${hex}`;
 }
 
 function parseMember(text: string, id: string, kind: RecordKind, fields: GroupFields): RecordRead {
