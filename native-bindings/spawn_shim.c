@@ -75,34 +75,30 @@ static long parse_long(const char *text) {
   return value;
 }
 
-/* In the forked child: limits, signal state, exec. Never returns. */
-static void exec_program(pid_t shim, long cpu_seconds, const char *program, char **argv) {
+/* RLIMIT_CPU of `cpu_seconds` (soft) and one more (hard); 0 leaves the limit alone. */
+static void limit_cpu(long cpu_seconds) {
+  struct rlimit limit;
+  if (cpu_seconds <= 0 || getrlimit(RLIMIT_CPU, &limit) != 0) return;
+  rlim_t soft = (rlim_t)cpu_seconds, hard = (rlim_t)cpu_seconds + 1;
+  /* An unprivileged process cannot raise its hard limit: stay within an existing one. */
+  if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max) hard = limit.rlim_max;
+  if (soft > hard) soft = hard;
+  limit.rlim_cur = soft;
+  limit.rlim_max = hard;
+  setrlimit(RLIMIT_CPU, &limit);
+}
+
+/* Default signal state, then exec `program`; by execvp's rule a file without a valid binary
+ * format runs as a shell script. Returns only on failure: the program's own execve errno (errno
+ * itself is then the last attempt's). */
+static int exec_or_script(const char *program, char **argv, char **envp) {
   sigset_t none;
-  if (setpgid(0, 0) != 0) {
-    fail("setpgid", strerror(errno));
-    _exit(SHIM_FAILED);
-  }
-  /* If the shim is SIGKILLed (by anyone), the program goes with it. */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != shim) _exit(SHIM_FAILED);
-  if (cpu_seconds > 0) {
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_CPU, &limit) == 0) {
-      rlim_t soft = (rlim_t)cpu_seconds, hard = (rlim_t)cpu_seconds + 1;
-      /* An unprivileged process cannot raise its hard limit: stay within an existing one. */
-      if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max) hard = limit.rlim_max;
-      if (soft > hard) soft = hard;
-      limit.rlim_cur = soft;
-      limit.rlim_max = hard;
-      setrlimit(RLIMIT_CPU, &limit);
-    }
-  }
   signal(SIGPIPE, SIG_DFL);
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  execve(program, argv, environ);
-  if (errno == ENOEXEC) {
-    /* execvp's rule: a file without a valid binary format is a shell script. */
+  execve(program, argv, envp);
+  int first = errno;
+  if (first == ENOEXEC) {
     int argc = 0;
     while (argv[argc]) argc++;
     char **script = calloc((size_t)argc + 2, sizeof *script);
@@ -110,9 +106,23 @@ static void exec_program(pid_t shim, long cpu_seconds, const char *program, char
       script[0] = "/bin/sh";
       script[1] = (char *)program;
       for (int i = 1; i < argc; i++) script[i + 1] = argv[i];
-      execve("/bin/sh", script, environ);
+      execve("/bin/sh", script, envp);
     }
   }
+  return first;
+}
+
+/* In the forked child: limits, signal state, exec. Never returns. */
+static void exec_program(pid_t shim, long cpu_seconds, const char *program, char **argv) {
+  if (setpgid(0, 0) != 0) {
+    fail("setpgid", strerror(errno));
+    _exit(SHIM_FAILED);
+  }
+  /* If the shim is SIGKILLed (by anyone), the program goes with it. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != shim) _exit(SHIM_FAILED);
+  limit_cpu(cpu_seconds);
+  exec_or_script(program, argv, environ);
   fail(program, strerror(errno));
   _exit(SHIM_FAILED);
 }
@@ -214,7 +224,6 @@ static void exit_like(int status) {
 static void exec_served(pid_t supervisor, int report_fd, int stdin_fd, int devnull, int stderr_fd, const char *cwd,
                         long cpu_seconds, const char *program, char **argv, char **envp) {
   int err = 0;
-  sigset_t none;
   /* Its own group (pgid = pid) in the supervisor's session: the group is what SIGTERM and the
    * final SIGKILL reach, without reaching the supervisor. */
   if (setpgid(0, 0) != 0) goto failed;
@@ -222,33 +231,9 @@ static void exec_served(pid_t supervisor, int report_fd, int stdin_fd, int devnu
   if (getppid() != supervisor) _exit(SHIM_FAILED);
   if (dup2(stdin_fd >= 0 ? stdin_fd : devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(stderr_fd, 2) < 0) goto failed;
   if (cwd[0] != '\0' && chdir(cwd) != 0) goto failed;
-  if (cpu_seconds > 0) {
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_CPU, &limit) == 0) {
-      rlim_t soft = (rlim_t)cpu_seconds, hard = (rlim_t)cpu_seconds + 1;
-      if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max) hard = limit.rlim_max;
-      if (soft > hard) soft = hard;
-      limit.rlim_cur = soft;
-      limit.rlim_max = hard;
-      setrlimit(RLIMIT_CPU, &limit);
-    }
-  }
-  signal(SIGPIPE, SIG_DFL);
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  execve(program, argv, envp);
-  if (errno == ENOEXEC) {
-    int argc = 0;
-    while (argv[argc]) argc++;
-    char **script = calloc((size_t)argc + 2, sizeof *script);
-    if (script) {
-      script[0] = "/bin/sh";
-      script[1] = (char *)program;
-      for (int i = 1; i < argc; i++) script[i + 1] = argv[i];
-      execve("/bin/sh", script, envp);
-    }
-    errno = ENOEXEC;
-  }
+  limit_cpu(cpu_seconds);
+  /* The program's own exec error is the one reported, also when the shell fallback failed too. */
+  errno = exec_or_script(program, argv, envp);
 failed:
   err = errno;
   while (write(report_fd, &err, sizeof err) < 0 && errno == EINTR) {
