@@ -25,6 +25,7 @@
  *   SYMFENCE_PRELOAD_MAX_FORKS      forks per run, 0..4096 (default 64)
  *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all forked answers of a run may use (default 20000)
  *   SYMFENCE_PRELOAD_HUGE=0         no huge-page backing before the second fork (below); default on
+ *   SYMFENCE_PRELOAD_IN_PLACE=0     no in-place answers (below): every answer forks; default on
  * Input files are read only when they are regular files of at most 64 KiB, opened O_NONBLOCK
  * (a FIFO or a device never blocks or loops the setup); otherwise one line on stderr with a code
  * (ERR_PRELOAD_INPUT_NOT_REGULAR, ERR_PRELOAD_INPUT_TOO_LARGE, ERR_PRELOAD_INPUT_OPEN), the file
@@ -97,8 +98,11 @@
  *                   per forked answer, in path order
  *   preload also    fork, forks, forkFailed, forkCapped, childCpuUs, threadsAtFork (most threads
  *                   of the process at a fork, -1 = no fork), siteLookups (object lookups), wanted
- *                   (size of the wanted set), hugeKb (memory collapsed into huge pages), cpuUs (user + system of the process and every child
- *                   it reaped, at the time of writing), actionsError / wantedError (codes)
+ *                   (size of the wanted set), hugeKb (memory collapsed into huge pages), inPlace (answers
+ *                   solved in this process, below), negations (QSYM solving steps in this process,
+ *                   counted at Solver::negatePath), interposed (QSYM's solving decision came through
+ *                   this library), cpuUs (user + system of the process and every child it reaped,
+ *                   at the time of writing), actionsError / wantedError (codes)
  *
  * QSYM's inherited verdict (directed mode): QSYM gives a site-0 call the verdict of the last call
  * with a real site id (it takes it for a follow-up constraint of that branch), so after a solved
@@ -137,6 +141,23 @@
  * preload.hugeKb = KiB collapsed (0 = none). The collapse copies the ranges once, which pays off
  * only over several forks, hence the group-size floor and the wait for a second fork.
  *
+ * In-place answers (QSYM, unless SYMFENCE_PRELOAD_IN_PLACE=0): QSYM decides whether a call with
+ * a real site id is solved in Solver::isInterestingJcc, an exported member function that its
+ * addJcc reaches through the PLT. This library defines the same symbol
+ * (`_ZN4qsym6Solver16isInterestingJccESt10shared_ptrINS_4ExprEEbm`), so on a stock build it
+ * makes that decision itself: in an untargeted run, and in a forked child, it forwards to QSYM's
+ * own (QSYM's pruning, unchanged); in a process answering in place it answers "solve" for the
+ * group branch being forwarded and nothing else, and never lets QSYM's own run, so QSYM's
+ * remembered verdict stays "not interesting" and every site-0 call adds its constraint only.
+ * A group branch is then solved in this process, on the exact path state, with no fork: QSYM's
+ * solver runs as in a full run, writes its files, and the path goes on. Whether the interposition
+ * is in effect (a build that inlines the call, links the runtime statically, or resolves it
+ * inside the library never reaches us) is learned, not assumed: the first answer of a run is
+ * forked, and its child reports whether its call came through this library. Only then do later
+ * answers run in place (preload.inPlace counts them); otherwise the run keeps forking. A crash
+ * inside an in-place solving call ends the run (a forked one would lose one answer); its CPU
+ * counts against the same budget as the forked answers (SYMFENCE_PRELOAD_FORK_CPU_MS).
+ *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
  * only be traced. An empty group never triggers it.
@@ -172,8 +193,20 @@
 
 typedef void *SymExpr;
 typedef void (*push_fn)(SymExpr, int, uintptr_t);
+/* qsym::Solver::isInterestingJcc(ExprRef, bool, ADDRINT) under the x86-64 Itanium C++ ABI: `this`,
+ * then a pointer to the caller's shared_ptr temporary (a non-trivial type passed by value; the
+ * caller destroys it), then the bool, then the address. */
+typedef _Bool (*interesting_fn)(void *, void *, _Bool, uintptr_t);
+#define QSYM_IS_INTERESTING _ZN4qsym6Solver16isInterestingJccESt10shared_ptrINS_4ExprEEbm
+#define QSYM_IS_INTERESTING_NAME "_ZN4qsym6Solver16isInterestingJccESt10shared_ptrINS_4ExprEEbm"
+/* qsym::Solver::negatePath(ExprRef, bool): QSYM's solving step for one branch, counted. */
+typedef void (*negate_fn)(void *, void *, _Bool);
+#define QSYM_NEGATE_PATH _ZN4qsym6Solver10negatePathESt10shared_ptrINS_4ExprEEb
+#define QSYM_NEGATE_PATH_NAME "_ZN4qsym6Solver10negatePathESt10shared_ptrINS_4ExprEEb"
 
 EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t site_id);
+EXPORT _Bool QSYM_IS_INTERESTING(void *solver, void *expr, _Bool taken, uintptr_t pc);
+EXPORT void QSYM_NEGATE_PATH(void *solver, void *expr, _Bool taken);
 
 enum {
   MAX_TRACE = 512,
@@ -245,6 +278,7 @@ struct answer_row {
 /* What a forked child reports back, in a MAP_SHARED page written before it _exit()s. */
 struct child_report {
   volatile uint32_t done;
+  volatile uint32_t interposed; /* the child's solving call reached QSYM_IS_INTERESTING here */
   volatile uint64_t solver_ns;
 };
 
@@ -316,6 +350,18 @@ static struct {
   uint64_t huge_bytes;
   struct answer_row answers[MAX_ANSWERS];
   unsigned answer_count;
+
+  /* In-place answers (see "In-place answers" in the header). */
+  int in_place_enabled;
+  int in_place; /* proven by a forked child: answers now run in this process */
+  int solving_in_place; /* inside an in-place solving call: the one call QSYM may solve */
+  unsigned in_place_answers;
+  uint64_t in_place_cpu_ns;
+  uint64_t interposed_calls;
+  int interesting_resolved, negate_resolved;
+  interesting_fn real_interesting;
+  negate_fn real_negate;
+  uint64_t negations; /* QSYM solving steps (negatePath) in this process */
 } g; /* zero-initialised: stays in .bss, pages are touched only when used */
 
 static uint64_t mix64(uint64_t x) {
@@ -616,6 +662,8 @@ static void initialise(void) {
   g.threads_at_fork = -1;
   const char *huge = getenv("SYMFENCE_PRELOAD_HUGE");
   g.huge_enabled = !(huge && strcmp(huge, "0") == 0);
+  const char *in_place = getenv("SYMFENCE_PRELOAD_IN_PLACE");
+  g.in_place_enabled = g.fork_enabled && !(in_place && strcmp(in_place, "0") == 0);
 }
 
 static int resolve_real(void) {
@@ -683,6 +731,16 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU of this process (all threads) so far. */
+static uint64_t cpu_now_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU all answers of this run used so far, forked or in place: what the answer budget limits. */
+static uint64_t answer_cpu_ns(void) { return g.child_cpu_ns + g.in_place_cpu_ns; }
+
 static const char *status_name(enum status status) {
   switch (status) {
     case STATUS_SAT: return "sat";
@@ -728,11 +786,11 @@ static void write_json(FILE *f) {
           "\"preload\":{\"version\":1,\"mode\":\"%s\",\"events\":%" PRIu64 ",\"symbolicEvents\":%" PRIu64 ",\"solved\":%" PRIu64
           ",\"skipped\":%" PRIu64 ",\"traceDropped\":%" PRIu64 ",\"openDropped\":%" PRIu64 ",\"generatedByDropped\":%" PRIu64
           ",\"earlyExit\":%s,\"context\":%u,\"qsym\":%s,\"fork\":%s,\"forks\":%u,\"forkFailed\":%s,\"forkCapped\":%s,\"childCpuUs\":%" PRIu64
-          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u,\"hugeKb\":%" PRIu64 ",\"cpuUs\":%" PRIu64,
+          ",\"threadsAtFork\":%d,\"siteLookups\":%" PRIu64 ",\"wanted\":%u,\"hugeKb\":%" PRIu64 ",\"inPlace\":%u,\"negations\":%" PRIu64 ",\"interposed\":%s,\"cpuUs\":%" PRIu64,
           mode_name(g.mode), g.events, g.symbolic_events, g.solved, g.skipped, g.trace_dropped, g.open_dropped,
           g.generated_by_dropped, g.early_exited ? "true" : "false", g.context, g.qsym_one_solve ? "true" : "false",
           g.fork_enabled ? "true" : "false", g.forks, g.fork_failed ? "true" : "false", g.fork_capped ? "true" : "false",
-          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0, g.huge_bytes / 1024, cpu_us);
+          g.child_cpu_ns / 1000, g.threads_at_fork, g.stable_lookups, g.mode == MODE_TRACE ? g.group_count : 0, g.huge_bytes / 1024, g.in_place_answers, g.negations, g.interposed_calls > 0 || g.in_place ? "true" : "false", cpu_us);
   if (g.actions_error) fprintf(f, ",\"actionsError\":\"%s\"", g.actions_error);
   if (g.wanted_error) fprintf(f, ",\"wantedError\":\"%s\"", g.wanted_error);
   fputs("},\"answers\":[", f);
@@ -984,8 +1042,9 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
     if (g.huge_enabled && g.group_count >= HUGE_MIN_GROUP) collapse_for_fork();
   }
   g.report->done = 0;
+  g.report->interposed = 0;
   g.report->solver_ns = 0;
-  const uint64_t remaining_ns = g.fork_cpu_budget_ns - g.child_cpu_ns;
+  const uint64_t remaining_ns = g.fork_cpu_budget_ns - answer_cpu_ns();
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) return -1;
@@ -1019,6 +1078,8 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
   g.child_cpu_ns += cpu_ns;
   const int completed = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && g.report->done;
   const uint64_t solver_ns = g.report->solver_ns;
+  /* The child's call came through this library's QSYM_IS_INTERESTING: later answers can run here. */
+  if (g.report->interposed && g.in_place_enabled) g.in_place = 1;
   const int files = attribute_child_outputs(g.forks, opposite, site);
   enum status status;
   if (files > 0) status = STATUS_SAT;
@@ -1039,8 +1100,69 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
   return (int)status;
 }
 
+/*
+ * In-place answer (see "In-place answers" in the header): QSYM solves this one call in this
+ * process, because QSYM_IS_INTERESTING says "solve" while solving_in_place is set; then the path
+ * goes on. Returns the status.
+ */
+static enum status answer_in_place(SymExpr constraint, int taken, uintptr_t raw_site, uint64_t opposite, uint64_t site) {
+  const uint64_t cpu_before = cpu_now_ns();
+  const uint64_t started = now_ns();
+  g.solving_in_place = 1;
+  g.real(constraint, taken, raw_site);
+  g.solving_in_place = 0;
+  const uint64_t took = now_ns() - started;
+  const uint64_t cpu_ns = cpu_now_ns() - cpu_before;
+  g.in_place_cpu_ns += cpu_ns;
+  g.in_place_answers++;
+  const int files = attribute_outputs(opposite, site);
+  const enum status status = files < 0 ? STATUS_UNKNOWN : files > 0 ? STATUS_SAT : took >= SOLVER_TIMEOUT_NS ? STATUS_UNKNOWN : STATUS_UNSAT;
+  g.queries++;
+  g.solved++;
+  g.solver_time_ns += took;
+  count_status(status);
+  if (g.answer_count < MAX_ANSWERS) {
+    struct answer_row *row = &g.answers[g.answer_count++];
+    row->branch = opposite;
+    row->status = status;
+    row->solver_ns = took;
+    row->cpu_ns = cpu_ns;
+    row->files = files > 0 ? (uint32_t)files : 0;
+  }
+  return status;
+}
+
+/*
+ * QSYM's "is this branch worth solving" decision, interposed (see "In-place answers" in the
+ * header). Never reached on a build whose addJcc does not call it through the PLT; then nothing
+ * runs in place.
+ */
+EXPORT _Bool QSYM_IS_INTERESTING(void *solver, void *expr, _Bool taken, uintptr_t pc) {
+  g.interposed_calls++;
+  if (g.in_place && getpid() == g.pid) return g.solving_in_place;
+  if (g.report && getpid() != g.pid) g.report->interposed = 1;
+  if (!g.interesting_resolved) {
+    g.interesting_resolved = 1;
+    void *next = dlsym(RTLD_NEXT, QSYM_IS_INTERESTING_NAME);
+    if (next != (void *)&QSYM_IS_INTERESTING) g.real_interesting = (interesting_fn)next;
+  }
+  /* Without QSYM's own (not reachable on a working build): solve, as a fresh QSYM would. */
+  return g.real_interesting ? g.real_interesting(solver, expr, taken, pc) : 1;
+}
+
+/* QSYM's solving step, counted (preload.negations) and forwarded unchanged. */
+EXPORT void QSYM_NEGATE_PATH(void *solver, void *expr, _Bool taken) {
+  g.negations++;
+  if (!g.negate_resolved) {
+    g.negate_resolved = 1;
+    void *next = dlsym(RTLD_NEXT, QSYM_NEGATE_PATH_NAME);
+    if (next != (void *)&QSYM_NEGATE_PATH) g.real_negate = (negate_fn)next;
+  }
+  if (g.real_negate) g.real_negate(solver, expr, taken);
+}
+
 static int fork_allowed(void) {
-  if (g.forks >= g.fork_max || g.child_cpu_ns >= g.fork_cpu_budget_ns) {
+  if (g.forks >= g.fork_max || answer_cpu_ns() >= g.fork_cpu_budget_ns) {
     g.fork_capped = 1;
     return 0;
   }
@@ -1078,7 +1200,7 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
   if (g.target != 0 && opposite == g.target) g.target_reached = 1;
 
   struct group_slot *member = NULL;
-  int solve = 0, forked = 0;
+  int solve = 0, forked = 0, in_place = 0;
   switch (g.mode) {
     case MODE_UNTARGETED: solve = site != 0; break;
     case MODE_TRACE:
@@ -1086,8 +1208,8 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
        * off on QSYM (a solving call there would make the rest of the trace solve). */
       if (g.group_count > 0 && site != 0 && (member = group_find(opposite)) && !member->solved && !g.fork_failed &&
           (g.fork_enabled || !g.qsym_one_solve)) {
-        if (g.fork_enabled) forked = fork_allowed();
-        else solve = 1;
+        if (!g.fork_enabled) solve = 1;
+        else if (fork_allowed()) in_place = g.in_place, forked = !g.in_place;
       }
       break;
     default:
@@ -1095,7 +1217,7 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
       solve = member && !member->solved && site != 0;
       if (solve && g.fork_enabled && !g.fork_failed) {
         solve = 0;
-        forked = fork_allowed();
+        if (fork_allowed()) in_place = g.in_place, forked = !g.in_place;
       }
       break;
   }
@@ -1115,7 +1237,12 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
       g.real(constraint, taken, 0);
     }
   }
-  if (forked) {
+  if (in_place) {
+    const enum status status = answer_in_place(constraint, taken, site_id, opposite, site);
+    if (g.target_in_group && opposite == g.target) g.target_status = status;
+    member->solved = 1;
+    g.group_solved++;
+  } else if (forked) {
     /* handled above */
   } else if (solve) {
     const uint64_t started = now_ns();
@@ -1137,9 +1264,9 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
     g.skipped++;
     if (!(member && member->solved)) open_add(opposite);
   }
-  trace_add(parent, actual, opposite, site, t, (unsigned)(solve || forked));
+  trace_add(parent, actual, opposite, site, t, (unsigned)(solve || forked || in_place));
 
-  if (g.mode != MODE_DIRECTED || !member || !(solve || forked)) return;
+  if (g.mode != MODE_DIRECTED || !member || !(solve || forked || in_place)) return;
   /* On QSYM without a child a directed run ends after its first solving call (see "QSYM's
    * inherited verdict" in the header): any later site-0 event would inherit that call's verdict. */
   if (solve && g.qsym_one_solve) finish_early();

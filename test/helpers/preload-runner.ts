@@ -29,6 +29,10 @@ export type PreloadExtras = PreloadReport & {
   readonly wanted: number;
   /** KiB of anonymous memory backed by huge pages before the second fork (0 = none). */
   readonly hugeKb: number;
+  /** Answers solved in the process itself, QSYM solving steps there, and whether QSYM's decision came through the library. */
+  readonly inPlace: number;
+  readonly negations: number;
+  readonly interposed: boolean;
   readonly actionsError?: string;
   readonly wantedError?: string;
 };

@@ -1,6 +1,7 @@
 /**
- * Fork at the target (docs/solver.md, "Fork at the target"), bounded setup input and
- * position-independent site ids, on the fake SymCC runtime's QSYM-like build.
+ * Fork at the target and in-place answers (docs/solver.md, "Fork at the target", "In-place
+ * answers"), bounded setup input and position-independent site ids, on the fake SymCC runtime's
+ * QSYM-like build.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -74,11 +75,12 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
     return { structure, ids, first };
   }
 
+  /** A directed run; every answer forks unless `env` turns in-place answers back on. */
   function directed(input: string, group: bigint[], env: Record<string, string> = {}): Run {
     const [target, ...rest] = group;
     return run(input, {
       program: fixture().qsymProgram,
-      env: { SYMCC_TARGET_BRANCH: target!.toString(), ...env },
+      env: { SYMCC_TARGET_BRANCH: target!.toString(), SYMFENCE_PRELOAD_IN_PLACE: '0', ...env },
       actions: rest.map((b) => `${b} solve\n`).join(''),
     });
   }
@@ -315,7 +317,7 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
     const { structure, ids } = targets(input, 0);
     const wanted = [ids[2]!.opposite, ids[7]!.opposite, 12345n /* not on this path */];
     const files = { wanted: wanted.map((b) => `${b}\n`).join('') };
-    const env = { SYMFENCE_TRACE_ONLY: '1', SYMFENCE_WANTED: '{dir}/wanted' };
+    const env = { SYMFENCE_TRACE_ONLY: '1', SYMFENCE_WANTED: '{dir}/wanted', SYMFENCE_PRELOAD_IN_PLACE: '0' };
     const result = run(input, { program: fixture().qsymProgram, env, files });
     expect(result.status).toBe(0);
     const p = must(result.preload);
@@ -335,6 +337,114 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
     const inPlace = run(input, { env, files });
     expect([...inPlace.outputs.keys()]).toEqual(['000000', '000001']);
     expect(must(inPlace.preload)).toMatchObject({ forks: 0, wanted: 3 });
+  });
+
+  describe('in-place answers', () => {
+    /** Each answer's branch with the input offset its file flips, in path order. */
+    function flips(result: Run, input: string): [string, number[]][] {
+      return result.generatedBy.map(([name, branch]) => [branch, flippedOffset(input, result.outputs.get(name)!)]);
+    }
+
+    it("after one forked answer shows QSYM's decision comes through the library, answers the rest of the group in this process, one solving step each", () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { structure, ids } = targets(input, 0);
+      const picks = [2, 7, 9];
+      const group = picks.map((i) => ids[i]!.opposite);
+      const result = directed(input, group, { SYMFENCE_PRELOAD_IN_PLACE: '1' });
+      expect(result.status).toBe(0);
+      // The first answer comes from a child (f1-), the others from this process under QSYM's own names.
+      expect(result.generatedBy).toEqual([
+        ['f1-000000', group[0]!.toString(), structure[2]!.site.toString()],
+        ['000000', group[1]!.toString(), structure[7]!.site.toString()],
+        ['000001', group[2]!.toString(), structure[9]!.site.toString()],
+      ]);
+      expect(flips(result, input)).toEqual(picks.map((i, k) => [group[k]!.toString(), [structure[i]!.offset]]));
+      // The runtime saw a real site id exactly at the group's events; every other call had site 0.
+      expect(result.events.filter((e) => e.site !== 0n).map((e) => e.site)).toEqual(picks.map((i) => structure[i]!.site));
+      const p = must(result.preload);
+      // QSYM solved exactly the two in-place branches here: no inherited verdict solved anything else.
+      expect(p).toMatchObject({ forks: 1, inPlace: 2, negations: 2, interposed: true, forkFailed: false, earlyExit: true });
+      const t = must(result.telemetry);
+      expect(t.targetStatus).toBe('sat');
+      expect(t.counters).toMatchObject({ queries: 3, sat: 3, unsat: 0, unknown: 0, generated: 3 });
+      expect(result.answers.map(([b, s, , , files]) => [b, s, files])).toEqual(group.map((b) => [b.toString(), 'sat', 1]));
+      expect(t.branchTrace.filter((r) => r.interesting === 1).map((r) => r.opposite)).toEqual(group);
+    });
+
+    it('answers a 64-target group with one fork, with the same answers and bytes as forking every one', () => {
+      const input = loopInput(400, 7);
+      const { structure, first } = targets(input, 64);
+      const group = [...first.keys()];
+      const inPlace = directed(input, group, { SYMFENCE_PRELOAD_IN_PLACE: '1', SYMFENCE_PRELOAD_EARLY_EXIT: '0' });
+      const forked = directed(input, group, { SYMFENCE_PRELOAD_EARLY_EXIT: '0' });
+      for (const r of [inPlace, forked]) expect(r.status).toBe(0);
+      expect(must(inPlace.preload)).toMatchObject({ forks: 1, inPlace: 63, negations: 63, symbolicEvents: structure.length, forkCapped: false });
+      expect(must(forked.preload)).toMatchObject({ forks: 64, inPlace: 0, negations: 0 });
+      expect(flips(inPlace, input)).toEqual(flips(forked, input));
+      for (const [branch, offsets] of flips(inPlace, input)) expect(offsets).toEqual([structure[first.get(BigInt(branch))!]!.offset]);
+      expect(inPlace.answers.map(([b, s, , , f]) => [b, s, f])).toEqual(forked.answers.map(([b, s, , , f]) => [b, s, f]));
+      expect(must(inPlace.telemetry).openBranches).toEqual(must(forked.telemetry).openBranches);
+    });
+
+    it('on a build whose decision never reaches the library, or with SYMFENCE_PRELOAD_IN_PLACE=0, every answer forks', () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { ids } = targets(input, 0);
+      const group = [2, 7, 9].map((i) => ids[i]!.opposite);
+      const sealed = directed(input, group, { SYMFENCE_PRELOAD_IN_PLACE: '1', FAKE_SYMCC_QSYM_SEALED: '1' });
+      const off = directed(input, group);
+      for (const r of [sealed, off]) {
+        expect(r.status).toBe(0);
+        expect([...r.outputs.keys()]).toEqual(['f1-000000', 'f2-000000', 'f3-000000']);
+        expect(must(r.telemetry).counters).toMatchObject({ queries: 3, sat: 3 });
+      }
+      expect(must(sealed.preload)).toMatchObject({ forks: 3, inPlace: 0, negations: 0, interposed: false });
+      expect(must(off.preload)).toMatchObject({ forks: 3, inPlace: 0, negations: 0, interposed: false });
+    });
+
+    it('spends the answers CPU budget in place too: past it the rest of the group stays open', () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { structure, ids } = targets(input, 0);
+      const group = [2, 7, 9].map((i) => ids[i]!.opposite);
+      // The second answer (the first in place) burns 100 ms of CPU; the budget is 50 ms.
+      const env = { SYMFENCE_PRELOAD_IN_PLACE: '1', FAKE_SYMCC_SLOW_SITES: structure[7]!.site.toString(), SYMFENCE_PRELOAD_FORK_CPU_MS: '50' };
+      const result = directed(input, group, env);
+      expect(result.status).toBe(0);
+      expect(result.answers.map(([b, s]) => [b, s])).toEqual([
+        [group[0]!.toString(), 'sat'],
+        [group[1]!.toString(), 'sat'],
+      ]);
+      expect(result.answers[1]![3]).toBeGreaterThanOrEqual(100_000); // its CPU, in microseconds
+      expect(must(result.preload)).toMatchObject({ forks: 1, inPlace: 1, forkCapped: true, earlyExit: false });
+      expect(must(result.telemetry).openBranches).toContain(group[2]);
+    });
+
+    it('a crash inside an in-place solving call ends the run; the answers before it stay on disk', () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { structure, ids } = targets(input, 0);
+      const group = [2, 7, 9].map((i) => ids[i]!.opposite);
+      const result = directed(input, group, { SYMFENCE_PRELOAD_IN_PLACE: '1', FAKE_SYMCC_CRASH_SITES: structure[7]!.site.toString() });
+      expect(result.signal).toBe('SIGABRT');
+      expect([...result.outputs.keys()]).toEqual(['f1-000000']);
+      expect(flippedOffset(input, result.outputs.get('f1-000000')!)).toEqual([structure[2]!.offset]);
+      expect(result.telemetry).toBeNull();
+      expect(result.telemetryDirEntries.filter((name) => name.includes('.tmp'))).toEqual([]);
+    });
+
+    it('a trace run with a wanted set answers the wanted branches after the first in place', () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { structure, ids } = targets(input, 0);
+      const wanted = [ids[2]!.opposite, ids[7]!.opposite, ids[9]!.opposite];
+      const files = { wanted: wanted.map((b) => `${b}\n`).join('') };
+      const result = run(input, { program: fixture().qsymProgram, env: { SYMFENCE_TRACE_ONLY: '1', SYMFENCE_WANTED: '{dir}/wanted' }, files });
+      expect(result.status).toBe(0);
+      expect(must(result.preload)).toMatchObject({ mode: 'trace', wanted: 3, forks: 1, inPlace: 2, negations: 2, symbolicEvents: structure.length });
+      expect(result.generatedBy.map(([name, b]) => [name, b])).toEqual([
+        ['f1-000000', wanted[0]!.toString()],
+        ['000000', wanted[1]!.toString()],
+        ['000001', wanted[2]!.toString()],
+      ]);
+      for (const b of wanted) expect(must(result.telemetry).openBranches).not.toContain(b);
+    });
   });
 
   describe('setup reads bounded input', () => {
