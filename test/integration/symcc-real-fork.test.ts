@@ -90,7 +90,7 @@ describe.skipIf(!symcc || preload === null)('fork at the target on real SymCC (n
     console.log(`trace: ${rows.length} rows, ${a.telemetry!.preload!.symbolicEvents} symbolic events, preload ${JSON.stringify(raw.preload)}`);
   }, 120_000);
 
-  it('answers a 64-target group in one process, each file attributed to the branch it flips', async () => {
+  it('answers a 64-target group in one process, with one fork and the rest in place, each file attributed to the branch it flips', async () => {
     const rows = (await trace()).telemetry!.branchTrace;
     // The first 64 byte comparisons, in path order: row i is b[i] == 'A' + i % 26.
     const group = rows.slice(0, 64).map((r) => r.opposite);
@@ -105,7 +105,9 @@ describe.skipIf(!symcc || preload === null)('fork at the target on real SymCC (n
     const t = result.telemetry!;
     const raw = JSON.parse(result.telemetryText!) as { preload: Record<string, unknown>; generatedBy: [string, string, string][] };
     console.log(`directed, 64 targets: status ${result.status}, ${result.elapsedMs} ms, counters ${JSON.stringify(t.counters)}, preload ${JSON.stringify(raw.preload)}`);
-    expect(raw.preload).toMatchObject({ fork: true, forks: 64, forkFailed: false, forkCapped: false, threadsAtFork: 1 });
+    // One forked child proves QSYM's decision comes through the library; QSYM then solves exactly
+    // the 63 other group branches in the process (negatePath calls), nothing it would inherit.
+    expect(raw.preload).toMatchObject({ fork: true, forks: 1, inPlace: 63, negations: 63, interposed: true, forkFailed: false, forkCapped: false, threadsAtFork: 1 });
     expect(t.answers).toHaveLength(64);
     expect(t.answers!.every((a) => a.status === 'sat')).toBe(true);
     expect(t.targetStatus).toBe('sat');
@@ -120,6 +122,18 @@ describe.skipIf(!symcc || preload === null)('fork at the target on real SymCC (n
       checked++;
     }
     expect(checked).toBeGreaterThanOrEqual(64);
+    // Forking every answer gives the same verdicts.
+    const forked = await pool.run({
+      input: { bytes: input },
+      command: { binary, argv: [] },
+      env: { SYMFENCE_PRELOAD_IN_PLACE: '0' },
+      preload: preload!,
+      job: { targetBranch: group[0]!, actions: group.slice(1).map((branch) => ({ branch, kind: 'solve' as const })) },
+    });
+    const forkedRaw = JSON.parse(forked.telemetryText!) as { preload: Record<string, unknown> };
+    console.log(`directed, 64 targets, every answer forked: ${forked.elapsedMs} ms, preload ${JSON.stringify(forkedRaw.preload)}`);
+    expect(forkedRaw.preload).toMatchObject({ forks: 64, inPlace: 0, negations: 0 });
+    expect(forked.telemetry!.answers!.map((a) => [a.branch, a.status])).toEqual(t.answers!.map((a) => [a.branch, a.status]));
   }, 180_000);
 
   it('leaves no process of the run behind when the run is aborted while a forked child solves', async () => {
