@@ -1,11 +1,14 @@
 /**
- * Bench `directed-cost`: what one answer costs in CPU (docs/solver.md, "Fork at the target").
+ * Bench `directed-cost`: what one answer costs in CPU (docs/solver.md, "Fork at the target" and "In-place answers").
  * On the same inputs it compares
  *   - `full`: plain SymCC under the preload library (untargeted): CPU per solving call;
  *   - `one-per-run`: one directed run per target with forking off (the one-solve rule): CPU per answer;
- *   - `fork`: directed runs of up to 64 targets that fork at each target: CPU per answer;
- *   - `fork_no_huge`: the same runs with SYMFENCE_PRELOAD_HUGE=0 (no huge-page backing before the
- *     second fork), interleaved with them: what that step saves.
+ *   - `directed`: directed runs of up to 64 targets as they run by default (the first answer in a
+ *     forked child, the rest in place): CPU per answer;
+ *   - `fork_every`: the same runs with SYMFENCE_PRELOAD_IN_PLACE=0 (every answer forked),
+ *     interleaved with them.
+ * The full run's CPU is given per solving call and per event QSYM actually solved (its pruning
+ * skips the others; the library counts QSYM's solving steps as preload.negations).
  * CPU is the run's user + system time as the preload library reports it (`preload.cpuUs`: the
  * process and every child it reaped). An answer is a solving call that settled its branch (sat or
  * unsat). Targets are the open branches of each input's trace run.
@@ -24,7 +27,7 @@ import path from 'node:path';
 import { parseTelemetry, type Telemetry } from '../src/scheduler/telemetry.js';
 import { preloadLibraryPath } from '../src/solver/preload-library.js';
 import { buildFakeSymcc, fakeSymccUnavailable } from '../test/helpers/fake-symcc.js';
-import { flag, median } from './_stats.js';
+import { flag } from './_stats.js';
 
 const runs = Number(flag('runs', '3'));
 const onePerRunSample = Number(flag('one-per-run', '16'));
@@ -73,87 +76,105 @@ function once(target: Target, input: Buffer, env: Record<string, string>): Telem
 const cpuMs = (t: Telemetry) => (t.preload?.cpuUs ?? 0) / 1000;
 const answers = (t: Telemetry) => t.counters.sat + t.counters.unsat;
 
-function directedEnv(group: readonly bigint[], fork: boolean, dir: string, huge = true): Record<string, string> {
+function directedEnv(group: readonly bigint[], fork: boolean, dir: string, inPlace = true): Record<string, string> {
   const actions = path.join(dir, `actions-${++runCounter}`);
   writeFileSync(actions, group.slice(1).map((b) => `${b} solve\n`).join(''));
   return {
     SYMCC_TARGET_BRANCH: group[0]!.toString(),
     SYMCC_S2F_ACTIONS: actions,
     ...(fork ? {} : { SYMFENCE_PRELOAD_FORK: '0' }),
-    ...(huge ? {} : { SYMFENCE_PRELOAD_HUGE: '0' }),
+    ...(inPlace ? {} : { SYMFENCE_PRELOAD_IN_PLACE: '0' }),
   };
+}
+
+/** QSYM's solving steps in a run (Solver::negatePath, counted by the library); null when not reported. */
+const negations = (t: Telemetry) => t.preload?.negations ?? null;
+
+interface Arm {
+  runs: number;
+  targets: number;
+  cpu_ms: number;
+  answers: number;
+  unknown: number;
+  cpu_ms_per_answer: number;
 }
 
 interface Figures {
   target: string;
   inputs: number;
-  full: { cpu_ms: number; queries: number; answers: number; cpu_ms_per_query: number; cpu_ms_per_answer: number };
+  /** `solved`: the calls QSYM actually solved (its pruning skips the rest); null when not reported. */
+  full: { cpu_ms: number; queries: number; solved: number | null; answers: number; cpu_ms_per_query: number; cpu_ms_per_solved: number; cpu_ms_per_answer: number };
   one_per_run: { runs: number; cpu_ms: number; answers: number; cpu_ms_per_answer: number };
-  fork: { runs: number; targets: number; cpu_ms: number; answers: number; unknown: number; cpu_ms_per_answer: number };
-  fork_no_huge: { cpu_ms: number; answers: number; cpu_ms_per_answer: number };
-  ratio_fork_vs_full_per_query: number;
-  ratio_fork_vs_fork_no_huge: number;
-  ratio_fork_vs_full_per_answer: number;
+  /** The default: the first answer of a run forked, the rest in place (docs/solver.md, "In-place answers"). */
+  directed: Arm & { in_place: number };
+  /** Every answer in a forked child (SYMFENCE_PRELOAD_IN_PLACE=0). */
+  fork_every: Arm;
+  ratio_directed_vs_full_per_query: number;
+  ratio_directed_vs_full_per_solved: number;
+  ratio_directed_vs_fork_every: number;
+  ratio_fork_every_vs_full_per_query: number;
   ratio_one_per_run_vs_full_per_query: number;
 }
 
 function measure(target: Target): Figures {
   let fullCpu = 0;
   let fullQueries = 0;
+  let fullSolved: number | null = 0;
   let fullAnswers = 0;
   let oneCpu = 0;
   let oneAnswers = 0;
   let oneRuns = 0;
-  let forkCpu = 0;
-  let forkAnswers = 0;
-  let forkUnknown = 0;
-  let forkRuns = 0;
-  let forkTargets = 0;
-  let plainCpu = 0;
-  let plainAnswers = 0;
+  const arm = (): Arm & { in_place: number } => ({ runs: 0, targets: 0, cpu_ms: 0, answers: 0, unknown: 0, cpu_ms_per_answer: NaN, in_place: 0 });
+  const directed = arm();
+  const forkEvery = arm();
+  const median = <T extends { cpu: number }>(xs: T[]) => xs.sort((a, b) => a.cpu - b.cpu)[xs.length >> 1]!;
   for (const input of target.inputs) {
-    // Medians over `runs` of each run shape, interleaved.
-    const full: Telemetry[] = [];
-    const forked: { cpu: number; answers: number; unknown: number }[] = [];
-    const plain: { cpu: number; answers: number }[] = [];
     const trace = once(target, input, { SYMFENCE_TRACE_ONLY: '1' });
     const open = trace.openBranches;
     const groups: bigint[][] = [];
     for (let i = 0; i < open.length; i += 64) groups.push(open.slice(i, i + 64));
-    for (let r = 0; r < runs; r++) {
-      full.push(once(target, input, {}));
+    const groupsOnce = (inPlace: boolean) => {
       let cpu = 0;
-      let got = 0;
+      let answered = 0;
       let unknown = 0;
+      let inPlaceAnswers = 0;
       for (const group of groups) {
-        const t = once(target, input, directedEnv(group, true, scratch));
+        const t = once(target, input, directedEnv(group, true, scratch, inPlace));
         cpu += cpuMs(t);
-        got += answers(t);
+        answered += answers(t);
         unknown += t.counters.unknown;
+        inPlaceAnswers += t.preload?.inPlace ?? 0;
       }
-      forked.push({ cpu, answers: got, unknown });
-      let plainRunCpu = 0;
-      let plainGot = 0;
-      for (const group of groups) {
-        const t = once(target, input, directedEnv(group, true, scratch, false));
-        plainRunCpu += cpuMs(t);
-        plainGot += answers(t);
-      }
-      plain.push({ cpu: plainRunCpu, answers: plainGot });
+      return { cpu, answered, unknown, inPlaceAnswers };
+    };
+    // Medians over `runs` of each run shape, interleaved.
+    const full: { cpu: number; t: Telemetry }[] = [];
+    const inPlaceRuns: ReturnType<typeof groupsOnce>[] = [];
+    const forkRuns: ReturnType<typeof groupsOnce>[] = [];
+    for (let r = 0; r < runs; r++) {
+      const t = once(target, input, {});
+      full.push({ cpu: cpuMs(t), t });
+      inPlaceRuns.push(groupsOnce(true));
+      forkRuns.push(groupsOnce(false));
     }
-    const fullMedian = full.map((t) => ({ cpu: cpuMs(t), t })).sort((a, b) => a.cpu - b.cpu)[full.length >> 1]!;
-    fullCpu += fullMedian.cpu;
-    fullQueries += fullMedian.t.counters.queries;
-    fullAnswers += answers(fullMedian.t);
-    const forkMedian = forked.sort((a, b) => a.cpu - b.cpu)[forked.length >> 1]!;
-    forkCpu += forkMedian.cpu;
-    forkAnswers += forkMedian.answers;
-    forkUnknown += forkMedian.unknown;
-    forkRuns += groups.length;
-    forkTargets += open.length;
-    const plainMedian = plain.sort((a, b) => a.cpu - b.cpu)[plain.length >> 1]!;
-    plainCpu += plainMedian.cpu;
-    plainAnswers += plainMedian.answers;
+    const f = median(full);
+    fullCpu += f.cpu;
+    fullQueries += f.t.counters.queries;
+    const solvedHere = negations(f.t);
+    fullSolved = fullSolved === null || solvedHere === null ? null : fullSolved + solvedHere;
+    fullAnswers += answers(f.t);
+    for (const [into, all] of [
+      [directed, inPlaceRuns],
+      [forkEvery, forkRuns],
+    ] as const) {
+      const m = median([...all]);
+      into.cpu_ms += m.cpu;
+      into.answers += m.answered;
+      into.unknown += m.unknown;
+      into.in_place += m.inPlaceAnswers;
+      into.runs += groups.length;
+      into.targets += open.length;
+    }
     // One target per run: a sample spread over the open branches (every one would take minutes on a real target).
     const step = Math.max(1, Math.floor(open.length / onePerRunSample));
     for (let i = 0; i < open.length && oneRuns < onePerRunSample * target.inputs.length; i += step) {
@@ -163,34 +184,50 @@ function measure(target: Target): Figures {
       oneRuns++;
     }
   }
-  const per = (cpu: number, n: number) => (n === 0 ? NaN : cpu / n);
+  const per = (cpu: number, n: number | null) => (n === null || n === 0 ? NaN : cpu / n);
   const fullPerQuery = per(fullCpu, fullQueries);
-  const fullPerAnswer = per(fullCpu, fullAnswers);
-  const forkPerAnswer = per(forkCpu, forkAnswers);
+  const fullPerSolved = per(fullCpu, fullSolved);
+  directed.cpu_ms_per_answer = per(directed.cpu_ms, directed.answers);
+  forkEvery.cpu_ms_per_answer = per(forkEvery.cpu_ms, forkEvery.answers);
   const onePerAnswer = per(oneCpu, oneAnswers);
-  const plainPerAnswer = per(plainCpu, plainAnswers);
+  const { in_place: _unused, ...forkArm } = forkEvery;
   return {
     target: target.name,
     inputs: target.inputs.length,
-    full: { cpu_ms: fullCpu, queries: fullQueries, answers: fullAnswers, cpu_ms_per_query: fullPerQuery, cpu_ms_per_answer: fullPerAnswer },
+    full: {
+      cpu_ms: fullCpu,
+      queries: fullQueries,
+      solved: fullSolved,
+      answers: fullAnswers,
+      cpu_ms_per_query: fullPerQuery,
+      cpu_ms_per_solved: fullPerSolved,
+      cpu_ms_per_answer: per(fullCpu, fullAnswers),
+    },
     one_per_run: { runs: oneRuns, cpu_ms: oneCpu, answers: oneAnswers, cpu_ms_per_answer: onePerAnswer },
-    fork: { runs: forkRuns, targets: forkTargets, cpu_ms: forkCpu, answers: forkAnswers, unknown: forkUnknown, cpu_ms_per_answer: forkPerAnswer },
-    fork_no_huge: { cpu_ms: plainCpu, answers: plainAnswers, cpu_ms_per_answer: plainPerAnswer },
-    ratio_fork_vs_full_per_query: forkPerAnswer / fullPerQuery,
-    ratio_fork_vs_fork_no_huge: forkPerAnswer / plainPerAnswer,
-    ratio_fork_vs_full_per_answer: forkPerAnswer / fullPerAnswer,
+    directed,
+    fork_every: forkArm,
+    ratio_directed_vs_full_per_query: directed.cpu_ms_per_answer / fullPerQuery,
+    ratio_directed_vs_full_per_solved: directed.cpu_ms_per_answer / fullPerSolved,
+    ratio_directed_vs_fork_every: directed.cpu_ms_per_answer / forkEvery.cpu_ms_per_answer,
+    ratio_fork_every_vs_full_per_query: forkEvery.cpu_ms_per_answer / fullPerQuery,
     ratio_one_per_run_vs_full_per_query: onePerAnswer / fullPerQuery,
   };
 }
 
 function print(f: Figures): void {
   const n = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : 'n/a');
+  const d = f.directed;
+  const e = f.fork_every;
   console.log(`${f.target} (${f.inputs} inputs)`);
-  console.log(`  full          ${n(f.full.cpu_ms)} ms CPU, ${f.full.queries} solving calls (${f.full.answers} sat/unsat): ${n(f.full.cpu_ms_per_query)} ms per call, ${n(f.full.cpu_ms_per_answer)} ms per answer`);
+  console.log(
+    `  full          ${n(f.full.cpu_ms)} ms CPU, ${f.full.queries} solving calls, ${f.full.solved ?? 'n/a'} solved by QSYM (${f.full.answers} sat/unsat): ${n(f.full.cpu_ms_per_query)} ms per call, ${n(f.full.cpu_ms_per_solved)} ms per event solved`,
+  );
   console.log(`  one per run   ${f.one_per_run.runs} runs, ${n(f.one_per_run.cpu_ms)} ms CPU, ${f.one_per_run.answers} answers: ${n(f.one_per_run.cpu_ms_per_answer)} ms per answer`);
-  console.log(`  fork          ${f.fork.runs} runs for ${f.fork.targets} targets, ${n(f.fork.cpu_ms)} ms CPU, ${f.fork.answers} answers (${f.fork.unknown} unknown): ${n(f.fork.cpu_ms_per_answer)} ms per answer`);
-  console.log(`  fork, no huge  ${n(f.fork_no_huge.cpu_ms)} ms CPU, ${f.fork_no_huge.answers} answers: ${n(f.fork_no_huge.cpu_ms_per_answer)} ms per answer (fork / fork without huge pages ${n(f.ratio_fork_vs_fork_no_huge)})`);
-  console.log(`  fork / full per call ${n(f.ratio_fork_vs_full_per_query)}, per answer ${n(f.ratio_fork_vs_full_per_answer)}; one-per-run / full per call ${n(f.ratio_one_per_run_vs_full_per_query)}`);
+  console.log(`  directed      ${d.runs} runs for ${d.targets} targets, ${n(d.cpu_ms)} ms CPU, ${d.answers} answers (${d.in_place} in place, ${d.unknown} unknown): ${n(d.cpu_ms_per_answer)} ms per answer`);
+  console.log(`  fork every    ${e.runs} runs, ${n(e.cpu_ms)} ms CPU, ${e.answers} answers (${e.unknown} unknown): ${n(e.cpu_ms_per_answer)} ms per answer`);
+  console.log(
+    `  directed / full: per call ${n(f.ratio_directed_vs_full_per_query)}, per event solved ${n(f.ratio_directed_vs_full_per_solved)}; directed / fork every ${n(f.ratio_directed_vs_fork_every)}; fork every / full per call ${n(f.ratio_fork_every_vs_full_per_query)}; one-per-run / full per call ${n(f.ratio_one_per_run_vs_full_per_query)}`,
+  );
 }
 
 function loopInput(length: number, seed: number): Buffer {
@@ -268,10 +305,11 @@ console.log(
   JSON.stringify({
     bench: 'directed-cost',
     target: headline.target,
-    ratio_fork_vs_full_per_query: headline.ratio_fork_vs_full_per_query,
-    ratio_fork_vs_full_per_answer: headline.ratio_fork_vs_full_per_answer,
+    ratio_directed_vs_full_per_query: headline.ratio_directed_vs_full_per_query,
+    ratio_directed_vs_full_per_solved: headline.ratio_directed_vs_full_per_solved,
+    ratio_directed_vs_fork_every: headline.ratio_directed_vs_fork_every,
+    ratio_fork_every_vs_full_per_query: headline.ratio_fork_every_vs_full_per_query,
     ratio_one_per_run_vs_full_per_query: headline.ratio_one_per_run_vs_full_per_query,
-    ratio_fork_vs_fork_no_huge: headline.ratio_fork_vs_fork_no_huge,
     results,
   }),
 );

@@ -108,11 +108,12 @@
  * with a real site id (it takes it for a follow-up constraint of that branch), so after a solved
  * group branch every later event passed with site 0 would be solved too. On QSYM (detected by the
  * solver global it exports, `qsym::g_solver` = `_ZN4qsym8g_solverE`; SYMFENCE_PRELOAD_QSYM=0/1
- * forces it) a directed run therefore never solves in its own process: it forks at the target
- * (above). Without forking (SYMFENCE_PRELOAD_FORK=0, or a failed fork) it makes exactly one
- * solving call — its first group branch on the path — and then ends (telemetry, `_exit(0)`); the
- * group's other branches stay open for later runs. With a fresh pruning map (the coordinator leaves SYMCC_AFL_COVERAGE_MAP unset for directed
- * runs) QSYM always solves that one call: it is the first call with a real site id QSYM sees.
+ * forces it) a directed run therefore never leaves that verdict to QSYM: it forks at the target
+ * (below), or answers in place once it has proven it takes QSYM's decision itself (below).
+ * Without forking (SYMFENCE_PRELOAD_FORK=0, or a failed fork) it makes exactly one solving call —
+ * its first group branch on the path — and then ends (telemetry, `_exit(0)`); the group's other
+ * branches stay open for later runs. With a fresh pruning map (the coordinator leaves
+ * SYMCC_AFL_COVERAGE_MAP unset for directed runs) QSYM always solves that one call: it is the first call with a real site id QSYM sees.
  * A solving call that takes QSYM's whole solver timeout (>= SOLVER_TIMEOUT_NS) and writes nothing
  * is `unknown`, not `unsat`.
  *

@@ -56,6 +56,13 @@ export interface PreloadReport {
   readonly forks?: number;
   readonly forkFailed?: boolean;
   readonly forkCapped?: boolean;
+  /**
+   * In-place answers (absent from older libraries): group branches QSYM solved in the run's own
+   * process, and QSYM's solving steps there (Solver::negatePath calls; in an untargeted run, the
+   * events its pruning let through).
+   */
+  readonly inPlace?: number;
+  readonly negations?: number;
   /** CPU of the whole run (user + system, the process and every child it reaped), when the library measured it. */
   readonly cpuUs?: number;
 }
@@ -210,8 +217,8 @@ function parsePreload(raw: unknown): PreloadReport {
   const counts = {} as Record<(typeof PRELOAD_COUNTS)[number], number>;
   for (const key of PRELOAD_COUNTS) counts[key] = counter(p[key], `preload.${key}`);
   if (typeof p.earlyExit !== 'boolean') fail('preload.earlyExit', 'a boolean', p.earlyExit);
-  const extras: { forks?: number; forkFailed?: boolean; forkCapped?: boolean; cpuUs?: number } = {};
-  if (p.forks !== undefined) extras.forks = counter(p.forks, 'preload.forks');
+  const extras: { forks?: number; forkFailed?: boolean; forkCapped?: boolean; inPlace?: number; negations?: number; cpuUs?: number } = {};
+  for (const key of ['forks', 'inPlace', 'negations'] as const) if (p[key] !== undefined) extras[key] = counter(p[key], `preload.${key}`);
   if (p.cpuUs !== undefined) extras.cpuUs = counter(p.cpuUs, 'preload.cpuUs');
   for (const key of ['forkFailed', 'forkCapped'] as const) {
     if (p[key] === undefined) continue;
