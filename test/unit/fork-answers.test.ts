@@ -26,6 +26,26 @@ describe('forked answers in the telemetry', () => {
     expect(t.preload).toMatchObject({ forks: 2, forkFailed: false, forkCapped: false, cpuUs: 12_000 });
   });
 
+  it('parses the in-place counts of the preload block, and refuses a malformed one naming the field', () => {
+    const base = { version: 1, mode: 'directed', events: 9, symbolicEvents: 9, solved: 2, skipped: 7, traceDropped: 0, openDropped: 0, earlyExit: false };
+    const t = parseTelemetry({ ...telemetryJson(), preload: { ...base, forks: 1, inPlace: 1, negations: 1 } });
+    expect(t.preload).toMatchObject({ forks: 1, inPlace: 1, negations: 1 });
+    // An older library writes neither: both stay absent.
+    const old = parseTelemetry({ ...telemetryJson(), preload: base });
+    expect(old.preload?.inPlace).toBeUndefined();
+    expect(old.preload?.negations).toBeUndefined();
+    for (const key of ['inPlace', 'negations']) {
+      let error: { code?: string; details?: { path?: string } } | undefined;
+      try {
+        parseTelemetry({ ...telemetryJson(), preload: { ...base, [key]: -1 } });
+      } catch (e) {
+        error = e as typeof error;
+      }
+      expect(error?.code).toBe('ERR_TELEMETRY_INVALID');
+      expect(error?.details?.path).toBe(`preload.${key}`);
+    }
+  });
+
   it('refuses a malformed answer naming the field', () => {
     for (const [answers, path] of [
       [[['5', 'none', 0, 0, 0]], 'answers[0][1]'],
