@@ -3,18 +3,20 @@
  * afl-cc) and one peer beside it, at equal CPU (one AFL++ instance plus one peer process):
  *
  *   afl      a second plain AFL++ instance (`-S s1`): the floor to beat;
- *   old      symfence with the older frontier: `--first-run trace --frontier-order age`;
+ *   old      symfence with the older frontier: `--first-run trace --frontier-order age
+ *            --frontier-targets 1`;
  *   tiers    symfence with the coverage frontier but every first run traced (`--first-run trace`):
  *            the tiers and value order alone, without the yield split (not in the default set);
  *   new      symfence with today's defaults (coverage frontier, value order, yield split);
+ *   grouped  today's defaults with `--frontier-targets 8` (not in the default set);
  *   helper   SymCC's own fuzzing helper (only with SYMFENCE_SYMCC and SYMFENCE_SYMCC_HELPER or the
  *            helper found next to the SymCC build).
  *
  * Reported per configuration (medians over `--runs`): the campaign's final edges (main's
  * `edges_found`, which includes what it imported), edges at 25/50/75 % of the run and their mean
  * (main's fuzzer_stats sampled every second), how many of the peer's inputs main imported (`sync:<peer>` entries, distinct `src:`),
- * inputs the peer published, and for symfence the directed questions asked per edge gained over the
- * `afl` floor. Rounds rotate the order of the configurations. Short runs on a shared machine are
+ * inputs the peer published, and for symfence the directed questions settled (sat or unsat, in
+ * directed jobs and in traces' wanted sets) per edge gained over the `afl` floor. Rounds rotate the order of the configurations. Short runs on a shared machine are
  * noisy: the load average is printed with every row.
  *
  * Solver: SymCC when SYMFENCE_SYMCC names its compiler wrapper (the target compiled with it),
@@ -42,7 +44,7 @@ import { PACKAGE_ROOT } from '../src/util/paths.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../test/helpers/fake-symcc.js';
 import { flag, median } from './_stats.js';
 
-type Config = 'afl' | 'old' | 'tiers' | 'new' | 'helper';
+type Config = 'afl' | 'old' | 'tiers' | 'new' | 'grouped' | 'helper';
 
 const durationS = Number(flag('duration', '60'));
 const runs = Number(flag('runs', '1'));
@@ -206,7 +208,7 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
       break;
     case 'old':
       peerName = 'symfence';
-      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--frontier-order', 'age', '--', ...built.solver], root, process.env);
+      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--frontier-order', 'age', '--frontier-targets', '1', '--', ...built.solver], root, process.env);
       break;
     case 'tiers':
       peerName = 'symfence';
@@ -215,6 +217,10 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
     case 'new':
       peerName = 'symfence';
       peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--', ...built.solver], root, process.env);
+      break;
+    case 'grouped':
+      peerName = 'symfence';
+      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--frontier-targets', '8', '--', ...built.solver], root, process.env);
       break;
     case 'helper':
       peerName = 'symcc';
@@ -246,8 +252,9 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
   let stats: unknown;
   const statsFile = path.join(root, 'out', 'symfence', 'stats.json');
   if (existsSync(statsFile)) {
-    const doc = JSON.parse(readFileSync(statsFile, 'utf8')) as { counters: { jobsTargeted: number }; yield?: unknown; frontier?: unknown; afl?: unknown };
-    questions = doc.counters.jobsTargeted;
+    const doc = JSON.parse(readFileSync(statsFile, 'utf8')) as { counters: { answersTargeted: number; answersTrace: number }; yield?: unknown; frontier?: unknown; afl?: unknown };
+    // Directed questions settled (sat or unsat): in directed jobs and in traces' wanted sets.
+    questions = doc.counters.answersTargeted + doc.counters.answersTrace;
     stats = { counters: doc.counters, yield: doc.yield, frontier: doc.frontier, afl: doc.afl };
   }
   const { quartiles, mean } = overTime(sampler.samples);
@@ -305,7 +312,7 @@ for (const [config, list] of results) {
   row[`${config}_mean_edges`] = m((o) => o.mean);
   row[`${config}_imported`] = m((o) => o.imported);
   row[`${config}_published`] = m((o) => o.published);
-  if (config === 'old' || config === 'tiers' || config === 'new') {
+  if (config === 'old' || config === 'tiers' || config === 'new' || config === 'grouped') {
     const questions = m((o) => o.questions);
     row[`${config}_questions`] = questions;
     row[`${config}_questions_per_new_edge`] = floor === undefined ? null : Number((questions / Math.max(1, m((o) => o.edges) - floor)).toFixed(2));
