@@ -125,8 +125,9 @@
  * renames each file the child left under QSYM's names (numbered from the parent's counter, which
  * never moves) to f<n>-<name>, attributes it, records an answer row (sat: files; unsat: none;
  * unknown: the child crashed, ran out of CPU or took the solver's whole timeout), passes the event
- * on with site id 0 and goes on: it never solves, so it never inherits a verdict, and no solver
- * thread exists at any fork. Past the fork cap or the CPU budget the remaining branches stay
+ * on with site id 0 and goes on: while it forks it never solves, so it never inherits a verdict,
+ * and no solver thread exists at any fork (in-place answers, below, come only after the last fork,
+ * which is also why the parent's file counter has not moved when a child's files are renamed). Past the fork cap or the CPU budget the remaining branches stay
  * open (forkCapped). A failed fork (EAGAIN, ENOMEM) falls back to the one-solve rule for the rest
  * of the run (forkFailed), and so does a process with more than one thread at the fork (a lock
  * another thread holds could block the child forever).
@@ -1234,7 +1235,7 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
       if (g.target_in_group && opposite == g.target) g.target_status = (enum status)status;
       member->solved = 1;
       g.group_solved++;
-      /* This process passes the event on with site id 0: it never solves, so it never inherits. */
+      /* This process passes the event on with site id 0: while it forks it never solves, so it never inherits. */
       g.real(constraint, taken, 0);
     }
   }
