@@ -156,7 +156,10 @@
  * is in effect (a build that inlines the call, links the runtime statically, or resolves it
  * inside the library never reaches us) is learned, not assumed: the first answer of a run is
  * forked, and its child reports whether its call came through this library. Only then do later
- * answers run in place (preload.inPlace counts them); otherwise the run keeps forking. A crash
+ * answers run in place (preload.inPlace counts them); otherwise the run keeps forking. One answer
+ * needs no proof: the last open branch of a directed group when early exit is on (a one-target
+ * run's only one) is solved in place on any build, because the run ends right after it and no
+ * later call can inherit its verdict. A crash
  * inside an in-place solving call ends the run (a forked one would lose one answer); its CPU
  * counts against the same budget as the forked answers (SYMFENCE_PRELOAD_FORK_CPU_MS).
  *
@@ -1219,7 +1222,13 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
       solve = member && !member->solved && site != 0;
       if (solve && g.fork_enabled && !g.fork_failed) {
         solve = 0;
-        if (fork_allowed()) in_place = g.in_place, forked = !g.in_place;
+        if (fork_allowed()) {
+          /* The last open branch of a group whose answer ends the run (early exit) needs no fork:
+           * nothing is forwarded after it, so no later call can inherit its verdict. */
+          const int last = g.in_place_enabled && g.early_exit_enabled && g.group_solved + 1 == g.group_count;
+          in_place = g.in_place || last;
+          forked = !in_place;
+        }
       }
       break;
   }

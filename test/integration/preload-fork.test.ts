@@ -293,6 +293,7 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
           SYMCC_OUTPUT_DIR: path.join(dir, 'out'),
           SYMCC_TELEMETRY_OUT: path.join(dir, 'telemetry.json'),
           SYMCC_TARGET_BRANCH: target!.toString(),
+          SYMFENCE_PRELOAD_IN_PLACE: '0', // a one-target run would otherwise answer in place
           FAKE_SYMCC_HANG_SITES: structure[first.get(target!)!]!.site.toString(),
           FAKE_SYMCC_HANG_MARKER: marker,
         },
@@ -386,19 +387,38 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
       expect(must(inPlace.telemetry).openBranches).toEqual(must(forked.telemetry).openBranches);
     });
 
-    it('on a build whose decision never reaches the library, or with SYMFENCE_PRELOAD_IN_PLACE=0, every answer forks', () => {
+    it('on a build whose decision never reaches the library, every answer forks but the last (the run ends after it); with SYMFENCE_PRELOAD_IN_PLACE=0, every one', () => {
       const input = 'MZ!A' + 'xyqxyqx';
-      const { ids } = targets(input, 0);
-      const group = [2, 7, 9].map((i) => ids[i]!.opposite);
+      const { structure, ids } = targets(input, 0);
+      const picks = [2, 7, 9];
+      const group = picks.map((i) => ids[i]!.opposite);
       const sealed = directed(input, group, { SYMFENCE_PRELOAD_IN_PLACE: '1', FAKE_SYMCC_QSYM_SEALED: '1' });
       const off = directed(input, group);
       for (const r of [sealed, off]) {
         expect(r.status).toBe(0);
-        expect([...r.outputs.keys()]).toEqual(['f1-000000', 'f2-000000', 'f3-000000']);
+        expect(flips(r, input)).toEqual(picks.map((i, k) => [group[k]!.toString(), [structure[i]!.offset]]));
         expect(must(r.telemetry).counters).toMatchObject({ queries: 3, sat: 3 });
+        // Only the group's events reached QSYM with a real site id: nothing else was solved.
+        expect(r.events.filter((e) => e.site !== 0n).map((e) => e.site)).toEqual(picks.map((i) => structure[i]!.site));
       }
-      expect(must(sealed.preload)).toMatchObject({ forks: 3, inPlace: 0, negations: 0, interposed: false });
+      expect(sealed.generatedBy.map(([name]) => name)).toEqual(['f1-000000', 'f2-000000', '000000']);
+      expect(must(sealed.preload)).toMatchObject({ forks: 2, inPlace: 1, negations: 0, interposed: false, earlyExit: true });
+      expect(off.generatedBy.map(([name]) => name)).toEqual(['f1-000000', 'f2-000000', 'f3-000000']);
       expect(must(off.preload)).toMatchObject({ forks: 3, inPlace: 0, negations: 0, interposed: false });
+    });
+
+    it('a one-target run answers in place and ends: no fork at all', () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { structure, ids } = targets(input, 0);
+      for (const sealedEnv of [{}, { FAKE_SYMCC_QSYM_SEALED: '1' }]) {
+        const result = directed(input, [ids[7]!.opposite], { SYMFENCE_PRELOAD_IN_PLACE: '1', ...sealedEnv });
+        expect(result.status).toBe(0);
+        expect(result.generatedBy).toEqual([['000000', ids[7]!.opposite.toString(), structure[7]!.site.toString()]]);
+        expect(must(result.preload)).toMatchObject({ forks: 0, inPlace: 1, earlyExit: true });
+        expect(must(result.telemetry).targetStatus).toBe('sat');
+        // The run ended at its answer: no event after it reached the runtime.
+        expect(result.events).toHaveLength(8);
+      }
     });
 
     it('spends the answers CPU budget in place too: past it the rest of the group stays open', () => {

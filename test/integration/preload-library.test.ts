@@ -176,13 +176,20 @@ describe.skipIf(skipReason !== null)(`the SymCC preload library${skipReason ? ` 
     const structure = plainEvents(input);
     const ids = referenceBranchIds(structure, 4);
     const target = ids[2]!.opposite;
-    const result = run(input, { program: fixture().qsymProgram, env: { SYMCC_TARGET_BRANCH: target.toString(), FAKE_SYMCC_UNSAT_SITES: String(structure[2]!.site) } });
-    // Answered in forked child 1: its file is renamed so that no later child's can collide.
-    expect([...result.outputs.keys()]).toEqual(['f1-000000-optimistic']);
-    const t = must(result.telemetry);
-    expect(t.targetStatus).toBe('sat');
-    expect(t.counters).toMatchObject({ queries: 1, sat: 1, generated: 1 });
-    expect(result.generatedBy).toEqual([['f1-000000-optimistic', target.toString(), String(structure[2]!.site)]]);
+    const env = { SYMCC_TARGET_BRANCH: target.toString(), FAKE_SYMCC_UNSAT_SITES: String(structure[2]!.site) };
+    // A one-target run answers in place (it ends right after); forking every answer, the file
+    // comes from forked child 1 and is renamed so that no later child's can collide.
+    for (const [extra, name] of [
+      [{}, '000000-optimistic'],
+      [{ SYMFENCE_PRELOAD_IN_PLACE: '0' }, 'f1-000000-optimistic'],
+    ] as const) {
+      const result = run(input, { program: fixture().qsymProgram, env: { ...env, ...extra } });
+      expect([...result.outputs.keys()]).toEqual([name]);
+      const t = must(result.telemetry);
+      expect(t.targetStatus).toBe('sat');
+      expect(t.counters).toMatchObject({ queries: 1, sat: 1, generated: 1 });
+      expect(result.generatedBy).toEqual([[name, target.toString(), String(structure[2]!.site)]]);
+    }
   });
 
   it('solves a group id that recurs on the path once, at its first occurrence', () => {

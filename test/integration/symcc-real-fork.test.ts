@@ -143,7 +143,8 @@ describe.skipIf(!symcc || preload === null)('fork at the target on real SymCC (n
     const hard = rows.at(-1)!.opposite;
     const controller = new AbortController();
     const running = pool.run(
-      { input: { bytes: input }, command: { binary, argv: [] }, env: { HARD: '1' }, preload: preload!, job: { targetBranch: hard, actions: [] } },
+      // Every answer forked: a one-target run would otherwise answer in place, with no child.
+      { input: { bytes: input }, command: { binary, argv: [] }, env: { HARD: '1', SYMFENCE_PRELOAD_IN_PLACE: '0' }, preload: preload!, job: { targetBranch: hard, actions: [] } },
       { signal: controller.signal },
     );
     const deadline = Date.now() + 60_000;
