@@ -198,7 +198,20 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: true,
     flag: 'prefetch-jobs',
     env: 'SYMFENCE_PREFETCH_JOBS',
-    description: 'claim one job per solver slot ahead, started the moment the slot\'s solver exits',
+    description: 'claim jobs per solver slot ahead, started the moment the slot\'s solver exits',
+  },
+  /**
+   * With prefetching: how many jobs per solver slot are kept dispatched ahead (docs/campaign.md
+   * "Prefetching"). Default 4.
+   */
+  prefetchDepth: {
+    kind: 'integer',
+    default: 4,
+    min: 1,
+    max: 64,
+    flag: 'prefetch-depth',
+    env: 'SYMFENCE_PREFETCH_DEPTH',
+    description: 'jobs per solver slot kept claimed ahead (with --prefetch-jobs)',
   },
 });
 

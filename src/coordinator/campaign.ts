@@ -278,6 +278,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           recoverExpiredWork: this.options.recoverExpiredWork,
           maxSetupFailures: this.options.maxSetupFailures,
           prefetchJobs: this.options.prefetchJobs,
+          prefetchDepth: this.options.prefetchDepth,
         },
         {
           clock: this.#clock,

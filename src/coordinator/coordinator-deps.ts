@@ -36,6 +36,8 @@ export interface CoordinatorOptions {
    * (docs/campaign.md "Prefetching"). Default true.
    */
   readonly prefetchJobs?: boolean;
+  /** With prefetching: jobs per slot kept dispatched ahead (docs/campaign.md "Prefetching"). Default 4. */
+  readonly prefetchDepth?: number;
 }
 
 export interface CoordinatorEvents {

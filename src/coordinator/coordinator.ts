@@ -42,6 +42,8 @@ export type { CoordinatorDeps, CoordinatorEvents, CoordinatorOptions, Coordinato
  * median gaps of 27–38 ms at load 20, docs/campaign.md "Solver slots").
  */
 const FINISHING_PER_SLOT = 2;
+/** Jobs per slot kept dispatched ahead unless `prefetchDepth` says (the campaign option's default). */
+const DEFAULT_PREFETCH_DEPTH = 4;
 
 export class Coordinator {
   readonly #options: CoordinatorOptions;
@@ -57,7 +59,8 @@ export class Coordinator {
   /** Per slot: whether a solver runs in it, and when its last solver exited (for `gapMs`). */
   readonly #slotBusy: boolean[];
   readonly #slotExitMs: (number | undefined)[];
-  readonly #prefetch: boolean;
+  /** Prefetched jobs kept at most: `prefetchDepth` per slot (0 without prefetching). */
+  readonly #readyLimit: number;
   readonly #dispatching = new Set<Promise<unknown>>();
   readonly #heartbeatIntervalMs: number;
   readonly #release: GroupReleaseContext;
@@ -88,7 +91,7 @@ export class Coordinator {
     this.#setupFailures = new SetupFailureStreak(options.maxSetupFailures);
     this.#slotBusy = new Array<boolean>(options.workers).fill(false);
     this.#slotExitMs = new Array<number | undefined>(options.workers).fill(undefined);
-    this.#prefetch = options.prefetchJobs ?? true;
+    this.#readyLimit = (options.prefetchJobs ?? true) ? options.workers * Math.max(1, Math.floor(options.prefetchDepth ?? DEFAULT_PREFETCH_DEPTH)) : 0;
 
     const { clock, counters, workLeases, reservations, commits, source } = deps;
     const targetLeases = deps.targetLeases;
@@ -272,9 +275,9 @@ export class Coordinator {
     this.#pending.push(...(await takeOverExpired(this.#takeover, free, this.#options.recoveryOwner ?? RECOVERY_OWNER, now)));
   }
 
-  /** Jobs to take in now: one per free slot, plus (prefetching) one per slot ahead, minus those held. */
+  /** Jobs to take in now: one per free slot, plus (prefetching) `prefetchDepth` per slot ahead, minus those held. */
   #wanted(): number {
-    const ahead = this.#prefetch ? this.#options.workers - this.#ready.length : 0;
+    const ahead = this.#readyLimit - this.#ready.length;
     return this.#freeSlots() + ahead - this.#pending.length;
   }
 
@@ -324,7 +327,7 @@ export class Coordinator {
 
   /** Dispatches pending jobs ahead, until every slot has one waiting (see `#ready`). */
   async #prefetchReady(): Promise<void> {
-    while (this.#prefetch && !this.#stopping && this.#ready.length < this.#options.workers && this.#pending.length > 0) {
+    while (!this.#stopping && this.#ready.length < this.#readyLimit && this.#pending.length > 0) {
       await this.#track(this.#dispatchAndPlace(this.#pending.shift()!));
     }
   }

@@ -1,4 +1,4 @@
-// The pipelined slot: one job per slot dispatched ahead (claimed, not started), started the moment
+// The pipelined slot: jobs per slot dispatched ahead (claimed, not started), started the moment
 // the slot's solver exits; its rollbacks (stop, lost lease, a better job); triage and commit of a
 // run after its slot was freed; and the per-run time breakdown in jobs.jsonl, on an injected clock.
 import { describe, expect, it } from 'vitest';
@@ -76,7 +76,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}) {
   return { clock, workLeases, targetLeases, reservations, solver, source, commits, counters, jobs, coordinator, admit };
 }
 
-describe('prefetching one job per slot', () => {
+describe('prefetching jobs per slot', () => {
   it('claims the next job ahead and starts it in the turn the solver exits, before the first run is triaged or committed', async () => {
     const t = setup();
     const a = makeJob('a', 1n);
@@ -196,7 +196,7 @@ describe('prefetching one job per slot', () => {
   });
 
   it('gives a prefetched place to a better job: the displaced job keeps its reservation and token as pending and runs after it', async () => {
-    const t = setup();
+    const t = setup({ prefetchDepth: 1 }); // one place ahead: the better job must take b's
     const a = makeJob('a', 1n);
     const b = makeJob('b', 2n);
     const better = makeJob('better', 5n);
@@ -230,6 +230,34 @@ describe('prefetching one job per slot', () => {
     expect(t.workLeases.held()).toEqual([]);
     expect(t.reservations.held.size).toBe(0);
     expect(t.targetLeases.records.size).toBe(0);
+  });
+
+  it('keeps prefetchDepth jobs per slot claimed ahead, starts them in order as the slot frees, and rolls every one back at stop', async () => {
+    const t = setup({ prefetchDepth: 3 });
+    const jobs = ['a', 'b', 'c', 'd', 'e', 'f'].map((name, i) => makeJob(name, BigInt(i + 1)));
+    for (const job of jobs) t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    // One running, three claimed ahead (the depth), the rest not taken from the source yet.
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(jobs[0]!)]);
+    expect(t.coordinator.readyWorkIds()).toEqual(jobs.slice(1, 4).map(jobWorkId));
+    for (const job of jobs.slice(1, 4)) expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('leased');
+    expect(t.source.queue).toHaveLength(2);
+    // Each exit starts the next prefetched job in the same turn, even with no round in between.
+    t.solver.runs[0]!.exit();
+    t.solver.runs[1]!.exit();
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual(jobs.slice(0, 3).map(jobWorkId));
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(jobs[3]!)]);
+    t.solver.runs[0]!.resolve(ok());
+    t.solver.runs[1]!.resolve(ok());
+    await until(() => t.jobs.length === 2);
+    await t.coordinator.tick(); // tops the depth up again
+    expect(t.coordinator.readyWorkIds()).toEqual(jobs.slice(3, 6).map(jobWorkId));
+
+    const report = await t.coordinator.stop();
+    expect(report).toEqual({ abortedRuns: 1, releasedPending: 3, releaseFailures: 0 });
+    for (const job of jobs.slice(3)) expect(t.workLeases.records.has(jobWorkId(job))).toBe(false);
+    expect(t.counters.prefetchRollbacks).toBe(3);
+    expect(t.solver.runs).toHaveLength(3);
   });
 
   it('with prefetchJobs false claims nothing ahead', async () => {
