@@ -9,6 +9,7 @@
  *            the tiers and value order alone, without the yield split (not in the default set);
  *   new      symfence with today's defaults (coverage frontier, value order, yield split);
  *   grouped  today's defaults with `--frontier-targets 8` (not in the default set);
+ *   tiers8   `tiers` with `--frontier-targets 8` (not in the default set);
  *   helper   SymCC's own fuzzing helper (only with SYMFENCE_SYMCC and SYMFENCE_SYMCC_HELPER or the
  *            helper found next to the SymCC build).
  *
@@ -44,7 +45,7 @@ import { PACKAGE_ROOT } from '../src/util/paths.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../test/helpers/fake-symcc.js';
 import { flag, median } from './_stats.js';
 
-type Config = 'afl' | 'old' | 'tiers' | 'new' | 'grouped' | 'helper';
+type Config = 'afl' | 'old' | 'tiers' | 'tiers8' | 'new' | 'grouped' | 'helper';
 
 const durationS = Number(flag('duration', '60'));
 const runs = Number(flag('runs', '1'));
@@ -214,6 +215,10 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
       peerName = 'symfence';
       peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--', ...built.solver], root, process.env);
       break;
+    case 'tiers8':
+      peerName = 'symfence';
+      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--frontier-targets', '8', '--', ...built.solver], root, process.env);
+      break;
     case 'new':
       peerName = 'symfence';
       peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--', ...built.solver], root, process.env);
@@ -312,7 +317,7 @@ for (const [config, list] of results) {
   row[`${config}_mean_edges`] = m((o) => o.mean);
   row[`${config}_imported`] = m((o) => o.imported);
   row[`${config}_published`] = m((o) => o.published);
-  if (config === 'old' || config === 'tiers' || config === 'new' || config === 'grouped') {
+  if (config !== 'afl' && config !== 'helper') {
     const questions = m((o) => o.questions);
     row[`${config}_questions`] = questions;
     row[`${config}_questions_per_new_edge`] = floor === undefined ? null : Number((questions / Math.max(1, m((o) => o.edges) - floor)).toFixed(2));
