@@ -19,11 +19,11 @@
  *   SYMCC_S2F_ACTIONS        file of lines `<branch> <solve|sample|skip>`; the first line per
  *                            branch wins, malformed lines are ignored, at most 64 actions
  *   SYMFENCE_WANTED          trace mode only: file of decimal branch ids, one per line, at most
- *                            256: branches the trace run also answers (by forking, on QSYM)
+ *                            256: branches the trace run also answers (on QSYM: forked, then in place)
  *   SYMFENCE_TRACE_ONLY=1    trace-only mode (wins over target and actions)
  *   SYMFENCE_PRELOAD_FORK=0  no fork at the target (the one-solve rule below); default on
  *   SYMFENCE_PRELOAD_MAX_FORKS      forks per run, 0..4096 (default 64)
- *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all forked answers of a run may use (default 20000)
+ *   SYMFENCE_PRELOAD_FORK_CPU_MS    CPU all answers of a run (forked or in place) may use (default 20000)
  *   SYMFENCE_PRELOAD_HUGE=0         no huge-page backing before the second fork (below); default on
  *   SYMFENCE_PRELOAD_IN_PLACE=0     no in-place answers (below): every answer forks; default on
  * Input files are read only when they are regular files of at most 64 KiB, opened O_NONBLOCK
@@ -95,7 +95,7 @@
  *   generatedBy     <= 4096 rows [fileName, oppositeId, siteId]; more are counted in
  *                   preload.generatedByDropped
  *   answers         <= 256 rows [branch, sat|unsat|unknown, solverTimeUs, cpuUs, files], one
- *                   per forked answer, in path order
+ *                   per forked or in-place answer, in path order
  *   preload also    fork, forks, forkFailed, forkCapped, childCpuUs, threadsAtFork (most threads
  *                   of the process at a fork, -1 = no fork), siteLookups (object lookups), wanted
  *                   (size of the wanted set), hugeKb (memory collapsed into huge pages), inPlace (answers
@@ -123,7 +123,7 @@
  * solves on the exact path state — and as the first real site id its QSYM sees, always — then
  * reports its solver time in a shared page and _exit(0)s. The parent waits (wait4, no zombies),
  * renames each file the child left under QSYM's names (numbered from the parent's counter, which
- * never moves) to f<n>-<name>, attributes it, records an answer row (sat: files; unsat: none;
+ * has not moved: no answer of the parent precedes a fork) to f<n>-<name>, attributes it, records an answer row (sat: files; unsat: none;
  * unknown: the child crashed, ran out of CPU or took the solver's whole timeout), passes the event
  * on with site id 0 and goes on: while it forks it never solves, so it never inherits a verdict,
  * and no solver thread exists at any fork (in-place answers, below, come only after the last fork,
@@ -161,7 +161,9 @@
  * run's only one) is solved in place on any build, because the run ends right after it and no
  * later call can inherit its verdict. A crash
  * inside an in-place solving call ends the run (a forked one would lose one answer); its CPU
- * counts against the same budget as the forked answers (SYMFENCE_PRELOAD_FORK_CPU_MS).
+ * counts against the same budget as the forked answers (SYMFENCE_PRELOAD_FORK_CPU_MS), measured
+ * after the call: one in-place call can overshoot the budget by its own length (the solver's
+ * timeout bounds it). The fork cap (SYMFENCE_PRELOAD_MAX_FORKS) counts forks only.
  *
  * Early exit (directed mode, default on): right after the solving call that solves the last
  * unsolved group entry, telemetry is written and the process _exit(0)s: the rest of the path would
@@ -238,7 +240,7 @@ enum {
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux >= 6.1; older kernels fail it with EINVAL */
 #endif
-/* Total CPU the forked answers of one run may use unless SYMFENCE_PRELOAD_FORK_CPU_MS says. */
+/* Total CPU the answers of one run (forked or in place) may use unless SYMFENCE_PRELOAD_FORK_CPU_MS says. */
 #define DEFAULT_FORK_CPU_NS 20000000000ULL
 
 enum mode { MODE_UNTARGETED, MODE_TRACE, MODE_DIRECTED };
@@ -360,6 +362,7 @@ static struct {
   int in_place_enabled;
   int in_place; /* proven by a forked child: answers now run in this process */
   int solving_in_place; /* inside an in-place solving call: the one call QSYM may solve */
+  int answer_child; /* this process is a forked answer's child */
   unsigned in_place_answers;
   uint64_t in_place_cpu_ns;
   uint64_t interposed_calls;
@@ -984,7 +987,7 @@ static void collapse_for_fork(void) {
 }
 
 /* After forked answer `child` (1-based) ended: renames each file it left under QSYM's names
- * (numbered from this process's counter, which never moves: this process solves nothing) to
+ * (numbered from this process's counter, which has not moved: no answer of its own precedes a fork) to
  * f<child>-<name>, so the next child's 000000 cannot collide, and attributes it. -1 = unknown. */
 static int attribute_child_outputs(unsigned child, uint64_t opposite, uint64_t site) {
   int fd = output_fd();
@@ -1054,6 +1057,7 @@ static int fork_answer(SymExpr constraint, int taken, uintptr_t raw_site, uint64
   const pid_t child = fork();
   if (child < 0) return -1;
   if (child == 0) {
+    g.answer_child = 1;
     /* Same process group as the run (fork keeps it), so a group kill takes the child too; the
      * parent-death signal covers a parent killed alone. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1144,8 +1148,11 @@ static enum status answer_in_place(SymExpr constraint, int taken, uintptr_t raw_
  */
 EXPORT _Bool QSYM_IS_INTERESTING(void *solver, void *expr, _Bool taken, uintptr_t pc) {
   g.interposed_calls++;
-  if (g.in_place && getpid() == g.pid) return g.solving_in_place;
-  if (g.report && getpid() != g.pid) g.report->interposed = 1;
+  /* In place (also in a child the program itself forks, which inherits the state): "solve" for
+   * the one call being answered, "no" for anything else; QSYM's own decision never runs. */
+  if (g.solving_in_place) return 1;
+  if (g.in_place) return 0;
+  if (g.answer_child && g.report) g.report->interposed = 1;
   if (!g.interesting_resolved) {
     g.interesting_resolved = 1;
     void *next = dlsym(RTLD_NEXT, QSYM_IS_INTERESTING_NAME);
@@ -1166,8 +1173,9 @@ EXPORT void QSYM_NEGATE_PATH(void *solver, void *expr, _Bool taken) {
   if (g.real_negate) g.real_negate(solver, expr, taken);
 }
 
-static int fork_allowed(void) {
-  if (g.forks >= g.fork_max || answer_cpu_ns() >= g.fork_cpu_budget_ns) {
+/* Whether one more answer fits the run's caps: the CPU budget always, the fork cap for a fork. */
+static int answer_allowed(int fork) {
+  if ((fork && g.forks >= g.fork_max) || answer_cpu_ns() >= g.fork_cpu_budget_ns) {
     g.fork_capped = 1;
     return 0;
   }
@@ -1209,12 +1217,13 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
   switch (g.mode) {
     case MODE_UNTARGETED: solve = site != 0; break;
     case MODE_TRACE:
-      /* Wanted branches: forked on QSYM, solved in place elsewhere, ignored with the rule forced
-       * off on QSYM (a solving call there would make the rest of the trace solve). */
+      /* Wanted branches: on QSYM forked until in-place answers are proven, then in place; solved in
+       * place on other runtimes; ignored with forking off on QSYM (a solving call there would make
+       * the rest of the trace solve). */
       if (g.group_count > 0 && site != 0 && (member = group_find(opposite)) && !member->solved && !g.fork_failed &&
           (g.fork_enabled || !g.qsym_one_solve)) {
         if (!g.fork_enabled) solve = 1;
-        else if (fork_allowed()) in_place = g.in_place, forked = !g.in_place;
+        else if (answer_allowed(!g.in_place)) in_place = g.in_place, forked = !g.in_place;
       }
       break;
     default:
@@ -1222,10 +1231,10 @@ EXPORT void _sym_push_path_constraint(SymExpr constraint, int taken, uintptr_t s
       solve = member && !member->solved && site != 0;
       if (solve && g.fork_enabled && !g.fork_failed) {
         solve = 0;
-        if (fork_allowed()) {
-          /* The last open branch of a group whose answer ends the run (early exit) needs no fork:
-           * nothing is forwarded after it, so no later call can inherit its verdict. */
-          const int last = g.in_place_enabled && g.early_exit_enabled && g.group_solved + 1 == g.group_count;
+        /* The last open branch of a group whose answer ends the run (early exit) needs no fork:
+         * nothing is forwarded after it, so no later call can inherit its verdict. */
+        const int last = g.in_place_enabled && g.early_exit_enabled && g.group_solved + 1 == g.group_count;
+        if (answer_allowed(!(g.in_place || last))) {
           in_place = g.in_place || last;
           forked = !in_place;
         }

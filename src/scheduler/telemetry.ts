@@ -63,6 +63,8 @@ export interface PreloadReport {
    */
   readonly inPlace?: number;
   readonly negations?: number;
+  /** QSYM's solving decision came through the library (absent from older libraries). */
+  readonly interposed?: boolean;
   /** CPU of the whole run (user + system, the process and every child it reaped), when the library measured it. */
   readonly cpuUs?: number;
 }
@@ -98,7 +100,7 @@ export interface Telemetry {
    * attributed to, de-duplicated — the branches this run answered `sat`.
    */
   readonly generatedFor?: readonly bigint[];
-  /** Preload telemetry only: the branches answered in forked children, in path order. */
+  /** Preload telemetry only: the branches answered in the run (forked or in place), in path order. */
   readonly answers?: readonly ForkAnswer[];
 }
 
@@ -217,10 +219,10 @@ function parsePreload(raw: unknown): PreloadReport {
   const counts = {} as Record<(typeof PRELOAD_COUNTS)[number], number>;
   for (const key of PRELOAD_COUNTS) counts[key] = counter(p[key], `preload.${key}`);
   if (typeof p.earlyExit !== 'boolean') fail('preload.earlyExit', 'a boolean', p.earlyExit);
-  const extras: { forks?: number; forkFailed?: boolean; forkCapped?: boolean; inPlace?: number; negations?: number; cpuUs?: number } = {};
+  const extras: { forks?: number; forkFailed?: boolean; forkCapped?: boolean; interposed?: boolean; inPlace?: number; negations?: number; cpuUs?: number } = {};
   for (const key of ['forks', 'inPlace', 'negations'] as const) if (p[key] !== undefined) extras[key] = counter(p[key], `preload.${key}`);
   if (p.cpuUs !== undefined) extras.cpuUs = counter(p.cpuUs, 'preload.cpuUs');
-  for (const key of ['forkFailed', 'forkCapped'] as const) {
+  for (const key of ['forkFailed', 'forkCapped', 'interposed'] as const) {
     if (p[key] === undefined) continue;
     if (typeof p[key] !== 'boolean') fail(`preload.${key}`, 'a boolean', p[key]);
     extras[key] = p[key];

@@ -26,6 +26,7 @@ export const CONTRACT_VARIABLES: readonly string[] = [
   'SYMFENCE_PRELOAD_MAX_FORKS',
   'SYMFENCE_PRELOAD_FORK_CPU_MS',
   'SYMFENCE_PRELOAD_HUGE',
+  'SYMFENCE_PRELOAD_IN_PLACE',
   'SYMFENCE_WANTED',
 ];
 
@@ -47,7 +48,7 @@ export interface SolverContractEnv {
   readonly preload?: string | null;
   /** `SYMFENCE_WANTED`: the trace run's wanted-branch file, or null. */
   readonly wantedFile?: string | null;
-  /** `SYMFENCE_PRELOAD_FORK_CPU_MS`: the CPU the run's forked answers may use in all. */
+  /** `SYMFENCE_PRELOAD_FORK_CPU_MS`: the CPU the run's answers (forked or in place) may use in all. */
   readonly forkCpuBudgetMs?: number | null;
 }
 

@@ -407,6 +407,29 @@ describe.skipIf(skipReason !== null)(`fork at the target${skipReason ? ` (skippe
       expect(must(off.preload)).toMatchObject({ forks: 3, inPlace: 0, negations: 0, interposed: false });
     });
 
+    it('the fork cap counts forks only: after the proving fork, in-place answers go on', () => {
+      const input = 'MZ!A' + 'xyqxyqx';
+      const { ids } = targets(input, 0);
+      const group = [2, 7, 9].map((i) => ids[i]!.opposite);
+      const result = directed(input, group, { SYMFENCE_PRELOAD_IN_PLACE: '1', SYMFENCE_PRELOAD_MAX_FORKS: '1' });
+      expect(result.status).toBe(0);
+      expect(must(result.preload)).toMatchObject({ forks: 1, inPlace: 2, forkCapped: false });
+      expect(must(result.telemetry).counters).toMatchObject({ queries: 3, sat: 3 });
+    });
+
+    it('an untargeted run leaves every decision to QSYM: the same files as without the library', () => {
+      const input = loopInput(120, 9);
+      const withLibrary = run(input, { program: fixture().qsymProgram });
+      const without = run(input, { program: fixture().qsymProgram, ldPreload: null, telemetry: false });
+      expect(withLibrary.status).toBe(0);
+      expect(without.status).toBe(0);
+      // QSYM's pruning skips most of the loop's repeats; the library changes none of it.
+      expect(without.outputs.size).toBeGreaterThan(0);
+      expect(without.outputs.size).toBeLessThan(plainEvents(input).length);
+      expect([...withLibrary.outputs.entries()]).toEqual([...without.outputs.entries()]);
+      expect(must(withLibrary.preload)).toMatchObject({ mode: 'untargeted', forks: 0, inPlace: 0, interposed: true, negations: without.outputs.size });
+    });
+
     it('a one-target run answers in place and ends: no fork at all', () => {
       const input = 'MZ!A' + 'xyqxyqx';
       const { structure, ids } = targets(input, 0);

@@ -3,8 +3,8 @@
  * library. Skipped unless SYMFENCE_SYMCC names the `symcc` compiler wrapper of an existing
  * installation (symfence never builds or downloads SymCC).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,18 +122,26 @@ describe.skipIf(!symcc || preload === null)('fork at the target on real SymCC (n
       checked++;
     }
     expect(checked).toBeGreaterThanOrEqual(64);
-    // Forking every answer gives the same verdicts.
-    const forked = await pool.run({
-      input: { bytes: input },
-      command: { binary, argv: [] },
-      env: { SYMFENCE_PRELOAD_IN_PLACE: '0' },
-      preload: preload!,
-      job: { targetBranch: group[0]!, actions: group.slice(1).map((branch) => ({ branch, kind: 'solve' as const })) },
-    });
-    const forkedRaw = JSON.parse(forked.telemetryText!) as { preload: Record<string, unknown> };
-    console.log(`directed, 64 targets, every answer forked: ${forked.elapsedMs} ms, preload ${JSON.stringify(forkedRaw.preload)}`);
+    // Forking every answer gives the same verdicts (the library's own switch, set on the process
+    // directly: the solver pool keeps the library's variables to itself).
+    const run = path.join(dir, 'forked');
+    mkdirSync(path.join(run, 'out'), { recursive: true });
+    writeFileSync(path.join(run, 'actions'), group.slice(1).map((b) => `${b} solve\n`).join(''));
+    const env = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      LD_PRELOAD: preload!,
+      SYMCC_OUTPUT_DIR: path.join(run, 'out'),
+      SYMCC_TELEMETRY_OUT: path.join(run, 'telemetry.json'),
+      SYMCC_TARGET_BRANCH: group[0]!.toString(),
+      SYMCC_S2F_ACTIONS: path.join(run, 'actions'),
+      SYMFENCE_PRELOAD_IN_PLACE: '0',
+    };
+    expect(spawnSync(binary, [], { env, input, stdio: ['pipe', 'ignore', 'ignore'], timeout: 120_000 }).status).toBe(0);
+    const forkedText = readFileSync(path.join(run, 'telemetry.json'), 'utf8');
+    const forkedRaw = JSON.parse(forkedText) as { preload: Record<string, unknown> };
+    console.log(`directed, 64 targets, every answer forked: preload ${JSON.stringify(forkedRaw.preload)}`);
     expect(forkedRaw.preload).toMatchObject({ forks: 64, inPlace: 0, negations: 0 });
-    expect(forked.telemetry!.answers!.map((a) => [a.branch, a.status])).toEqual(t.answers!.map((a) => [a.branch, a.status]));
+    expect(parseTelemetry(forkedText).answers!.map((a) => [a.branch, a.status])).toEqual(t.answers!.map((a) => [a.branch, a.status]));
   }, 180_000);
 
   it('leaves no process of the run behind when the run is aborted while a forked child solves', async () => {
@@ -143,8 +151,9 @@ describe.skipIf(!symcc || preload === null)('fork at the target on real SymCC (n
     const hard = rows.at(-1)!.opposite;
     const controller = new AbortController();
     const running = pool.run(
-      // Every answer forked: a one-target run would otherwise answer in place, with no child.
-      { input: { bytes: input }, command: { binary, argv: [] }, env: { HARD: '1', SYMFENCE_PRELOAD_IN_PLACE: '0' }, preload: preload!, job: { targetBranch: hard, actions: [] } },
+      // A second group branch the path never reaches keeps the group open, so the hard branch is
+      // forked (a group's last open branch would be answered in place, with no child).
+      { input: { bytes: input }, command: { binary, argv: [] }, env: { HARD: '1' }, preload: preload!, job: { targetBranch: hard, actions: [{ branch: 12345n, kind: 'solve' as const }] } },
       { signal: controller.signal },
     );
     const deadline = Date.now() + 60_000;

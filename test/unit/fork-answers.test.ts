@@ -28,16 +28,16 @@ describe('forked answers in the telemetry', () => {
 
   it('parses the in-place counts of the preload block, and refuses a malformed one naming the field', () => {
     const base = { version: 1, mode: 'directed', events: 9, symbolicEvents: 9, solved: 2, skipped: 7, traceDropped: 0, openDropped: 0, earlyExit: false };
-    const t = parseTelemetry({ ...telemetryJson(), preload: { ...base, forks: 1, inPlace: 1, negations: 1 } });
-    expect(t.preload).toMatchObject({ forks: 1, inPlace: 1, negations: 1 });
+    const t = parseTelemetry({ ...telemetryJson(), preload: { ...base, forks: 1, inPlace: 1, negations: 1, interposed: true } });
+    expect(t.preload).toMatchObject({ forks: 1, inPlace: 1, negations: 1, interposed: true });
     // An older library writes neither: both stay absent.
     const old = parseTelemetry({ ...telemetryJson(), preload: base });
     expect(old.preload?.inPlace).toBeUndefined();
     expect(old.preload?.negations).toBeUndefined();
-    for (const key of ['inPlace', 'negations']) {
+    for (const [key, bad] of [['inPlace', -1], ['negations', 1.5], ['interposed', 'yes']] as const) {
       let error: { code?: string; details?: { path?: string } } | undefined;
       try {
-        parseTelemetry({ ...telemetryJson(), preload: { ...base, [key]: -1 } });
+        parseTelemetry({ ...telemetryJson(), preload: { ...base, [key]: bad } });
       } catch (e) {
         error = e as typeof error;
       }
