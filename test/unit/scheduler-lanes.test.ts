@@ -263,6 +263,46 @@ describe('edge-dependence lane', () => {
     for (const j of jobs) expect(j.seed === 'a' ? [3n, 5n] : [7n, 9n]).toContain(j.targetBranch);
   });
 
+  it('proposes each target on the seed whose trace showed it, so the run reaches it', () => {
+    const live = new Set(['a', 'b']);
+    const lane = new EdgeDependenceLane({ cooldownMs: 0, seedLive: (seed) => live.has(seed) });
+    // One edge (site 10 taken), seen from two seeds with different recent histories: targets 3 and 7.
+    lane.observe('a', tel({ trace: [[1, 2, 3, 10, 1, 0]] }), 0, 10 * S);
+    lane.observe('b', tel({ trace: [[1, 6, 7, 10, 1, 0]] }), 0, 20 * S);
+    expect(lane.row(edgeId(10n, 1))).toMatchObject({ targets: [3n, 7n], targetSeeds: ['a', 'b'] });
+    const pairs = [];
+    for (let round = 0; round < 4; round++) {
+      const [p] = proposeAndCommit(lane, 1, (30 + round) * S);
+      pairs.push(`${p!.job.seed}:${p!.job.targetBranch}`);
+    }
+    expect(pairs).toEqual(['a:3', 'b:7', 'a:3', 'b:7']);
+    // A target whose seed is gone is not proposed on another seed.
+    live.delete('a');
+    expect(lane.propose(4, 4, 40 * S, NONE).map((p) => `${p.job.seed}:${p.job.targetBranch}`)).toEqual(['b:7']);
+    // Seen again from another seed, the target follows it.
+    lane.observe('b', tel({ trace: [[1, 6, 3, 10, 1, 0]] }), 0, 50 * S);
+    expect(lane.row(edgeId(10n, 1))!.targetSeeds).toEqual(['b', 'b']);
+  });
+
+  it('restores a snapshot without per-target seeds without proposing those targets, and refuses a mismatched one', () => {
+    const lane = new EdgeDependenceLane({ cooldownMs: 0 });
+    lane.observe('a', tel({ trace: [[1, 2, 3, 10, 1, 0]] }), 0, 10 * S);
+    const snapshot = lane.toJSON(20 * S) as { rows: Record<string, unknown>[] };
+    const older = { ...snapshot, rows: snapshot.rows.map(({ targetSeeds: _seeds, ...row }) => row) };
+    const restored = new EdgeDependenceLane({ cooldownMs: 0 });
+    restored.restore(older, 20 * S);
+    expect(restored.row(edgeId(10n, 1))).toMatchObject({ targets: [3n], targetSeeds: [''] });
+    expect(restored.propose(1, 1, 30 * S, NONE)).toEqual([]);
+    const mismatched = { ...snapshot, rows: snapshot.rows.map((row) => ({ ...row, targetSeeds: [] })) };
+    let code: string | undefined;
+    try {
+      new EdgeDependenceLane().restore(mismatched, 20 * S);
+    } catch (error) {
+      code = (error as SymfenceError).code;
+    }
+    expect(code).toBe('ERR_LANE_STATE');
+  });
+
   it('prefers the row nearest to a guided site', () => {
     const lane = new EdgeDependenceLane({ cooldownMs: S, distances: new Map([[44n, 0], [99n, 12]]) });
     lane.observe('far', tel({ trace: [[1, 900, 990, 99, 1, 0]] }), 0, 0);

@@ -19,7 +19,7 @@ import {
   type Proposal,
 } from './lane.js';
 import { cursorPast, pickFromCursor } from './round-robin.js';
-import { ageToTime, arr, header, id, ids, int, num, numOrNull, obj, strings } from './state-codec.js';
+import { ageToTime, arr, bad, header, id, ids, int, num, numOrNull, obj, strings } from './state-codec.js';
 
 const MASK64 = (1n << 64n) - 1n;
 const GOLDEN = 11400714819323198485n;
@@ -43,6 +43,12 @@ export interface EdgeRow {
   corpus: string[];
   /** Opposite targets in first-seen order, at most 64. */
   targets: bigint[];
+  /**
+   * Per target, the seed whose trace last showed it: a branch id names a branch by its recent
+   * history, so the target is on that seed's path, not necessarily on another corpus seed's
+   * ('' = unknown, from an older snapshot: never proposed).
+   */
+  targetSeeds: string[];
   cursor: number;
   rewardEma: number;
   costEma: number;
@@ -97,9 +103,11 @@ export class EdgeDependenceLane implements Lane {
   }
 
   /**
-   * One proposal per row: the seed is the row's corpus entry at `scheduled mod |live corpus|`
-   * (newest first), the target the first one from the cursor that is not excluded. A row whose
-   * targets are all excluded is skipped; a row without targets proposes an untargeted replay.
+   * One proposal per row: the target is the first one from the cursor that is not excluded and
+   * whose seed (the one whose trace showed it) is live, proposed on that seed, so a directed run
+   * reaches its target. A row whose targets are all excluded or without a live seed is skipped; a
+   * row without targets proposes an untargeted replay of its corpus entry at
+   * `scheduled mod |live corpus|` (newest first).
    * Ordered by score, each seed's best row first and the other rows behind as back-fill.
    */
   propose(limit: number, proposalLimit: number, now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
@@ -111,10 +119,15 @@ export class EdgeDependenceLane implements Lane {
       const live = [...row.corpus].reverse().filter(this.#seedLive);
       if (live.length === 0) continue;
       let target = 0n;
+      let seed = live[row.scheduled % live.length]!;
       if (row.targets.length > 0) {
-        const picked = pickFromCursor(row.targets, row.cursor, excluded);
+        const picked = pickFromCursor(row.targets, row.cursor, excluded, (i) => {
+          const on = row.targetSeeds[i] ?? '';
+          return on !== '' && this.#seedLive(on);
+        });
         if (picked === undefined) continue;
         target = picked;
+        seed = row.targetSeeds[row.targets.indexOf(picked)]!;
       }
       const d = this.#distances.get(row.site);
       const score = this.#scoring.edge({
@@ -127,7 +140,7 @@ export class EdgeDependenceLane implements Lane {
         failurePenalty: Math.min(0.45, 0.08 * row.terminalFailures),
         age: ageTerm(now, row.lastScheduledMs, this.#cooldownMs),
       });
-      candidates.push({ row, seed: live[row.scheduled % live.length]!, target, score });
+      candidates.push({ row, seed, target, score });
     }
     candidates.sort((a, b) => b.score - a.score);
     // Seed diversity first: the best row of each seed, then the remaining rows as back-fill.
@@ -180,11 +193,16 @@ export class EdgeDependenceLane implements Lane {
         row = newRow(edge, e.site, now);
         this.#rows.set(edge, row);
       }
-      if (e.opposite !== terminal && !row.targets.includes(e.opposite)) {
-        // A repeated observation never moves the round-robin: only genuinely new targets append.
+      const known = row.targets.indexOf(e.opposite);
+      if (known >= 0) {
+        // A repeated observation never moves the round-robin; it only names the latest seed the target is on.
+        row.targetSeeds[known] = seed;
+      } else if (e.opposite !== terminal) {
         row.targets.push(e.opposite);
+        row.targetSeeds.push(seed);
         if (row.targets.length > MAX_ROW_TARGETS) {
           row.targets.shift();
+          row.targetSeeds.shift();
           row.cursor = Math.max(0, row.cursor - 1);
         }
       }
@@ -217,6 +235,7 @@ export class EdgeDependenceLane implements Lane {
         lastScheduledAgeMs: r.lastScheduledMs === null ? null : now - r.lastScheduledMs,
         corpus: [...r.corpus],
         targets: r.targets.map(String),
+        targetSeeds: [...r.targetSeeds],
         cursor: r.cursor,
         rewardEma: r.rewardEma,
         costEma: r.costEma,
@@ -232,7 +251,11 @@ export class EdgeDependenceLane implements Lane {
     const rows = arr(o.rows, 'rows').map((raw, i): EdgeRow => {
       const p = `rows[${i}]`;
       const r = obj(raw, p);
-      const targets = ids(r.targets, `${p}.targets`).slice(-MAX_ROW_TARGETS);
+      const allTargets = ids(r.targets, `${p}.targets`);
+      const targets = allTargets.slice(-MAX_ROW_TARGETS);
+      // Older snapshots name no seed per target: '' (never proposed until a trace shows it again).
+      const seeds = r.targetSeeds === undefined ? allTargets.map(() => '') : strings(r.targetSeeds, `${p}.targetSeeds`);
+      if (seeds.length !== allTargets.length) bad(`${p}.targetSeeds`, `one seed per target (${allTargets.length})`);
       return {
         edge: id(r.edge, `${p}.edge`),
         site: id(r.site, `${p}.site`),
@@ -242,6 +265,7 @@ export class EdgeDependenceLane implements Lane {
         lastScheduledMs: ageToTime(now, numOrNull(r.lastScheduledAgeMs, `${p}.lastScheduledAgeMs`)),
         corpus: strings(r.corpus, `${p}.corpus`).slice(-4),
         targets,
+        targetSeeds: seeds.slice(-MAX_ROW_TARGETS),
         cursor: targets.length === 0 ? 0 : int(r.cursor, `${p}.cursor`) % targets.length,
         rewardEma: num(r.rewardEma, `${p}.rewardEma`),
         costEma: num(r.costEma, `${p}.costEma`),
@@ -261,6 +285,7 @@ export class EdgeDependenceLane implements Lane {
       const index = row.targets.indexOf(target);
       if (index < 0) continue;
       row.targets.splice(index, 1);
+      row.targetSeeds.splice(index, 1);
       if (index < row.cursor) row.cursor -= 1;
       if (row.cursor >= row.targets.length) row.cursor = 0;
     }
@@ -292,6 +317,7 @@ function newRow(edge: bigint, site: bigint, now: number): EdgeRow {
     lastScheduledMs: null,
     corpus: [],
     targets: [],
+    targetSeeds: [],
     cursor: 0,
     rewardEma: 0,
     costEma: 0,

@@ -4,11 +4,12 @@
  * moves only on admission" means the same thing in every lane.
  */
 
-/** First target at or after `cursor` (wrapping) that is not excluded. */
-export function pickFromCursor(targets: readonly bigint[], cursor: number, excluded: ReadonlySet<bigint>): bigint | undefined {
+/** First target at or after `cursor` (wrapping) that is not excluded and, if given, whose index `usable` accepts. */
+export function pickFromCursor(targets: readonly bigint[], cursor: number, excluded: ReadonlySet<bigint>, usable?: (index: number) => boolean): bigint | undefined {
   for (let i = 0; i < targets.length; i += 1) {
-    const t = targets[(cursor + i) % targets.length]!;
-    if (!excluded.has(t)) return t;
+    const index = (cursor + i) % targets.length;
+    const t = targets[index]!;
+    if (!excluded.has(t) && (usable === undefined || usable(index))) return t;
   }
   return undefined;
 }
