@@ -5,11 +5,12 @@
  *   afl      a second plain AFL++ instance (`-S s1`): the floor to beat;
  *   old      symfence with the older frontier: `--first-run trace --frontier-order age
  *            --frontier-targets 1`;
- *   tiers    symfence with the coverage frontier but every first run traced (`--first-run trace`):
- *            the tiers and value order alone, without the yield split (not in the default set);
- *   new      symfence with today's defaults (coverage frontier, value order, yield split);
- *   grouped  today's defaults with `--frontier-targets 8` (not in the default set);
- *   tiers8   `tiers` with `--frontier-targets 8` (not in the default set);
+ *   tiers    symfence with the coverage frontier and value order, one target per job
+ *            (`--frontier-targets 1`; not in the default set);
+ *   auto     today's defaults with the yield split choosing full or traced first runs
+ *            (`--first-run auto`; not in the default set);
+ *   new      symfence with today's defaults (every first run traced, coverage frontier, value
+ *            order, up to 8 targets of one input per job);
  *   helper   SymCC's own fuzzing helper (only with SYMFENCE_SYMCC and SYMFENCE_SYMCC_HELPER or the
  *            helper found next to the SymCC build).
  *
@@ -45,7 +46,7 @@ import { PACKAGE_ROOT } from '../src/util/paths.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../test/helpers/fake-symcc.js';
 import { flag, median } from './_stats.js';
 
-type Config = 'afl' | 'old' | 'tiers' | 'tiers8' | 'new' | 'grouped' | 'helper';
+type Config = 'afl' | 'old' | 'tiers' | 'auto' | 'new' | 'helper';
 
 const durationS = Number(flag('duration', '60'));
 const runs = Number(flag('runs', '1'));
@@ -213,19 +214,15 @@ async function campaign(config: Config, built: Built, round: number): Promise<Ou
       break;
     case 'tiers':
       peerName = 'symfence';
-      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--', ...built.solver], root, process.env);
+      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--frontier-targets', '1', '--', ...built.solver], root, process.env);
       break;
-    case 'tiers8':
+    case 'auto':
       peerName = 'symfence';
-      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'trace', '--frontier-targets', '8', '--', ...built.solver], root, process.env);
+      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--first-run', 'auto', '--', ...built.solver], root, process.env);
       break;
     case 'new':
       peerName = 'symfence';
       peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--', ...built.solver], root, process.env);
-      break;
-    case 'grouped':
-      peerName = 'symfence';
-      peer = start(process.execPath, [CLI, 'run', ...peerArgs, '--frontier-targets', '8', '--', ...built.solver], root, process.env);
       break;
     case 'helper':
       peerName = 'symcc';

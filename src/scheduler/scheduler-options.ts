@@ -86,12 +86,12 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
   },
   frontierTargets: {
     kind: 'integer',
-    default: 1,
+    default: 8,
     min: 1,
     max: 64,
     flag: 'frontier-targets',
     env: 'SYMFENCE_FRONTIER_TARGETS',
-    description: 'branches per frontier-lane job (1 is exact on stock SymCC: see docs/solver.md)',
+    description: 'branches of one input per frontier-lane job, answered in one run (docs/solver.md "In-place answers")',
   },
   /**
    * Asks of one (site, direction) without the campaign gaining coverage on it (it stays untaken,
