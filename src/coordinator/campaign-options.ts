@@ -165,7 +165,7 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     default: 'trace',
     flag: 'first-run',
     env: 'SYMFENCE_FIRST_RUN',
-    description: 'first run of each input: trace (learn its branches, then solve the unanswered ones directed; the default), auto (full or trace by measured new edges per second of run time: slot plus triage) or full (solve every branch)',
+    description: 'first run of each input: trace (learn its branches, then solve the unanswered ones directed), auto (full or trace by measured new edges per second of run time: slot plus triage) or full (solve every branch)',
   },
   /**
    * Jobs failing in a row for a set-up reason (solver cannot start, afl-showmap cannot run the

@@ -228,7 +228,7 @@ describe('scheduler: value order against age order on the same campaign', () => 
       seeds.push([a, b, (1 - a) as 0 | 1, (1 - b) as 0 | 1, ...(Array(8).fill(1) as 1[])]);
     }
     const askedUntilCovered = async (order: 'value' | 'age'): Promise<number> => {
-      const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { lanes: 'frontier', frontierOrder: order, cooldownMs: 0 } });
+      const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { lanes: 'frontier', frontierOrder: order, frontierTargets: 1, cooldownMs: 0 } });
       const covered = new Set<string>();
       const learn = (bits: readonly (0 | 1)[]) => bits.forEach((b, i) => covered.add(`${i}:${b}`));
       let tag = 0;
