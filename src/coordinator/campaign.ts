@@ -77,7 +77,7 @@ export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> &
 };
 
 /** The parts of `CampaignStartOptions` that belong to other components' schemas. */
-export interface CampaignComponentOptions {
+interface CampaignComponentOptions {
   readonly scheduler: SchedulerOptions;
   readonly io: IoOptions;
   readonly lease: CampaignLeaseOptions;

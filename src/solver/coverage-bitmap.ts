@@ -43,7 +43,7 @@ export function classifyCounts(raw: Uint8Array): Uint8Array {
   return out;
 }
 
-export interface ClaimOptions {
+interface ClaimOptions {
   /**
    * The map is already bucketed (what `afl-showmap -b` writes, and the reference solver's showmap
    * mode). Default true. Pass false for raw hit counts.

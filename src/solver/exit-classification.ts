@@ -16,7 +16,7 @@ const FATAL_SIGNAL_NUMBERS = new Map<number, NodeJS.Signals>(
 );
 
 /** Exit code of a SymCC runtime that refused to start (e.g. missing `SYMCC_OUTPUT_DIR`). */
-export const RUNTIME_REFUSED_EXIT_CODE = 255;
+const RUNTIME_REFUSED_EXIT_CODE = 255;
 
 export type ExitClass =
   | { readonly kind: 'timeout' }

@@ -32,7 +32,7 @@ import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, RunTiming, SolverStatus, WireResult, WireTask } from './solver-types.js';
 
 /** Telemetry larger than this is refused as unreadable rather than parsed. */
-export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
+const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
 
 /** Name of the directory under the pool's scratch root that finished run directories are moved into. */
 export const TRASH_DIR = 'trash';

@@ -58,7 +58,7 @@ import { componentLogger } from '../../telemetry/logger.js';
 /** In-flight set capacity: targets of concurrently admitted jobs (≤ 64 per job). */
 const INFLIGHT_CAPACITY = 1 << 16;
 
-export interface ComponentSpec {
+interface ComponentSpec {
   /** The SymCC binary (or reference solver) command, `@@` for file input. */
   readonly command: CommandTemplate;
   readonly inputMode?: InputMode;
@@ -119,7 +119,7 @@ function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<type
  * the records live in the cluster — and the root stays a directory of this host (under
  * `--lease-dir`, else `<outDir>/leases`) holding lease-table.json and this host's staged findings.
  */
-export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string; store: LeaseStoreKind }> {
+async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string; store: LeaseStoreKind }> {
   const { options, outDir, coordinatorId } = context;
   const root = options.leaseDir !== undefined ? path.resolve(options.leaseDir) : path.join(outDir, 'leases');
   // The store the tables will open with (the same rule: a recorded store first, then the options).
@@ -143,7 +143,7 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
  * the `--guidance` file. Read before anything is created; a bad file refuses the start with
  * `ERR_HINT_INVALID` / `ERR_GUIDANCE_INVALID` naming the option.
  */
-export async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ hints: readonly HintSource[]; guidance?: ReadonlyMap<bigint, number> }> {
+async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ hints: readonly HintSource[]; guidance?: ReadonlyMap<bigint, number> }> {
   const hints = options.hintsFile !== undefined ? [await HintLinesFile.load(options.hintsFile, '--hints')] : [];
   if (options.guidanceFile === undefined) return { hints };
   const file = options.guidanceFile;
@@ -162,7 +162,7 @@ export async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ h
 }
 
 /** How often the AFL++ instances' queues and fuzz_bitmap files are read again, ms (AFL++ rewrites its map with its stats, every few seconds). */
-export const AFL_PEERS_POLL_MS = 5_000;
+const AFL_PEERS_POLL_MS = 5_000;
 
 /**
  * The AFL++ instances beside this campaign. AFL++ imports our queue under the name of our
