@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 import { MazeInvalidError } from '../errors.js';
 import { COUNT_CLASS } from '../solver/coverage-bitmap.js';
 
-export const MAZE_SCHEMA = 'symfence-maze/1';
+const MAZE_SCHEMA = 'symfence-maze/1';
 
 export type MazeTest =
   | { readonly kind: 'eq'; readonly offset: number; readonly value: number }

@@ -16,7 +16,7 @@
  */
 import type { CoverageNovelty } from './solver-types.js';
 
-export const DEFAULT_MAP_SIZE_BYTES = 65_536;
+const DEFAULT_MAP_SIZE_BYTES = 65_536;
 
 /** AFL's `count_class_lookup8`: raw hit count → one-hot bucket. */
 export const COUNT_CLASS: Uint8Array = (() => {

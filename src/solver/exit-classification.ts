@@ -9,7 +9,7 @@
  */
 import { constants } from 'node:os';
 
-export const FATAL_SIGNALS: readonly NodeJS.Signals[] = ['SIGSEGV', 'SIGABRT', 'SIGBUS', 'SIGFPE', 'SIGILL', 'SIGTRAP'];
+const FATAL_SIGNALS: readonly NodeJS.Signals[] = ['SIGSEGV', 'SIGABRT', 'SIGBUS', 'SIGFPE', 'SIGILL', 'SIGTRAP'];
 
 const FATAL_SIGNAL_NUMBERS = new Map<number, NodeJS.Signals>(
   FATAL_SIGNALS.map((name) => [constants.signals[name as keyof typeof constants.signals], name]),

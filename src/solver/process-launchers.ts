@@ -109,7 +109,7 @@ function shimArgv(resolved: string, request: LaunchRequest): string[] {
   return [String(process.pid), String(request.cpuLimitSec ?? 0), resolved, request.binary, ...request.argv];
 }
 
-export function killGroup(pid: number, signal: NodeJS.Signals): void {
+function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch (error) {
