@@ -366,7 +366,8 @@ class SqliteRecordBatch implements StoreBatch {
       const hit = known.get(id);
       if (hit !== undefined) {
         reads.set(id, hit.read);
-        this.rows.set(id, { groupId: hit.groupId, text: hit.text });
+        // The known row itself (immutable): its group id and text are what this batch read.
+        this.rows.set(id, hit);
         continue;
       }
       let row: { record: unknown; group_id: unknown } | undefined;
@@ -379,10 +380,11 @@ class SqliteRecordBatch implements StoreBatch {
       }
       const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
       const text = row?.record ?? null;
+      const seen: KnownRow = { read, groupId, text };
       reads.set(id, read);
-      this.rows.set(id, { groupId, text });
+      this.rows.set(id, seen);
       // A corrupt row is read again every time: an operator may repair it.
-      if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId, text });
+      if (read.state !== 'corrupt') this.backend.rememberRow(id, seen);
     }
     return reads;
   }
