@@ -37,11 +37,10 @@ import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId, targetRecordId } from '../identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js';
 import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
-import { RecordReadCache } from '../record-read-cache.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
-import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
+import { decodeRow, GroupCache, GroupMoves, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
@@ -168,8 +167,6 @@ class SqliteRecordBackend implements RecordBackend {
   /** Commits of this connection (they leave its `data_version` unchanged). */
   commits = 0;
   readonly statements: Statements;
-  /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
-  readonly readCache: RecordReadCache;
   /** Parsed group rows by id (immutable content, ids never reused). */
   readonly groupCache = new GroupCache();
   /**
@@ -193,7 +190,6 @@ class SqliteRecordBackend implements RecordBackend {
   ) {
     this.file = path.join(root, SQLITE_FILE);
     this.conflictRetryMs = lockAcquireTimeoutMs;
-    this.readCache = new RecordReadCache(kind);
     this.statements = {
       select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
       upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
@@ -374,7 +370,7 @@ class SqliteRecordBatch implements StoreBatch {
       let read: RecordRead;
       try {
         row = select.get(id);
-        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId), this.backend.readCache);
+        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId));
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
@@ -435,12 +431,10 @@ class SqliteRecordBatch implements StoreBatch {
     this.backend.commits += 1;
     for (const { id, staged, named } of rows) {
       if (staged === null) {
-        this.backend.readCache.forget(id);
         this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null, text: null });
         continue;
       }
       const group = staged.group;
-      this.backend.readCache.remember(id, staged.text, staged.record, group === null || named === null ? undefined : memberTag(named, group.hex));
       this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named, text: staged.text });
       if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
     }
