@@ -7,17 +7,7 @@ export type { SchedulerInit, SeedInfo, RunFeedback, SchedulerStats, LaneByName }
 export { SCHEDULER_OPTIONS } from '../scheduler/scheduler-options.js';
 export type { SchedulerOptions } from '../scheduler/scheduler-options.js';
 
-// Lanes and their scoring.
-export { PrefixDagLane } from '../scheduler/lanes/prefix-dag-lane.js';
-export { CstgLane } from '../scheduler/lanes/cstg-lane.js';
-export { EdgeDependenceLane, edgeId } from '../scheduler/lanes/edge-dependence-lane.js';
-export { ConcurrencyLane } from '../scheduler/lanes/concurrency-lane.js';
-export { FallbackReplayLane } from '../scheduler/lanes/fallback-replay-lane.js';
-export { FrontierLane, TIER_WEIGHTS } from '../scheduler/lanes/frontier-lane.js';
-export type { FrontierLaneOptions, FrontierOrder } from '../scheduler/lanes/frontier-lane.js';
-export { CoverageFrontier, siteDirectionKey, DEFAULT_SATURATION_ASKS } from '../scheduler/coverage-frontier.js';
-export type { CoverageFrontierOptions, CoverageFrontierStats, FrontierQuestion, QuestionTier, SiteDirectionKey } from '../scheduler/coverage-frontier.js';
-export { ConstraintSummaryCache } from '../scheduler/lanes/constraint-summary-cache.js';
+// The lanes (the scheduler builds them from its options; `Scheduler#lanes()`) and their scoring.
 export type { Lane, LaneName, Proposal, ObserveContext } from '../scheduler/lanes/lane.js';
 export { DEFAULT_SCORING } from '../scheduler/scoring.js';
 export type { ScoringPolicy, PrefixFeatures, CstgFeatures, EdgeFeatures, ConcurrencyFeatures, FallbackFeatures } from '../scheduler/scoring.js';
@@ -36,7 +26,7 @@ export type { DispatchPlan, ContractOutcome, DispatchClaim } from '../scheduler/
 export { normalizeJob, normalizeActions, targetGroup, formatActionFile, MAX_ACTIONS, MAX_GROUP_SIZE } from '../scheduler/replay-job.js';
 export type { ReplayJob, S2FAction, ActionKind } from '../scheduler/replay-job.js';
 export { toBranchId, MAX_BRANCH_ID } from '../scheduler/branch-id.js';
-export { parseTelemetry, telemetryToJson, TELEMETRY_SCHEMA, MAX_TRACE_ENTRIES, MAX_OPEN_BRANCHES } from '../scheduler/telemetry.js';
+export { parseTelemetry, TELEMETRY_SCHEMA } from '../scheduler/telemetry.js';
 export type { Telemetry, BranchTraceEntry, SolverCounters, TargetStatus } from '../scheduler/telemetry.js';
 export { HintFile, parseHint } from '../scheduler/hints.js';
 export type { Hint, HintSource, Focus, SeedIdentity } from '../scheduler/hints.js';

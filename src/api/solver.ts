@@ -23,21 +23,21 @@ export type {
 } from '../solver/solver-types.js';
 
 // The SymCC contract: environment, preload library, telemetry source.
-export { CONTRACT_VARIABLES, buildSolverEnv, validateTaskEnv, aflToolEnv, substituteInputPath, argvWantsFile } from '../solver/solver-env.js';
+export { CONTRACT_VARIABLES, buildSolverEnv, validateTaskEnv, aflToolEnv } from '../solver/solver-env.js';
 export type { SolverContractEnv } from '../solver/solver-env.js';
 export { preloadLibraryPath, PRELOAD_LIBRARY_PATH } from '../solver/preload-library.js';
-export { decideSolverTelemetry, checkSolverTelemetryMode, SOLVER_TELEMETRY_MODES, SYMCC_BRANCH_HOOK } from '../solver/solver-telemetry.js';
+export { decideSolverTelemetry } from '../solver/solver-telemetry.js';
 export type { SolverTelemetryDecision, SolverTelemetryMode, DecideTelemetryInput } from '../solver/solver-telemetry.js';
 export { parseTelemetryEnvelope } from '../solver/telemetry-envelope.js';
 export type { TelemetryParser } from '../solver/telemetry-envelope.js';
 
 // Processes.
-export { nativeSpawnAvailable, resolveSpawnMethod } from '../solver/spawn-method.js';
+export { resolveSpawnMethod } from '../solver/spawn-method.js';
 export type { SpawnMethod, SpawnMethodChoice } from '../solver/spawn-method.js';
-export { classifyExit, FATAL_SIGNALS } from '../solver/exit-classification.js';
+export { classifyExit } from '../solver/exit-classification.js';
 export type { ExitClass } from '../solver/exit-classification.js';
 
 // Coverage triage of generated inputs.
-export { CoverageBitmap, classifyCounts, DEFAULT_MAP_SIZE_BYTES } from '../solver/coverage-bitmap.js';
+export { CoverageBitmap } from '../solver/coverage-bitmap.js';
 export { runShowmap } from '../solver/showmap.js';
 export type { ShowmapRequest, ShowmapResult } from '../solver/showmap.js';

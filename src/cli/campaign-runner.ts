@@ -12,12 +12,12 @@ import { testHooksFromEnv } from './test-hooks.js';
 import { asStartupStep } from './startup-refusal.js';
 import type { CoordinatorHooks } from '../coordinator/coordinator.js';
 
-export interface StartedCampaign<S> {
+interface StartedCampaign<S> {
   stop(): Promise<unknown>;
   readonly done: Promise<S>;
 }
 
-export interface CampaignCliSettings<S> {
+interface CampaignCliSettings<S> {
   readonly json: boolean;
   readonly flags: Readonly<Record<string, unknown>>;
   readonly start: (runtime: { logger: Logger; progressStream: NodeJS.WriteStream; hooks?: CoordinatorHooks }) => Promise<StartedCampaign<S>>;

@@ -45,7 +45,7 @@ export function buildProgram(io: CliIo = processIo): Command {
 const CONFIGURATION_ERROR_CODES: ReadonlySet<string> = new Set(['ERR_USAGE', 'ERR_INVALID_OPTION', 'ERR_SOLVER_NOT_FOUND', 'ERR_SHOWMAP_SETUP', 'ERR_PRELOAD_UNSUPPORTED', 'ERR_SOLVER_NOT_SYMCC']);
 
 /** Exit code for a thrown value. */
-export function exitCodeFor(error: unknown): number {
+function exitCodeFor(error: unknown): number {
   if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
   if (error instanceof SymfenceError) return CONFIGURATION_ERROR_CODES.has(error.code) || isStartupRefusal(error) ? 2 : 1;
   return 1;

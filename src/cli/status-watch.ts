@@ -27,7 +27,7 @@ export const STATUS_WATCH_OPTIONS = defineOptionSchema('status --watch', {
   },
 });
 
-export type StatusWatchOptions = ResolvedOptions<typeof STATUS_WATCH_OPTIONS.specs>;
+type StatusWatchOptions = ResolvedOptions<typeof STATUS_WATCH_OPTIONS.specs>;
 
 /** Cursor home + clear screen: each frame replaces the previous one. */
 export const CLEAR_SCREEN = '\u001b[H\u001b[2J';
@@ -38,7 +38,7 @@ export interface WatchFrame {
   readonly final: boolean;
 }
 
-export interface WatchIo {
+interface WatchIo {
   readonly stdout: (text: string) => void;
   readonly isTty: boolean;
 }

@@ -73,7 +73,7 @@ export function parseStagedName(name: string): { workId: string; sha256: string 
   return match ? { workId: match[1]!, sha256: match[2]! } : null;
 }
 
-export interface ManifestItemInput {
+interface ManifestItemInput {
   readonly kind: CommitItemKind;
   readonly sha256: string;
   readonly size: number;

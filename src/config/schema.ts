@@ -25,42 +25,42 @@ interface BaseSpec {
   readonly defaultHelp?: string;
 }
 
-export interface IntegerSpec extends BaseSpec {
+interface IntegerSpec extends BaseSpec {
   readonly kind: 'integer';
   readonly default: number;
   readonly min?: number;
   readonly max?: number;
 }
-export interface NumberSpec extends BaseSpec {
+interface NumberSpec extends BaseSpec {
   readonly kind: 'number';
   readonly default: number;
   readonly min?: number;
   readonly max?: number;
 }
 /** Milliseconds; accepts `30s`, `5m`, `250ms`, plain numbers. */
-export interface DurationSpec extends BaseSpec {
+interface DurationSpec extends BaseSpec {
   readonly kind: 'duration';
   readonly default: number;
   readonly min?: number;
   readonly max?: number;
 }
 /** Bytes; accepts `64k`, `1M`, plain numbers. */
-export interface SizeSpec extends BaseSpec {
+interface SizeSpec extends BaseSpec {
   readonly kind: 'size';
   readonly default: number;
   readonly min?: number;
   readonly max?: number;
 }
-export interface BooleanSpec extends BaseSpec {
+interface BooleanSpec extends BaseSpec {
   readonly kind: 'boolean';
   readonly default: boolean;
 }
-export interface StringSpec extends BaseSpec {
+interface StringSpec extends BaseSpec {
   readonly kind: 'string';
   /** `undefined` = optional with no default. */
   readonly default: string | undefined;
 }
-export interface EnumSpec<V extends string = string> extends BaseSpec {
+interface EnumSpec<V extends string = string> extends BaseSpec {
   readonly kind: 'enum';
   readonly values: readonly V[];
   readonly default: V;
@@ -174,7 +174,7 @@ export function optionsFromEnv<S extends OptionSpecs>(schema: OptionSchema<S>, e
 }
 
 /** camelCase key commander uses for a kebab-case flag. */
-export function flagKey(flag: string): string {
+function flagKey(flag: string): string {
   return flag.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 

@@ -33,7 +33,7 @@ export function describeValue(value: unknown): string {
 const describe = describeValue;
 
 /** What an option error may add: why the value cannot be used, more details, the underlying error. */
-export interface InvalidOptionExtra {
+interface InvalidOptionExtra {
   readonly because?: string;
   readonly details?: Readonly<Record<string, unknown>>;
   readonly cause?: unknown;

@@ -77,7 +77,7 @@ export type CampaignStartOptions = OptionsInput<typeof CAMPAIGN_OPTIONS.specs> &
 };
 
 /** The parts of `CampaignStartOptions` that belong to other components' schemas. */
-export interface CampaignComponentOptions {
+interface CampaignComponentOptions {
   readonly scheduler: SchedulerOptions;
   readonly io: IoOptions;
   readonly lease: CampaignLeaseOptions;
@@ -247,59 +247,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
     this.#components = components;
     try {
       this.#jobLog = new JobLogFile(path.join(this.outDir, 'jobs.jsonl'));
-      const progress = runtime.progressStream ? new ProgressLine(runtime.progressStream) : undefined;
-      this.#reporter = new StatsReporter(
-        {
-          dir: this.outDir,
-          coordinatorId: this.coordinatorId,
-          name: this.options.name,
-          workers: this.workers,
-          statsIntervalMs: this.options.statsIntervalMs,
-          startedMs: this.#startedMs,
-          // Where the components open the tables: the shared directory, or the private default.
-          leaseDir: this.options.leaseDir !== undefined ? path.resolve(this.options.leaseDir) : path.join(this.outDir, 'leases'),
-          sections: () => ({
-            ...(components.aflPeers ? { afl: components.aflPeers() } : {}),
-            ...(components.frontier ? { frontier: components.frontier() } : {}),
-            ...(components.yield ? { yield: components.yield() } : {}),
-          }),
-        },
-        this.#clock,
-        this.#counters,
-        progress,
-      );
-      this.#coordinator = new Coordinator(
-        {
-          coordinatorId: this.coordinatorId,
-          workers: this.workers,
-          workLeaseTtlMs: this.options.workLeaseTtlMs,
-          targetLeaseTtlMs: this.options.targetLeaseTtlMs,
-          maxPendingJobs: this.options.maxPendingJobs,
-          recoverExpiredWork: this.options.recoverExpiredWork,
-          maxSetupFailures: this.options.maxSetupFailures,
-          prefetchJobs: this.options.prefetchJobs,
-          prefetchDepth: this.options.prefetchDepth,
-        },
-        {
-          clock: this.#clock,
-          logger: this.#log,
-          counters: this.#counters,
-          workLeases: components.workLeases,
-          ...(components.targetLeases ? { targetLeases: components.targetLeases } : {}),
-          reservations: components.reservations,
-          solver: components.solver,
-          source: components.source,
-          jobLog: this.#jobLog,
-          ...(components.inputExists ? { inputExists: components.inputExists } : {}),
-          commits: components.commits,
-          ...(runtime.hooks ? { hooks: runtime.hooks } : {}),
-          events: {
-            finding: (entry: PublishedEntry, job: CoordinatorJob) => this.emit('finding', { ...entry, inputPath: job.inputPath }),
-            leaseLost: (info) => this.emit('leaseLost', info),
-            jobFinished: (entry) => this.emit('jobFinished', entry),
-          },
-        },
-      );
+      this.#reporter = this.#statsReporter(components, runtime);
+      this.#coordinator = this.#coordinatorOver(components, runtime, this.#jobLog);
     } catch (error) {
       await this.#closeResources();
       throw error;
@@ -325,6 +274,67 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       (error: unknown) => {
         this.#reportError(error);
         void this.stop();
+      },
+    );
+  }
+
+  /** The stats reporter of stats.json and the progress line, with the components' own sections. */
+  #statsReporter(components: CampaignComponents, runtime: CampaignRuntime): StatsReporter {
+    const progress = runtime.progressStream ? new ProgressLine(runtime.progressStream) : undefined;
+    return new StatsReporter(
+      {
+        dir: this.outDir,
+        coordinatorId: this.coordinatorId,
+        name: this.options.name,
+        workers: this.workers,
+        statsIntervalMs: this.options.statsIntervalMs,
+        startedMs: this.#startedMs,
+        // Where the components open the tables: the shared directory, or the private default.
+        leaseDir: this.options.leaseDir !== undefined ? path.resolve(this.options.leaseDir) : path.join(this.outDir, 'leases'),
+        sections: () => ({
+          ...(components.aflPeers ? { afl: components.aflPeers() } : {}),
+          ...(components.frontier ? { frontier: components.frontier() } : {}),
+          ...(components.yield ? { yield: components.yield() } : {}),
+        }),
+      },
+      this.#clock,
+      this.#counters,
+      progress,
+    );
+  }
+
+  /** The coordinator over the components, its events forwarded as the campaign's. */
+  #coordinatorOver(components: CampaignComponents, runtime: CampaignRuntime, jobLog: JobLogFile): Coordinator {
+    return new Coordinator(
+      {
+        coordinatorId: this.coordinatorId,
+        workers: this.workers,
+        workLeaseTtlMs: this.options.workLeaseTtlMs,
+        targetLeaseTtlMs: this.options.targetLeaseTtlMs,
+        maxPendingJobs: this.options.maxPendingJobs,
+        recoverExpiredWork: this.options.recoverExpiredWork,
+        maxSetupFailures: this.options.maxSetupFailures,
+        prefetchJobs: this.options.prefetchJobs,
+        prefetchDepth: this.options.prefetchDepth,
+      },
+      {
+        clock: this.#clock,
+        logger: this.#log,
+        counters: this.#counters,
+        workLeases: components.workLeases,
+        ...(components.targetLeases ? { targetLeases: components.targetLeases } : {}),
+        reservations: components.reservations,
+        solver: components.solver,
+        source: components.source,
+        jobLog,
+        ...(components.inputExists ? { inputExists: components.inputExists } : {}),
+        commits: components.commits,
+        ...(runtime.hooks ? { hooks: runtime.hooks } : {}),
+        events: {
+          finding: (entry: PublishedEntry, job: CoordinatorJob) => this.emit('finding', { ...entry, inputPath: job.inputPath }),
+          leaseLost: (info) => this.emit('leaseLost', info),
+          jobFinished: (entry) => this.emit('jobFinished', entry),
+        },
       },
     );
   }

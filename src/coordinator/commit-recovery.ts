@@ -29,7 +29,7 @@ import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult
 import { countPublished, discardStaged, type PublicationContext } from './result-commit.js';
 import { jobFromWorkPayload } from './work-identity.js';
 
-export interface CommitRecoveryContext extends PublicationContext {
+interface CommitRecoveryContext extends PublicationContext {
   readonly coordinatorId: string;
   readonly commits: ResultCommits;
   readonly clock: Clock;

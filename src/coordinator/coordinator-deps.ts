@@ -40,7 +40,7 @@ export interface CoordinatorOptions {
   readonly prefetchDepth?: number;
 }
 
-export interface CoordinatorEvents {
+interface CoordinatorEvents {
   finding?(entry: PublishedEntry, job: CoordinatorJob): void;
   leaseLost?(info: { workId: string; lease: 'work' | 'target'; targets: readonly string[] }): void;
   jobFinished?(entry: JobLogEntry): void;

@@ -30,10 +30,9 @@ import { jobWorkId } from './work-identity.js';
 import { takeOverExpired, type WorkTakeoverContext } from './work-takeover.js';
 
 export type { CoordinatorHooks } from './result-commit.js';
-export type { HeartbeatReport } from './lease-renewal.js';
 
 export { RECOVERY_OWNER } from './coordinator-deps.js';
-export type { CoordinatorDeps, CoordinatorEvents, CoordinatorOptions, CoordinatorPorts, ShutdownReport } from './coordinator-deps.js';
+export type { CoordinatorOptions, CoordinatorPorts, ShutdownReport } from './coordinator-deps.js';
 
 /**
  * Jobs per slot that may be finishing (triage, then commit) while the slot runs its next job. Two:

@@ -11,7 +11,7 @@
  */
 import { InternalError } from '../errors.js';
 
-export type Undo = () => void | Promise<void>;
+type Undo = () => void | Promise<void>;
 
 interface Registration {
   readonly name: string;
@@ -19,9 +19,9 @@ interface Registration {
   readonly afterSend: Undo | undefined;
 }
 
-export type TransactionState = 'preparing' | 'sent' | 'committed' | 'rolled-back';
+type TransactionState = 'preparing' | 'sent' | 'committed' | 'rolled-back';
 
-export interface RollbackReport {
+interface RollbackReport {
   readonly attempted: number;
   /** Names of the undos that threw, in the order they ran. */
   readonly failed: readonly string[];

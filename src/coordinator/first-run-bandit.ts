@@ -15,9 +15,9 @@
  * they exist only to feed the directed runs.
  */
 
-export type FirstRunChoice = 'full' | 'trace';
-export type YieldStrategy = 'full' | 'directed';
-export type { StrategyYield, YieldFigures } from '../telemetry/yield-figures.js';
+type FirstRunChoice = 'full' | 'trace';
+type YieldStrategy = 'full' | 'directed';
+export type { YieldFigures } from '../telemetry/yield-figures.js';
 import type { StrategyYield, YieldFigures } from '../telemetry/yield-figures.js';
 
 export const MIN_FULL_SHARE = 0.1;

@@ -6,11 +6,11 @@
  */
 
 /** Upper bound of the renewal period. */
-export const MAX_HEARTBEAT_INTERVAL_MS = 30_000;
+const MAX_HEARTBEAT_INTERVAL_MS = 30_000;
 /** Lower bound of the renewal period. */
-export const MIN_HEARTBEAT_INTERVAL_MS = 100;
+const MIN_HEARTBEAT_INTERVAL_MS = 100;
 /** TTL assumed when none of the given TTLs is a positive finite number. */
-export const FALLBACK_LEASE_TTL_MS = 3_000;
+const FALLBACK_LEASE_TTL_MS = 3_000;
 
 /**
  * min(valid TTLs) / 3, clamped to [0.1 s, 30 s]. TTLs that are not positive finite numbers are

@@ -12,7 +12,7 @@ import type { JobLogEntry, JobLogPort, JobLogStatus } from '../telemetry/job-log
 import { decimal, type ActiveJob } from './job-state.js';
 import type { Clock, CommittingWork, CoordinatorJob, PublishedEntry } from './ports.js';
 
-export interface JobJournalContext {
+interface JobJournalContext {
   readonly coordinatorId: string;
   readonly clock: Clock;
   readonly jobLog: JobLogPort | undefined;

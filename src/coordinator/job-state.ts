@@ -20,13 +20,13 @@ export interface PendingJob {
 }
 
 /** `active`: the dispatch's resources are still rolled back on failure; `committing`: never again. */
-export type ActivePhase = 'active' | 'committing';
+type ActivePhase = 'active' | 'committing';
 
 /**
  * When a job passed each step on its way to a slot, ms on the coordinator's clock; jobs.jsonl's
  * time breakdown is computed from these (docs/campaign.md "Where slot time goes").
  */
-export interface JobMarks {
+interface JobMarks {
   /** Entered the pending queue. */
   admittedMs: number;
   /** Its dispatch (re-validation and claims) began, and ended with everything held. */

@@ -20,7 +20,7 @@ import type { CommitFinding, FindingItem, PublishedEntry } from '../core/finding
 // telemetry/) need not import this file; re-exported so the ports stay one import for the lifecycle.
 export { systemClock } from '../core/clock.js';
 export type { Clock } from '../core/clock.js';
-export type { CommitFinding, FindingItem, FindingSink, PublishedEntry } from '../core/findings.js';
+export type { CommitFinding, FindingItem, PublishedEntry } from '../core/findings.js';
 export type { StagedResult } from '../commit/staged-findings.js';
 
 /** One solver action of a directed job (docs/scheduler.md "Jobs and target groups"). */

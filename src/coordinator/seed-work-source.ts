@@ -19,7 +19,7 @@ import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetSchedu
 import type { AflQueueReader } from '../triage/afl-queue.js';
 import { FirstRunBandit, type YieldFigures } from './first-run-bandit.js';
 
-export interface SeedWorkSourceOptions {
+interface SeedWorkSourceOptions {
   readonly afl?: AflQueueReader;
   readonly scheduler?: TargetScheduler;
   readonly initialSeeds?: readonly SeedInput[];

@@ -12,7 +12,7 @@ import { SetupFailuresError } from '../errors.js';
 import type { SolverOutcome } from './ports.js';
 
 /** `SolverOutcome.errorCode` values that say "the set-up is broken", never "this input failed". */
-export const SETUP_FAILURE_CODES: ReadonlySet<string> = new Set([
+const SETUP_FAILURE_CODES: ReadonlySet<string> = new Set([
   'ERR_SOLVER_SPAWN',
   'ERR_SOLVER_NOT_FOUND',
   'ERR_SHOWMAP_SETUP',
@@ -25,7 +25,7 @@ export function isSetupFailure(status: string, errorCode: string | undefined): b
 }
 
 /** Default of the campaign's `maxSetupFailures`: set-up failures in a row before the campaign stops. */
-export const DEFAULT_MAX_SETUP_FAILURES = 8;
+const DEFAULT_MAX_SETUP_FAILURES = 8;
 
 /**
  * Set-up failures in a row. Contract: `fail` counts one and logs it at error; it returns the

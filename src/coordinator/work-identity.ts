@@ -12,7 +12,7 @@ import type { CanonicalJsonLimits } from '../lease/canonical-json.js';
 import { workIdOf } from '../lease/identity.js';
 import type { CoordinatorJob, JobAction } from './ports.js';
 
-export const WORK_PAYLOAD_SCHEMA = 'symfence-work/1';
+const WORK_PAYLOAD_SCHEMA = 'symfence-work/1';
 
 /**
  * How the identity is serialised for its digest. Depth: a work identity is 3 levels deep, so 16

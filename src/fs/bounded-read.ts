@@ -19,7 +19,7 @@
 import fs from 'node:fs';
 import { errnoCode, toStat, type FsFileType, type FsLayer, type FsStat } from './fs-layer.js';
 
-export interface BoundedReadOptions {
+interface BoundedReadOptions {
   /** Largest accepted file, bytes. A larger file is `refused` without being read. */
   readonly maxBytes: number;
   /** Follow a symlink at the final path component. Default false (a symlink is `refused`). */
@@ -27,9 +27,9 @@ export interface BoundedReadOptions {
 }
 
 /** Why a path was not read. */
-export type RefusedKind = Exclude<FsFileType, 'file'> | 'oversized';
+type RefusedKind = Exclude<FsFileType, 'file'> | 'oversized';
 
-export type BoundedRead =
+type BoundedRead =
   | { readonly state: 'absent' }
   | { readonly state: 'read'; readonly bytes: Buffer; readonly stat: FsStat }
   | { readonly state: 'refused'; readonly kind: RefusedKind; readonly reason: string };
@@ -126,12 +126,12 @@ export function readBoundedFileSync(filePath: string, options: BoundedReadOption
 }
 
 /** What `forEachLine` found at the path: like `BoundedRead`, without the bytes. */
-export type BoundedLines =
+type BoundedLines =
   | { readonly state: 'absent' }
   | { readonly state: 'read'; readonly lines: number; readonly bytes: number }
   | { readonly state: 'refused'; readonly kind: RefusedKind | 'long-line'; readonly reason: string };
 
-export interface LineReadOptions extends BoundedReadOptions {
+interface LineReadOptions extends BoundedReadOptions {
   /** Longest line, bytes without its `\n`; a longer one refuses the file (`kind: 'long-line'`). */
   readonly maxLineBytes: number;
 }

@@ -29,16 +29,38 @@ export type FileBarrierStrategy = 'fsync' | 'syncfs';
 /** Exclusive create, never through a symlink: a temp name is ours alone. */
 const TEMP_FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
 
+/** UTF-16 code units of a text encoded per write (at most 3 MiB of UTF-8 at a time). */
+const TEXT_CHUNK_UNITS = 1 << 20;
+
+/** What a single-file write takes: bytes, or a text written as UTF-8. */
+type FileContent = Uint8Array | string;
+
 /**
- * Step 1: creates `temp` exclusively and writes all of `bytes`; resolves to the open descriptor
+ * Writes `content` at the descriptor's offset. A text is encoded a chunk at a time, so a large
+ * one (the campaign report) is never held a second time as one whole buffer; a chunk never ends
+ * between the two halves of a surrogate pair.
+ */
+async function writeContent(fsLayer: FsLayer, fd: number, content: FileContent): Promise<void> {
+  if (typeof content !== 'string') return fsLayer.writeAll(fd, content);
+  for (let start = 0; start < content.length; ) {
+    let end = Math.min(content.length, start + TEXT_CHUNK_UNITS);
+    const last = content.charCodeAt(end - 1);
+    if (end < content.length && last >= 0xd800 && last <= 0xdbff) end -= 1;
+    await fsLayer.writeAll(fd, Buffer.from(content.slice(start, end), 'utf8'));
+    start = end;
+  }
+}
+
+/**
+ * Step 1: creates `temp` exclusively and writes all of `content`; resolves to the open descriptor
  * (the caller closes it after the file barrier). If the write fails the temp is closed and
  * unlinked here (it is ours); if the open fails nothing was created, and the name is left alone
  * (an `EEXIST` name belongs to someone else).
  */
-export async function createTempFile(fsLayer: FsLayer, temp: string, bytes: Uint8Array, mode = 0o644): Promise<number> {
+export async function createTempFile(fsLayer: FsLayer, temp: string, content: FileContent, mode = 0o644): Promise<number> {
   const fd = await fsLayer.open(temp, TEMP_FLAGS, mode);
   try {
-    await fsLayer.writeAll(fd, bytes);
+    await writeContent(fsLayer, fd, content);
     return fd;
   } catch (error) {
     await fsLayer.close(fd).catch(() => undefined); // cleanup after a failed write; its error is rethrown below
@@ -48,7 +70,7 @@ export async function createTempFile(fsLayer: FsLayer, temp: string, bytes: Uint
 }
 
 /** What a file barrier pass did: barriers issued, and the first failure (null = all durable). */
-export interface FileBarrierPass {
+interface FileBarrierPass {
   readonly barriers: number;
   readonly failure: { readonly reason: unknown } | null;
 }
@@ -84,13 +106,13 @@ export function barrierDirectories(fsLayer: FsLayer, dirs: readonly string[]): P
 }
 
 /**
- * Steps 1–3 for one file: `bytes` reach `final` only after they are durable in `temp`, and an
+ * Steps 1–3 for one file: `content` reaches `final` only after they are durable in `temp`, and an
  * existing `final` is replaced atomically. On failure the temp is closed and removed and `final`
  * is untouched (unless the rename itself failed after taking effect). The directory barrier is
  * the caller's: it usually covers several files.
  */
-export async function replaceFileDurably(fsLayer: FsLayer, temp: string, final: string, bytes: Uint8Array, mode = 0o644): Promise<void> {
-  const fd = await createTempFile(fsLayer, temp, bytes, mode);
+export async function replaceFileDurably(fsLayer: FsLayer, temp: string, final: string, content: FileContent, mode = 0o644): Promise<void> {
+  const fd = await createTempFile(fsLayer, temp, content, mode);
   let open = true;
   try {
     await fsLayer.fsync(fd);
@@ -110,11 +132,11 @@ function tempNameFor(file: string): string {
 }
 
 /**
- * Steps 1–4 for one file: `bytes` replace `file` atomically and durably (its directory must
- * exist). On failure `file` keeps its old content (`replaceFileDurably`).
+ * Steps 1–4 for one file: `content` (bytes, or a text as UTF-8) replaces `file` atomically and
+ * durably (its directory must exist). On failure `file` keeps its old content (`replaceFileDurably`).
  */
-export async function writeFileDurably(fsLayer: FsLayer, file: string, bytes: Uint8Array, mode = 0o644): Promise<void> {
-  await replaceFileDurably(fsLayer, tempNameFor(file), file, bytes, mode);
+export async function writeFileDurably(fsLayer: FsLayer, file: string, content: FileContent, mode = 0o644): Promise<void> {
+  await replaceFileDurably(fsLayer, tempNameFor(file), file, content, mode);
   // The rename is durable only once the directory entry is: without this a crash could bring
   // back the old content (or none) after the write was reported done.
   await fsLayer.syncDirectory(path.dirname(file));

@@ -51,9 +51,9 @@ import { checkedHome, checkOwner, SplitTargets } from './target-ids.js';
 import { lockWithin, tryLockNow, unlock } from './writer-mutex.js';
 
 /** Default of `reserveLockWaitMs`. */
-export const RESERVE_LOCK_WAIT_MS = 20;
+const RESERVE_LOCK_WAIT_MS = 20;
 /** Default of `releaseLockWaitMs`. */
-export const RELEASE_LOCK_WAIT_MS = 10_000;
+const RELEASE_LOCK_WAIT_MS = 10_000;
 const MAX_LOCK_WAIT_MS = 600_000;
 
 /** Per-instance tuning; each thread's instance may choose its own. */

@@ -39,7 +39,7 @@ export const MAGIC = 0x53594d46;
 /** Bumped whenever this layout changes, so an old buffer is refused instead of misread. */
 export const LAYOUT_VERSION = 2;
 
-export const HEADER_WORDS = 16;
+const HEADER_WORDS = 16;
 export const H_MAGIC = 0;
 export const H_LAYOUT_VERSION = 1;
 /** Number of slots; a power of two so the probe sequence is `(home + k) & (slotCount - 1)`. */
@@ -57,7 +57,7 @@ export const MUTEX_FREE = 0;
 export const MUTEX_HELD = 1;
 export const MUTEX_CONTENDED = 2;
 
-export const SLOT_WORDS = 4;
+const SLOT_WORDS = 4;
 /**
  * Word offsets in a slot. KEY_W0/KEY_W1 are the KEY's two 32-bit words in memory order (low half
  * first on little-endian platforms); `target-ids.ts` splits a target the same way.
@@ -67,8 +67,8 @@ export const S_KEY_W1 = 1;
 export const S_TAG = 2;
 export const S_OWNER = 3;
 /** 64-bit elements per slot and before the first slot (the KEY is a slot's first element). */
-export const SLOT_KEYS = SLOT_WORDS / 2;
-export const HEADER_KEYS = HEADER_WORDS / 2;
+const SLOT_KEYS = SLOT_WORDS / 2;
+const HEADER_KEYS = HEADER_WORDS / 2;
 
 export const STATE_MASK = 0b11;
 export const STATE_EMPTY = 0;
@@ -81,7 +81,7 @@ export const TAG_VERSION_STEP = 4;
  * Live entries never exceed 3/4 of the slots: `slotCount` is the smallest power of two with
  * `capacity <= slotCount * MAX_LIVE_LOAD`. Short linear-probe chains at full capacity.
  */
-export const MAX_LIVE_LOAD = 0.75;
+const MAX_LIVE_LOAD = 0.75;
 /**
  * LIVE + TOMBSTONE slots never exceed 7/8 of the slots: a reservation that would cross this line
  * first rebuilds the table without tombstones. Keeps empty slots around so a miss ends early.

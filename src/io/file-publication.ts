@@ -46,7 +46,7 @@ export interface PublicationJob {
   readonly existing?: 'refuse' | 'keep';
 }
 
-export interface PublicationReport {
+interface PublicationReport {
   /** One entry per job, in order: null = published and durable, else the error to answer. */
   readonly errors: readonly (Error | null)[];
   readonly fileBarriers: number;

@@ -21,7 +21,7 @@ export interface TargetClaimsClient {
   releaseGroups(claims: readonly GroupFence[], nowMs: number): Promise<unknown>;
 }
 
-export interface SharedTargetClaimsOptions {
+interface SharedTargetClaimsOptions {
   /**
    * The process's in-flight set. The scheduler reserves each group locally before the shared
    * claim; the adapter passes that reservation's owner (the owner of the group's first member) as
@@ -106,7 +106,7 @@ export function claimOutcomeOfAnswer(result: BatchClaimResult | undefined): Clai
 }
 
 /** The part of `IoClient` the writer uses. */
-export interface FilePublicationClient {
+interface FilePublicationClient {
   ensureDir(dir: string): Promise<void>;
   listDir(dir: string): Promise<string[]>;
   publishFiles(dir: string, files: readonly PublishedFile[]): Promise<void>;

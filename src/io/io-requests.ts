@@ -47,7 +47,7 @@ export type TargetClaimResult = GroupClaimResult | LocalConflict;
  * One group of a `claimGroups` request whose claim failed (I/O failure, lock timeout): the
  * outcome is unknown-but-restored, nothing is held. `code` is the error's stable code.
  */
-export interface ClaimFailure extends ClaimRefused<'failed'> {
+interface ClaimFailure extends ClaimRefused<'failed'> {
   readonly code: string;
   readonly message: string;
 }
@@ -60,7 +60,7 @@ export interface DirectoryFiles {
   readonly files: readonly PublishedFile[];
 }
 
-export type { IoAnswers, IoRequest, IoRequestKind } from './requests/registry.js';
+export type { IoRequest, IoRequestKind } from './requests/registry.js';
 export type RequestOf<K extends IoRequestKind> = Extract<IoRequest, { kind: K }>;
 export type IoAnswer<K extends IoRequestKind> = IoAnswers[K];
 

@@ -41,7 +41,7 @@ import { MirrorCoherence } from './mirror-coherence.js';
 import { keysOf, requestKindOf } from './requests/registry.js';
 import type { BatchResults, PlanContext, Planned } from './requests/request-kind.js';
 
-export interface IoServiceDeps {
+interface IoServiceDeps {
   /** Lease owner of every claim made through this service (the coordinator id). */
   readonly coordinatorId: string;
   /** Work table; omitted = work requests are refused with `ERR_INVALID_OPTION`. */

@@ -159,7 +159,7 @@ export class IoClient {
   }
 }
 
-export interface IoThreadOptions {
+interface IoThreadOptions {
   /** Lease owner of every claim (the coordinator id). */
   readonly coordinatorId: string;
   /** Target table root; omitted = no target requests. */

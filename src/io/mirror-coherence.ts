@@ -30,7 +30,7 @@ interface Grant {
   renewedMs: number;
 }
 
-export type PreparedClaim = { readonly ok: true; readonly selfReserved: readonly bigint[] } | LocalConflict;
+type PreparedClaim = { readonly ok: true; readonly selfReserved: readonly bigint[] } | LocalConflict;
 
 export class MirrorCoherence {
   readonly #set: InflightTargetSet | null;

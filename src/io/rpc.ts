@@ -48,7 +48,7 @@ interface ThrownWrapper {
   readonly value: unknown;
 }
 
-export function installErrorTransport(): void {
+function installErrorTransport(): void {
   const registry = Comlink.transferHandlers as Map<string, Comlink.TransferHandler<unknown, unknown>> & { [thrown]?: true };
   if (registry[thrown]) return;
   const original = registry.get('throw');

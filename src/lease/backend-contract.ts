@@ -86,8 +86,8 @@ export interface StagedChange {
 /** What a store does in one batch; the batch overlay (batch-overlay.ts) does the rest. */
 export interface StoreBatch {
   /**
-   * Takes exclusive access to `ids` (new to this batch, ascending). On failure nothing is held and
-   * nothing was written.
+   * Takes exclusive access to `ids` (new to this batch, each once, in no particular order: a store
+   * that takes locks orders them itself). On failure nothing is held and nothing was written.
    */
   lock(ids: readonly string[]): Promise<void>;
   /** Reads the records of locked ids (each once per batch), validated. */

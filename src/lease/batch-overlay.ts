@@ -44,21 +44,28 @@ export class BatchOverlay {
 
   constructor(private readonly store: StoreBatch) {}
 
-  /** Takes the store's exclusive access to `ids` not yet named by this batch (ascending). */
+  /** Takes the store's exclusive access to `ids` not yet named by this batch. */
   async lock(ids: Iterable<string>): Promise<void> {
     this.assertOpen();
-    const wanted = [...new Set(ids)].filter((id) => !this.named.has(id)).sort();
-    if (wanted.length === 0) return;
-    await this.store.lock(wanted);
-    for (const id of wanted) this.named.add(id);
+    const wanted = new Set<string>();
+    for (const id of ids) if (!this.named.has(id)) wanted.add(id);
+    if (wanted.size === 0) return;
+    const list = [...wanted];
+    await this.store.lock(list);
+    for (const id of list) this.named.add(id);
   }
 
   /** Reads the records of locked ids not read yet in this batch. */
   async read(ids: Iterable<string>): Promise<void> {
     this.assertOpen();
-    const pending = [...new Set(ids)].filter((id) => !this.reads.has(id));
-    for (const id of pending) if (!this.named.has(id)) throw misuse(`read of ${id} without its lock`);
-    if (pending.length === 0) return;
+    const wanted = new Set<string>();
+    for (const id of ids) {
+      if (this.reads.has(id)) continue;
+      if (!this.named.has(id)) throw misuse(`read of ${id} without its lock`);
+      wanted.add(id);
+    }
+    if (wanted.size === 0) return;
+    const pending = [...wanted];
     const fetched = await this.store.fetch(pending);
     for (const id of pending) {
       const read = fetched.get(id);

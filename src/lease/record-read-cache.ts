@@ -8,7 +8,8 @@
  * Cached records are deeply frozen, so no caller can change what a later hit returns. Bounded by
  * entries and by bytes (a work record may carry a manifest of megabytes): the least recently used
  * entry goes first, and a record above `RECORD_READ_CACHE_MAX_RECORD_BYTES` is never kept. One
- * cache per table (one record kind).
+ * cache per table (one record kind). Used by the file store; the SQLite store keeps its
+ * rows as known instead (docs/leases.md "SQLite caches").
  */
 import { parseRecord, type LeaseRecord, type RecordKind, type RecordRead } from './lease-record.js';
 import { deepFreeze } from './deep-freeze.js';
@@ -20,22 +21,10 @@ const RECORD_READ_CACHE_BYTES = 16 * 1024 * 1024;
 /** Largest record kept: a 64-target record is a few KiB; bigger ones are parsed every time. */
 const RECORD_READ_CACHE_MAX_RECORD_BYTES = 64 * 1024;
 
-/**
- * What a record was stored as: its bytes (a record file, an etcd value), or the text of a SQLite
- * row; `tag` names the SQLite group row it joins (id and hash), if any. Equal stored forms and
- * tags mean an equal record.
- */
-type StoredForm = Buffer | string;
-
+/** A record as stored (a record file's bytes) and as parsed from them. */
 interface Entry {
-  readonly stored: StoredForm;
-  readonly tag: string | undefined;
+  readonly stored: Buffer;
   readonly record: LeaseRecord;
-}
-
-function sameStored(a: StoredForm, b: StoredForm): boolean {
-  if (typeof a === 'string') return a === b;
-  return typeof b !== 'string' && a.equals(b);
 }
 
 export class RecordReadCache {
@@ -63,22 +52,22 @@ export class RecordReadCache {
     return read;
   }
 
-  /** The cached record of `id` when it was cached with exactly this stored form and tag. */
-  lookup(id: string, stored: StoredForm, tag?: string): LeaseRecord | undefined {
+  /** The cached record of `id` when it was cached with exactly these bytes. */
+  lookup(id: string, stored: Buffer): LeaseRecord | undefined {
     const hit = this.entries.get(id);
-    if (hit === undefined || hit.tag !== tag || !sameStored(hit.stored, stored)) return undefined;
+    if (hit === undefined || !hit.stored.equals(stored)) return undefined;
     this.entries.delete(id);
     this.entries.set(id, hit);
     return hit.record;
   }
 
   /** Records what a committed write stored under `id` (or what a read found there). */
-  remember(id: string, stored: StoredForm, record: LeaseRecord, tag?: string): void {
+  remember(id: string, stored: Buffer, record: LeaseRecord): void {
     this.forget(id);
     const size = stored.length;
     if (this.capacity === 0 || size > RECORD_READ_CACHE_MAX_RECORD_BYTES || size > this.capacityBytes) return;
     while (this.entries.size >= this.capacity || this.bytes + size > this.capacityBytes) this.forget(this.entries.keys().next().value as string);
-    this.entries.set(id, { stored, tag, record: deepFreeze(record) });
+    this.entries.set(id, { stored, record: deepFreeze(record) });
     this.bytes += size;
   }
 

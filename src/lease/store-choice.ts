@@ -8,7 +8,7 @@ import type { LeaseStoreKind } from './backend-contract.js';
 import { loadSqlite } from './sqlite/sqlite-database.js';
 
 /** The store `auto` gives a new lease directory, and why (reported by the filesystem probe). */
-export interface DefaultStoreChoice {
+interface DefaultStoreChoice {
   readonly store: LeaseStoreKind;
   readonly filesystem: FilesystemKind;
   readonly reason: string;

@@ -11,12 +11,12 @@
  */
 import { evaluateTest, type MazeTest } from './maze.js';
 
-export interface MazeConstraint {
+interface MazeConstraint {
   readonly test: MazeTest;
   readonly want: boolean;
 }
 
-export type SolveOutcome = { readonly status: 'sat'; readonly input: Uint8Array } | { readonly status: 'unsat' } | { readonly status: 'unknown' };
+type SolveOutcome = { readonly status: 'sat'; readonly input: Uint8Array } | { readonly status: 'unsat' } | { readonly status: 'unknown' };
 
 function allowedSet(test: MazeTest, want: boolean): Uint8Array {
   const allowed = new Uint8Array(256);

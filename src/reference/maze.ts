@@ -20,20 +20,20 @@ import { createHash } from 'node:crypto';
 import { MazeInvalidError } from '../errors.js';
 import { COUNT_CLASS } from '../solver/coverage-bitmap.js';
 
-export const MAZE_SCHEMA = 'symfence-maze/1';
+const MAZE_SCHEMA = 'symfence-maze/1';
 
 export type MazeTest =
   | { readonly kind: 'eq'; readonly offset: number; readonly value: number }
   | { readonly kind: 'range'; readonly offset: number; readonly min: number; readonly max: number }
   | { readonly kind: 'checksum'; readonly from: number; readonly to: number; readonly value: number };
 
-export interface MazeBranchNode {
+interface MazeBranchNode {
   readonly site: number;
   readonly test: MazeTest;
   readonly then?: readonly MazeNode[];
   readonly else?: readonly MazeNode[];
 }
-export interface MazeAbortNode {
+interface MazeAbortNode {
   readonly abort: true;
 }
 export type MazeNode = MazeBranchNode | MazeAbortNode;
@@ -128,7 +128,7 @@ function* branchSites(body: readonly MazeNode[]): Generator<MazeBranchNode> {
   }
 }
 
-export function mazeSites(maze: Maze): MazeBranchNode[] {
+function mazeSites(maze: Maze): MazeBranchNode[] {
   return [...branchSites(maze.body)];
 }
 
@@ -137,7 +137,7 @@ export function mazeBranchCount(maze: Maze): number {
   return 2 * mazeSites(maze).length;
 }
 
-export function byteAt(input: Uint8Array, offset: number): number {
+function byteAt(input: Uint8Array, offset: number): number {
   return offset < input.length ? input[offset]! : 0;
 }
 
@@ -182,13 +182,13 @@ export interface MazeWalk {
   readonly aborted: boolean;
 }
 
-export interface MazeDecision {
+interface MazeDecision {
   readonly site: number;
   readonly taken: boolean;
   readonly test: MazeTest;
 }
 
-export interface MazeTrace {
+interface MazeTrace {
   readonly decisions: readonly MazeDecision[];
   /** An `abort` node was reached (the target crashes there; later nodes do not run). */
   readonly aborted: boolean;
@@ -234,7 +234,7 @@ export function reachedBranches(maze: Maze, input: Uint8Array): Set<string> {
 }
 
 /** Map index of a `(site, taken)` edge in the maze's AFL-style coverage map. */
-export function edgeIndex(site: number, taken: boolean, mapSizeBytes: number): number {
+function edgeIndex(site: number, taken: boolean, mapSizeBytes: number): number {
   let h = Math.imul(site, 0x9e3779b1) ^ (taken ? 0x85ebca6b : 0x27d4eb2f);
   h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
   h ^= h >>> 13;

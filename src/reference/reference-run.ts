@@ -14,8 +14,8 @@ import type { ActionKind } from '../solver/solver-types.js';
 import { walkMaze, type Maze, type MazeStep } from './maze.js';
 import { solveConstraints } from './maze-solver.js';
 
-export const MAX_TRACE = 512;
-export const MAX_OPEN = 256;
+const MAX_TRACE = 512;
+const MAX_OPEN = 256;
 /** Synthetic, deterministic solver cost: a real clock would make runs non-reproducible. */
 const QUERY_BASE_US = 50;
 const QUERY_PER_CONSTRAINT_US = 10;

@@ -30,7 +30,7 @@ export const MAX_POINTS_PER_LINE = 750;
  * More than one point per pixel column of the 640-pixel-wide chart; each point costs the renderer
  * (vega's scenegraph) memory: 1500 points per chart peaked ~12 MB higher over the report's 8 charts.
  */
-export const MAX_POINTS_PER_CHART = 750;
+const MAX_POINTS_PER_CHART = 750;
 
 export function timeAxisOf(sources: ReportSources): TimeAxis {
   const starts = [...sources.coordinators.map((c) => c.stats.startedMs), ...sources.afl.flatMap((a) => (a.points.length > 0 ? [a.points[0]!.unixMs] : []))];

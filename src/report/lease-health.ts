@@ -25,7 +25,7 @@ export interface LeaseHealthRow {
   readonly problem?: string;
 }
 
-export interface LeaseHealthOptions {
+interface LeaseHealthOptions {
   readonly nowMs: number;
   /** TTL for records that carry none (default: the lease tables' default TTL). */
   readonly leaseTtlMs?: number;

@@ -26,9 +26,9 @@ import { DecimatedRows } from './decimated-rows.js';
 /** Largest `plot_data.csv` / AFL `plot_data` read: about a year of rows at the default interval. */
 export const MAX_PLOT_FILE_BYTES = 256 << 20;
 /** Longest line of a plot file: a row is about 200 bytes; a longer line is not a row. */
-export const MAX_PLOT_LINE_BYTES = 64 * 1024;
+const MAX_PLOT_LINE_BYTES = 64 * 1024;
 
-export interface CoordinatorSource {
+interface CoordinatorSource {
   /** The coordinator's out-dir. */
   readonly dir: string;
   /** Its name in charts and tables: the campaign name, with the coordinator id when names repeat. */
@@ -40,7 +40,7 @@ export interface CoordinatorSource {
   readonly plotRows: number;
 }
 
-export interface AflInstanceSource {
+interface AflInstanceSource {
   readonly dir: string;
   /** The instance's directory name (`main`, `secondary1` …). */
   readonly label: string;

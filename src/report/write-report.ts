@@ -56,11 +56,11 @@ export async function writeReport(dirs: readonly string[], options: WriteReportO
   const svgPaths: string[] = [];
   for (const r of rendered) {
     const file = path.join(outputDir, r.file);
-    await writeFileDurably(fsLayer, file, Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n${r.svg}\n`));
+    await writeFileDurably(fsLayer, file, `<?xml version="1.0" encoding="UTF-8"?>\n${r.svg}\n`);
     svgPaths.push(file);
   }
   const htmlPath = path.join(outputDir, REPORT_HTML_NAME);
   // Last: the page names the charts, which are complete once it exists.
-  await writeFileDurably(fsLayer, htmlPath, Buffer.from(reportHtml(sources, rendered, leases, nowMs)));
+  await writeFileDurably(fsLayer, htmlPath, reportHtml(sources, rendered, leases, nowMs));
   return { htmlPath, svgPaths, charts: charts.map((c) => c.id), coordinators: sources.coordinators.map((c) => c.label) };
 }

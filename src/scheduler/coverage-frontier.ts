@@ -24,7 +24,7 @@ import { LaneStateError } from '../errors.js';
 export type QuestionTier = 1 | 2 | 3;
 
 /** `(site << 1) | direction`; see the file header. */
-export type SiteDirectionKey = bigint;
+type SiteDirectionKey = bigint;
 
 export function siteDirectionKey(site: bigint, direction: 0 | 1): SiteDirectionKey {
   return (site << 1n) | BigInt(direction);
@@ -40,7 +40,7 @@ export interface FrontierQuestion {
   readonly pathHits: number;
 }
 
-export interface CoverageFrontierOptions {
+interface CoverageFrontierOptions {
   /** Asks of one (site, direction) without a gain before it is saturated. Default 4. */
   readonly saturationAsks?: number;
   /** (site, direction) pairs remembered. Default 1 048 576. */
@@ -66,7 +66,7 @@ export interface CoverageFrontierStats {
   readonly traces: number;
 }
 
-export const DEFAULT_SATURATION_ASKS = 4;
+const DEFAULT_SATURATION_ASKS = 4;
 const SCHEMA = 1;
 
 export class CoverageFrontier {

@@ -8,7 +8,7 @@
 import { GuidanceInvalidError } from '../errors.js';
 import { MAX_BRANCH_ID } from './branch-id.js';
 
-export const MAX_GUIDANCE_ENTRIES = 1_000_000;
+const MAX_GUIDANCE_ENTRIES = 1_000_000;
 
 function site(raw: unknown, where: string): bigint {
   let value: bigint | undefined;

@@ -15,7 +15,7 @@ import { parseHint, type Hint, type HintSource, type SeedIdentity } from './hint
 
 const SHA256 = /^[0-9a-f]{64}$/;
 /** Largest hints file read (bytes): far beyond any hand-written or generated set. */
-export const MAX_HINTS_FILE_BYTES = 64 * 1024 * 1024;
+const MAX_HINTS_FILE_BYTES = 64 * 1024 * 1024;
 
 export class HintLinesFile implements HintSource {
   readonly #bySha = new Map<string, Hint>();

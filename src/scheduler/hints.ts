@@ -31,7 +31,7 @@ export interface HintSource {
   hintFor(seed: SeedIdentity): Hint | undefined;
 }
 
-export const MAX_STRATEGY = 6;
+const MAX_STRATEGY = 6;
 const SHA256 = /^[0-9a-f]{64}$/;
 
 function invalid(where: string, message: string, value: unknown): never {

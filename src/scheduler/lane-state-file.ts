@@ -25,7 +25,7 @@ export async function writeStateFile(file: string, document: unknown, maxBytes: 
   } catch (error) {
     if (errnoCode(error) !== 'EEXIST') throw error;
   }
-  await writeFileDurably(fsLayer, file, Buffer.from(text));
+  await writeFileDurably(fsLayer, file, text);
 }
 
 /**

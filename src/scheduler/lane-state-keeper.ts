@@ -14,7 +14,7 @@ import type { Scheduler } from './scheduler.js';
 
 export const SCHEDULER_STATE_FILE = 'scheduler-state.json';
 
-export interface LaneStateKeeperInit {
+interface LaneStateKeeperInit {
   readonly scheduler: Scheduler;
   readonly file: string;
   /** 0 = save only at close. */
@@ -23,7 +23,7 @@ export interface LaneStateKeeperInit {
   readonly logger: Logger;
 }
 
-export type LoadOutcome = { readonly state: 'loaded' | 'absent' } | { readonly state: 'set-aside'; readonly movedTo: string | null; readonly code: string };
+type LoadOutcome = { readonly state: 'loaded' | 'absent' } | { readonly state: 'set-aside'; readonly movedTo: string | null; readonly code: string };
 
 export class LaneStateKeeper {
   readonly #init: LaneStateKeeperInit;

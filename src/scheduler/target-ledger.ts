@@ -20,7 +20,7 @@
 import type { Telemetry } from './telemetry.js';
 import { fitToGroup, type ReplayJob } from './replay-job.js';
 
-export interface TargetLedgerOptions {
+interface TargetLedgerOptions {
   /** Attempts (runs that left a pair open) before it is given up. Default 3. */
   readonly maxAttempts?: number;
   /** First back-off after an open outcome, ms. Default 30 000. */
@@ -51,7 +51,7 @@ export interface LedgerStats {
  * Per-branch outcome of one run, derived from its telemetry (`outcomesOf`). `untried`: the run
  * ended (early exit) before its path reached the branch — no attempt is charged.
  */
-export type PairOutcome = 'answered' | 'open' | 'untried';
+type PairOutcome = 'answered' | 'open' | 'untried';
 
 const SETTLED = 0 as const;
 

@@ -20,7 +20,7 @@
  * touches the buffer.
  */
 
-export const ABORT_CELL_BYTES = 4;
+const ABORT_CELL_BYTES = 4;
 const kStateIndex = 0;
 const RUNNING = 0;
 const ABORT_REQUESTED = 1;

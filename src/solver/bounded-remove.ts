@@ -18,7 +18,7 @@ import path from 'node:path';
 const BATCH = 1024;
 
 /** How much one removal may do: checked before each batch of unlinks. */
-export interface RemovalBudget {
+interface RemovalBudget {
   /** Entries (files and directories) it may still remove; counts down. */
   entries: number;
   /** `now()` value after which it stops; `Infinity` for no time limit. */

@@ -16,7 +16,7 @@
  */
 import type { CoverageNovelty } from './solver-types.js';
 
-export const DEFAULT_MAP_SIZE_BYTES = 65_536;
+const DEFAULT_MAP_SIZE_BYTES = 65_536;
 
 /** AFL's `count_class_lookup8`: raw hit count → one-hot bucket. */
 export const COUNT_CLASS: Uint8Array = (() => {
@@ -43,7 +43,7 @@ export function classifyCounts(raw: Uint8Array): Uint8Array {
   return out;
 }
 
-export interface ClaimOptions {
+interface ClaimOptions {
   /**
    * The map is already bucketed (what `afl-showmap -b` writes, and the reference solver's showmap
    * mode). Default true. Pass false for raw hit counts.

@@ -40,7 +40,7 @@ const SHT_SYMTAB = 2;
  * Every byte the reader allocates for one file, headers and tables together (a real SymCC target's
  * dynamic segment and string tables are a few MiB). A file needing more is `malformed`.
  */
-export const MAX_TOTAL_READ_BYTES = 64 * 1024 * 1024;
+const MAX_TOTAL_READ_BYTES = 64 * 1024 * 1024;
 const MAX_HEADERS = 4096;
 /** More DT_NEEDED entries than a real binary has, or a longer name, makes the file malformed. */
 const MAX_NEEDED = 1024;

@@ -9,14 +9,14 @@
  */
 import { constants } from 'node:os';
 
-export const FATAL_SIGNALS: readonly NodeJS.Signals[] = ['SIGSEGV', 'SIGABRT', 'SIGBUS', 'SIGFPE', 'SIGILL', 'SIGTRAP'];
+const FATAL_SIGNALS: readonly NodeJS.Signals[] = ['SIGSEGV', 'SIGABRT', 'SIGBUS', 'SIGFPE', 'SIGILL', 'SIGTRAP'];
 
 const FATAL_SIGNAL_NUMBERS = new Map<number, NodeJS.Signals>(
   FATAL_SIGNALS.map((name) => [constants.signals[name as keyof typeof constants.signals], name]),
 );
 
 /** Exit code of a SymCC runtime that refused to start (e.g. missing `SYMCC_OUTPUT_DIR`). */
-export const RUNTIME_REFUSED_EXIT_CODE = 255;
+const RUNTIME_REFUSED_EXIT_CODE = 255;
 
 export type ExitClass =
   | { readonly kind: 'timeout' }

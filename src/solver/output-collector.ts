@@ -23,7 +23,7 @@ import path from 'node:path';
 import { SolverOutputBudgetError } from '../errors.js';
 import type { OutputCaps } from './solver-types.js';
 
-export interface CollectedFile {
+interface CollectedFile {
   readonly name: string;
   readonly sha256: string;
   readonly bytes: Uint8Array;
@@ -38,7 +38,7 @@ export interface CollectedOutputs {
   readonly entriesRead: number;
 }
 
-export interface CollectOptions {
+interface CollectOptions {
   /** Polled between files: true stops collecting (the run was aborted; its result is dropped). */
   readonly stopRequested?: () => boolean;
 }

@@ -21,14 +21,12 @@ import { launcherFor, type LaunchedProcess, type Launcher, type LaunchRequest, t
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { StderrCapture } from './stderr-capture.js';
 
-export { killGroup } from './process-launchers.js';
-
 /**
  * The CPU-time backstop (RLIMIT_CPU under the spawn shim): the wall-clock budget of the run —
  * timeout plus kill grace — in whole seconds, rounded up. It only matters when our own timer can
  * no longer fire (coordinator gone): a single-threaded program cannot use more CPU than wall time.
  */
-export function cpuLimitSec(timeoutMs: number, killGraceMs: number): number {
+function cpuLimitSec(timeoutMs: number, killGraceMs: number): number {
   return Math.max(1, Math.ceil((timeoutMs + killGraceMs) / 1000));
 }
 
@@ -45,7 +43,7 @@ export interface GroupRunOptions extends Omit<LaunchRequest, 'stderrDrainMs' | '
   readonly spawnMethod?: SpawnMethod;
 }
 
-export interface GroupRunOutcome {
+interface GroupRunOutcome {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
   readonly timedOut: boolean;

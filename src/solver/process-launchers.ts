@@ -47,7 +47,7 @@ export interface LaunchRequest {
   readonly cpuLimitSec?: number;
 }
 
-export interface LaunchEvents {
+interface LaunchEvents {
   stderr(chunk: Buffer): void;
   /** `usage`: the program's rusage, when its supervisor reported it (native path). */
   exit(code: number | null, signal: NodeJS.Signals | null, usage?: RunUsage | null): void;
@@ -109,7 +109,7 @@ function shimArgv(resolved: string, request: LaunchRequest): string[] {
   return [String(process.pid), String(request.cpuLimitSec ?? 0), resolved, request.binary, ...request.argv];
 }
 
-export function killGroup(pid: number, signal: NodeJS.Signals): void {
+function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch (error) {
@@ -122,7 +122,7 @@ export function launcherFor(method: SpawnMethod): Launcher {
 }
 
 /** `child_process.spawn`, detached (libuv: fork + setsid + execvp). */
-export const launchChildProcess: Launcher = (request, events) => {
+const launchChildProcess: Launcher = (request, events) => {
   const stdinSpec = request.stdin === null ? 'ignore' : typeof request.stdin === 'number' ? request.stdin : 'pipe';
   const stdio: StdioOptions = [stdinSpec, 'ignore', 'pipe'];
   const shim = spawnShimPath();
@@ -212,7 +212,7 @@ function servedProcess(pid: number, signal: (pid: number, signo: number) => bool
  * The addon's posix_spawn. It kills the group itself, before reaping the leader (the zombie
  * leader pins the pgid, so that kill cannot reach a recycled group).
  */
-export const launchNative: Launcher = (request, events) => {
+const launchNative: Launcher = (request, events) => {
   const native = loadNative();
   if (native?.spawnGroup === undefined) {
     throw new NativeUnavailableError('native spawning requested but the addon has no spawnGroup on this thread', { purpose: 'native solver spawning' });

@@ -15,7 +15,7 @@ import path from 'node:path';
 const SEARCH_CONTINUES: ReadonlySet<string> = new Set(['ENOENT', 'ESTALE', 'ENOTDIR', 'ENODEV', 'EHOSTUNREACH', 'ETIMEDOUT']);
 
 /** glibc's `confstr(_CS_PATH)`: the search path when the environment has no PATH. */
-export const DEFAULT_SEARCH_PATH = '/bin:/usr/bin';
+const DEFAULT_SEARCH_PATH = '/bin:/usr/bin';
 
 function errnoError(code: string, file: string): NodeJS.ErrnoException {
   return Object.assign(new Error(`${code}: cannot execute ${file}`), { code, path: file, syscall: 'execvp' });

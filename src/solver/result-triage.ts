@@ -47,7 +47,7 @@ export class TriageSlots {
   }
 }
 
-export interface TriageRequest {
+interface TriageRequest {
   readonly triage: NonNullable<WireTask['triage']>;
   readonly outputs: readonly GeneratedInput[];
   readonly bitmap: CoverageBitmap;

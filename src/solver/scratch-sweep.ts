@@ -19,7 +19,7 @@ import path from 'node:path';
 import { processStartTicks } from '../util/process-start.js';
 import { removeTreeBounded } from './bounded-remove.js';
 
-export const SCRATCH_PREFIX = 'symfence-solver-';
+const SCRATCH_PREFIX = 'symfence-solver-';
 const OWNED_NAME = /^symfence-solver-(\d+)-(\d+)-/;
 /** Appended to a pool's scratch directory name at close(): its pool is done with it. */
 export const CLOSED_SUFFIX = '.closed';

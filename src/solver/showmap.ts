@@ -48,7 +48,7 @@ export interface ShowmapResult {
   readonly setupFailure?: true;
 }
 
-export function showmapArgv(request: Pick<ShowmapRequest, 'showmap' | 'target' | 'inputMode' | 'timeoutMs'>, mapPath: string, inputPath: string): string[] {
+function showmapArgv(request: Pick<ShowmapRequest, 'showmap' | 'target' | 'inputMode' | 'timeoutMs'>, mapPath: string, inputPath: string): string[] {
   const targetArgv = request.inputMode === 'file' ? substituteInputPath(request.target.argv, inputPath) : [...request.target.argv];
   return [...request.showmap.argv, '-t', String(Math.max(1, Math.round(request.timeoutMs))), '-m', 'none', '-b', '-q', '-o', mapPath, '--', request.target.binary, ...targetArgv];
 }

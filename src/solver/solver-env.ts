@@ -122,7 +122,7 @@ export function buildSolverEnvFromBase(
  * sees the runtime's symbol through `RTLD_NEXT` whatever they interpose). The loader accepts
  * colons and spaces as separators; an empty or duplicate entry of ours is dropped.
  */
-export function prependPreload(library: string, existing: string | undefined): string {
+function prependPreload(library: string, existing: string | undefined): string {
   const rest = (existing ?? '').split(/[:\s]+/).filter((entry) => entry !== '' && entry !== library);
   return [library, ...rest].join(':');
 }
@@ -132,7 +132,7 @@ export function prependPreload(library: string, existing: string | undefined): s
  * variable it does not know as a typo and sleeps 2 s at every start, so everything else is
  * removed rather than guessed at.
  */
-export const ALLOWED_AFL_VARIABLES: readonly string[] = ['AFL_MAP_SIZE', 'AFL_QUIET', 'AFL_SKIP_BIN_CHECK', 'AFL_DEBUG'];
+const ALLOWED_AFL_VARIABLES: readonly string[] = ['AFL_MAP_SIZE', 'AFL_QUIET', 'AFL_SKIP_BIN_CHECK', 'AFL_DEBUG'];
 
 export function aflToolEnv(base: NodeJS.ProcessEnv, extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};

@@ -32,7 +32,7 @@ import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, RunTiming, SolverStatus, WireResult, WireTask } from './solver-types.js';
 
 /** Telemetry larger than this is refused as unreadable rather than parsed. */
-export const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
+const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
 
 /** Name of the directory under the pool's scratch root that finished run directories are moved into. */
 export const TRASH_DIR = 'trash';
@@ -113,29 +113,31 @@ function removeRunDirInPlace(runDir: string): void {
   }
 }
 
-async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string, receivedMs: number): Promise<WireResult> {
-  let stdin: Uint8Array | number | null = null;
-  let stdinFd: number | null = null;
-  let inputFile: string | null = null;
+/**
+ * The run's input in `runDir`: a private copy named by the argv (file mode), or a descriptor for
+ * stdin (the caller closes `stdinFd` once the process has started and exited).
+ */
+function prepareInput(task: WireTask, runDir: string): { stdinFd: number | null; inputFile: string | null } {
   if (task.inputMode === 'file') {
     // A private copy: the solver must not be able to modify the queue entry it was given.
-    inputFile = path.join(runDir, 'input');
+    const inputFile = path.join(runDir, 'input');
     if ('path' in task.input) copyFileSync(task.input.path, inputFile);
     else writeFileSync(inputFile, task.input.bytes);
-  } else if ('path' in task.input) {
-    stdinFd = openSync(task.input.path, 'r');
-    stdin = stdinFd;
-  } else {
-    // The bytes go to an unlinked file passed as stdin rather than through a pipe: the solver
-    // sees all input at once and then EOF, exactly as with a pipe that was written and closed,
-    // and the run skips a pipe + stream per run (measured in bench/dispatch).
-    const stdinPath = path.join(runDir, 'stdin');
-    writeFileSync(stdinPath, task.input.bytes);
-    stdinFd = openSync(stdinPath, 'r');
-    unlinkSync(stdinPath);
-    stdin = stdinFd;
+    return { stdinFd: null, inputFile };
   }
+  if ('path' in task.input) return { stdinFd: openSync(task.input.path, 'r'), inputFile: null };
+  // The bytes go to an unlinked file passed as stdin rather than through a pipe: the solver
+  // sees all input at once and then EOF, exactly as with a pipe that was written and closed,
+  // and the run skips a pipe + stream per run (measured in bench/dispatch).
+  const stdinPath = path.join(runDir, 'stdin');
+  writeFileSync(stdinPath, task.input.bytes);
+  const stdinFd = openSync(stdinPath, 'r');
+  unlinkSync(stdinPath);
+  return { stdinFd, inputFile: null };
+}
 
+/** A directed job's action and wanted-branch files in `runDir` (null where the job has none). */
+function writeJobFiles(task: WireTask, runDir: string): { actionsFile: string | null; wantedFile: string | null } {
   let actionsFile: string | null = null;
   if (task.job !== null && task.job.actions.length > 0) {
     actionsFile = path.join(runDir, 's2f_actions');
@@ -146,6 +148,34 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     wantedFile = path.join(runDir, 'wanted');
     writeFileSync(wantedFile, task.job.wanted.map((b) => `${b.toString(10)}\n`).join(''));
   }
+  return { actionsFile, wantedFile };
+}
+
+/** The status of a run that started, from how it exited (and the error that goes with it). */
+function statusOf(outcome: { code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }, task: WireTask): { status: SolverStatus; error?: ErrorData } {
+  const exitClass = classifyExit(outcome.code, outcome.signal, outcome.timedOut);
+  switch (exitClass.kind) {
+    case 'timeout':
+      return { status: 'timeout', error: toErrorData(new SolverTimeoutError(`solver exceeded ${task.timeoutMs} ms and was killed`, { timeoutMs: task.timeoutMs, signal: outcome.signal })) };
+    case 'crash':
+      return { status: 'crash' };
+    case 'runtime-refused':
+      return {
+        status: 'error',
+        error: toErrorData(
+          new SolverExitError('solver runtime exited 255 before running (for SymCC: SYMCC_OUTPUT_DIR missing or runtime misconfigured)', {
+            exitCode: outcome.code,
+          }),
+        ),
+      };
+    case 'normal':
+      return { status: 'ok' };
+  }
+}
+
+async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string, receivedMs: number): Promise<WireResult> {
+  const { stdinFd, inputFile } = prepareInput(task, runDir);
+  const { actionsFile, wantedFile } = writeJobFiles(task, runDir);
   const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
 
   // Under the preload library the coordinator decides what is solved; QSYM's own pruning map
@@ -174,7 +204,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
       argv,
       env,
       cwd: runDir,
-      stdin,
+      stdin: stdinFd,
       timeoutMs: task.timeoutMs,
       killGraceMs: task.killGraceMs,
       stderrCapBytes: task.stderrCapBytes,
@@ -193,6 +223,14 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   const cpu = outcome.usage === null ? {} : { solverCpuMs: outcome.usage.userMs + outcome.usage.systemMs };
   const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0, ...cpu });
 
+  return finishRun(task, cell, outcome, outputDir, telemetryOut, timing);
+}
+
+/**
+ * The result of a run that was launched: its status, and (unless it was aborted) its outputs and
+ * telemetry, collected within the task's caps.
+ */
+function finishRun(task: WireTask, cell: TaskAbortCell, outcome: Awaited<ReturnType<typeof runInProcessGroup>>, outputDir: string, telemetryOut: string | null, timing: () => RunTiming): WireResult {
   const common = {
     exitCode: outcome.code,
     signal: outcome.signal,
@@ -212,29 +250,7 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     return { ...common, ...emptyOutputs(), status: 'error', error: toErrorData(error) };
   }
 
-  const exitClass = classifyExit(outcome.code, outcome.signal, outcome.timedOut);
-  let status: SolverStatus;
-  let error: ErrorData | undefined;
-  switch (exitClass.kind) {
-    case 'timeout':
-      status = 'timeout';
-      error = toErrorData(new SolverTimeoutError(`solver exceeded ${task.timeoutMs} ms and was killed`, { timeoutMs: task.timeoutMs, signal: outcome.signal }));
-      break;
-    case 'crash':
-      status = 'crash';
-      break;
-    case 'runtime-refused':
-      status = 'error';
-      error = toErrorData(
-        new SolverExitError('solver runtime exited 255 before running (for SymCC: SYMCC_OUTPUT_DIR missing or runtime misconfigured)', {
-          exitCode: outcome.code,
-        }),
-      );
-      break;
-    case 'normal':
-      status = 'ok';
-      break;
-  }
+  const { status, error } = statusOf(outcome, task);
 
   // An aborted run's result is dropped by the pool: reading its outputs (possibly a flood) would
   // only delay the abort, so it is skipped — and collection stops if the abort arrives during it.

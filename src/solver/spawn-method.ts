@@ -18,7 +18,7 @@ export type SpawnMethod = 'native' | 'child-process';
 export type SpawnMethodChoice = SpawnMethod | 'auto';
 
 /** Why native spawning is not available on this thread, or `null` when it is. */
-export function nativeSpawnUnavailableReason(): string | null {
+function nativeSpawnUnavailableReason(): string | null {
   const native = loadNative();
   if (native === null) return `native addon not loadable: ${nativeLoadError()?.message ?? 'unknown reason'}`;
   if (typeof native.spawnGroup !== 'function') return native.spawnUnsupported ?? 'the loaded addon has no spawnGroup (rebuild it with `npm run build:native`)';

@@ -12,7 +12,7 @@
 import type { SolverResult } from './solver-types.js';
 
 /** Printed by SymCC's runtime at start, on stderr, whatever the backend (QSYM, simple). */
-export const SYMCC_RUNTIME_BANNER = /This is SymCC running with the [\w-]+ backend/;
+const SYMCC_RUNTIME_BANNER = /This is SymCC running with the [\w-]+ backend/;
 
 /** How a run showed SymCC's runtime, strongest first; `none` when it did not. */
 export type SymccEvidence = 'preload-events' | 'own-telemetry' | 'runtime-banner' | 'none';

@@ -9,7 +9,7 @@ import type { CampaignStatus } from './campaign-status.js';
 import { escapeForTerminal } from '../util/terminal-text.js';
 
 /** What a user calls the liveness: a running coordinator that still writes its stats is alive. */
-export type CoordinatorState = 'alive' | 'stale' | 'finished';
+type CoordinatorState = 'alive' | 'stale' | 'finished';
 
 export function coordinatorState(status: CampaignStatus): CoordinatorState {
   return status.liveness === 'running' ? 'alive' : status.liveness === 'stale' ? 'stale' : 'finished';

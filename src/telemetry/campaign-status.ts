@@ -59,7 +59,7 @@ export function formatCampaignStatus(status: CampaignStatus): string {
 }
 
 /** The AFL++ peers (imports of our inputs, their coverage) and the coverage frontier, when the file has them. */
-export function formatCoverageLines(s: StatsSnapshot): string[] {
+function formatCoverageLines(s: StatsSnapshot): string[] {
   const lines: string[] = [];
   if (s.afl !== undefined) {
     const each = Object.entries(s.afl.instances).map(([name, p]) => `${name} imported ${p.imported} (queue ${p.queue}, +cov ${p.cov}, edges ${p.edges})`);

@@ -259,18 +259,18 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */
-export type JobKind = 'trace' | 'targeted' | 'full';
+type JobKind = 'trace' | 'targeted' | 'full';
 
 export function jobKindOf(job: { readonly mode?: 'trace'; readonly group: readonly unknown[] }): JobKind {
   return job.mode === 'trace' ? 'trace' : job.group.length > 0 ? 'targeted' : 'full';
 }
 
 /** The scheduler lanes with directed-job counters (`lane<Name>Directed`, `lane<Name>NotReached`). */
-export const COUNTED_LANES = ['frontier', 'prefix', 'cstg', 'edge', 'concurrency', 'fallback'] as const;
-export type CountedLane = (typeof COUNTED_LANES)[number];
+const COUNTED_LANES = ['frontier', 'prefix', 'cstg', 'edge', 'concurrency', 'fallback'] as const;
+type CountedLane = (typeof COUNTED_LANES)[number];
 
 /** The lane a job's origin names (`scheduler:<lane>` or `scheduler:<lane>+hint`), if one with counters. */
-export function laneOfOrigin(origin: string | undefined): CountedLane | undefined {
+function laneOfOrigin(origin: string | undefined): CountedLane | undefined {
   if (origin === undefined || !origin.startsWith('scheduler:')) return undefined;
   const lane = origin.slice('scheduler:'.length).split('+')[0];
   return (COUNTED_LANES as readonly string[]).includes(lane!) ? (lane as CountedLane) : undefined;
@@ -281,7 +281,7 @@ function laneKey(lane: CountedLane, what: 'Directed' | 'NotReached'): keyof Camp
 }
 
 /** The telemetry fields the counters read. */
-export interface CountedTelemetry {
+interface CountedTelemetry {
   readonly counters: { readonly queries: number; readonly sat: number; readonly unsat: number };
   readonly targetBranch: bigint;
   readonly targetReached: boolean;

@@ -102,7 +102,7 @@ export class JobLogFile implements JobLogPort {
 }
 
 /** Longest `jobs.jsonl` line read: a line is a few hundred bytes (a job's targets included). */
-export const MAX_JOB_LOG_LINE_BYTES = 1 << 20;
+const MAX_JOB_LOG_LINE_BYTES = 1 << 20;
 
 /**
  * Streams a `jobs.jsonl` to `onEntry`, in order, 1 MiB at a time through the bounded line reader

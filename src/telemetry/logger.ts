@@ -40,7 +40,7 @@ export const LOGGER_OPTIONS = defineOptionSchema('logger', {
   },
 });
 
-export type LoggerOptions = ResolvedOptions<typeof LOGGER_OPTIONS.specs>;
+type LoggerOptions = ResolvedOptions<typeof LOGGER_OPTIONS.specs>;
 
 /**
  * Creates the process logger. File and stderr destinations are synchronous pino destinations

@@ -13,7 +13,7 @@ import type { AflPeersSnapshot } from '../triage/afl-peers.js';
 import type { YieldFigures } from './yield-figures.js';
 import { COUNTER_NAMES, LATER_COUNTER_NAMES, cpuMsPerAnswer, generatedPerQuery, jobsCompleted, solverUtilisation, targetNotReachedByLane, type CampaignCounters } from './counters.js';
 
-export const STATS_SCHEMA = 'symfence-stats/1';
+const STATS_SCHEMA = 'symfence-stats/1';
 export const STATS_FILE_NAME = 'stats.json';
 /** A stats file is a few KiB; anything over this bound is not one and is refused unread. */
 export const MAX_STATS_FILE_BYTES = 1 << 20;
@@ -64,7 +64,7 @@ export interface StatsSnapshot {
 }
 
 /** The coverage frontier's figures as stats.json carries them (the scheduler's `stats().frontier`). */
-export interface FrontierFigures {
+interface FrontierFigures {
   readonly takenPairs: number;
   readonly buckets: number;
   readonly saturatedPairs: number;

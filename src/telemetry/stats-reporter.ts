@@ -10,7 +10,7 @@ import { PlotDataFile } from './plot-data.js';
 import { formatProgressLine, type ProgressLine } from './progress-line.js';
 import { makeSnapshot, STATS_FILE_NAME, writeStatsAtomic, type StatsSnapshot } from './stats-file.js';
 
-export interface StatsReporterOptions {
+interface StatsReporterOptions {
   readonly dir: string;
   readonly coordinatorId: string;
   readonly name: string;

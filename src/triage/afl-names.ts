@@ -8,7 +8,7 @@
 /** AFL parses ids into 32-bit counters. */
 export const MAX_AFL_ID = 0xffff_ffff;
 /** Ids are written with at least this many digits. */
-export const AFL_ID_WIDTH = 6;
+const AFL_ID_WIDTH = 6;
 
 export interface AflEntryName {
   /** The numeric id. */

@@ -21,10 +21,10 @@ import path from 'node:path';
 import { parseAflEntryName } from './afl-names.js';
 
 /** AFL++'s map file of an instance, and the largest we read (AFL++'s MAP_SIZE limit is 2^28; we stop well before). */
-export const AFL_FUZZ_BITMAP = 'fuzz_bitmap';
-export const MAX_FUZZ_BITMAP_BYTES = 8 << 20;
+const AFL_FUZZ_BITMAP = 'fuzz_bitmap';
+const MAX_FUZZ_BITMAP_BYTES = 8 << 20;
 
-export interface AflPeerState {
+interface AflPeerState {
   /** Distinct inputs of ours the instance imported (`sync:<ourName>` entries). */
   readonly imported: number;
   /** Queue entries of the instance (every `id:` name). */
@@ -44,10 +44,10 @@ export interface AflPeersSnapshot {
 }
 
 /** Sink for an instance's covered map (the global coverage map's `claim`): returns new bytes. */
-export type CoverageSink = (covered: Uint8Array) => number;
+type CoverageSink = (covered: Uint8Array) => number;
 
 /** The covered map of a `fuzz_bitmap` (virgin bits): each byte's complement. */
-export function coveredFromVirgin(virgin: Uint8Array): Uint8Array {
+function coveredFromVirgin(virgin: Uint8Array): Uint8Array {
   const out = new Uint8Array(virgin.length);
   for (let i = 0; i < virgin.length; i++) out[i] = ~virgin[i]! & 0xff;
   return out;
@@ -70,7 +70,7 @@ export function countQueueNames(names: Iterable<string>, peer: string): Pick<Afl
   return { imported: sources.size, queue, cov };
 }
 
-export interface AflPeersOptions {
+interface AflPeersOptions {
   /** The afl-fuzz `-o` directory. */
   readonly aflOut: string;
   /** symfence's own directory name under it (`--name`): never read as a peer. */

@@ -23,26 +23,26 @@ export interface AflQueueEntry {
 }
 
 /** Compares two entries: negative when `a` should run before `b`. */
-export function compareQueueEntries(a: AflQueueEntry, b: AflQueueEntry): number {
+function compareQueueEntries(a: AflQueueEntry, b: AflQueueEntry): number {
   if (a.parsed.cov !== b.parsed.cov) return a.parsed.cov ? -1 : 1;
   if (a.parsed.orig !== b.parsed.orig) return a.parsed.orig ? -1 : 1;
   if (a.sizeBytes !== b.sizeBytes) return a.sizeBytes - b.sizeBytes;
   return a.name < b.name ? 1 : a.name > b.name ? -1 : 0;
 }
 
-export interface PickedInput {
+interface PickedInput {
   readonly entry: AflQueueEntry;
   readonly bytes: Uint8Array;
   readonly sha256: string;
 }
 
-export interface AflQueueReaderOptions {
+interface AflQueueReaderOptions {
   /** Most new directory entries stat'ed per scan; the rest wait for the next scans. Default 512. */
   readonly maxNewEntriesPerScan?: number;
 }
 
 /** Called with each batch of newly found queue entries, in the order they were found. */
-export type AflQueueListener = (entries: readonly AflQueueEntry[]) => void;
+type AflQueueListener = (entries: readonly AflQueueEntry[]) => void;
 
 /**
  * Hands out the best unseen inputs of one AFL queue directory, each path and content once.

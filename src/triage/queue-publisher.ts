@@ -18,7 +18,7 @@ import type { FindingItem, FindingSink, PublishedEntry } from '../core/findings.
 import { MAX_AFL_ID, formatAflId, nextAflId, sourceIdOf } from './afl-names.js';
 import type { DurableFile, DurableWriter } from './durable-writer.js';
 
-export type FindingKind = PublishedEntry['kind'];
+type FindingKind = PublishedEntry['kind'];
 const KINDS: readonly FindingKind[] = ['queue', 'crashes', 'hangs'];
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
@@ -198,7 +198,7 @@ interface PublicationPlan {
 }
 
 /** What `publishGuarded` did: `entries` per item, `null` for content already published there. */
-export interface GuardedPublication {
+interface GuardedPublication {
   readonly written: boolean;
   readonly entries: ReadonlyArray<PublishedEntry | null>;
 }

@@ -4,7 +4,7 @@
  */
 import { EventEmitter } from 'node:events';
 
-export type EventMap = Record<string, (...args: never[]) => void>;
+type EventMap = Record<string, (...args: never[]) => void>;
 type Listener = (...args: unknown[]) => void;
 
 export class TypedEmitter<E extends EventMap> {

@@ -85,6 +85,24 @@ describe('single-file writes', () => {
     expect(readdirSync(dir)).toEqual(['state.json']);
   });
 
+  it('writeFileDurably writes a text as UTF-8 in chunks, never splitting a surrogate pair, and keeps the old bytes when a later chunk fails', async () => {
+    const dir = tmp();
+    const final = path.join(dir, 'report.html');
+    writeFileSync(final, 'old');
+    // The first chunk (2^20 code units) would end between the two halves of U+1F600.
+    const text = `${'a'.repeat((1 << 20) - 1)}\u{1F600}é${'b'.repeat(1 << 20)}\u{1F600}`;
+    const fsLayer = new FaultInjectingFsLayer();
+    await writeFileDurably(fsLayer, final, text);
+    expect(readFileSync(final).equals(Buffer.from(text, 'utf8'))).toBe(true);
+    expect(fsLayer.count('write')).toBe(3);
+    expect(readdirSync(dir)).toEqual(['report.html']);
+
+    fsLayer.fail({ op: 'write', nth: 2, code: 'ENOSPC' });
+    await expect(writeFileDurably(fsLayer, final, `${text}more`)).rejects.toMatchObject({ code: 'ENOSPC' });
+    expect(readFileSync(final).equals(Buffer.from(text, 'utf8'))).toBe(true);
+    expect(readdirSync(dir)).toEqual(['report.html']);
+  });
+
   it('writeFileAtomicSync replaces the content whole and leaves no temp, also when the rename fails', () => {
     const dir = tmp();
     const final = path.join(dir, 'stats.json');

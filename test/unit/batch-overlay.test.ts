@@ -34,14 +34,14 @@ function recordingStore(reads: Record<string, FetchedRead>, admit?: StoreBatch['
 }
 
 describe('BatchOverlay', () => {
-  it('locks each id once, ascending, reads each once, and shows staged changes over the reads', async () => {
+  it('locks each id once (the store orders its own locks), reads each once, and shows staged changes over the reads', async () => {
     const { store, log } = recordingStore({ b: { state: 'valid', record: record('b') } });
     const batch = new BatchOverlay(store);
     await batch.lock(['c', 'b', 'c']);
     await batch.lock(['b', 'a']);
     await batch.read(['b', 'c']);
     await batch.read(['c', 'a']);
-    expect(log.locks).toEqual([['b', 'c'], ['a']]);
+    expect(log.locks).toEqual([['c', 'b'], ['a']]);
     expect(log.fetches).toEqual([['b', 'c'], ['a']]);
     batch.stageAll([['c', staged('c')], ['b', null]]);
     expect(batch.view('b')).toEqual({ state: 'absent' });

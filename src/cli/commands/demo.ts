@@ -21,11 +21,11 @@ import { CAMPAIGN_LEASE_OPTIONS } from '../../lease/lease-table-options.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
 
-export const DEMO_DEFAULT_DURATION = '60s';
+const DEMO_DEFAULT_DURATION = '60s';
 /** The demo's stats and plot_data.csv interval (a `run` campaign's default is 5 s). */
-export const DEMO_STATS_INTERVAL_MS = 200;
+const DEMO_STATS_INTERVAL_MS = 200;
 
-export function formatDemoSummary(s: DemoSummary): string {
+function formatDemoSummary(s: DemoSummary): string {
   const c = s.counters;
   return [
     `symfence demo: maze "${s.maze}": ${s.branchesReached} of ${s.branchesTotal} branches reached${s.complete ? ' (every branch)' : ''}`,

@@ -10,6 +10,6 @@ import { register as registerReport } from './report.js';
 import { register as registerRun } from './run.js';
 import { register as registerStatus } from './status.js';
 
-export type RegisterCommand = (program: Command, io: CliIo) => void;
+type RegisterCommand = (program: Command, io: CliIo) => void;
 
 export const COMMANDS: readonly RegisterCommand[] = [registerRun, registerDemo, registerLeases, registerStatus, registerReport];

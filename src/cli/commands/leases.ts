@@ -33,7 +33,7 @@ function ttlOf(flags: LeasesFlags): number {
 }
 
 /** The shared terminal escaping (src/util/terminal-text.ts), under the name this module exported first. */
-export const escapeControl = escapeForTerminal;
+const escapeControl = escapeForTerminal;
 
 function renderTable(t: TableInspection): string {
   const c = t.counts;

@@ -17,7 +17,7 @@ import { addSchemaFlags } from '../flags.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
 
-export function formatRunSummary(s: CampaignSummary): string {
+function formatRunSummary(s: CampaignSummary): string {
   const c = s.counters;
   return [
     `symfence run: ${s.jobsCompleted} jobs in ${formatDuration(Math.round(s.elapsedMs / 1000) * 1000)} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}, aborted ${c.jobsAborted}, abandoned ${c.jobsAbandoned})`,

@@ -24,7 +24,7 @@ function isSingleCampaign(dir: string, statuses: readonly CampaignStatus[]): boo
   return statuses.length === 1 && statuses[0]!.path === path.join(dir, STATS_FILE_NAME);
 }
 
-export function renderStatus(dir: string, statuses: readonly CampaignStatus[], nowMs: number, details: boolean): string {
+function renderStatus(dir: string, statuses: readonly CampaignStatus[], nowMs: number, details: boolean): string {
   if (isSingleCampaign(dir, statuses)) return formatCampaignStatus(statuses[0]!);
   const overview = formatCampaignOverview(dir, statuses, nowMs, escapeForTerminal);
   return details ? [overview, ...statuses.map(formatCampaignStatus)].join('\n\n') : overview;

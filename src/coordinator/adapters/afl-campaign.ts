@@ -7,7 +7,6 @@ import { Campaign, resolveComponentOptions, type CampaignRuntime, type CampaignS
 import { CAMPAIGN_OPTIONS } from '../campaign-options.js';
 import { aflComponentsFactory, type AflRunSettings } from './afl-components.js';
 
-export { aflComponentsFactory } from './afl-components.js';
 export type { AflRunSettings } from './afl-components.js';
 
 /**

@@ -58,7 +58,7 @@ import { componentLogger } from '../../telemetry/logger.js';
 /** In-flight set capacity: targets of concurrently admitted jobs (≤ 64 per job). */
 const INFLIGHT_CAPACITY = 1 << 16;
 
-export interface ComponentSpec {
+interface ComponentSpec {
   /** The SymCC binary (or reference solver) command, `@@` for file input. */
   readonly command: CommandTemplate;
   readonly inputMode?: InputMode;
@@ -119,7 +119,7 @@ function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<type
  * the records live in the cluster — and the root stays a directory of this host (under
  * `--lease-dir`, else `<outDir>/leases`) holding lease-table.json and this host's staged findings.
  */
-export async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string; store: LeaseStoreKind }> {
+async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string; store: LeaseStoreKind }> {
   const { options, outDir, coordinatorId } = context;
   const root = options.leaseDir !== undefined ? path.resolve(options.leaseDir) : path.join(outDir, 'leases');
   // The store the tables will open with (the same rule: a recorded store first, then the options).
@@ -143,7 +143,7 @@ export async function startIoThread(context: CampaignContext, inflight: Inflight
  * the `--guidance` file. Read before anything is created; a bad file refuses the start with
  * `ERR_HINT_INVALID` / `ERR_GUIDANCE_INVALID` naming the option.
  */
-export async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ hints: readonly HintSource[]; guidance?: ReadonlyMap<bigint, number> }> {
+async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ hints: readonly HintSource[]; guidance?: ReadonlyMap<bigint, number> }> {
   const hints = options.hintsFile !== undefined ? [await HintLinesFile.load(options.hintsFile, '--hints')] : [];
   if (options.guidanceFile === undefined) return { hints };
   const file = options.guidanceFile;
@@ -162,7 +162,7 @@ export async function loadSchedulerFiles(options: SchedulerOptions): Promise<{ h
 }
 
 /** How often the AFL++ instances' queues and fuzz_bitmap files are read again, ms (AFL++ rewrites its map with its stats, every few seconds). */
-export const AFL_PEERS_POLL_MS = 5_000;
+const AFL_PEERS_POLL_MS = 5_000;
 
 /**
  * The AFL++ instances beside this campaign. AFL++ imports our queue under the name of our
@@ -175,14 +175,16 @@ function aflPeersOf(context: CampaignContext, pool: SolverPool<Telemetry>): AflP
   return new AflPeers({ aflOut, ourName, merge: (covered) => (covered.length <= pool.bitmap.sizeBytes ? pool.bitmap.claim(covered).newBytes : 0) });
 }
 
-export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
-  const files = await loadSchedulerFiles(context.scheduler);
+/**
+ * The solver telemetry of the campaign, logged; with telemetry on and a probe seed, the command
+ * is first run once on it and must show SymCC (else the campaign is refused before any job).
+ */
+async function decideTelemetry(context: CampaignContext, spec: ComponentSpec): Promise<SolverTelemetryDecision> {
   const telemetry = spec.telemetry ?? campaignTelemetry(context.options, spec.command);
   const solverLog = componentLogger(context.logger, 'solver');
   const telemetryLog = { telemetry: telemetry.mode, reason: telemetry.reason };
   if (telemetry.warning !== undefined) solverLog.warn(telemetryLog, telemetry.warning);
   else solverLog.info(telemetryLog, `solver telemetry: ${telemetry.mode}`);
-  const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
   if (spec.probeSeed !== undefined && telemetry.mode !== 'off') {
     const evidence = await probeSolverCommand({
       command: spec.command,
@@ -195,6 +197,65 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     });
     solverLog.info({ evidence }, 'solver probe: the command shows SymCC');
   }
+  return telemetry;
+}
+
+/**
+ * The scheduler over the in-flight set (and the shared claims, with shared leases), with the lane
+ * state of an earlier run on this out-dir loaded, and the reservations port over it.
+ */
+async function startScheduler(
+  context: CampaignContext,
+  inflight: InflightTargetSet,
+  sharedClaims: IoSharedTargetClaims | undefined,
+  files: { readonly hints: readonly HintSource[]; readonly guidance?: ReadonlyMap<bigint, number> },
+): Promise<{ scheduler: Scheduler; keeper: LaneStateKeeper; reservations: SchedulerAdapter }> {
+  const schedulerLog = componentLogger(context.logger, 'scheduler');
+  const { stateIntervalMs: _interval, hintsFile: _hints, guidanceFile: _guidance, ...schedulerOptions } = context.scheduler;
+  const scheduler = new Scheduler({
+    local: inflight,
+    ...(sharedClaims ? { shared: sharedClaims } : {}),
+    options: schedulerOptions,
+    ...(files.guidance ? { guidance: files.guidance } : {}),
+    // Embedder sources first, then the --hints file: a later hint overrides an earlier one's fields.
+    hints: [...context.hints, ...files.hints],
+    logger: schedulerLog,
+  });
+  const keeper = new LaneStateKeeper({
+    scheduler,
+    file: path.join(context.outDir, SCHEDULER_STATE_FILE),
+    intervalMs: context.scheduler.stateIntervalMs,
+    now: () => context.clock.now(),
+    logger: schedulerLog,
+  });
+  // Before any job: what the lanes learned in an earlier run on this out-dir is not relearned.
+  await keeper.load();
+  const reservations = new SchedulerAdapter(scheduler, inflight, context.counters, sharedClaims ? { shared: sharedClaims } : {});
+  return { scheduler, keeper, reservations };
+}
+
+/** The solver port: the spec's command, input mode, triage and classifier over the pool. */
+function solverPort(context: CampaignContext, spec: ComponentSpec, telemetry: SolverTelemetryDecision, pool: SolverPool<Telemetry>): SolverPoolAdapter {
+  return new SolverPoolAdapter(pool, {
+    command: spec.command,
+    timeoutMs: context.options.solverTimeoutMs,
+    ...(spec.inputMode ? { inputMode: spec.inputMode } : {}),
+    ...(spec.triage ? { triage: spec.triage } : {}),
+    ...(spec.classify ? { classify: spec.classify(pool.bitmap) } : {}),
+    ...(telemetry.preload !== undefined ? { preload: telemetry.preload } : {}),
+    requireSymccEvidence: telemetry.mode !== 'off',
+  });
+}
+
+/** The result commits over the I/O thread, staging findings in etcd when `staging` is given. */
+function openResultCommits(io: IoThread, leaseRoot: string, publisher: QueuePublisher, staging: EtcdStagedFindings | undefined): Promise<IoResultCommits> {
+  return staging ? IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, {}, staging.readFile) : IoResultCommits.open(leaseRoot, io, publisher);
+}
+
+export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
+  const files = await loadSchedulerFiles(context.scheduler);
+  const telemetry = await decideTelemetry(context, spec);
+  const untargetedOnly = spec.untargetedOnly === true || telemetry.mode === 'off';
   const inflight = InflightTargetSet.create(INFLIGHT_CAPACITY);
   const { io, shared, leaseRoot, store } = await startIoThread(context, inflight);
   let pool: SolverPool<Telemetry> | undefined;
@@ -203,34 +264,12 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const workLeases = new IoWorkLeases(io, context.options.workLeaseTtlMs);
     const targetLeases = shared ? new IoTargetLeases(io, (group) => inflight.ownerOf(group[0]!)) : undefined;
     const sharedClaims = shared ? new IoSharedTargetClaims(io, { inflight }) : undefined;
-    const schedulerLog = componentLogger(context.logger, 'scheduler');
-    const { stateIntervalMs: _interval, hintsFile: _hints, guidanceFile: _guidance, ...schedulerOptions } = context.scheduler;
-    const scheduler = new Scheduler({
-      local: inflight,
-      ...(sharedClaims ? { shared: sharedClaims } : {}),
-      options: schedulerOptions,
-      ...(files.guidance ? { guidance: files.guidance } : {}),
-      // Embedder sources first, then the --hints file: a later hint overrides an earlier one's fields.
-      hints: [...context.hints, ...files.hints],
-      logger: schedulerLog,
-    });
-    const keeper = new LaneStateKeeper({
-      scheduler,
-      file: path.join(context.outDir, SCHEDULER_STATE_FILE),
-      intervalMs: context.scheduler.stateIntervalMs,
-      now: () => context.clock.now(),
-      logger: schedulerLog,
-    });
-    // Before any job: what the lanes learned in an earlier run on this out-dir is not relearned.
-    await keeper.load();
-    const reservations = new SchedulerAdapter(scheduler, inflight, context.counters, sharedClaims ? { shared: sharedClaims } : {});
+    const { scheduler, keeper, reservations } = await startScheduler(context, inflight, sharedClaims, files);
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
     // Findings are staged where every coordinator sharing the leases can replay them: under the
     // lease root, or with the etcd store in etcd (the lease root is this host's own there).
     staging = store === 'etcd' ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), path.join(leaseRoot, STAGED_DIR)) : undefined;
-    const commits = staging
-      ? await IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, {}, staging.readFile)
-      : await IoResultCommits.open(leaseRoot, io, publisher);
+    const commits = await openResultCommits(io, leaseRoot, publisher, staging);
     pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).
@@ -265,15 +304,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       workLeases,
       ...(targetLeases ? { targetLeases } : {}),
       reservations,
-      solver: new SolverPoolAdapter(solverPool, {
-        command: spec.command,
-        timeoutMs: context.options.solverTimeoutMs,
-        ...(spec.inputMode ? { inputMode: spec.inputMode } : {}),
-        ...(spec.triage ? { triage: spec.triage } : {}),
-        ...(spec.classify ? { classify: spec.classify(solverPool.bitmap) } : {}),
-        ...(telemetry.preload !== undefined ? { preload: telemetry.preload } : {}),
-        requireSymccEvidence: telemetry.mode !== 'off',
-      }),
+      solver: solverPort(context, spec, telemetry, solverPool),
       source,
       commits,
       edgesCovered: () => solverPool.bitmap.edgesCovered(),

@@ -16,13 +16,13 @@ import type { QueuePublisher } from '../../triage/queue-publisher.js';
 import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
 
 /** The I/O-thread requests this adapter uses (an `IoClient` has them). */
-export interface ResultCommitsClient extends StagingClient {
+interface ResultCommitsClient extends StagingClient {
   publishCommitted(workId: string, token: string, publications: readonly DirectoryFiles[], nowMs: number, minIdleMs?: number): Promise<ReplayResult>;
   snapshotRecords(table: 'work', options?: { readonly corrupt?: 'reject' | 'skip' }): Promise<SnapshotEntry[]>;
 }
 
 /** How leftover temps are swept (`sweepTemps`). */
-export interface TempSweepSettings {
+interface TempSweepSettings {
   /** See `LEASE_TABLE_OPTIONS.staleTempAgeMs`. Default: `SYMFENCE_STALE_TEMP_AGE`, else 1 h. */
   readonly staleTempAgeMs?: number;
   /** Default: the real filesystem. */

@@ -7,7 +7,7 @@ import type { GroupClaimRequest, TargetClaimResult } from '../io-requests.js';
 import { type RequestKind, targetKeys } from './request-kind.js';
 import { planTargetClaims } from './target-claims.js';
 
-export type ClaimGroupRequest = { readonly kind: 'claimGroup'; readonly nowMs: number } & GroupClaimRequest;
+type ClaimGroupRequest = { readonly kind: 'claimGroup'; readonly nowMs: number } & GroupClaimRequest;
 
 export const claimGroup: RequestKind<ClaimGroupRequest, TargetClaimResult> = {
   kind: 'claimGroup',

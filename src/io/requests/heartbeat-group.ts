@@ -6,7 +6,7 @@ import type { FenceResult } from '../../lease/lease-results.js';
 import type { GroupFence } from '../io-requests.js';
 import { type RequestKind, targetKeys, unwrap } from './request-kind.js';
 
-export type HeartbeatGroupRequest = { readonly kind: 'heartbeatGroup'; readonly nowMs: number } & GroupFence;
+type HeartbeatGroupRequest = { readonly kind: 'heartbeatGroup'; readonly nowMs: number } & GroupFence;
 
 export const heartbeatGroup: RequestKind<HeartbeatGroupRequest, FenceResult> = {
   kind: 'heartbeatGroup',

@@ -15,7 +15,7 @@ export interface HeartbeatManyRequest {
   readonly nowMs: number;
 }
 
-export type HeartbeatManyAnswer = Omit<HeartbeatBatchResult, 'directoryBarriers'>;
+type HeartbeatManyAnswer = Omit<HeartbeatBatchResult, 'directoryBarriers'>;
 
 export const heartbeatMany: RequestKind<HeartbeatManyRequest, HeartbeatManyAnswer> = {
   kind: 'heartbeatMany',

@@ -25,7 +25,7 @@ import { snapshotRecords } from './snapshot-records.js';
 import { stageFiles } from './stage-files.js';
 import { sweepExpired } from './sweep-expired.js';
 
-export const REQUEST_KINDS = [
+const REQUEST_KINDS = [
   claimGroup,
   claimGroups,
   heartbeatGroup,

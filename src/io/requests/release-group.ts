@@ -4,7 +4,7 @@ import type { GroupFence } from '../io-requests.js';
 import { type RequestKind, targetKeys } from './request-kind.js';
 import { planReleases } from './release-groups.js';
 
-export type ReleaseGroupRequest = { readonly kind: 'releaseGroup'; readonly nowMs: number } & GroupFence;
+type ReleaseGroupRequest = { readonly kind: 'releaseGroup'; readonly nowMs: number } & GroupFence;
 
 export const releaseGroup: RequestKind<ReleaseGroupRequest, FenceResult> = {
   kind: 'releaseGroup',

@@ -10,7 +10,7 @@ import type { GroupClaimResult } from '../../lease/lease-results.js';
 import type { BatchClaimResult, GroupClaimRequest } from '../io-requests.js';
 import type { PlanContext } from './request-kind.js';
 
-export interface PlannedClaims {
+interface PlannedClaims {
   readonly ops: LeaseOperation<unknown>[];
   /** Per group: the claim's result, or (I/O failure, lock timeout) a `failed` entry and its error. */
   finish(outcomes: readonly OperationOutcome<unknown>[]): { results: BatchClaimResult[]; errors: unknown[] };

@@ -19,9 +19,9 @@
  * `lockAcquireTimeoutMs` on the injected monotonic clock, then the batch fails closed with
  * `ERR_LOCK_TIMEOUT`.
  *
- * Identity (sqlite-identity.ts): every commit, once it holds the write lock, and again right
- * before its `COMMIT`, checks that the database, `-wal` and `-shm` paths still name the files this
- * connection opened; so does every scan. On a mismatch the table has lost the database for good
+ * Identity (sqlite-identity.ts): every commit, under the write lock right before its `COMMIT`,
+ * checks that the database, `-wal` and `-shm` paths still name the files this connection opened;
+ * so does every scan. On a mismatch the table has lost the database for good
  * (`lost`): the old file is never read or written again, the batch that found it runs again, and
  * from then on every record reads as absent — a heartbeat, `beginCommit` or publication answers
  * `stale`, as over a deleted record file — and a batch that would write anything (a claim) fails
@@ -37,11 +37,10 @@ import { leaseIoError } from '../lease-io-error.js';
 import { isRecordId, targetRecordId } from '../identity.js';
 import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js';
 import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
-import { RecordReadCache } from '../record-read-cache.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
-import { decodeRow, GroupCache, GroupMoves, memberTag, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
+import { decodeRow, GroupCache, GroupMoves, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
@@ -168,8 +167,6 @@ class SqliteRecordBackend implements RecordBackend {
   /** Commits of this connection (they leave its `data_version` unchanged). */
   commits = 0;
   readonly statements: Statements;
-  /** Parsed rows this process read or wrote last, reused while their bytes are unchanged. */
-  readonly readCache: RecordReadCache;
   /** Parsed group rows by id (immutable content, ids never reused). */
   readonly groupCache = new GroupCache();
   /**
@@ -193,7 +190,6 @@ class SqliteRecordBackend implements RecordBackend {
   ) {
     this.file = path.join(root, SQLITE_FILE);
     this.conflictRetryMs = lockAcquireTimeoutMs;
-    this.readCache = new RecordReadCache(kind);
     this.statements = {
       select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
       upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
@@ -212,9 +208,9 @@ class SqliteRecordBackend implements RecordBackend {
     return new SqliteRecordBatch(this);
   }
 
-  /** What a batch's commit compares against: whether any connection, this one included, has committed. */
-  changeMark(): string {
-    return `${String(this.statements.dataVersion.get())}:${this.commits}`;
+  /** SQLite's `data_version`: changes exactly when another connection has committed. */
+  dataVersion(): number {
+    return this.statements.dataVersion.get() as number;
   }
 
   /** Why the database was lost, once a check found it (the file comment, "Identity"); else undefined. */
@@ -237,9 +233,8 @@ class SqliteRecordBackend implements RecordBackend {
     return this.lostReason;
   }
 
-  /** The rows known exactly as of now (the class comment on `known`). */
-  knownRows(): Map<string, KnownRow> {
-    const version = this.statements.dataVersion.get() as number;
+  /** The rows known exactly as of `version`, the `data_version` just read (the class comment on `known`). */
+  knownRows(version: number): Map<string, KnownRow> {
     if (version !== this.knownVersion) {
       this.known.clear();
       // Another connection may have changed group rows too (only by damaging one: this store
@@ -330,8 +325,11 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 class SqliteRecordBatch implements StoreBatch {
   /** The row each id held when this batch read it. */
   private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown }>();
-  /** `changeMark()` before the first read: unchanged at commit → no row can have changed. */
-  private mark: string | undefined;
+  /**
+   * `data_version` and this connection's commit count before the first read: both unchanged at
+   * commit → no connection, this one included, has committed since, and no row can have changed.
+   */
+  private mark: { readonly version: number; readonly commits: number } | undefined;
   /** The batch read after the database was lost: every record as absent, nothing from the old file. */
   private readLost = false;
 
@@ -353,8 +351,9 @@ class SqliteRecordBatch implements StoreBatch {
     const { select } = this.backend.statements;
     let known: Map<string, KnownRow>;
     try {
-      this.mark ??= this.backend.changeMark();
-      known = this.backend.knownRows();
+      const version = this.backend.dataVersion();
+      this.mark ??= { version, commits: this.backend.commits };
+      known = this.backend.knownRows(version);
     } catch (error) {
       throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
     }
@@ -363,23 +362,25 @@ class SqliteRecordBatch implements StoreBatch {
       const hit = known.get(id);
       if (hit !== undefined) {
         reads.set(id, hit.read);
-        this.rows.set(id, { groupId: hit.groupId, text: hit.text });
+        // The known row itself (immutable): its group id and text are what this batch read.
+        this.rows.set(id, hit);
         continue;
       }
       let row: { record: unknown; group_id: unknown } | undefined;
       let read: RecordRead;
       try {
         row = select.get(id);
-        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId), this.backend.readCache);
+        read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId));
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
       const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
       const text = row?.record ?? null;
+      const seen: KnownRow = { read, groupId, text };
       reads.set(id, read);
-      this.rows.set(id, { groupId, text });
+      this.rows.set(id, seen);
       // A corrupt row is read again every time: an operator may repair it.
-      if (read.state !== 'corrupt') this.backend.rememberRow(id, { read, groupId, text });
+      if (read.state !== 'corrupt') this.backend.rememberRow(id, seen);
     }
     return reads;
   }
@@ -389,7 +390,7 @@ class SqliteRecordBatch implements StoreBatch {
    * committed since the first read (the common case: no row is read again).
    */
   private changedSinceRead(): string[] {
-    if (this.backend.changeMark() === this.mark) return [];
+    if (this.mark !== undefined && this.backend.commits === this.mark.commits && this.backend.dataVersion() === this.mark.version) return [];
     const { select } = this.backend.statements;
     const changed: string[] = [];
     for (const [id, seen] of this.rows) {
@@ -430,12 +431,10 @@ class SqliteRecordBatch implements StoreBatch {
     this.backend.commits += 1;
     for (const { id, staged, named } of rows) {
       if (staged === null) {
-        this.backend.readCache.forget(id);
         this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null, text: null });
         continue;
       }
       const group = staged.group;
-      this.backend.readCache.remember(id, staged.text, staged.record, group === null || named === null ? undefined : memberTag(named, group.hex));
       this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named, text: staged.text });
       if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
     }
@@ -453,9 +452,6 @@ class SqliteRecordBatch implements StoreBatch {
     db.exec('BEGIN IMMEDIATE');
     let step = 'check';
     try {
-      // Under the write lock: a database replaced since the reads is caught before anything is
-      // written, and the batch runs again against the lost table.
-      if (this.backend.checkIdentity() !== undefined) throw new BatchConflictError(planned.map((p) => p.id));
       const changed = this.changedSinceRead();
       if (changed.length > 0) throw new BatchConflictError(changed);
       step = 'write';
@@ -477,8 +473,10 @@ class SqliteRecordBatch implements StoreBatch {
         for (const groupId of moves.left) if (!this.stillNamed(groupId, written)) statements.removeGroup.run(groupId);
       }
       step = 'commit';
-      const lost = this.backend.checkIdentity();
-      if (lost !== undefined) throw storeReplaced(file, lost);
+      // Under the write lock, right before the COMMIT: a database replaced since this batch read
+      // it rolls the batch back (nothing reaches the lost file) and the batch runs again against
+      // the lost table, where every record reads as absent (file comment, "Identity").
+      if (this.backend.checkIdentity() !== undefined) throw new BatchConflictError(planned.map((p) => p.id));
       db.exec('COMMIT');
       return rows;
     } catch (error) {

@@ -36,7 +36,7 @@ const PROC_FD_DIR = '/proc/self/fd';
 /** (device, inode) of `file`, or a reason it has none. */
 function idOf(file: string): FileId | string {
   try {
-    // No exception for the common failure: a check runs twice per batch.
+    // No exception for the common failure: a check runs on every commit.
     const stat = fs.statSync(file, { throwIfNoEntry: false });
     return stat === undefined ? 'is gone' : { dev: stat.dev, ino: stat.ino };
   } catch (error) {

@@ -31,7 +31,6 @@ import { InvalidJobError } from '../../errors.js';
 import { canonicalJson, isPlainAscii, type CanonicalJsonMemo } from '../canonical-json.js';
 import { deepFreeze } from '../deep-freeze.js';
 import { MAX_PAYLOAD_DEPTH, maxRecordBytes, parseRecord, parseRecordText, recordProblem, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
-import type { RecordReadCache } from '../record-read-cache.js';
 import type { StagedRecord } from '../backend-contract.js';
 
 /** The fields of a target record kept in its group row, in canonical (sorted) order. */
@@ -215,45 +214,26 @@ export function parseGroupRow(id: number, row: { hash: unknown; content: unknown
 
 /**
  * The record a row holds, validated (the forms are in the file comment). `group` gives a group
- * row's content: the cache, else the database. `readCache` keeps parsed records per id, keyed by
- * the row's text and group id.
+ * row's content: the cache, else the database.
  */
-export function decodeRow(id: string, record: unknown, groupId: unknown, kind: RecordKind, group: (groupId: number) => GroupEntry | string, readCache?: RecordReadCache): RecordRead {
+export function decodeRow(id: string, record: unknown, groupId: unknown, kind: RecordKind, group: (groupId: number) => GroupEntry | string): RecordRead {
   if (groupId !== null && (typeof groupId !== 'number' || !Number.isSafeInteger(groupId))) return { state: 'corrupt', reason: 'group_id is not an integer' };
   if (Buffer.isBuffer(record)) {
     if (groupId !== null) return { state: 'corrupt', reason: 'a group member row holds a blob, not text' };
     if (record.length > maxRecordBytes(kind)) return { state: 'corrupt', reason: `record is ${record.length} bytes, over the ${maxRecordBytes(kind)}-byte bound` };
-    return readCache !== undefined ? readCache.parse(record, id) : parseRecord(record, id, kind);
+    return parseRecord(record, id, kind);
   }
   if (typeof record !== 'string') return { state: 'corrupt', reason: `record is a ${record === null ? 'null' : typeof record}, not text or a blob` };
   const bound = maxRecordBytes(kind);
   const bytes = Buffer.byteLength(record, 'utf8');
   if (bytes > bound) return { state: 'corrupt', reason: `record is ${bytes} bytes, over the ${bound}-byte bound` };
-  if (groupId === null) {
-    const hit = readCache?.lookup(id, record);
-    if (hit !== undefined) return { state: 'valid', record: hit };
-    return remembered(id, record, parseRecordText(record, id, kind), undefined, readCache);
-  }
-  // The group row first, whatever the cache holds: the row is checked whenever it is read again.
+  if (groupId === null) return parseRecordText(record, id, kind);
+  // The group row first: the row is checked whenever it is read again.
   const entry = group(groupId);
   if (typeof entry === 'string') return { state: 'corrupt', reason: entry };
   const over = joinedOver(bytes, entry.size, kind);
   if (over !== undefined) return { state: 'corrupt', reason: over };
-  const tag = memberTag(groupId, entry.hex);
-  const hit = readCache?.lookup(id, record, tag);
-  if (hit !== undefined) return { state: 'valid', record: hit };
-  return remembered(id, record, parseMember(record, id, kind, entry.fields), tag, readCache);
-}
-
-function remembered(id: string, record: string, read: RecordRead, tag: string | undefined, readCache: RecordReadCache | undefined): RecordRead {
-  if (read.state === 'valid') readCache?.remember(id, record, read.record, tag);
-  else readCache?.forget(id);
-  return read;
-}
-
-/** The read-cache tag of a member row: its group row's id and hash. */
-export function memberTag(groupId: number, hex: string): string {
-  return `${groupId}:${hex}`;
+  return parseMember(record, id, kind, entry.fields);
 }
 
 function parseMember(text: string, id: string, kind: RecordKind, fields: GroupFields): RecordRead {

@@ -9,7 +9,7 @@ import { cursorPast, evictOldest, pickFromCursor } from './round-robin.js';
 import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 
-export interface ConcurrencyRecord {
+interface ConcurrencyRecord {
   readonly seed: string;
   bestDistance: number;
   reward: number;
@@ -20,7 +20,7 @@ export interface ConcurrencyRecord {
   lastScheduledMs: number | null;
 }
 
-export interface ConcurrencyOptions extends LaneCommonOptions {
+interface ConcurrencyOptions extends LaneCommonOptions {
   /** Site → distance. Without guidance the lane learns and proposes nothing. */
   readonly guidance?: ReadonlyMap<bigint, number>;
   /** Record budget (LRU). Default 65536. */

@@ -6,18 +6,18 @@ import type { Telemetry } from '../telemetry.js';
 import { evictOldest } from './round-robin.js';
 import { arr, id, int, num, oneOf } from './state-codec.js';
 
-export type SummaryStatus = 'sat' | 'unsat' | 'timeout' | 'diverged';
+type SummaryStatus = 'sat' | 'unsat' | 'timeout' | 'diverged';
 
-export interface ConstraintSummary {
+interface ConstraintSummary {
   readonly status: SummaryStatus;
   readonly observations: number;
   /** Monotonic ms before which the branch is not retried; Infinity for settled branches. */
   readonly nextRetryMs: number;
 }
 
-export const TIMEOUT_RETRY_BASE_MS = 30_000;
-export const DIVERGED_RETRY_BASE_MS = 5_000;
-export const MAX_RETRY_DELAY_MS = 3_600_000;
+const TIMEOUT_RETRY_BASE_MS = 30_000;
+const DIVERGED_RETRY_BASE_MS = 5_000;
+const MAX_RETRY_DELAY_MS = 3_600_000;
 
 export class ConstraintSummaryCache {
   readonly #capacity: number;

@@ -22,11 +22,11 @@ import {
 import { evictOldest } from './round-robin.js';
 import { ageToTime, arr, header, id, int, num, numOrNull, obj, oneOf, strings } from './state-codec.js';
 
-export type TransitionStatus = 'open' | 'diverged' | 'timeout' | 'sat' | 'unsat';
+type TransitionStatus = 'open' | 'diverged' | 'timeout' | 'sat' | 'unsat';
 const STATUSES: readonly TransitionStatus[] = ['open', 'diverged', 'timeout', 'sat', 'unsat'];
 const ACTIVE: ReadonlySet<TransitionStatus> = new Set(['open', 'diverged', 'timeout']);
 
-export interface Transition {
+interface Transition {
   readonly id: bigint;
   source: bigint;
   site: bigint;
@@ -45,7 +45,7 @@ export interface Transition {
   seeds: string[];
 }
 
-export interface CstgOptions extends LaneCommonOptions {
+interface CstgOptions extends LaneCommonOptions {
   /** Transition budget, at least 128. Default 8192. */
   readonly maxTransitions?: number;
   /** Actions per job, clamped to [1, 64]. Default 16. */

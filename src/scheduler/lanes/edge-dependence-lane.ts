@@ -31,7 +31,7 @@ export function edgeId(site: bigint, taken: 0 | 1): bigint {
   return mixed === 0n ? 1n : mixed;
 }
 
-export interface EdgeRow {
+interface EdgeRow {
   readonly edge: bigint;
   site: bigint;
   traced: number;
@@ -58,7 +58,7 @@ export interface EdgeRow {
   coOccurring: number;
 }
 
-export interface EdgeDependenceOptions extends LaneCommonOptions {
+interface EdgeDependenceOptions extends LaneCommonOptions {
   /** Row budget, at least 128. Default 4096. */
   readonly maxRows?: number;
   /** Trace entries read per observation, at least 16. Default 128. */

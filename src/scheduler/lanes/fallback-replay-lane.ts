@@ -12,7 +12,7 @@ import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type La
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
 
-export interface ReplayRecord {
+interface ReplayRecord {
   readonly seed: string;
   reward: number;
   difficulty: number;
@@ -22,7 +22,7 @@ export interface ReplayRecord {
   lastReplayMs: number | null;
 }
 
-export interface FallbackReplayOptions extends LaneCommonOptions {
+interface FallbackReplayOptions extends LaneCommonOptions {
   /** Record budget (LRU). Default 262144. */
   readonly maxRecords?: number;
   /** Records scoring at or below this are not replayed. Default 0.05. */

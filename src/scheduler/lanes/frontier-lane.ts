@@ -26,9 +26,9 @@ import { evictOldest } from './round-robin.js';
 import { effectiveOutputLimit, type Lane, type LaneCommonOptions, type ObserveContext, type Proposal } from './lane.js';
 import { arr, bad, header, id, ids, int, num, obj, str } from './state-codec.js';
 
-export type FrontierOrder = 'value' | 'age';
+type FrontierOrder = 'value' | 'age';
 
-export interface FrontierLaneOptions extends Pick<LaneCommonOptions, 'seedLive'> {
+interface FrontierLaneOptions extends Pick<LaneCommonOptions, 'seedLive'> {
   /** Shared with the admission filter; a private one when absent (tests, state dry runs). */
   readonly ledger?: TargetLedger;
   /**

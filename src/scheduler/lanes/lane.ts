@@ -62,7 +62,7 @@ export interface LaneCommonOptions {
   readonly seedLive?: (seed: string) => boolean;
 }
 
-export const DEFAULT_COOLDOWN_MS = 30_000;
+const DEFAULT_COOLDOWN_MS = 30_000;
 
 /** Validated cooldown: a finite number of ms ≥ 0 (else `ERR_INVALID_OPTION`). */
 export function resolveCooldownMs(value: number | undefined): number {

@@ -25,17 +25,17 @@ import {
 } from './lane.js';
 import { ageToTime, arr, bad, header, id, int, num, numOrNull, obj, oneOf, strings } from './state-codec.js';
 
-export type PrefixNodeStatus = 'observed' | 'open' | 'timeout' | 'diverged' | 'sat' | 'unsat';
+type PrefixNodeStatus = 'observed' | 'open' | 'timeout' | 'diverged' | 'sat' | 'unsat';
 const STATUSES: readonly PrefixNodeStatus[] = ['observed', 'open', 'timeout', 'diverged', 'sat', 'unsat'];
 const ACTIVE: ReadonlySet<PrefixNodeStatus> = new Set(['open', 'timeout', 'diverged']);
 
-export interface ActionStats {
+interface ActionStats {
   attempts: number;
   successes: number;
   rewardSum: number;
 }
 
-export interface PrefixNode {
+interface PrefixNode {
   readonly id: bigint;
   parent: bigint;
   site: bigint;
@@ -55,7 +55,7 @@ export interface PrefixNode {
   sampling: ActionStats;
 }
 
-export interface PrefixDagOptions extends LaneCommonOptions {
+interface PrefixDagOptions extends LaneCommonOptions {
   /** Node budget, clamped to [128, 65536]. Default 4096. */
   readonly maxNodes?: number;
   /** Actions per job, clamped to [1, 64]. Default 16. */

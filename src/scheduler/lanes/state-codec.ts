@@ -5,7 +5,7 @@
 import { LaneStateError } from '../../errors.js';
 import { parseDecimalU64 } from '../branch-id.js';
 
-export type Json = Record<string, unknown>;
+type Json = Record<string, unknown>;
 
 export function bad(path: string, expected: string): never {
   throw new LaneStateError(`lane state ${path}: expected ${expected}`, { path, expected });
