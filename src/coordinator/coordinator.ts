@@ -324,7 +324,7 @@ export class Coordinator {
     }
   }
 
-  /** Dispatches pending jobs ahead, until every slot has one waiting (see `#ready`). */
+  /** Dispatches pending jobs ahead, until every slot has `prefetchDepth` waiting (see `#ready`). */
   async #prefetchReady(): Promise<void> {
     while (!this.#stopping && this.#ready.length < this.#readyLimit && this.#pending.length > 0) {
       await this.#track(this.#dispatchAndPlace(this.#pending.shift()!));

@@ -102,12 +102,12 @@ function telemetry(open: bigint[], trace: Array<[bigint, bigint, bigint, number,
 }
 
 describe('SchedulerAdapter', () => {
-  function setup() {
+  function setup(frontierTargets?: number) {
     const dir = tmp();
     const seedPath = path.join(dir, 'seed');
     writeFileSync(seedPath, 'AAAA');
     const inflight = InflightTargetSet.create(256);
-    const scheduler = new Scheduler({ local: inflight });
+    const scheduler = new Scheduler({ local: inflight, ...(frontierTargets !== undefined ? { options: { frontierTargets } } : {}) });
     const adapter = new SchedulerAdapter(scheduler, inflight);
     const seed = { path: seedPath, sha256: sha('AAAA'), depth: 2, origin: 'seed' as const };
     return { scheduler, inflight, adapter, seed };
@@ -130,7 +130,8 @@ describe('SchedulerAdapter', () => {
   });
 
   it('counts a back-fill when admission refused a candidate and admitted another', async () => {
-    const { inflight, scheduler, seed } = setup();
+    // One target per frontier job: the busy branch and the free one are separate candidates.
+    const { inflight, scheduler, seed } = setup(1);
     const counters = createCounters();
     const adapter = new SchedulerAdapter(scheduler, inflight, counters);
     adapter.addSeed(seed, 0);
