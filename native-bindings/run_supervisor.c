@@ -125,14 +125,7 @@ static int start_supervisor(supervisor_registry *registry, const char *path, sup
 #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
   if (!err) err = posix_spawn_file_actions_addclosefrom_np(&actions, SUPERVISOR_FD + 1);
 #endif
-  if (!err) {
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (!err) err = posix_spawnattr_setsigmask(&attr, &none);
-    if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
-  }
+  if (!err) err = spawn_attr_clean_session(&attr);
   if (!err) {
     char pid_text[24];
     char *argv[] = { (char *)path, "--serve", pid_text, NULL };
@@ -368,3 +361,13 @@ int supervisor_export(napi_env env, napi_value exports) {
 }
 
 #endif
+
+int spawn_attr_clean_session(posix_spawnattr_t *attr) {
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  int err = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  if (!err) err = posix_spawnattr_setsigmask(attr, &none);
+  if (!err) err = posix_spawnattr_setsigdefault(attr, &all);
+  return err;
+}

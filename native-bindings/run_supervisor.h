@@ -2,6 +2,7 @@
 #ifndef SYMFENCE_RUN_SUPERVISOR_H
 #define SYMFENCE_RUN_SUPERVISOR_H
 
+#include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -29,6 +30,12 @@ int supervisor_read_report(int report_fd, supervisor **sup, sup_reply *reply);
 
 /* Closes the supervisor's socket (it then kills and reaps its run, and exits) and reaps it. */
 void supervisor_destroy(supervisor *sup);
+
+/*
+ * posix_spawn attributes of every process the addon starts: its own session, an empty signal
+ * mask and every signal at its default disposition. 0 or the errno.
+ */
+int spawn_attr_clean_session(posix_spawnattr_t *attr);
 
 /* Adds signalSupervised(pid, signo) to exports; 0 on N-API failure. */
 int supervisor_export(napi_env env, napi_value exports);

@@ -670,15 +670,8 @@ static napi_value spawn_group(napi_env env, napi_callback_info info) {
   if (!err) err = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
 #endif
   if (err) goto fail_errno_spawn;
-  {
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (!err) err = posix_spawnattr_setsigmask(&attr, &none);
-    if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
-    if (err) goto fail_errno_spawn;
-  }
+  err = spawn_attr_clean_session(&attr);
+  if (err) goto fail_errno_spawn;
   req.actions = &actions;
   req.attr = &attr;
 

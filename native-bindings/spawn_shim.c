@@ -425,24 +425,33 @@ done:
   }
 }
 
-static int serve(pid_t spawner) {
-  int sock = SUPERVISOR_FD;
-  sigset_t handled;
-  sigemptyset(&handled);
-  sigaddset(&handled, SIGCHLD);
-  sigaddset(&handled, SIGTERM);
-  sigaddset(&handled, SIGINT);
-  sigaddset(&handled, SIGHUP);
-  sigaddset(&handled, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &handled, NULL);
+/*
+ * What both shims do first: block the signals they handle (before any fork, so none is lost),
+ * ignore SIGPIPE, become the subreaper of everything below, and take SIGUSR1 when the spawner
+ * dies (checked once after, for a spawner that died before). 0, or SHIM_FAILED.
+ */
+static int become_supervisor(pid_t spawner, int with_hup, sigset_t *handled) {
+  sigemptyset(handled);
+  sigaddset(handled, SIGCHLD);
+  sigaddset(handled, SIGTERM);
+  sigaddset(handled, SIGINT);
+  if (with_hup) sigaddset(handled, SIGHUP);
+  sigaddset(handled, SIGUSR1);
+  sigprocmask(SIG_BLOCK, handled, NULL);
   signal(SIGPIPE, SIG_IGN);
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     fail("PR_SET_CHILD_SUBREAPER", strerror(errno));
     return SHIM_FAILED;
   }
-  /* The spawning thread exited (coordinator gone): SIGUSR1, handled like EOF on the socket. */
   prctl(PR_SET_PDEATHSIG, SIGUSR1);
-  if (getppid() != spawner) return SHIM_FAILED;
+  return getppid() == spawner ? 0 : SHIM_FAILED;
+}
+
+static int serve(pid_t spawner) {
+  int sock = SUPERVISOR_FD;
+  sigset_t handled;
+  /* The spawning thread exited (coordinator gone): SIGUSR1, handled like EOF on the socket. */
+  if (become_supervisor(spawner, 1, &handled) != 0) return SHIM_FAILED;
   if (fcntl(sock, F_SETFD, FD_CLOEXEC) != 0) {
     fail("supervisor socket", strerror(errno));
     return SHIM_FAILED;
@@ -544,22 +553,7 @@ int main(int argc, char **argv) {
   }
 
   sigset_t handled;
-  sigemptyset(&handled);
-  sigaddset(&handled, SIGCHLD);
-  sigaddset(&handled, SIGTERM);
-  sigaddset(&handled, SIGINT);
-  sigaddset(&handled, SIGUSR1);
-  /* Blocked before the fork, so no signal is lost between fork and the wait loop. */
-  sigprocmask(SIG_BLOCK, &handled, NULL);
-  signal(SIGPIPE, SIG_IGN);
-
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    fail("PR_SET_CHILD_SUBREAPER", strerror(errno));
-    return SHIM_FAILED;
-  }
-  prctl(PR_SET_PDEATHSIG, SIGUSR1);
-  /* The spawner died before the line above took effect: no run to supervise. */
-  if (getppid() != (pid_t)spawner) return SHIM_FAILED;
+  if (become_supervisor((pid_t)spawner, 0, &handled) != 0) return SHIM_FAILED;
 
   pid_t shim = getpid();
   pid_t child = fork();
