@@ -116,10 +116,11 @@ describe('a solver that becomes unavailable mid-run', () => {
     // Lines are written as jobs finish: a run started in the slot the previous one freed may finish
     // first, so compare in start order. The prefetched job that started in the slot the second
     // failure freed either is aborted by the stop or fails its own spawn first (abandoned): either
-    // way it is rolled back, never done.
+    // way it is rolled back, never done. A spawn that fails at once frees the slot again, so up to
+    // the prefetch depth (4 per slot, one worker) of prefetched jobs may start before the stop.
     const started = [...jobs].sort((a, b) => a.startMs - b.startMs);
     expect(started.slice(0, 3).map((j) => j.status)).toEqual(['ok', 'abandoned', 'abandoned']);
-    expect(started.length).toBeLessThanOrEqual(4);
+    expect(started.length).toBeLessThanOrEqual(3 + 4);
     for (const extra of started.slice(3)) expect(['aborted', 'abandoned']).toContain(extra.status);
     // Only the job that really ran is done; the abandoned ones left no record behind.
     expect((await recordStatuses(leaseDir)).filter((s) => s === 'done')).toHaveLength(1);
