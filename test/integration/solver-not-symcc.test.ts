@@ -138,11 +138,11 @@ describe('a solver that goes silent during the run', () => {
     expect(err).toContain('ERR_SOLVER_SILENT');
     expect(code).toBe(1);
     const jobs = readFileSync(path.join(out, 'symfence', 'jobs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as JobLogEntry);
-    // The streak of two stops the campaign; a prefetched run that started in the slot the second
-    // one freed is aborted by that stop (never done), like any run a stop interrupts.
+    // The streak of two stops the campaign. Prefetched runs that started in the slots the failures
+    // freed are aborted by that stop or go silent themselves (abandoned): never done.
     const statuses = jobs.map((j) => j.status);
-    expect(statuses.slice(0, 2)).toEqual(['abandoned', 'abandoned']);
-    expect(statuses.slice(2).every((s) => s === 'aborted')).toBe(true);
+    expect(statuses.filter((s) => s === 'abandoned').length).toBeGreaterThanOrEqual(2);
+    expect(statuses.every((s) => s === 'abandoned' || s === 'aborted')).toBe(true);
     expect((await recordStatuses(out)).filter((s) => s === 'done')).toEqual([]);
     await rerunRunsEverySeed(out);
   });
