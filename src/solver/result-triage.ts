@@ -3,8 +3,9 @@
  * slot was given back (docs/solver.md "Triage"): each collected output goes through afl-showmap and
  * its map is claimed in the shared coverage bitmap.
  *
- * Why here and not on the solver's slot: triage is one afl-showmap process per generated input,
- * often as long as the solver run itself on a short directed job. On the slot it kept a core's
+ * Why here and not on the solver's slot: triage runs afl-showmap on every generated input (one
+ * batch process for several, docs/solver.md *Batch triage*), often as long as the solver run
+ * itself on a short directed job. On the slot it kept a core's
  * solver idle; here it overlaps the slot's next solver run. The pool bounds how many triages run
  * at once (`TriageSlots`), so a burst of outputs cannot start an unbounded number of showmaps.
  */
@@ -12,7 +13,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { type ErrorData, InternalError, ShowmapSetupError, toErrorData } from '../errors.js';
 import type { CoverageBitmap } from './coverage-bitmap.js';
-import { runShowmap } from './showmap.js';
+import { runShowmap, runShowmapBatch, type BatchVerdict } from './showmap.js';
 import type { SpawnMethod } from './spawn-method.js';
 import type { GeneratedInput, WireTask } from './solver-types.js';
 
@@ -57,6 +58,11 @@ interface TriageRequest {
   /** The environment afl-showmap's is derived from (a snapshot: `process.env` is slow to iterate). */
   readonly baseEnv: NodeJS.ProcessEnv;
   readonly spawnMethod?: SpawnMethod;
+  /**
+   * Whether this pool's showmap runs batches (docs/solver.md, *Batch triage*): true until a batch
+   * comes back unsupported, then every later triage runs one showmap per output.
+   */
+  readonly batching: { supported: boolean };
 }
 
 /**
@@ -66,11 +72,20 @@ interface TriageRequest {
  */
 export async function triageOutputs(request: TriageRequest): Promise<GeneratedInput[] | { readonly setupError: ErrorData }> {
   const { triage, bitmap } = request;
+  const candidates = request.outputs.map((output) => {
+    if (output.bytes === undefined) throw new InternalError(`triage needs the bytes of output ${output.name}`);
+    return output.bytes;
+  });
+  const batch = await batchVerdicts(request, candidates);
   const generated: GeneratedInput[] = [];
-  for (const output of request.outputs) {
+  for (const [i, output] of request.outputs.entries()) {
     if (request.stopRequested()) break;
-    const candidate = output.bytes;
-    if (candidate === undefined) throw new InternalError(`triage needs the bytes of output ${output.name}`);
+    const verdict = batch[i];
+    if (verdict != null) {
+      generated.push(verdict.outcome === 'ok' ? claimed(output, verdict.map, bitmap) : { ...output, showmap: verdict.outcome });
+      continue;
+    }
+    const candidate = candidates[i]!;
     const shown = await runShowmap({
       showmap: triage.showmap,
       target: triage.target,
@@ -90,15 +105,34 @@ export async function triageOutputs(request: TriageRequest): Promise<GeneratedIn
       });
       return { setupError: toErrorData(error) };
     }
-    if (shown.outcome === 'ok' && shown.map) {
-      if (shown.map.length > bitmap.sizeBytes) {
-        generated.push({ ...output, showmap: 'error' });
-        continue;
-      }
-      generated.push({ ...output, showmap: 'ok', novelty: bitmap.claim(shown.map) });
-    } else {
-      generated.push({ ...output, showmap: shown.outcome });
-    }
+    generated.push(shown.outcome === 'ok' && shown.map ? claimed(output, shown.map, bitmap) : { ...output, showmap: shown.outcome });
   }
   return generated;
+}
+
+/** A clean run's map claimed in the shared bitmap; a map larger than the bitmap is refused (`error`). */
+function claimed(output: GeneratedInput, map: Uint8Array, bitmap: CoverageBitmap): GeneratedInput {
+  if (map.length > bitmap.sizeBytes) return { ...output, showmap: 'error' };
+  return { ...output, showmap: 'ok', novelty: bitmap.claim(map) };
+}
+
+/**
+ * The batch's verdict per candidate (null: none, run it alone). One candidate runs alone anyway:
+ * a batch of one costs the same process and a directory more.
+ */
+async function batchVerdicts(request: TriageRequest, candidates: readonly Uint8Array[]): Promise<readonly BatchVerdict[]> {
+  if (candidates.length < 2 || !request.batching.supported || request.stopRequested()) return [];
+  const verdicts = await runShowmapBatch({
+    showmap: request.triage.showmap,
+    target: request.triage.target,
+    inputMode: request.triage.inputMode,
+    timeoutMs: request.triage.timeoutMs,
+    workDir: request.workDir,
+    candidates,
+    baseEnv: request.baseEnv,
+    ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
+  });
+  if (verdicts !== 'unsupported') return verdicts;
+  request.batching.supported = false;
+  return [];
 }

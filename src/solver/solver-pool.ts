@@ -100,6 +100,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   #nextTaskId = 1;
   #closing: Promise<void> | null = null;
   readonly #triageSlots: TriageSlots;
+  readonly #batching = { supported: true };
   /** A plain snapshot of the environment afl-showmap's is derived from (iterating `process.env` is slow). */
   readonly #baseEnv: NodeJS.ProcessEnv = Object.freeze({ ...process.env });
 
@@ -215,6 +216,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
         workDir,
         stopRequested,
         baseEnv: this.#baseEnv,
+        batching: this.#batching,
         ...(wire.spawnMethod !== undefined ? { spawnMethod: wire.spawnMethod } : {}),
       });
     } finally {
