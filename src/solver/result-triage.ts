@@ -53,8 +53,11 @@ interface TriageRequest {
   readonly outputs: readonly GeneratedInput[];
   readonly bitmap: CoverageBitmap;
   readonly workDir: string;
-  /** Checked before each output: a run whose result will be dropped stops claiming coverage. */
-  readonly stopRequested: () => boolean;
+  /**
+   * Checked for each output (by its index) before it is triaged: the output of a run whose result
+   * will be dropped claims no coverage.
+   */
+  readonly stopRequested: (index: number) => boolean;
   /** The environment afl-showmap's is derived from (a snapshot: `process.env` is slow to iterate). */
   readonly baseEnv: NodeJS.ProcessEnv;
   readonly spawnMethod?: SpawnMethod;
@@ -66,33 +69,38 @@ interface TriageRequest {
 }
 
 /**
- * The triaged outputs (each with its `showmap` verdict and, for a map, its novelty), or the
- * showmap set-up failure that stopped triage (`ERR_SHOWMAP_SETUP`: no verdict on any output).
- * Every output must carry its bytes.
+ * The triaged outputs, aligned with `request.outputs` (each with its `showmap` verdict and, for a
+ * map, its novelty; `null` for an output whose run was stopped first), or the showmap set-up
+ * failure that stopped triage (`ERR_SHOWMAP_SETUP`: no verdict on any output). Every output must
+ * carry its bytes.
  */
-export async function triageOutputs(request: TriageRequest): Promise<GeneratedInput[] | { readonly setupError: ErrorData }> {
+export async function triageOutputs(request: TriageRequest): Promise<(GeneratedInput | null)[] | { readonly setupError: ErrorData }> {
   const { triage, bitmap } = request;
   const candidates = request.outputs.map((output) => {
     if (output.bytes === undefined) throw new InternalError(`triage needs the bytes of output ${output.name}`);
     return output.bytes;
   });
-  const batch = await batchVerdicts(request, candidates);
-  const generated: GeneratedInput[] = [];
+  const live = request.outputs.map((_, i) => i).filter((i) => !request.stopRequested(i));
+  const batch = await batchVerdicts(request, live.map((i) => candidates[i]!));
+  const verdicts = new Map(live.map((index, at) => [index, batch[at] ?? null]));
+  const generated: (GeneratedInput | null)[] = [];
   for (const [i, output] of request.outputs.entries()) {
-    if (request.stopRequested()) break;
-    const verdict = batch[i];
+    if (request.stopRequested(i)) {
+      generated.push(null);
+      continue;
+    }
+    const verdict = verdicts.get(i);
     if (verdict != null) {
       generated.push(verdict.outcome === 'ok' ? claimed(output, verdict.map, bitmap) : { ...output, showmap: verdict.outcome });
       continue;
     }
-    const candidate = candidates[i]!;
     const shown = await runShowmap({
       showmap: triage.showmap,
       target: triage.target,
       inputMode: triage.inputMode,
       timeoutMs: triage.timeoutMs,
       workDir: request.workDir,
-      candidate,
+      candidate: candidates[i]!,
       baseEnv: request.baseEnv,
       ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
     });
@@ -121,7 +129,7 @@ function claimed(output: GeneratedInput, map: Uint8Array, bitmap: CoverageBitmap
  * a batch of one costs the same process and a directory more.
  */
 async function batchVerdicts(request: TriageRequest, candidates: readonly Uint8Array[]): Promise<readonly BatchVerdict[]> {
-  if (candidates.length < 2 || !request.batching.supported || request.stopRequested()) return [];
+  if (candidates.length < 2 || !request.batching.supported) return [];
   const verdicts = await runShowmapBatch({
     showmap: request.triage.showmap,
     target: request.triage.target,
@@ -135,4 +143,105 @@ async function batchVerdicts(request: TriageRequest, candidates: readonly Uint8A
   if (verdicts !== 'unsupported') return verdicts;
   request.batching.supported = false;
   return [];
+}
+
+/** One run's outputs waiting in a `TriageQueue`. */
+interface QueuedTriage {
+  readonly outputs: readonly GeneratedInput[];
+  readonly stopRequested: () => boolean;
+  readonly resolve: (result: (GeneratedInput | null)[] | { readonly setupError: ErrorData }) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** What every triage of a pool shares: the bitmap, the environment, the batching state. */
+type TriageCommon = Pick<TriageRequest, 'bitmap' | 'baseEnv' | 'batching'>;
+
+/**
+ * Grouped triage (docs/solver.md *Grouped triage*): runs whose outputs wait for a triage slot are
+ * triaged together, in arrival order, as one batch. Like a group commit, a group forms only when
+ * triage is behind: a run that finds a slot free is triaged at once, alone; outputs that arrive
+ * while every slot is busy join the next group. So under load one afl-showmap start serves several
+ * runs, and its cost per run falls as the load grows. A group holds at most `maxOutputs` outputs
+ * (one run's outputs are never split); runs of different triage settings never share one.
+ */
+export class TriageQueue {
+  readonly #slots: TriageSlots;
+  readonly #common: TriageCommon;
+  readonly #maxOutputs: number;
+  /** Waiting runs per triage setting (showmap, target, input mode, timeout, spawn method). */
+  readonly #waiting = new Map<string, { triage: TriageRequest['triage']; spawnMethod: SpawnMethod | undefined; runs: QueuedTriage[] }>();
+
+  constructor(slots: TriageSlots, common: TriageCommon, maxOutputs = 256) {
+    this.#slots = slots;
+    this.#common = common;
+    this.#maxOutputs = maxOutputs;
+  }
+
+  /** The run's triaged outputs (aligned; `null` where its run was stopped), or the set-up failure. */
+  triage(triage: TriageRequest['triage'], spawnMethod: SpawnMethod | undefined, outputs: readonly GeneratedInput[], stopRequested: () => boolean): Promise<(GeneratedInput | null)[] | { readonly setupError: ErrorData }> {
+    return new Promise((resolve, reject) => {
+      const key = JSON.stringify([triage, spawnMethod ?? null]);
+      let entry = this.#waiting.get(key);
+      if (entry === undefined) {
+        entry = { triage, spawnMethod, runs: [] };
+        this.#waiting.set(key, entry);
+      }
+      entry.runs.push({ outputs, stopRequested, resolve, reject });
+      void this.#drain(key);
+    });
+  }
+
+  /** Takes a slot, then the group waiting for it (empty: an earlier drain took it). */
+  async #drain(key: string): Promise<void> {
+    const workDir = await this.#slots.acquire();
+    const entry = this.#waiting.get(key);
+    const group: QueuedTriage[] = [];
+    let outputs = 0;
+    while (entry !== undefined && entry.runs.length > 0) {
+      const next = entry.runs[0]!;
+      if (group.length > 0 && outputs + next.outputs.length > this.#maxOutputs) break;
+      group.push(entry.runs.shift()!);
+      outputs += next.outputs.length;
+    }
+    if (entry !== undefined && entry.runs.length === 0) this.#waiting.delete(key);
+    try {
+      if (group.length > 0) await this.#triageGroup(entry!, group, workDir);
+    } finally {
+      this.#slots.release(workDir);
+    }
+  }
+
+  async #triageGroup(entry: { triage: TriageRequest['triage']; spawnMethod: SpawnMethod | undefined }, group: readonly QueuedTriage[], workDir: string): Promise<void> {
+    const owners: number[] = [];
+    const outputs: GeneratedInput[] = [];
+    group.forEach((run, at) => {
+      for (const output of run.outputs) {
+        outputs.push(output);
+        owners.push(at);
+      }
+    });
+    let result: Awaited<ReturnType<typeof triageOutputs>>;
+    try {
+      result = await triageOutputs({
+        ...this.#common,
+        triage: entry.triage,
+        outputs,
+        workDir,
+        stopRequested: (index) => group[owners[index]!]!.stopRequested(),
+        ...(entry.spawnMethod !== undefined ? { spawnMethod: entry.spawnMethod } : {}),
+      });
+    } catch (error) {
+      for (const run of group) run.reject(error);
+      return;
+    }
+    if (!Array.isArray(result)) {
+      for (const run of group) run.resolve(result);
+      return;
+    }
+    let next = 0;
+    for (const run of group) {
+      run.resolve(result.slice(next, next + run.outputs.length));
+      next += run.outputs.length;
+    }
+  }
 }

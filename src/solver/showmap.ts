@@ -32,6 +32,13 @@ import type { CommandTemplate, ShowmapOutcome } from './solver-types.js';
 /** Extra wall time granted to afl-showmap beyond its own `-t` before we kill it. */
 const SHOWMAP_SLACK_MS = 2_000;
 
+/**
+ * Triage runs below the solvers' priority (docs/solver.md *Triage priority*): a run's triage
+ * starts the moment its solver exits, exactly when the slot's next solver is being started, and
+ * on a host whose other cores run AFL++ the two compete for one core.
+ */
+export const TRIAGE_NICENESS = 10;
+
 export interface ShowmapRequest {
   readonly showmap: CommandTemplate;
   readonly target: CommandTemplate;
@@ -74,6 +81,7 @@ export async function runShowmap(request: ShowmapRequest): Promise<ShowmapResult
     timeoutMs: request.timeoutMs + SHOWMAP_SLACK_MS,
     killGraceMs: 500,
     stderrCapBytes: 4096,
+    niceness: TRIAGE_NICENESS,
     ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
   });
   if (outcome.spawnError) {
@@ -163,6 +171,7 @@ async function batchPass(
     timeoutMs: request.timeoutMs * names.length + SHOWMAP_SLACK_MS,
     killGraceMs: 500,
     stderrCapBytes: 4096,
+    niceness: TRIAGE_NICENESS,
     ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
   });
   if (outcome.spawnError || outcome.timedOut || outcome.code === null || outcome.code > 2) return 'unsupported';
