@@ -13,6 +13,8 @@
  *   reference-solver.js showmap [-t ms] [-m none] [-b] [-q] -o <map> -- <maze> [input-file]
  *       afl-showmap-compatible: writes the maze's bucketed coverage map (AFL_MAP_SIZE bytes,
  *       default 65536); exit 0, or 2 when the input reaches an abort node.
+ *   reference-solver.js showmap [-Z] -i <dir> -o <dir> [-t ms] [-m none] [-b] [-q] -- <maze>
+ *       afl-showmap's directory mode, with afl-cmin's -Z (and AFL_CMIN_CRASHES_ONLY).
  *
  * Knobs (environment): SYMFENCE_REFSOLVER_DELAY_MS (sleep before exiting), SYMFENCE_REFSOLVER_SOLVE_CPU_MS
  * (burn this much CPU first, standing in for constraint solving), SYMFENCE_REFSOLVER_CRASH
@@ -20,7 +22,7 @@
  * SYMFENCE_REFSOLVER_IGNORE_SIGTERM=1, SYMFENCE_REFSOLVER_FLOOD=<n> (write n extra outputs),
  * SYMFENCE_REFSOLVER_FLOOD_BYTES=<size of each, default input length>.
  */
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DEMO_MAZE } from './demo-maze.js';
 import { mazeCoverageMap, parseMaze, walkMaze, type Maze } from './maze.js';
@@ -29,6 +31,7 @@ import { parseActionsText, runReference, type ReferenceJob } from './reference-r
 const USAGE = `reference-solver (symfence TEST AND DEMO FIXTURE: behaves like a SymCC binary over a maze)
 usage: reference-solver <maze.json|builtin:demo> [input-file]
        reference-solver showmap [-t ms] [-m none] [-b] [-q] -o <map-file> -- <maze.json|builtin:demo> [input-file]
+       reference-solver showmap [-Z] -i <dir> -o <dir> [-t ms] [-m none] [-b] [-q] -- <maze.json|builtin:demo>
 env knobs: SYMFENCE_REFSOLVER_DELAY_MS, SYMFENCE_REFSOLVER_SOLVE_CPU_MS, SYMFENCE_REFSOLVER_CRASH=<signal>, SYMFENCE_REFSOLVER_HANG=1,
            SYMFENCE_REFSOLVER_IGNORE_SIGTERM=1, SYMFENCE_REFSOLVER_FLOOD=<n>, SYMFENCE_REFSOLVER_FLOOD_BYTES=<n>
 `;
@@ -54,20 +57,49 @@ function showmapMode(args: string[]): void {
   const flags = args.slice(0, split);
   const target = args.slice(split + 1);
   let mapFile: string | undefined;
+  let inDir: string | undefined;
+  let cminMode = false;
   for (let i = 0; i < flags.length; i++) {
     const flag = flags[i];
     if (flag === '-o') mapFile = flags[++i];
+    else if (flag === '-i') inDir = flags[++i];
+    else if (flag === '-Z') cminMode = true;
     else if (flag === '-t' || flag === '-m') i++;
     else if (flag !== '-b' && flag !== '-q' && flag !== '-e') die(`unknown showmap flag ${flag}`, 1);
   }
   if (!mapFile || target.length === 0) die('showmap mode needs -o <map-file> and a maze', 1);
   const maze = loadMaze(target[0]!);
-  const input = new Uint8Array(target[1] ? readFileSync(target[1]) : readFileSync(0));
   const mapSizeBytes = Number(process.env.AFL_MAP_SIZE ?? 65_536);
   if (!Number.isSafeInteger(mapSizeBytes) || mapSizeBytes <= 0) die('AFL_MAP_SIZE must be a positive integer', 1);
+  if (inDir !== undefined) {
+    showmapDirectory(maze, inDir, mapFile, mapSizeBytes, cminMode);
+    return;
+  }
+  const input = new Uint8Array(target[1] ? readFileSync(target[1]) : readFileSync(0));
   const walk = walkMaze(maze, input);
   writeFileSync(mapFile, mazeCoverageMap(walk, mapSizeBytes));
   process.exit(walk.aborted ? 2 : 0);
+}
+
+/**
+ * afl-showmap's directory mode: a map file per non-empty input, named as the input, in
+ * `outDir`. With `-Z` (afl-cmin's mode) an input that reached an abort node gets an empty file,
+ * or with `AFL_CMIN_CRASHES_ONLY=1` the crashes get maps and the rest empty files. Exit: the
+ * verdict of the last input, as afl-showmap's.
+ */
+function showmapDirectory(maze: Maze, inDir: string, outDir: string, mapSizeBytes: number, cminMode: boolean): void {
+  mkdirSync(outDir, { recursive: true });
+  const crashesOnly = cminMode && process.env.AFL_CMIN_CRASHES_ONLY === '1';
+  let lastAborted = false;
+  for (const name of readdirSync(inDir).sort()) {
+    const input = new Uint8Array(readFileSync(path.join(inDir, name)));
+    if (input.length === 0) continue;
+    const walk = walkMaze(maze, input);
+    const mapped = !cminMode || walk.aborted === crashesOnly;
+    writeFileSync(path.join(outDir, name), mapped ? mazeCoverageMap(walk, mapSizeBytes) : new Uint8Array(0));
+    lastAborted = walk.aborted;
+  }
+  process.exit(lastAborted ? 2 : 0);
 }
 
 function readJob(): ReferenceJob | null {

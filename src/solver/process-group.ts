@@ -17,6 +17,7 @@
  * left behind — processes that left the group with setsid() included — so nothing outlives the run
  * even when its coordinator is SIGKILLed.
  */
+import os from 'node:os';
 import { launcherFor, type LaunchedProcess, type Launcher, type LaunchRequest, type RunUsage } from './process-launchers.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { StderrCapture } from './stderr-capture.js';
@@ -41,6 +42,11 @@ export interface GroupRunOptions extends Omit<LaunchRequest, 'stderrDrainMs' | '
   readonly nowMs?: () => number;
   /** How to start the process; default: native when the addon provides it (`resolveSpawnMethod('auto')`). */
   readonly spawnMethod?: SpawnMethod;
+  /**
+   * A nice value for the started process (`setpriority` on its pid right after the launch; what
+   * it forks afterwards inherits it). Best effort: a process that is already gone is not an error.
+   */
+  readonly niceness?: number;
 }
 
 interface GroupRunOutcome {
@@ -61,6 +67,14 @@ interface GroupRunOutcome {
 }
 
 let autoLauncher: Launcher | undefined;
+
+function lowerPriority(pid: number, niceness: number): void {
+  try {
+    os.setPriority(pid, niceness);
+  } catch {
+    // Gone already (it exited at once), or not ours to change: its priority does not change a result.
+  }
+}
 
 function launcher(method: SpawnMethod | undefined): Launcher {
   if (method !== undefined) return launcherFor(method);
@@ -148,6 +162,7 @@ export function runInProcessGroup(options: GroupRunOptions): Promise<GroupRunOut
     launchedAt = now();
     if (child === undefined || settled) return;
     const leader = child;
+    if (options.niceness !== undefined) lowerPriority(leader.pid, options.niceness);
 
     const beginKill = (): void => {
       if (killing || exit !== null || settled) return;

@@ -14,6 +14,13 @@
  *
  * The reference solver's showmap-compatible mode accepts the same argv and exit codes, so triage
  * runs this exact code path with or without AFL++.
+ *
+ * A run's several outputs go through one `afl-showmap -Z -i <dir> -o <dir>` (`runShowmapBatch`):
+ * one process and one fork server for all of them instead of one each (docs/solver.md, *Batch
+ * triage*). `-Z` is the mode afl-cmin drives: an input that ran cleanly gets its map file, one that
+ * crashed or timed out gets an empty file. A second batch over those with
+ * `AFL_CMIN_CRASHES_ONLY=1` (maps for crashes only) tells crashes from hangs. An input with no
+ * file at all (showmap skips empty inputs) has no batch verdict; the caller runs it alone.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -24,6 +31,13 @@ import type { CommandTemplate, ShowmapOutcome } from './solver-types.js';
 
 /** Extra wall time granted to afl-showmap beyond its own `-t` before we kill it. */
 const SHOWMAP_SLACK_MS = 2_000;
+
+/**
+ * Triage runs below the solvers' priority (docs/solver.md *Triage priority*): a run's triage
+ * starts the moment its solver exits, exactly when the slot's next solver is being started, and
+ * on a host whose other cores run AFL++ the two compete for one core.
+ */
+export const TRIAGE_NICENESS = 10;
 
 export interface ShowmapRequest {
   readonly showmap: CommandTemplate;
@@ -67,6 +81,7 @@ export async function runShowmap(request: ShowmapRequest): Promise<ShowmapResult
     timeoutMs: request.timeoutMs + SHOWMAP_SLACK_MS,
     killGraceMs: 500,
     stderrCapBytes: 4096,
+    niceness: TRIAGE_NICENESS,
     ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
   });
   if (outcome.spawnError) {
@@ -92,6 +107,86 @@ export async function runShowmap(request: ShowmapRequest): Promise<ShowmapResult
       return { outcome: 'crash', exitCode: 2 };
     default:
       return { outcome: 'error', exitCode: outcome.code, detail: outcome.stderr.tail.slice(-500) };
+  }
+}
+
+/** One input's verdict from a batch: its map, or the batch's `crash` / `hang`; `null` = no verdict (run it alone). */
+export type BatchVerdict = { readonly outcome: 'ok'; readonly map: Uint8Array } | { readonly outcome: 'crash' | 'hang' } | null;
+
+export type BatchRequest = Omit<ShowmapRequest, 'candidate'> & { readonly candidates: readonly Uint8Array[] };
+
+/**
+ * Triage of several candidates in one afl-showmap process (two when some crashed or hung), in
+ * `request.workDir`. `unsupported`: this showmap did not run the batch as afl-showmap does (it
+ * cannot be started, exits with another code, or wrote no file for any input); the caller then
+ * runs each candidate alone, which also diagnoses a set-up failure exactly.
+ */
+export async function runShowmapBatch(request: BatchRequest): Promise<BatchVerdict[] | 'unsupported'> {
+  const inDir = path.join(request.workDir, 'batch-in');
+  const names = request.candidates.map((_, i) => String(i).padStart(6, '0'));
+  await fs.rm(inDir, { recursive: true, force: true });
+  await fs.mkdir(inDir);
+  await Promise.all(request.candidates.map((bytes, i) => fs.writeFile(path.join(inDir, names[i]!), bytes)));
+  const clean = await batchPass(request, inDir, names, 'batch-out', {});
+  if (clean === 'unsupported') return clean;
+  const failed = names.filter((_, i) => clean[i]?.length === 0);
+  let crashed = new Set<string>();
+  if (failed.length > 0) {
+    // Only the inputs that failed, with maps written for crashes only: empty again = timed out.
+    await fs.rm(inDir, { recursive: true, force: true });
+    await fs.mkdir(inDir);
+    await Promise.all(failed.map((name) => fs.writeFile(path.join(inDir, name), request.candidates[Number(name)]!)));
+    const crashes = await batchPass(request, inDir, failed, 'batch-crashes', { AFL_CMIN_CRASHES_ONLY: '1' });
+    if (crashes === 'unsupported') return crashes;
+    crashed = new Set(failed.filter((_, i) => (crashes[i]?.length ?? 0) > 0));
+  }
+  return names.map((name, i): BatchVerdict => {
+    const map = clean[i];
+    if (map === undefined) return null;
+    if (map.length > 0) return { outcome: 'ok', map };
+    return { outcome: crashed.has(name) ? 'crash' : 'hang' };
+  });
+}
+
+/** One `-Z` pass over `inDir`: per name, the map file's bytes (empty: crashed or timed out; undefined: none written). */
+async function batchPass(
+  request: BatchRequest,
+  inDir: string,
+  names: readonly string[],
+  outName: string,
+  cminEnv: Readonly<Record<string, string>>,
+): Promise<(Uint8Array | undefined)[] | 'unsupported'> {
+  const outDir = path.join(request.workDir, outName);
+  await fs.rm(outDir, { recursive: true, force: true });
+  // afl-showmap itself substitutes `@@` in directory mode (its own temp file), or feeds stdin.
+  const timeoutArg = String(Math.max(1, Math.round(request.timeoutMs)));
+  const argv = [...request.showmap.argv, '-Z', '-i', inDir, '-o', outDir, '-t', timeoutArg, '-m', 'none', '-b', '-q', '--', request.target.binary, ...request.target.argv];
+  const outcome = await runInProcessGroup({
+    binary: request.showmap.binary,
+    argv,
+    // Set after the filter: the cmin variable is ours, not a stray one from the environment.
+    env: { ...aflToolEnv(request.baseEnv ?? process.env), ...cminEnv },
+    cwd: request.workDir,
+    stdin: null,
+    timeoutMs: request.timeoutMs * names.length + SHOWMAP_SLACK_MS,
+    killGraceMs: 500,
+    stderrCapBytes: 4096,
+    niceness: TRIAGE_NICENESS,
+    ...(request.spawnMethod !== undefined ? { spawnMethod: request.spawnMethod } : {}),
+  });
+  if (outcome.spawnError || outcome.timedOut || outcome.code === null || outcome.code > 2) return 'unsupported';
+  const maps = await Promise.all(names.map((name) => readIfPresent(path.join(outDir, name))));
+  return maps.every((map) => map === undefined) ? 'unsupported' : maps;
+}
+
+async function readIfPresent(file: string): Promise<Uint8Array | undefined> {
+  try {
+    return new Uint8Array(await fs.readFile(file));
+  } catch (error) {
+    // No file (or no directory: a showmap that wrote -o as a file) is no verdict, not a failure.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
   }
 }
 

@@ -24,8 +24,8 @@ import { CoverageBitmap } from './coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
 import { MainThreadSolverRunner } from './main-thread-runner.js';
 import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
-import type { SolverResult, SolverTask, WireResult, WireTask } from './solver-types.js';
-import { TriageSlots, triageOutputs } from './result-triage.js';
+import type { GeneratedInput, SolverResult, SolverTask, WireResult, WireTask } from './solver-types.js';
+import { TriageQueue, TriageSlots } from './result-triage.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { removalBudget, removeTreeBounded } from './bounded-remove.js';
@@ -99,7 +99,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   };
   #nextTaskId = 1;
   #closing: Promise<void> | null = null;
-  readonly #triageSlots: TriageSlots;
+  readonly #triage: TriageQueue;
   /** A plain snapshot of the environment afl-showmap's is derived from (iterating `process.env` is slow). */
   readonly #baseEnv: NodeJS.ProcessEnv = Object.freeze({ ...process.env });
 
@@ -117,7 +117,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of closed pools and dead coordinators');
     this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
     // As many triages at once as solver slots: each slot's triage overlaps the slot's next run.
-    this.#triageSlots = new TriageSlots(this.#scratchRoot, this.options.workers);
+    this.#triage = new TriageQueue(new TriageSlots(this.#scratchRoot, this.options.workers), { bitmap: this.bitmap, baseEnv: this.#baseEnv, batching: { supported: true } });
     const workerData: SolverWorkerData = {
       scratchRoot: this.#scratchRoot,
       bitmapBuffer: this.bitmap.buffer,
@@ -205,30 +205,17 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     }
     if (wire.triage === null || result.aborted || result.generated.length === 0) return result;
     const triageStartMs = performance.now();
-    const workDir = await this.#triageSlots.acquire();
-    let triaged;
-    try {
-      triaged = await triageOutputs({
-        triage: wire.triage,
-        outputs: result.generated,
-        bitmap: this.bitmap,
-        workDir,
-        stopRequested,
-        baseEnv: this.#baseEnv,
-        ...(wire.spawnMethod !== undefined ? { spawnMethod: wire.spawnMethod } : {}),
-      });
-    } finally {
-      this.#triageSlots.release(workDir);
-    }
+    const triaged = await this.#triage.triage(wire.triage, wire.spawnMethod, result.generated, stopRequested);
     const timing = result.timing !== undefined ? { timing: { ...result.timing, triageMs: performance.now() - triageStartMs } } : {};
     if (!Array.isArray(triaged)) {
       // Triage could not run at all: no verdict on any output, and not this input's fault.
       const { error: _solverError, ...rest } = result;
       return { ...rest, ...timing, generated: [], duplicatesDropped: 0, ignoredEntries: 0, outputEntriesRead: 0, aborted: result.aborted || stopRequested(), status: 'error', error: triaged.setupError };
     }
-    const generated = wire.includeBytes ? triaged : triaged.map(({ bytes: _bytes, ...rest }) => rest);
     // A triage stopped early has no verdict on some outputs: the result is dropped as aborted.
-    return { ...result, ...timing, generated, aborted: result.aborted || stopRequested() };
+    const complete = triaged.filter((g): g is GeneratedInput => g !== null);
+    const generated = wire.includeBytes ? complete : complete.map(({ bytes: _bytes, ...rest }) => rest);
+    return { ...result, ...timing, generated, aborted: result.aborted || stopRequested() || complete.length < triaged.length };
   }
 
   #finish(wire: WireResult): SolverResult<T> {
