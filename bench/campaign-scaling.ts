@@ -35,6 +35,7 @@ import { DEMO_MAZE_SPEC, mazeClassifier } from '../src/coordinator/adapters/demo
 import { Campaign } from '../src/coordinator/campaign.js';
 import { DEMO_MAZE } from '../src/reference/demo-maze.js';
 import { referenceSolverCommand } from '../src/reference/reference-commands.js';
+import { mazeSeeds } from './_maze-seeds.js';
 import { runInProcessGroup } from '../src/solver/process-group.js';
 import { readJobLog, type JobLogEntry } from '../src/telemetry/job-log.js';
 
@@ -57,20 +58,6 @@ if (solveCpuMs > 0) process.env.SYMFENCE_REFSOLVER_SOLVE_CPU_MS = String(solveCp
 
 const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
 
-/** Deterministic distinct seeds of the maze's length (xorshift32). */
-function seedInputs(count: number): Uint8Array[] {
-  let x = 0x9e3779b9;
-  return Array.from({ length: count }, () => {
-    const bytes = new Uint8Array(DEMO_MAZE.inputLength);
-    for (let i = 0; i < bytes.length; i++) {
-      x ^= x << 13;
-      x ^= x >>> 17;
-      x ^= x << 5;
-      bytes[i] = 0x20 + ((x >>> 0) % 0x5f);
-    }
-    return bytes;
-  });
-}
 
 function duplicateSolves(jobs: readonly JobLogEntry[]): number {
   const committed = jobs.filter((j) => COMMITTED.has(j.status));
@@ -101,7 +88,7 @@ async function round(workers: number): Promise<{ jobsPerSec: number; busyShare: 
   try {
     const seedDir = path.join(outDir, 'seeds');
     mkdirSync(seedDir, { recursive: true });
-    const seeds = seedInputs(jobBudget).map((bytes, i) => {
+    const seeds = mazeSeeds(jobBudget).map((bytes, i) => {
       const file = path.join(seedDir, `seed-${i}`);
       writeFileSync(file, bytes);
       return { path: file, sha256: createHash('sha256').update(bytes).digest('hex'), depth: 0, origin: 'seed' as const };
@@ -194,7 +181,7 @@ const workerCounts = [...new Set([1, 2, cores])].sort((a, b) => a - b);
 const results = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
 const busy = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
 const raw = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
-const rawSeeds = seedInputs(jobBudget);
+const rawSeeds = mazeSeeds(jobBudget);
 let duplicates = 0;
 console.log(`campaign-scaling: demo maze, ${jobBudget} jobs per round, ${rounds} rounds, solve cpu ${solveCpuMs} ms per job, cores ${cores}, workers ${workerCounts.join('/')}`);
 for (let r = 0; r < rounds; r++) {

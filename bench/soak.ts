@@ -25,6 +25,7 @@ import { Campaign } from '../src/coordinator/campaign.js';
 import { DEMO_MAZE } from '../src/reference/demo-maze.js';
 import { referenceSolverCommand } from '../src/reference/reference-commands.js';
 import { readJobLog } from '../src/telemetry/job-log.js';
+import { mazeSeeds } from './_maze-seeds.js';
 import { median } from './_stats.js';
 
 function intFlag(name: string, fallback: number, min: number): number {
@@ -45,20 +46,6 @@ const sampleSec = intFlag('sample-s', 30, 1);
 const workers = intFlag('workers', 0, 0) || os.availableParallelism();
 if (solveCpuMs > 0) process.env.SYMFENCE_REFSOLVER_SOLVE_CPU_MS = String(solveCpuMs);
 
-/** Deterministic distinct seeds of the maze's length (xorshift32). */
-function seedBytes(count: number): Uint8Array[] {
-  let x = 0x2545f491;
-  return Array.from({ length: count }, () => {
-    const bytes = new Uint8Array(DEMO_MAZE.inputLength);
-    for (let i = 0; i < bytes.length; i++) {
-      x ^= x << 13;
-      x ^= x >>> 17;
-      x ^= x << 5;
-      bytes[i] = 0x20 + ((x >>> 0) % 0x5f);
-    }
-    return bytes;
-  });
-}
 
 /** CPU ms of this process, all threads (/proc/self/stat utime + stime; USER_HZ 100). */
 function selfCpuMs(): number {
@@ -80,7 +67,7 @@ const outDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-soak-'));
 try {
   const seedDir = path.join(outDir, 'seeds');
   mkdirSync(seedDir, { recursive: true });
-  const seeds = seedBytes(seedCount).map((bytes, i) => {
+  const seeds = mazeSeeds(seedCount, 0x2545f491).map((bytes, i) => {
     const file = path.join(seedDir, `seed-${i}`);
     writeFileSync(file, bytes);
     return { path: file, sha256: createHash('sha256').update(bytes).digest('hex'), depth: 0, origin: 'seed' as const };
