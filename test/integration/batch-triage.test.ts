@@ -168,82 +168,80 @@ describe('grouped triage through the solver pool (reference showmap)', () => {
     }
   }
 
-  it('triages the runs that waited for the triage slot in one showmap start, each with its own verdicts', async () => {
-    const dir = tempDir('symfence-group-');
+  type GatedContext = { pool: SolverPool; gate: string; log: string; triage: Required<TriageSettings>; command: ReturnType<typeof referenceSolverCommand> };
+
+  /** A one-worker pool whose showmap starts wait at `gate` (until the test creates it), counted in `log`. */
+  async function withGatedPool(prefix: string, body: (context: GatedContext) => Promise<void>): Promise<void> {
+    const dir = tempDir(prefix);
     const gate = path.join(dir, 'gate');
     const log = path.join(dir, 'starts');
     const triage = countedTriage(referenceTriage('builtin:demo') as Required<TriageSettings>, log, false);
-    const command = referenceSolverCommand('builtin:demo');
     await withGate(gate, async () => {
       const pool = new SolverPool({ solver: { workers: 1 }, scratchParent: dir });
       try {
-        const exited: Promise<void>[] = [];
-        const later: Promise<Awaited<ReturnType<typeof pool.run>>>[] = [];
-        let queued!: () => void;
-        const bothQueued = new Promise<void>((resolve) => (queued = resolve));
-        // A's triage holds the only triage slot at the gate; B and C run meanwhile and queue.
-        const a = pool.run(
-          { input: { bytes: seed(0) }, command, triage },
-          {
-            onSolverExit: () => {
-              for (const fill of [0x41, 0x46]) {
-                let exit!: () => void;
-                exited.push(new Promise<void>((resolve) => (exit = resolve)));
-                later.push(pool.run({ input: { bytes: seed(fill) }, command, triage }, { onSolverExit: () => exit() }));
-              }
-              queued();
-            },
-          },
-        );
-        await bothQueued;
-        await Promise.all(exited);
-        writeFileSync(gate, '');
-        const [first, ...rest] = await Promise.all([a, ...later]);
-        const counts = [first!, ...rest].map((r) => r.generated.length);
-        expect(counts.every((n) => n >= 1)).toBe(true);
-        for (const r of [first!, ...rest]) {
-          expect(r.status).toBe('ok');
-          expect(r.generated.every((g) => g.showmap === 'ok' && g.novelty !== undefined)).toBe(true);
-        }
-        // One start for A's outputs, one for B's and C's together (single starts for a lone output).
-        const groupOf = (n: number): string => (n >= 2 ? `batch ${n}` : 'single');
-        expect(starts(log)).toEqual([groupOf(counts[0]!), groupOf(counts[1]! + counts[2]!)]);
+        await body({ pool, gate, log, triage, command: referenceSolverCommand('builtin:demo') });
       } finally {
         await pool.close();
       }
     });
+  }
+
+  it('triages the runs that waited for the triage slot in one showmap start, each with its own verdicts', async () => {
+    await withGatedPool('symfence-group-', async ({ pool, gate, log, triage, command }) => {
+      const exited: Promise<void>[] = [];
+      const later: Promise<Awaited<ReturnType<typeof pool.run>>>[] = [];
+      let queued!: () => void;
+      const bothQueued = new Promise<void>((resolve) => (queued = resolve));
+      // A's triage holds the only triage slot at the gate; B and C run meanwhile and queue.
+      const a = pool.run(
+        { input: { bytes: seed(0) }, command, triage },
+        {
+          onSolverExit: () => {
+            for (const fill of [0x41, 0x46]) {
+              let exit!: () => void;
+              exited.push(new Promise<void>((resolve) => (exit = resolve)));
+              later.push(pool.run({ input: { bytes: seed(fill) }, command, triage }, { onSolverExit: () => exit() }));
+            }
+            queued();
+          },
+        },
+      );
+      await bothQueued;
+      await Promise.all(exited);
+      writeFileSync(gate, '');
+      const [first, ...rest] = await Promise.all([a, ...later]);
+      const counts = [first!, ...rest].map((r) => r.generated.length);
+      expect(counts.every((n) => n >= 1)).toBe(true);
+      for (const r of [first!, ...rest]) {
+        expect(r.status).toBe('ok');
+        expect(r.generated.every((g) => g.showmap === 'ok' && g.novelty !== undefined)).toBe(true);
+      }
+      // One start for A's outputs, one for B's and C's together (single starts for a lone output).
+      const groupOf = (n: number): string => (n >= 2 ? `batch ${n}` : 'single');
+      expect(starts(log)).toEqual([groupOf(counts[0]!), groupOf(counts[1]! + counts[2]!)]);
+    });
   });
 
   it('drops the outputs of a run aborted while it waited, without claiming their coverage', async () => {
-    const dir = tempDir('symfence-group-abort-');
-    const gate = path.join(dir, 'gate');
-    const log = path.join(dir, 'starts');
-    const triage = countedTriage(referenceTriage('builtin:demo') as Required<TriageSettings>, log, false);
-    const command = referenceSolverCommand('builtin:demo');
-    await withGate(gate, async () => {
-      const pool = new SolverPool({ solver: { workers: 1 }, scratchParent: dir });
-      try {
-        const controller = new AbortController();
-        let bExited!: () => void;
-        const bDone = new Promise<void>((resolve) => (bExited = resolve));
-        let b: ReturnType<typeof pool.run> | undefined;
-        const a = pool.run(
-          { input: { bytes: seed(0) }, command, triage },
-          { onSolverExit: () => void (b = pool.run({ input: { bytes: seed(0x41) }, command, triage }, { signal: controller.signal, onSolverExit: () => bExited() })) },
-        );
-        await bDone;
-        const edgesBefore = pool.bitmap.edgesCovered();
-        controller.abort();
-        writeFileSync(gate, '');
-        const first = await a;
-        await expect(b!).rejects.toMatchObject({ code: 'ERR_ABORTED' });
-        expect(first.status).toBe('ok');
-        // A's outputs were triaged; B's never reached a showmap (no second start).
-        expect(pool.bitmap.edgesCovered()).toBeGreaterThan(edgesBefore);
-        expect(starts(log)).toHaveLength(1);
-      } finally {
-        await pool.close();
-      }
+    await withGatedPool('symfence-group-abort-', async ({ pool, gate, log, triage, command }) => {
+      const controller = new AbortController();
+      let bExited!: () => void;
+      const bDone = new Promise<void>((resolve) => (bExited = resolve));
+      let b: ReturnType<typeof pool.run> | undefined;
+      const a = pool.run(
+        { input: { bytes: seed(0) }, command, triage },
+        { onSolverExit: () => void (b = pool.run({ input: { bytes: seed(0x41) }, command, triage }, { signal: controller.signal, onSolverExit: () => bExited() })) },
+      );
+      await bDone;
+      const edgesBefore = pool.bitmap.edgesCovered();
+      controller.abort();
+      writeFileSync(gate, '');
+      const first = await a;
+      await expect(b!).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+      expect(first.status).toBe('ok');
+      // A's outputs were triaged; B's never reached a showmap (no second start).
+      expect(pool.bitmap.edgesCovered()).toBeGreaterThan(edgesBefore);
+      expect(starts(log)).toHaveLength(1);
     });
   });
 });
