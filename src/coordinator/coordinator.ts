@@ -380,12 +380,16 @@ export class Coordinator {
 
   /** Prefetched jobs whose lease a heartbeat found lost give everything back now, not at their turn. */
   async #rollBackLostReady(): Promise<void> {
+    // Taken out in one synchronous step: during each rollback's await, a stop or a starting slot
+    // may take prefetched jobs too, so no index into the list survives an await.
+    const lost: ActiveJob[] = [];
     for (let i = this.#ready.length - 1; i >= 0; i--) {
       const job = this.#ready[i]!;
       if (job.lost === undefined && !job.controller.signal.aborted) continue;
       this.#ready.splice(i, 1);
-      await this.#track(this.#rollBackReady(job, `${job.lost ?? 'unknown'} lease lost while prefetched`));
+      lost.push(job);
     }
+    for (const job of lost) await this.#track(this.#rollBackReady(job, `${job.lost ?? 'unknown'} lease lost while prefetched`));
   }
 
   /**
