@@ -170,7 +170,9 @@
  * only be traced. An empty group never triggers it.
  *
  * Cost: fixed-size tables, open addressing, no malloc and no syscall per event except inside
- * solving calls (two clock_gettime via the vDSO, one faccessat per file plus one). Single-threaded
+ * solving calls: two CLOCK_MONOTONIC reads (vDSO) around each call, plus two CLOCK_PROCESS_CPUTIME_ID
+ * reads (real syscalls) around an in-place answer for the answer budget, and one faccessat per
+ * file plus one. Single-threaded
  * by design: SymCC-instrumented programs and QSYM are; no locks.
  */
 #define _GNU_SOURCE
