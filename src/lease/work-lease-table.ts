@@ -306,8 +306,10 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
         // Times are compared as the silence check of a replay always was: on the callers' clocks,
         // which agree to well within half a TTL (docs/leases.md "Publishing a committed result").
         if (record.takenOverMs !== undefined && !isStaleSince(record.takenOverMs, ttlMs, nowMs, skewMs)) return { state: 'live' };
-        // Under the lock: a renewal since the caller's (lock-free) scan means the owner is alive.
-        if (!isStaleSince(record.updatedMs, minIdleMs, nowMs, skewMs)) return { state: 'live' };
+        // Under the lock: a renewal since the caller's (lock-free) scan means the owner is alive. Only
+        // a replayer asks (minIdleMs > 0): the owner's own publication must not be refused because its
+        // own heartbeat, run first in the same I/O batch, stamped the record later than `nowMs`.
+        if (minIdleMs > 0 && !isStaleSince(record.updatedMs, minIdleMs, nowMs, skewMs)) return { state: 'live' };
         const idleMs = nowMs - record.updatedMs;
         if (minIdleMs > 0 || record.takenOverMs !== undefined) {
           view.put({ ...record, updatedMs: nowMs, takenOverMs: nowMs });

@@ -81,6 +81,15 @@ describe('the work table decides a publication’s silence by the same rule', ()
     return outcome.value;
   }
 
+  it('lets the owner publish its own result (minIdleMs 0) when its heartbeat renewed the record later than the publication\'s time', async () => {
+    const { table, token } = await committing();
+    // The heartbeat of the same I/O batch ran first, at 5 s; the publication was asked at 4 s.
+    expect(await table.heartbeat(ID_A0, token, { nowMs: 5 * S })).toEqual({ ok: true });
+    expect(await claimPublication(table, token, 4 * S, 0)).toMatchObject({ state: 'publish' });
+    // A replayer asking at the same moment still finds the owner alive.
+    expect(await claimPublication(table, token, 4 * S, 1)).toEqual({ state: 'live' });
+  });
+
   it('keeps a taken-over publication live for one TTL from the takeover, and not at all when the takeover is dated beyond the clock skew', async () => {
     const { table, token } = await committing();
     const claimAt = 20 * S;
