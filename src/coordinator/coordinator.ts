@@ -58,6 +58,12 @@ export class Coordinator {
   /** Per slot: whether a solver runs in it, and when its last solver exited (for `gapMs`). */
   readonly #slotBusy: boolean[];
   readonly #slotExitMs: (number | undefined)[];
+  /**
+   * Per slot: the job already handed to a staging solver port (`stagesRuns`) to start the moment
+   * the slot's running solver exits — prepared in the slot while that one runs, so nothing between
+   * the two runs waits on this thread (docs/campaign.md "Solver slots").
+   */
+  readonly #staged: (ActiveJob | undefined)[];
   /** Prefetched jobs kept at most: `prefetchDepth` per slot (0 without prefetching). */
   readonly #readyLimit: number;
   readonly #dispatching = new Set<Promise<unknown>>();
@@ -90,6 +96,7 @@ export class Coordinator {
     this.#setupFailures = new SetupFailureStreak(options.maxSetupFailures);
     this.#slotBusy = new Array<boolean>(options.workers).fill(false);
     this.#slotExitMs = new Array<number | undefined>(options.workers).fill(undefined);
+    this.#staged = new Array<ActiveJob | undefined>(options.workers).fill(undefined);
     this.#readyLimit = (options.prefetchJobs ?? true) ? options.workers * Math.max(1, Math.floor(options.prefetchDepth ?? DEFAULT_PREFETCH_DEPTH)) : 0;
 
     const { clock, counters, workLeases, reservations, commits, source } = deps;
@@ -441,8 +448,25 @@ export class Coordinator {
     const at = slot < 0 ? 0 : slot;
     this.#slotBusy[at] = true;
     startRun(this.#deps.counters, active, at, this.#slotExitMs[at], this.#deps.clock.now());
+    this.#launch(active, at);
+  }
+
+  /**
+   * A prefetched job goes to the solver port now, staged in busy slot `slot`: the port prepares it
+   * there and starts it when the slot's solver exits. Until the coordinator hears of that exit the
+   * job runs no solver here (`solverRunning` false: not counted running, no slot time accrued); a
+   * stop or a lost lease aborts it like a running one, and it rolls back through the commit path.
+   */
+  #stage(active: ActiveJob, slot: number): void {
+    this.#staged[slot] = active;
+    startRun(this.#deps.counters, active, slot, undefined, this.#deps.clock.now());
+    active.solverRunning = false;
+    this.#launch(active, slot);
+  }
+
+  #launch(active: ActiveJob, slot: number): void {
     this.#active.set(active.workId, active);
-    active.done = this.#runAndCommit(active).finally(() => {
+    active.done = this.#runAndCommit(active, slot).finally(() => {
       this.#active.delete(active.workId);
       // A finished commit can unblock a slot held back by the bound on jobs still finishing.
       this.#startReadyInFreeSlots();
@@ -450,21 +474,42 @@ export class Coordinator {
     });
   }
 
+  /** Fills free slots from the prefetched jobs, then stages one behind each busy slot. */
   #startReadyInFreeSlots(): void {
     if (this.#stopping) return;
     for (let next; this.#freeSlots() > 0 && (next = this.#takeReady()) !== undefined; ) this.#start(next);
+    this.#stageReady();
   }
 
-  async #runAndCommit(active: ActiveJob): Promise<void> {
+  /**
+   * With a staging solver port: each busy slot with nothing staged takes the best prefetched job
+   * (within the bound on jobs still finishing, which counts staged jobs like running ones).
+   */
+  #stageReady(): void {
+    if (this.#stopping || this.#deps.solver.stagesRuns !== true) return;
+    const workers = this.#options.workers;
+    for (let slot = 0; slot < workers; slot++) {
+      if (!this.#slotBusy[slot] || this.#staged[slot] !== undefined) continue;
+      if (this.#active.size >= (1 + FINISHING_PER_SLOT) * workers) return;
+      const next = this.#takeReady();
+      if (next === undefined) return;
+      this.#stage(next, slot);
+    }
+  }
+
+  async #runAndCommit(active: ActiveJob, slot: number): Promise<void> {
     let outcome: SolverOutcome;
+    const staging = this.#deps.solver.stagesRuns === true;
     try {
       outcome = await this.#deps.solver.run(
         { workId: active.workId, job: active.work.job },
-        { signal: active.controller.signal, onSolverExit: () => this.#solverExited(active) },
+        { signal: active.controller.signal, onSolverExit: () => this.#solverExited(active), ...(staging ? { slot } : {}) },
       );
     } catch (error) {
       outcome = { status: 'error', generated: [], elapsedMs: 0, error: error instanceof Error ? error.message : String(error) };
     }
+    // Still staged: it never started (aborted, or its set-up failed); the slot's next exit finds no successor.
+    if (this.#staged[slot] === active) this.#staged[slot] = undefined;
     // A solver port that does not report the exit frees the slot now.
     this.#solverExited(active);
     if (active.marks) active.marks.resultMs = this.#deps.clock.now();
@@ -491,7 +536,17 @@ export class Coordinator {
     const slot = active.marks?.slot ?? -1;
     if (active.marks) active.marks.solverExitMs = now;
     if (slot >= 0) {
-      this.#slotBusy[slot] = false;
+      const next = this.#staged[slot];
+      if (next !== undefined) {
+        // Its solver started in the slot when this one exited: the slot stays busy with it.
+        this.#staged[slot] = undefined;
+        next.solverRunning = true;
+        next.startMs = now;
+        next.busyAccruedUntilMs = now;
+        if (next.marks) next.marks.slotFreeSinceMs = now;
+      } else {
+        this.#slotBusy[slot] = false;
+      }
       this.#slotExitMs[slot] = now;
     } else {
       const busy = this.#slotBusy.indexOf(true);
@@ -511,7 +566,8 @@ export class Coordinator {
     c.slotCollectMs += timing.collectMs;
     c.triageMs += timing.triageMs;
     const since = active.marks?.slotFreeSinceMs;
-    if (since !== undefined) c.slotGapMs += Math.max(0, active.startMs - since);
+    if (timing.idleMs !== undefined) c.slotGapMs += Math.max(0, timing.idleMs - timing.spawnMs);
+    else if (since !== undefined) c.slotGapMs += Math.max(0, active.startMs - since);
   }
 
   /**
@@ -597,8 +653,8 @@ export class Coordinator {
     await Promise.allSettled([...this.#dispatching]);
     let abortedRuns = 0;
     for (const active of this.#active.values()) {
-      // Jobs whose solver already ended go on to commit; only running solvers are aborted.
-      if (active.phase === 'active' && active.solverRunning) {
+      // Jobs whose solver already ended go on to commit; only running (or staged) solvers are aborted.
+      if (active.phase === 'active' && (active.solverRunning || this.#staged.includes(active))) {
         active.controller.abort();
         abortedRuns++;
       }

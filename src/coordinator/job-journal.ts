@@ -58,7 +58,8 @@ export class JobJournal {
     const { marks, timing } = active;
     if (marks === undefined || timing === undefined) return {};
     const ms = (x: number): number => Math.round(Math.max(0, x) * 100) / 100;
-    const gap = marks.slotFreeSinceMs === undefined ? {} : { gapMs: ms(active.startMs - marks.slotFreeSinceMs + timing.spawnMs) };
+    // The slot's own measure when it has one (exact for a staged run); else from this thread's marks.
+    const gap = timing.idleMs !== undefined ? { gapMs: ms(timing.idleMs) } : marks.slotFreeSinceMs === undefined ? {} : { gapMs: ms(active.startMs - marks.slotFreeSinceMs + timing.spawnMs) };
     return {
       slot: marks.slot,
       queuedMs: ms(marks.claimStartMs - marks.admittedMs),

@@ -155,6 +155,8 @@ export interface SolverRunTiming {
   readonly triageMs: number;
   /** The solver process's CPU time (user + system), when the solver measured it. */
   readonly solverCpuMs?: number;
+  /** The slot's time without a solver process before this one started, measured by the slot itself. */
+  readonly idleMs?: number;
 }
 
 export interface SolverOutcome {
@@ -188,11 +190,19 @@ export interface SolverRunOptions {
    * that never calls it frees the slot when `run` resolves.
    */
   readonly onSolverExit?: () => void;
+  /** The solver slot (0 .. workers - 1) the coordinator gives the run; a port with `stagesRuns` runs it there. */
+  readonly slot?: number;
 }
 
 /** The solver pool. Aborting `signal` kills the run's process group and resolves `aborted`. */
 export interface SolverPort {
   run(task: SolverPortTask, options: SolverRunOptions): Promise<SolverOutcome>;
+  /**
+   * True when the port runs each run in the slot it is given, one solver process per slot at a
+   * time, and starts a run given to a busy slot the moment that slot's process exits (docs/solver.md
+   * "Staged runs"). The coordinator then hands each busy slot its next job ahead.
+   */
+  readonly stagesRuns?: boolean;
 }
 
 /**

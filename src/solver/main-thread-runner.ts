@@ -1,7 +1,9 @@
 /**
- * The `spawnThread: 'main'` engine of `SolverPool`: runs solver tasks on the calling thread, at
- * most `slots` at a time, each in a slot with its own directory and QSYM pruning map — the same
- * `runSolverTask` contract a solver worker thread runs, minus the thread hop.
+ * The `spawnThread: 'main'` engine of `SolverPool`: runs solver tasks on the calling thread, in
+ * `slots` slots, each with its own directory, QSYM pruning map and process gate — the same
+ * `runSolverTask` contract a solver worker thread runs, minus the thread hop. A slot runs one
+ * solver process at a time; a task given to a busy slot is prepared at once and starts when the
+ * slot's process exits (slot-gate.ts).
  *
  * Why it exists: libuv spawns with fork(); the parent's CPU per fork roughly doubles when other
  * threads of the process are running (page-table copy and TLB shootdowns across the busy threads),
@@ -14,48 +16,21 @@ import { runSolverTask, type SolverRunContext } from './solver-run.js';
 import type { WireResult, WireTask } from './solver-types.js';
 import { createSolverRunContext, type SolverWorkerData } from './solver-worker-main.js';
 
-/** A slot's context is created asynchronously, once; the wrapper keeps the promise un-flattened. */
-interface Slot {
-  readonly context: Promise<SolverRunContext>;
-}
-
 export class MainThreadSolverRunner {
   readonly #data: SolverWorkerData;
-  readonly #slots: number;
   readonly #bitmap: CoverageBitmap | null;
-  /** Slots created so far; a slot is created the first time it is needed. */
-  #created = 0;
-  readonly #free: Slot[] = [];
-  readonly #waiting: ((slot: Slot) => void)[] = [];
+  /** Each slot's context, created the first time the slot is used. */
+  readonly #contexts: (Promise<SolverRunContext> | undefined)[];
 
   constructor(data: SolverWorkerData, slots: number, bitmap: CoverageBitmap | null) {
     this.#data = data;
-    this.#slots = slots;
     this.#bitmap = bitmap;
+    this.#contexts = new Array<Promise<SolverRunContext> | undefined>(slots).fill(undefined);
   }
 
-  /** Runs one task in a free slot, waiting (FIFO) for one when all `slots` are busy. */
-  async run(task: WireTask): Promise<WireResult> {
-    const slot = await this.#acquire();
-    try {
-      return await runSolverTask(task, await slot.context);
-    } finally {
-      this.#release(slot);
-    }
-  }
-
-  #acquire(): Promise<Slot> {
-    const free = this.#free.pop();
-    if (free !== undefined) return Promise.resolve(free);
-    if (this.#created < this.#slots) {
-      return Promise.resolve({ context: createSolverRunContext(this.#data, `main-${this.#created++}`, this.#bitmap) });
-    }
-    return new Promise((resolve) => this.#waiting.push(resolve));
-  }
-
-  #release(slot: Slot): void {
-    const next = this.#waiting.shift();
-    if (next !== undefined) next(slot);
-    else this.#free.push(slot);
+  /** Runs one task in slot `slot` (0-based), after the slot's running process, if any, exits. */
+  async run(task: WireTask, slot: number): Promise<WireResult> {
+    const context = (this.#contexts[slot] ??= createSolverRunContext(this.#data, `main-${slot}`, this.#bitmap));
+    return runSolverTask(task, await context);
   }
 }

@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
 import { AbortedError, ClosedError, fromErrorData, toErrorData } from '../errors.js';
-import { checkOptionsObject } from '../config/values.js';
+import { checkOptionsObject, invalidOption } from '../config/values.js';
 import type { OptionsInput } from '../config/schema.js';
 import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.js';
 import { workerEntry } from '../util/paths.js';
@@ -58,7 +58,16 @@ export interface RunOptions {
    * slot reported back (also one that failed before its solver started); never twice.
    */
   readonly onSolverExit?: () => void;
+  /**
+   * The solver slot (0-based) to run in. A slot runs one solver process at a time: a run given to
+   * a busy slot is prepared at once and starts the moment the slot's process exits ("staged",
+   * docs/solver.md "Staged runs"). Default: the slot with the fewest unsettled runs.
+   */
+  readonly slot?: number;
 }
+
+/** Tasks a slot's thread takes at once: the running one and one staged behind it (more queue). */
+const STAGED_TASKS_PER_SLOT = 2;
 
 export interface SolverPoolCounters {
   runs: number;
@@ -78,8 +87,10 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly bitmap: CoverageBitmap;
   /** How this pool starts solvers: `options.spawnMethod` with `auto` decided. */
   readonly spawnMethod: SpawnMethod;
-  /** Null with `spawnThread: 'main'`. */
-  readonly #piscina: Piscina | null;
+  /** One single-thread pool per solver slot (a staged task waits in its slot's thread); empty with `spawnThread: 'main'`. */
+  readonly #slotThreads: Piscina[];
+  /** Tasks submitted to each slot and not yet settled (a task without a slot goes to the least loaded). */
+  readonly #slotLoad: number[];
   readonly #mainRunner: MainThreadSolverRunner | null;
   readonly #parseTelemetry: TelemetryParser<T>;
   readonly #scratchRoot: string;
@@ -123,18 +134,26 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       bitmapBuffer: this.bitmap.buffer,
       pruningMapBytes: this.options.mapSizeBytes,
     };
+    this.#slotLoad = new Array<number>(this.options.workers).fill(0);
     if (this.options.spawnThread === 'main') {
-      this.#piscina = null;
+      this.#slotThreads = [];
       this.#mainRunner = new MainThreadSolverRunner(workerData, this.options.workers, this.bitmap);
     } else {
       this.#mainRunner = null;
-      this.#piscina = new Piscina({
-        filename: workerEntry('solver-worker'),
-        minThreads: this.options.workers,
-        maxThreads: this.options.workers,
-        idleTimeout: Number.MAX_SAFE_INTEGER,
-        workerData,
-      });
+      // Two tasks per thread: the running one and the one staged behind it (docs/solver.md
+      // "Staged runs"); the slot's gate lets only one of them run a process.
+      this.#slotThreads = Array.from(
+        { length: this.options.workers },
+        () =>
+          new Piscina({
+            filename: workerEntry('solver-worker'),
+            minThreads: 1,
+            maxThreads: 1,
+            concurrentTasksPerWorker: STAGED_TASKS_PER_SLOT,
+            idleTimeout: Number.MAX_SAFE_INTEGER,
+            workerData,
+          }),
+      );
     }
   }
 
@@ -159,6 +178,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     checkOptionsObject(runOptions, 'runOptions');
     const signal = runOptions.signal;
     if (signal?.aborted) throw new AbortedError('solver run aborted before dispatch', { reason: String(signal.reason) });
+    const slot = this.#slotFor(runOptions.slot);
     const taskId = this.#nextTaskId++;
     const cell = new TaskAbortCell();
     const wire = resolveTask(task, this.options, taskId, cell.buffer, this.spawnMethod);
@@ -171,7 +191,9 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     // Once the slot has finished the task its abort cell no longer takes an abort, so triage also
     // watches the caller's signal and the pool's close.
     const stopRequested = (): boolean => cell.abortRequested || signal?.aborted === true || this.#closing !== null;
-    const running = this.#runTriaged(wire, this.#mainRunner !== null ? this.#mainRunner.run(slotTask) : (this.#piscina!.run(slotTask) as Promise<WireResult>), runOptions.onSolverExit, stopRequested);
+    this.#slotLoad[slot]! += 1;
+    const inSlot = this.#mainRunner !== null ? this.#mainRunner.run(slotTask, slot) : (this.#slotThreads[slot]!.run(slotTask) as Promise<WireResult>);
+    const running = this.#runTriaged(wire, inSlot.finally(() => (this.#slotLoad[slot]! -= 1)), runOptions.onSolverExit, stopRequested);
     this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) }); // only waits for the task to settle; its result or error goes to the caller of run
     let wireResult: WireResult;
     try {
@@ -189,6 +211,17 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       });
     }
     return this.#finish(wireResult);
+  }
+
+  /** The slot asked for, else the one with the fewest unsettled tasks (lowest first). */
+  #slotFor(asked: number | undefined): number {
+    if (asked !== undefined) {
+      if (!Number.isSafeInteger(asked) || asked < 0 || asked >= this.options.workers) throw invalidOption('runOptions.slot', `a solver slot, 0..${this.options.workers - 1}`, asked);
+      return asked;
+    }
+    let best = 0;
+    for (let slot = 1; slot < this.#slotLoad.length; slot++) if (this.#slotLoad[slot]! < this.#slotLoad[best]!) best = slot;
+    return best;
   }
 
   /**
@@ -260,7 +293,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       for (const { cell } of this.#inFlight.values()) cell.requestAbort();
       await Promise.allSettled([...this.#inFlight.values()].map((entry) => entry.settled));
       try {
-        await this.#piscina?.destroy();
+        await Promise.all(this.#slotThreads.map((threads) => threads.destroy()));
       } finally {
         this.#removeScratchRoot();
       }

@@ -28,6 +28,7 @@ import { classifyExit } from './exit-classification.js';
 import { removalBudget, removeTreeBounded } from './bounded-remove.js';
 import { CollectionStopped, collectOutputs, type CollectedOutputs } from './output-collector.js';
 import { runInProcessGroup } from './process-group.js';
+import type { SlotGate } from './slot-gate.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, RunTiming, SolverStatus, WireResult, WireTask } from './solver-types.js';
 
@@ -50,6 +51,8 @@ export interface SolverRunContext {
   readonly solverEnvBase: Readonly<Record<string, string>>;
   /** Unique per worker; names the run directory. */
   nextRunId(): number;
+  /** The slot's process gate: one solver process at a time, a staged run next (slot-gate.ts). */
+  readonly gate: SlotGate;
 }
 
 export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Promise<WireResult> {
@@ -196,7 +199,15 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   });
   const argv = inputFile !== null ? substituteInputPath(task.command.argv, inputFile) : task.command.argv;
 
-  let outcome;
+  // A run staged behind the slot's running one waits here, prepared, until that process exits.
+  const gate = ctx.gate;
+  const waits = gate.held;
+  if (!(await gate.acquire(cell))) {
+    if (stdinFd !== null) closeSync(stdinFd);
+    return failedBeforeStart(null, true);
+  }
+  const previousExitMs = gate.lastExitMs;
+  let outcome: Awaited<ReturnType<typeof runInProcessGroup>> | undefined;
   const launchCallMs = performance.now();
   try {
     outcome = await runInProcessGroup({
@@ -213,15 +224,21 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
     });
   } finally {
     if (stdinFd !== null) closeSync(stdinFd);
+    gate.release(outcome === undefined ? undefined : launchCallMs + outcome.launchMs + outcome.processMs);
   }
+  // The slot's staged run (if any) starts before this one's outputs are collected.
+  if (gate.held) await new Promise<void>((resolve) => setImmediate(resolve));
 
   const settledMs = performance.now();
-  const spawnMs = launchCallMs - receivedMs + outcome.launchMs;
+  const launchedMs = launchCallMs + outcome.launchMs;
+  // A staged run was prepared before the gate opened: its start-up is only the launch.
+  const spawnMs = (waits ? 0 : launchCallMs - receivedMs) + outcome.launchMs;
+  const idle = previousExitMs === undefined ? {} : { idleMs: Math.max(0, launchedMs - previousExitMs) };
   const solverMs = outcome.processMs;
   // Everything after the solver's exit: the stderr drain plus what follows here until return.
   const drainMs = Math.max(0, outcome.elapsedMs - outcome.launchMs - outcome.processMs);
   const cpu = outcome.usage === null ? {} : { solverCpuMs: outcome.usage.userMs + outcome.usage.systemMs };
-  const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0, ...cpu });
+  const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0, ...cpu, ...idle });
 
   return finishRun(task, cell, outcome, outputDir, telemetryOut, timing);
 }

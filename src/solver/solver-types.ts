@@ -147,6 +147,11 @@ export interface RunTiming {
   readonly triageMs: number;
   /** The solver process's CPU time (user + system, its reaped descendants included), when its run supervisor reported it. */
   readonly solverCpuMs?: number;
+  /**
+   * How long the slot went without a solver process before this one started: from the slot's
+   * previous process exit to this launch, on the slot's own thread. Absent on a slot's first run.
+   */
+  readonly idleMs?: number;
 }
 
 /** What the worker returns. `SolverPool.run` adds the parsed telemetry. */

@@ -6,6 +6,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { CoverageBitmap } from './coverage-bitmap.js';
+import { SlotGate } from './slot-gate.js';
 import { solverBaseEnv } from './solver-env.js';
 import { runSolverTask, TRASH_DIR, type SolverRunContext } from './solver-run.js';
 import type { WireResult, WireTask } from './solver-types.js';
@@ -44,5 +45,5 @@ export async function createSolverRunContext(data: SolverWorkerData, slotName: s
   let runs = 0;
   // A plain snapshot: iterating `process.env` goes through an accessor per variable, per run.
   const baseEnv = Object.freeze({ ...process.env });
-  return { workerDir, trashDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunId: () => ++runs };
+  return { workerDir, trashDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunId: () => ++runs, gate: new SlotGate() };
 }

@@ -40,6 +40,11 @@ class TwoStepSolver implements SolverPort {
   }
 }
 
+/** The same two steps, on a port that stages runs in the slot it is given (as `SolverPool` does). */
+class StagingSolver extends TwoStepSolver {
+  readonly stagesRuns = true;
+}
+
 const timing: SolverRunTiming = { spawnMs: 2, solverMs: 40, collectMs: 1, triageMs: 7, solverCpuMs: 30 };
 const ok = (text?: string): SolverOutcome => ({
   status: 'ok',
@@ -53,12 +58,11 @@ async function until(condition: () => boolean): Promise<void> {
   expect(condition()).toBe(true);
 }
 
-function setup(overrides: Partial<CoordinatorOptions> = {}) {
+function setup(overrides: Partial<CoordinatorOptions> = {}, solver: TwoStepSolver = new TwoStepSolver()) {
   const clock = new ManualClock();
   const workLeases = new FakeWorkLeases(TTL_MS);
   const targetLeases = new FakeTargetLeases(TTL_MS);
   const reservations = new FakeReservations();
-  const solver = new TwoStepSolver();
   const source = new FakeSource();
   const commits = new MemoryResultCommits(workLeases);
   const counters = createCounters();
@@ -266,6 +270,92 @@ describe('prefetching jobs per slot', () => {
     await t.coordinator.tick();
     expect(t.coordinator.readyCount).toBe(0);
     expect(t.workLeases.records.size).toBe(1);
+  });
+});
+
+describe('staging the next job in a busy slot (a port with stagesRuns)', () => {
+  it('hands the best prefetched job to the busy slot at once; it counts as running only from that slot\'s solver exit, and the next is staged behind it', async () => {
+    const t = setup({ workers: 2 }, new StagingSolver());
+    const jobs = ['a', 'b', 'c', 'd', 'e'].map((name, i) => makeJob(name, BigInt(i + 1)));
+    for (const job of jobs) t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    // a and b run in slots 0 and 1; c and d are staged behind them, e stays prefetched.
+    expect(t.solver.runs.map((r) => [r.task.workId, r.options.slot])).toEqual(jobs.slice(0, 4).map((j, i) => [jobWorkId(j), i % 2]));
+    expect(t.coordinator.runningCount).toBe(2);
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(jobs[4]!)]);
+    expect(t.workLeases.records.get(jobWorkId(jobs[2]!))?.status).toBe('leased');
+
+    t.solver.runs[1]!.exit(); // b's solver exits: d (staged in slot 1) is running now, e is staged behind it
+    expect(t.coordinator.runningCount).toBe(2);
+    expect(t.solver.runs.map((r) => r.options.slot)).toEqual([0, 1, 0, 1, 1]);
+    expect(t.solver.runs[4]!.task.workId).toBe(jobWorkId(jobs[4]!));
+    expect(t.coordinator.readyCount).toBe(0);
+    for (const run of t.solver.runs) {
+      run.exit();
+      run.resolve(ok());
+    }
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok', 'ok', 'ok']);
+    expect(t.workLeases.held()).toEqual([]);
+  });
+
+  it('aborts a staged job at stop and rolls it back through the commit path: leases and reservation released, nothing committed', async () => {
+    const t = setup({}, new StagingSolver());
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n, [3n]);
+    t.source.queue.push(await t.admit(a), await t.admit(b));
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.options.slot)).toEqual([0, 0]); // b staged behind a
+    expect(t.coordinator.readyCount).toBe(0);
+
+    const report = await t.coordinator.stop();
+    expect(report).toEqual({ abortedRuns: 2, releasedPending: 0, releaseFailures: 0 });
+    expect(t.solver.runs.every((r) => r.options.signal.aborted)).toBe(true);
+    expect(t.workLeases.records.has(jobWorkId(b))).toBe(false);
+    expect(t.workLeases.calls).toContain(`abandon ${jobWorkId(b).slice(0, 8)}`);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.jobs.map((j) => j.status)).toEqual(['aborted', 'aborted']);
+    expect(t.commits.entries).toEqual([]);
+  });
+
+  it('aborts a staged job whose lease a heartbeat found stolen; the slot\'s next exit finds no successor and the next prefetched job starts there', async () => {
+    const t = setup({}, new StagingSolver());
+    const a = makeJob('a', 1n);
+    const b = makeJob('b', 2n);
+    const c = makeJob('c', 4n);
+    t.source.queue.push(await t.admit(a), await t.admit(b), await t.admit(c));
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(a), jobWorkId(b)]);
+    t.workLeases.steal(jobWorkId(b), t.clock.now());
+    await t.coordinator.heartbeat();
+    expect(t.solver.runs[1]!.options.signal.aborted).toBe(true); // the port drops it before its solver starts
+    await until(() => t.jobs.length === 1);
+    expect(t.jobs[0]).toMatchObject({ workId: jobWorkId(b), status: 'aborted' });
+
+    t.solver.runs[0]!.exit(); // a exits: no staged successor any more, so c takes the free slot
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(a), jobWorkId(b), jobWorkId(c)]);
+    expect(t.coordinator.runningCount).toBe(1);
+    t.solver.runs[0]!.resolve(ok());
+    t.solver.runs[2]!.exit();
+    t.solver.runs[2]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.workLeases.records.get(jobWorkId(b))?.token).toMatch(/^thief:/);
+    expect(t.jobs.map((j) => j.status)).toEqual(['aborted', 'ok', 'ok']);
+  });
+
+  it('writes the slot\'s own idle measure as gapMs when the solver reports one', async () => {
+    const t = setup({}, new StagingSolver());
+    t.source.queue.push(await t.admit(makeJob('a', 1n)), await t.admit(makeJob('b', 2n)));
+    await t.coordinator.tick();
+    t.clock.advance(40);
+    t.solver.runs[0]!.exit();
+    t.solver.runs[0]!.resolve(ok());
+    t.solver.runs[1]!.exit();
+    t.solver.runs[1]!.resolve({ ...ok(), timing: { ...timing, idleMs: 0.75 } });
+    await t.coordinator.settled();
+    expect(t.jobs[1]).toMatchObject({ slot: 0, gapMs: 0.75, spawnMs: 2 });
+    expect(t.counters.slotGapMs).toBe(0); // idle no longer than the spawn itself
   });
 });
 

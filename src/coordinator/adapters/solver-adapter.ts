@@ -34,6 +34,9 @@ export interface SolverAdapterSettings {
 }
 
 export class SolverPoolAdapter implements SolverPort {
+  /** `SolverPool` runs a run in the slot it is given, staged behind the slot's running one. */
+  readonly stagesRuns = true;
+
   constructor(
     readonly pool: SolverPool<Telemetry>,
     private readonly settings: SolverAdapterSettings,
@@ -56,7 +59,7 @@ export class SolverPoolAdapter implements SolverPort {
           ...(this.settings.preload ? { preload: this.settings.preload } : {}),
           ...(this.settings.triage ? { triage: this.settings.triage } : {}),
         },
-        { signal: options.signal, ...(options.onSolverExit ? { onSolverExit: options.onSolverExit } : {}) },
+        { signal: options.signal, ...(options.onSolverExit ? { onSolverExit: options.onSolverExit } : {}), ...(options.slot !== undefined ? { slot: options.slot } : {}) },
       );
     } catch (error) {
       if (codeOf(error) === 'ERR_ABORTED' || options.signal.aborted) return { status: 'aborted', generated: [], elapsedMs: 0 };
