@@ -48,12 +48,12 @@ describe.skipIf(missing)('symfence run beside real AFL++', () => {
 
     // symfence reads AFL's queue and triages with the real afl-showmap on AFL's target.
     const run = runCliProcess(
-      ['run', '--afl-out', 'out', '--afl-instance', 'main', '--name', 'symfence', '--workers', '1', '--duration', '50s', '--json', '--log-level', 'warn',
+      ['run', '--afl-out', 'out', '--afl-instance', 'main', '--name', 'symfence', '--workers', '1', '--duration', '150s', '--json', '--log-level', 'warn',
         '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@'],
       { cwd: dir },
     );
     const queue = path.join(dir, 'out', 'symfence', 'queue');
-    await waitFor(() => (existsSync(queue) && readdirSync(queue).some((n) => n.startsWith('id:')) ? true : undefined), 40_000, 'a symfence queue entry');
+    await waitFor(() => (existsSync(queue) && readdirSync(queue).some((n) => n.startsWith('id:')) ? true : undefined), 120_000, 'a symfence queue entry'); // a hang guard: a loaded CI machine has taken over 40 s
 
     // AFL++ resumes beside the running coordinator and imports its peer's entries first.
     expect(await aflFuzz(dir, ['-i', '-', '-o', 'out', '-M', 'main', '-V', '2', '--', './maze_afl', '@@'], { AFL_AUTORESUME: '1', AFL_IMPORT_FIRST: '1' })).toBe(0);
@@ -72,5 +72,5 @@ describe.skipIf(missing)('symfence run beside real AFL++', () => {
     expect(exit.code, exit.stderr).toBe(0);
     expect(lastJsonLine(exit.stdout)).toMatchObject({ shutdown: expect.any(Object) });
     expect(readdirSync(queue).every((n) => /^id:\d{6},src:\d{6}$/.test(n))).toBe(true);
-  });
+  }, 240_000);
 });
