@@ -19,7 +19,7 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
     min: 0,
     flag: 'replay-cooldown',
     env: 'SYMFENCE_REPLAY_COOLDOWN',
-    description: 'minimum time before the same lane entry (node, transition, row, record) is dispatched again',
+    description: 'minimum time before the same lane entry (node, transition, row, record) is dispatched again; a fallback record with open branches goes sooner when nothing else would run',
   },
   prefixNodes: {
     kind: 'integer',
@@ -91,7 +91,7 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
     max: 64,
     flag: 'frontier-targets',
     env: 'SYMFENCE_FRONTIER_TARGETS',
-    description: 'branches of one input per frontier-lane job, answered in one run (docs/solver.md "In-place answers")',
+    description: 'branches of one input per directed job of the frontier and fallback lanes, answered in one run (docs/solver.md "In-place answers")',
   },
   /**
    * Asks of one (site, direction) without the campaign gaining coverage on it (it stays untaken,

@@ -130,7 +130,7 @@ export class Scheduler {
         case 'concurrency':
           return new ConcurrencyLane({ ...common, guidance: distances, maxRecords: this.options.replayRecords });
         default:
-          return new FallbackReplayLane({ ...common, maxRecords: this.options.replayRecords });
+          return new FallbackReplayLane({ ...common, maxRecords: this.options.replayRecords, targetsPerJob: this.options.frontierTargets });
       }
     };
     this.#lanes = enabled.map(build);

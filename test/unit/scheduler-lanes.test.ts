@@ -358,16 +358,65 @@ describe('concurrency-guidance lane', () => {
 });
 
 describe('fallback replay lane', () => {
-  it('replays a rewarded seed after its cooldown and walks its open branches', () => {
+  it('walks a seed\'s open branches; a record in its cooldown is proposed only after every cooled one', () => {
     const lane = new FallbackReplayLane({ cooldownMs: 30 * S });
     lane.observe('seed', tel({ open: [456, 789], counters: { queries: 2, sat: 1, generated: 1 } }), 0.6, 0);
     const first = lane.propose(1, 1, 100 * S, NONE);
     expect(first.map((p) => p.job.targetBranch)).toEqual([456n]);
     lane.commit(first, 100 * S);
-    expect(lane.propose(1, 1, 110 * S, NONE)).toEqual([]);
+    // Cooling down and alone: an idle slot still gets the record's next open branch.
+    expect(lane.propose(1, 1, 110 * S, NONE).map((p) => p.job.targetBranch)).toEqual([789n]);
+    // A cooled record goes first, however it scores.
+    lane.observe('other', tel({ open: [321] }), 0.1, 110 * S);
+    expect(lane.propose(2, 2, 110 * S, NONE).map((p) => [p.origin, p.job.targetBranch])).toEqual([
+      ['other', 321n],
+      ['seed', 789n],
+    ]);
     lane.observe('seed', tel({ target: 456, reached: true, status: 'unknown', open: [789] }), 0.1, 120 * S);
     expect(lane.record('seed')).toMatchObject({ openBranches: [456n, 789n], cursor: 1 });
     expect(lane.propose(1, 1, 140 * S, NONE).map((p) => p.job.targetBranch)).toEqual([789n]);
+  });
+
+  it('orders cooling records by their last replay, oldest first', () => {
+    const lane = new FallbackReplayLane({ cooldownMs: 30 * S });
+    lane.observe('early', tel({ open: [1] }), 0.1, 0);
+    lane.observe('late', tel({ open: [2] }), 0.9, 0);
+    lane.commit(lane.propose(2, 2, 10 * S, NONE).filter((p) => p.origin === 'early'), 10 * S);
+    lane.commit(lane.propose(2, 2, 12 * S, NONE).filter((p) => p.origin === 'late'), 12 * S);
+    expect(lane.propose(2, 2, 20 * S, NONE).map((p) => p.origin)).toEqual(['early', 'late']);
+  });
+
+  it('waits out the cooldown of a record without open branches (an untargeted replay repeats a whole run)', () => {
+    const lane = new FallbackReplayLane({ cooldownMs: 30 * S });
+    lane.observe('seed', tel({ counters: { queries: 2, sat: 1, generated: 1 } }), 0.9, 0);
+    const first = lane.propose(1, 1, 100 * S, NONE);
+    expect(first.map((p) => p.job.targetBranch)).toEqual([0n]);
+    lane.commit(first, 100 * S);
+    expect(lane.propose(1, 1, 110 * S, NONE)).toEqual([]);
+    expect(lane.propose(1, 1, 130 * S, NONE).map((p) => p.job.targetBranch)).toEqual([0n]);
+  });
+
+  it('asks up to targetsPerJob open branches in one job, none in flight, and moves the cursor past the last', () => {
+    const lane = new FallbackReplayLane({ cooldownMs: 0, targetsPerJob: 3 });
+    lane.observe('seed', tel({ open: [10, 11, 12, 13, 14] }), 0.6, 0);
+    const [job] = lane.propose(1, 1, S, new Set([11n]));
+    expect(job!.job.targetBranch).toBe(10n);
+    expect(job!.job.actions).toEqual([
+      { branch: 12n, kind: 'solve' },
+      { branch: 13n, kind: 'solve' },
+    ]);
+    lane.commit([job!], S);
+    expect(lane.record('seed')!.cursor).toBe(4);
+    const [next] = lane.propose(1, 1, 2 * S, NONE);
+    expect([next!.job.targetBranch, ...next!.job.actions.map((a) => a.branch)]).toEqual([14n, 10n, 11n]);
+  });
+
+  it('drops every group member the run answered sat or unsat, and keeps an unknown one', () => {
+    const lane = new FallbackReplayLane({ targetsPerJob: 3 });
+    lane.observe('seed', tel({ open: [10, 11, 12, 13] }), 0.6, 0);
+    const answer = (branch: bigint, status: 'sat' | 'unsat' | 'unknown') => ({ branch, status, solverTimeUs: 0, cpuUs: 0, files: status === 'sat' ? 1 : 0 });
+    lane.observe('seed', { ...tel({ target: 10, reached: true, status: 'sat' }), answers: [answer(10n, 'sat'), answer(11n, 'unsat'), answer(12n, 'unknown')] }, 0.6, S);
+    expect(lane.record('seed')!.openBranches).toEqual([12n, 13n]);
   });
 
   it('drops a target once the solver settled it, reached or not', () => {

@@ -1,13 +1,15 @@
 /**
  * Fallback replay lane: per-seed records of rewarded or hard seeds with the branches they left
- * open. Keeps workers busy when the structured lanes have nothing: one job per record, target =
- * the first open branch from the cursor that is not in flight. Cursor and last-replay time move
- * only when the job was admitted.
+ * open. Keeps workers busy when the structured lanes have nothing (docs/scheduler.md "Fallback
+ * replay"): one job per record, asking up to `targetsPerJob` of its open branches from the cursor
+ * that are not in flight. The replay cooldown orders records but does not idle a slot: a record
+ * still cooling down is proposed after every cooled one. Cursor and last-replay time move only
+ * when the job was admitted.
  */
 import type { Telemetry } from '../telemetry.js';
 import { clamp01, difficultyOf } from '../telemetry-metrics.js';
 import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
-import { cursorPast, evictOldest, pickFromCursor } from './round-robin.js';
+import { cursorPast, evictOldest, pickGroupFromCursor } from './round-robin.js';
 import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
@@ -27,6 +29,8 @@ interface FallbackReplayOptions extends LaneCommonOptions {
   readonly maxRecords?: number;
   /** Records scoring at or below this are not replayed. Default 0.05. */
   readonly minScore?: number;
+  /** Open branches of one record asked by one job (answered in one run). Default 1. */
+  readonly targetsPerJob?: number;
   readonly scoring?: ScoringPolicy;
 }
 
@@ -37,6 +41,7 @@ export class FallbackReplayLane implements Lane {
   readonly #records = new Map<string, ReplayRecord>();
   readonly #maxRecords: number;
   readonly #minScore: number;
+  readonly #targetsPerJob: number;
   readonly #cooldownMs: number;
   readonly #seedLive: (seed: string) => boolean;
   readonly #scoring: ScoringPolicy;
@@ -44,6 +49,7 @@ export class FallbackReplayLane implements Lane {
   constructor(options: FallbackReplayOptions = {}) {
     this.#maxRecords = Math.max(128, Math.floor(options.maxRecords ?? 262144));
     this.#minScore = options.minScore ?? 0.05;
+    this.#targetsPerJob = Math.max(1, Math.floor(options.targetsPerJob ?? 1));
     this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#scoring = options.scoring ?? DEFAULT_SCORING;
@@ -60,34 +66,43 @@ export class FallbackReplayLane implements Lane {
   propose(limit: number, proposalLimit: number, now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
     const outputLimit = effectiveOutputLimit(limit, proposalLimit);
     if (outputLimit === 0) return [];
-    const candidates: { r: ReplayRecord; target: bigint; score: number }[] = [];
+    type Candidate = { r: ReplayRecord; targets: readonly bigint[]; score: number };
+    const cooled: Candidate[] = [];
+    const cooling: Candidate[] = [];
     for (const r of this.#records.values()) {
-      if (!this.#seedLive(r.seed) || !cooledDown(now, r.lastReplayMs, this.#cooldownMs)) continue;
+      if (!this.#seedLive(r.seed)) continue;
+      const ready = cooledDown(now, r.lastReplayMs, this.#cooldownMs);
+      // An untargeted replay repeats a whole run: only after the cooldown. Open branches are
+      // questions never answered, worth a slot that would otherwise wait.
+      if (!ready && r.openBranches.length === 0) continue;
       const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
       if (!(score > this.#minScore)) continue;
-      let target = 0n;
-      if (r.openBranches.length > 0) {
-        const picked = pickFromCursor(r.openBranches, r.cursor, excluded);
-        if (picked === undefined) continue;
-        target = picked;
-      }
-      candidates.push({ r, target, score });
+      const targets = r.openBranches.length > 0 ? pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob) : [0n];
+      if (targets.length === 0) continue;
+      (ready ? cooled : cooling).push({ r, targets, score });
     }
-    candidates.sort((a, b) => b.score - a.score);
-    return candidates.slice(0, outputLimit).map((c) => ({
+    cooled.sort((a, b) => b.score - a.score);
+    // Longest since its last replay first, so cooling records take turns.
+    cooling.sort((a, b) => a.r.lastReplayMs! - b.r.lastReplayMs! || b.score - a.score);
+    return [...cooled, ...cooling].slice(0, outputLimit).map((c) => ({
       lane: 'fallback' as const,
       origin: c.r.seed,
-      job: Object.freeze({ seed: c.r.seed, targetBranch: c.target, actions: Object.freeze([]) }),
+      job: Object.freeze({
+        seed: c.r.seed,
+        targetBranch: c.targets[0]!,
+        actions: Object.freeze(c.targets.slice(1).map((branch) => Object.freeze({ branch, kind: 'solve' as const }))),
+      }),
     }));
   }
 
-  /** Commit contract: cursor moves past the dispatched target and the replay cooldown starts. */
+  /** Commit contract: cursor moves past the job's last target and the replay cooldown starts. */
   commit(accepted: readonly Proposal[], now: number): void {
     for (const proposal of accepted) {
       const r = this.#records.get(proposal.origin);
       if (r === undefined) continue;
       r.lastReplayMs = now;
-      r.cursor = cursorPast(r.openBranches, r.cursor, proposal.job.targetBranch);
+      const { targetBranch, actions } = proposal.job;
+      r.cursor = cursorPast(r.openBranches, r.cursor, actions.length > 0 ? actions[actions.length - 1]!.branch : targetBranch);
     }
   }
 
@@ -103,10 +118,13 @@ export class FallbackReplayLane implements Lane {
       record.difficulty = Math.max(0.7 * record.difficulty, difficulty);
       record.visits += 1;
       if (telemetry) {
-        // A settled target (sat/unsat) is never replayed again; reaching it is not required.
-        const resolved = telemetry.targetStatus === 'sat' || telemetry.targetStatus === 'unsat' ? telemetry.targetBranch : 0n;
-        const merged = record.openBranches.filter((b) => b !== resolved);
-        for (const b of telemetry.openBranches) if (b !== resolved && !merged.includes(b)) merged.push(b);
+        // A settled target (sat/unsat) is never replayed again; reaching it is not required. A
+        // group's members settle through the run's answers.
+        const resolved = new Set<bigint>();
+        if (telemetry.targetStatus === 'sat' || telemetry.targetStatus === 'unsat') resolved.add(telemetry.targetBranch);
+        for (const answer of telemetry.answers ?? []) if (answer.status !== 'unknown') resolved.add(answer.branch);
+        const merged = record.openBranches.filter((b) => !resolved.has(b));
+        for (const b of telemetry.openBranches) if (!resolved.has(b) && !merged.includes(b)) merged.push(b);
         record.openBranches = merged.slice(0, MAX_OPEN_BRANCHES);
         record.cursor = record.openBranches.length === 0 ? 0 : record.cursor % record.openBranches.length;
       }

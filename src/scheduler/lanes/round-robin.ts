@@ -14,6 +14,16 @@ export function pickFromCursor(targets: readonly bigint[], cursor: number, exclu
   return undefined;
 }
 
+/** Up to `count` targets from `cursor` (wrapping, each once) that are not excluded, in cursor order. */
+export function pickGroupFromCursor(targets: readonly bigint[], cursor: number, excluded: ReadonlySet<bigint>, count: number): bigint[] {
+  const picked: bigint[] = [];
+  for (let i = 0; i < targets.length && picked.length < count; i += 1) {
+    const t = targets[(cursor + i) % targets.length]!;
+    if (!excluded.has(t)) picked.push(t);
+  }
+  return picked;
+}
+
 /**
  * Commit-time cursor move: just past the target that was dispatched, so the next proposal starts
  * with the following one. A target no longer in the list (pruned meanwhile) leaves the cursor.
