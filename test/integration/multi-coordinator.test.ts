@@ -33,9 +33,12 @@ describe('two coordinators sharing one AFL output directory and one lease direct
   it('never run the same exact work twice nor overlap on a shared target, and both make progress', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'symfence-multi-'));
     dirs.push(root);
-    const out = fakeAflOut(root, SEEDS, 'builtin:demo @@');
+    // 16 seeds of 400 ms runs: one coordinator alone needs over 6 s for them, so the other gets
+    // some even when it starts seconds later on a loaded machine (8 fast runs were all taken by
+    // the first one up once).
+    const out = fakeAflOut(root, [...SEEDS, ...SEEDS.map((s) => s.toLowerCase())], 'builtin:demo @@');
     const leases = path.join(root, 'leases');
-    const runs = ['c1', 'c2'].map((name) => runCliProcess(runArgs(out, leases, name, ['--duration', '10s'])));
+    const runs = ['c1', 'c2'].map((name) => runCliProcess(runArgs(out, leases, name, ['--duration', '10s']), { env: { SYMFENCE_REFSOLVER_DELAY_MS: '400' } }));
     children.push(...runs.map((r) => r.child));
     const exits = await Promise.all(runs.map((r) => r.exit));
     for (const e of exits) expect(e.code, e.stderr).toBe(0);
