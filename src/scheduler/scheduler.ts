@@ -273,16 +273,17 @@ export class Scheduler {
     };
   }
 
-  /** Lane state as one JSON-safe document (times as ages before `now`). */
+  /** Lane state and the target ledger as one JSON-safe document (times as ages before `now`). */
   toJSON(now: number): unknown {
     checkNow(now);
-    return { schema: SCHEDULER_STATE_SCHEMA, lanes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.toJSON(now)])) };
+    return { schema: SCHEDULER_STATE_SCHEMA, lanes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.toJSON(now)])), ledger: this.#ledger.toJSON(now) };
   }
 
   /**
-   * Restores lanes from a `toJSON` document. Lanes absent from the document keep their state;
-   * lanes in it that are disabled here are ignored. Every present lane is validated before any is
-   * replaced, so a bad document changes nothing (`ERR_LANE_STATE`).
+   * Restores lanes and the target ledger from a `toJSON` document. Lanes absent from the document
+   * keep their state, and so does the ledger; lanes in it that are disabled here are ignored. Every
+   * present part is validated before any is replaced, so a bad document changes nothing
+   * (`ERR_LANE_STATE`).
    */
   restore(document: unknown, now: number): void {
     checkNow(now);
@@ -292,12 +293,16 @@ export class Scheduler {
     const lanes = (document as { lanes?: unknown }).lanes;
     if (typeof lanes !== 'object' || lanes === null) throw new LaneStateError('scheduler state: expected a lanes object', { path: 'lanes' });
     const present = this.#lanes.filter((l) => (lanes as Record<string, unknown>)[l.name] !== undefined);
-    // Dry run on scratch lanes first: restore must be all-or-nothing across lanes.
+    // A document written before the ledger was saved has none: the ledger keeps its state.
+    const ledger = (document as { ledger?: unknown }).ledger;
+    // Dry run on scratch lanes and the ledger first: restore must be all-or-nothing.
     for (const lane of present) {
       const scratch = new (lane.constructor as new () => Lane)();
       scratch.restore((lanes as Record<string, unknown>)[lane.name], now);
     }
+    if (ledger !== undefined) TargetLedger.check(ledger, now);
     for (const lane of present) lane.restore((lanes as Record<string, unknown>)[lane.name], now);
+    if (ledger !== undefined) this.#ledger.restore(ledger, now);
   }
 
   async saveState(file: string, now: number): Promise<void> {
@@ -309,7 +314,8 @@ export class Scheduler {
     const document = await readStateFile(file, this.options.maxStateBytes);
     if (document === undefined) return false;
     this.restore(document, now);
-    this.#logger?.info({ file, lanes: this.stats().laneSizes }, 'scheduler lane state loaded');
+    const stats = this.stats();
+    this.#logger?.info({ file, lanes: stats.laneSizes, settledPairs: stats.targets.settledPairs, retryingPairs: stats.targets.retryingPairs }, 'scheduler lane state loaded');
     return true;
   }
 }

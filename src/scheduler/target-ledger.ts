@@ -16,9 +16,16 @@
  * The admission filter (`filter`) is what makes the guarantee hold whichever lane proposes: a
  * proposal whose primary target is settled or backing off is dropped, settled actions are removed
  * from the rest.
+ *
+ * The ledger is saved with the lanes (`toJSON` / `restore`, docs/scheduler.md "Lane state"), so a
+ * campaign restarted on its out-dir keeps what it knew at its last save.
  */
 import type { Telemetry } from './telemetry.js';
 import { fitToGroup, type ReplayJob } from './replay-job.js';
+import { arr, bad, id, ids, int, obj, strings } from './lanes/state-codec.js';
+
+/** Version of the ledger's part of the saved lane state (`toJSON`). */
+const LEDGER_SCHEMA = 1;
 
 interface TargetLedgerOptions {
   /** Attempts (runs that left a pair open) before it is given up. Default 3. */
@@ -139,6 +146,69 @@ export class TargetLedger {
   /** Marks branches answered by a run that was not directed at them (e.g. an untargeted run). */
   noteAnswered(seed: string, branches: Iterable<bigint>): void {
     for (const b of branches) this.#settle(seed, b, true);
+  }
+
+  /**
+   * Pairs (oldest first, as the eviction order) and answered branches as one JSON-safe document.
+   * A back-off is kept as the time left after `now`, so a restart with a new monotonic clock keeps it.
+   */
+  toJSON(now: number): unknown {
+    const seeds: string[] = [];
+    const seedIndex = new Map<string, number>();
+    const pairs: [number, string, number, number][] = [];
+    for (const [k, state] of this.#pairs) {
+      const cut = k.indexOf('\u0000');
+      const seed = k.slice(0, cut);
+      let index = seedIndex.get(seed);
+      if (index === undefined) {
+        index = seeds.length;
+        seeds.push(seed);
+        seedIndex.set(seed, index);
+      }
+      // [seed, branch, attempts (0 = settled), ms until it may be asked again]
+      pairs.push(state === SETTLED ? [index, k.slice(cut + 1), 0, 0] : [index, k.slice(cut + 1), state.attempts, Math.max(0, state.notBeforeMs - now)]);
+    }
+    return { schema: LEDGER_SCHEMA, seeds, pairs, answered: [...this.#answered].map(String) };
+  }
+
+  /**
+   * Replaces what the ledger knows with a `toJSON` document. All or nothing: a malformed document
+   * throws `ERR_LANE_STATE` naming the field and changes nothing. Pairs and branches beyond this
+   * ledger's bounds keep the newest.
+   */
+  restore(document: unknown, now: number): void {
+    const parsed = TargetLedger.#parse(document, now);
+    this.#pairs.clear();
+    this.#answered.clear();
+    this.#settledCount = 0;
+    for (const [k, state] of parsed.pairs.slice(-this.#maxPairs)) {
+      this.#pairs.set(k, state);
+      if (state === SETTLED) this.#settledCount += 1;
+    }
+    for (const branch of parsed.answered.slice(-this.#maxAnswered)) this.#answered.add(branch);
+  }
+
+  /** Validates a `toJSON` document without touching any ledger (the dry run of a restore). */
+  static check(document: unknown, now: number): void {
+    TargetLedger.#parse(document, now);
+  }
+
+  static #parse(document: unknown, now: number): { pairs: [string, typeof SETTLED | RetryState][]; answered: bigint[] } {
+    const o = obj(document, 'ledger');
+    if (o.schema !== LEDGER_SCHEMA) bad('ledger.schema', String(LEDGER_SCHEMA));
+    const seeds = strings(o.seeds, 'ledger.seeds');
+    const pairs = arr(o.pairs, 'ledger.pairs').map((raw, i): [string, typeof SETTLED | RetryState] => {
+      const p = `ledger.pairs[${i}]`;
+      const row = arr(raw, p);
+      if (row.length !== 4) bad(p, '[seed, branch, attempts, retryInMs]');
+      const seed = seeds[int(row[0], `${p}[0]`)];
+      if (seed === undefined) bad(`${p}[0]`, 'an index into ledger.seeds');
+      const branch = id(row[1], `${p}[1]`);
+      const attempts = int(row[2], `${p}[2]`);
+      const retryInMs = int(row[3], `${p}[3]`);
+      return [key(seed, branch), attempts === 0 ? SETTLED : { attempts, notBeforeMs: now + retryInMs }];
+    });
+    return { pairs, answered: ids(o.answered, 'ledger.answered') };
   }
 
   stats(): LedgerStats {

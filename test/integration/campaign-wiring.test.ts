@@ -58,16 +58,19 @@ describe('campaign lane state', () => {
     const summary = await runJobs(await startDemo({ ...DEMO, outDir }, {}), 4);
     expect(summary.jobsCompleted).toBeGreaterThan(0);
     const file = path.join(outDir, SCHEDULER_STATE_FILE);
-    const saved = JSON.parse(readFileSync(file, 'utf8')) as { schema: string };
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { schema: string; ledger: { pairs: [number, string, number, number][] } };
     expect(saved.schema).toBe('symfence-scheduler-state/1');
     const savedSizes = laneSizesOf(saved);
     expect(Object.values(savedSizes).some((n) => n > 0)).toBe(true);
+    // The target ledger is saved with the lanes: the pairs the runs answered (attempts 0 = settled).
+    const settled = saved.ledger.pairs.filter((p) => p[2] === 0).length;
+    expect(settled).toBeGreaterThan(0);
 
     const { logger, lines } = capture();
     const second = await startDemo({ ...DEMO, outDir }, { logger });
     await second.campaign.stop();
     const loaded = lines.find((l) => l['msg'] === 'scheduler lane state loaded');
-    expect(loaded).toMatchObject({ component: 'campaign.scheduler', file, lanes: savedSizes });
+    expect(loaded).toMatchObject({ component: 'campaign.scheduler', file, lanes: savedSizes, settledPairs: settled });
   });
 
   it('sets a corrupt state file aside with a warning naming it and its code, and runs', async () => {
