@@ -16,6 +16,7 @@ import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type Adm
 import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { HintSource } from './hints.js';
 import { readStateFile, SCHEDULER_STATE_SCHEMA, writeStateFile } from './lane-state-file.js';
+import type { FsLayer } from '../fs/fs-layer.js';
 import { ConcurrencyLane } from './lanes/concurrency-lane.js';
 import { CstgLane } from './lanes/cstg-lane.js';
 import { EdgeDependenceLane } from './lanes/edge-dependence-lane.js';
@@ -305,8 +306,9 @@ export class Scheduler {
     if (ledger !== undefined) this.#ledger.restore(ledger, now);
   }
 
-  async saveState(file: string, now: number): Promise<void> {
-    await writeStateFile(file, this.toJSON(now), this.options.maxStateBytes);
+  /** Writes `toJSON(now)` to `file` durably: a failure at any step leaves the previous file whole. */
+  async saveState(file: string, now: number, fsLayer?: FsLayer): Promise<void> {
+    await writeStateFile(file, this.toJSON(now), this.options.maxStateBytes, fsLayer);
   }
 
   /** Loads a state file if it exists; returns false when there is none. */

@@ -6,6 +6,9 @@ import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { HintFile } from '../../src/scheduler/hints.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import type { SymfenceError } from '../../src/errors.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
+import type { FsOperation } from '../../src/fs/fs-layer.js';
+import { normalizeJob } from '../../src/scheduler/replay-job.js';
 import { sha, tel } from '../unit/scheduler-fixtures.js';
 
 let dir: string;
@@ -23,6 +26,45 @@ function fresh(options: object = {}): Scheduler {
 }
 
 describe('scheduler lane state on disk', () => {
+  it.each<[FsOperation, 'before' | 'after']>([
+    ['open', 'before'],
+    ['write', 'before'],
+    ['fsync', 'before'],
+    ['fsync', 'after'],
+    ['rename', 'before'],
+    ['rename', 'after'],
+    ['syncDirectory', 'after'],
+  ])('leaves lanes and ledger from one save whatever %s fails (%s it)', async (op, when) => {
+    const file = path.join(dir, 'state', 'scheduler.json');
+    const s = fresh({ lanes: 'fallback' });
+    s.observe({ seed: 'seed', telemetry: tel({ open: [456, 789, 790] }), reward: 0.6 }, 0);
+    s.observe({ seed: 'seed', job: normalizeJob({ seed: 'seed', targetBranch: 456 }), telemetry: tel({ target: 456, reached: true, status: 'unsat' }), reward: 0 }, 1);
+    await s.saveState(file, 10);
+    const first = await readFile(file, 'utf8');
+    s.observe({ seed: 'seed', job: normalizeJob({ seed: 'seed', targetBranch: 789 }), telemetry: tel({ target: 789, reached: true, status: 'sat', open: [790] }), reward: 0.9 }, 20);
+    const second = JSON.stringify(s.toJSON(30));
+
+    const fsLayer = new FaultInjectingFsLayer();
+    fsLayer.fail({ op, when, path: (p) => p.includes('scheduler') || p === path.dirname(file) });
+    const saved = await s.saveState(file, 30, fsLayer).then(
+      () => true,
+      () => false,
+    );
+    expect(saved, 'the injected failure fails the save').toBe(false);
+    // A failure before the rename keeps the first save whole; after it, the second is there whole.
+    const onDisk = await readFile(file, 'utf8');
+    const renamed = (op === 'rename' && when === 'after') || op === 'syncDirectory';
+    expect(onDisk).toBe(renamed ? second : first);
+    expect((await readdir(path.dirname(file))).filter((f) => f !== 'scheduler.json')).toEqual([]);
+
+    // A restarted scheduler gets the lanes and the ledger of that one save.
+    const after = fresh({ lanes: 'fallback' });
+    expect(await after.loadState(file, 0)).toBe(true);
+    const document = JSON.parse(onDisk) as { ledger: { pairs: unknown[] } };
+    expect(after.stats().targets.settledPairs).toBe(document.ledger.pairs.length);
+    expect(JSON.stringify(after.toJSON(30))).toBe(onDisk === second ? second : JSON.stringify(JSON.parse(first)));
+  });
+
   it('survives a restart with a new monotonic clock, cooldowns included, and forgets leases', async () => {
     const file = path.join(dir, 'state', 'scheduler.json');
     const before = fresh({ lanes: 'prefix' });
