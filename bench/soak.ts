@@ -5,6 +5,10 @@
  *
  *   npm run bench -- soak [--minutes 30] [--seeds 10000] [--solve-cpu-ms 0] [--sample-s 30] [--workers 0]
  *
+ * The campaign must not run out of work before the end: each seed is one job, so 10,000 seeds
+ * last 30 minutes on two workers at about 300 ms per job (`--solve-cpu-ms 300`). `idle_samples`
+ * counts samples in which no job completed; above 0 the figures describe an idle coordinator.
+ *
  * Every `--sample-s` seconds a row: the coordinator's RSS, V8 heap used, external + array buffers,
  * jobs completed, and over the interval the coordinator's own CPU per job (this process, all its
  * threads: main, I/O and solver threads; the solver processes are children and not counted). At the
@@ -126,6 +130,12 @@ try {
     const xs = rows.map((s) => s.cpuMsPerJob).filter((x): x is number => x !== null);
     return xs.length > 0 ? median(xs) : null;
   };
+  // A soak that ran out of work measures an idle coordinator, not per-job overhead: say so.
+  const idleSamples = samples.filter((s, i) => i > 0 && s.jobs === samples[i - 1]!.jobs).length;
+  if (idleSamples > 0) {
+    const dryAt = samples.find((s, i) => i > 0 && s.jobs === samples[i - 1]!.jobs)!.atSec;
+    console.log(`warning: the campaign ran out of work at about ${dryAt} s (${idleSamples} samples without a job); give it more --seeds or a larger --solve-cpu-ms`);
+  }
   const tenth = Math.max(1, Math.floor(settled.length / 10));
   const cpuSecond = cpuOf(settled.slice(0, tenth));
   const cpuLast = cpuOf(settled.slice(-tenth));
@@ -151,6 +161,7 @@ try {
       coordinator_cpu_ms_per_job_second_tenth: cpuSecond,
       coordinator_cpu_ms_per_job_last_tenth: cpuLast,
       cpu_per_job_ratio: ratio(cpuLast, cpuSecond),
+      idle_samples: idleSamples,
       loadavg_1m: Number(os.loadavg()[0]!.toFixed(2)),
     }),
   );
