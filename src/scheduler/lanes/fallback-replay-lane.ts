@@ -66,7 +66,7 @@ export class FallbackReplayLane implements Lane {
   propose(limit: number, proposalLimit: number, now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
     const outputLimit = effectiveOutputLimit(limit, proposalLimit);
     if (outputLimit === 0) return [];
-    type Candidate = { r: ReplayRecord; targets: readonly bigint[]; score: number };
+    type Candidate = { r: ReplayRecord; score: number };
     const cooled: Candidate[] = [];
     const cooling: Candidate[] = [];
     for (const r of this.#records.values()) {
@@ -77,22 +77,31 @@ export class FallbackReplayLane implements Lane {
       if (!ready && r.openBranches.length === 0) continue;
       const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
       if (!(score > this.#minScore)) continue;
-      const targets = r.openBranches.length > 0 ? pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob) : [0n];
-      if (targets.length === 0) continue;
-      (ready ? cooled : cooling).push({ r, targets, score });
+      (ready ? cooled : cooling).push({ r, score });
     }
     cooled.sort((a, b) => b.score - a.score);
     // Longest since its last replay first, so cooling records take turns.
     cooling.sort((a, b) => a.r.lastReplayMs! - b.r.lastReplayMs! || b.score - a.score);
-    return [...cooled, ...cooling].slice(0, outputLimit).map((c) => ({
-      lane: 'fallback' as const,
-      origin: c.r.seed,
-      job: Object.freeze({
-        seed: c.r.seed,
-        targetBranch: c.targets[0]!,
-        actions: Object.freeze(c.targets.slice(1).map((branch) => Object.freeze({ branch, kind: 'solve' as const }))),
-      }),
-    }));
+    // Groups only for the records that make the cut: ordering does not depend on them.
+    const proposals: Proposal[] = [];
+    for (const list of [cooled, cooling]) {
+      for (const { r } of list) {
+        if (proposals.length >= outputLimit) return proposals;
+        const targets = r.openBranches.length > 0 ? pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob) : [0n];
+        // Every open branch is in flight elsewhere.
+        if (targets.length === 0) continue;
+        proposals.push({
+          lane: 'fallback' as const,
+          origin: r.seed,
+          job: Object.freeze({
+            seed: r.seed,
+            targetBranch: targets[0]!,
+            actions: Object.freeze(targets.slice(1).map((branch) => Object.freeze({ branch, kind: 'solve' as const }))),
+          }),
+        });
+      }
+    }
+    return proposals;
   }
 
   /** Commit contract: cursor moves past the job's last target and the replay cooldown starts. */
