@@ -130,7 +130,7 @@ async function round(workers: number): Promise<{ jobsPerSec: number; steadyJobsP
     // Steady state: from the start of the first job after the warm-up ones to the last end.
     const byStart = [...committed].sort((a, b) => a.startMs - b.startMs);
     const warmup = Math.min(WARMUP_JOBS_PER_WORKER * workers, Math.max(0, byStart.length - 1));
-    const steadyMs = Math.max(1, last - byStart[warmup]!.startMs);
+    const steadyMs = byStart.length === 0 ? 1 : Math.max(1, last - byStart[warmup]!.startMs);
     return {
       jobsPerSec: committed.length / Math.max(0.001, spanMs / 1000),
       steadyJobsPerSec: (byStart.length - warmup) / Math.max(0.001, steadyMs / 1000),

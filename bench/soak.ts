@@ -131,10 +131,12 @@ try {
     return xs.length > 0 ? median(xs) : null;
   };
   // A soak that ran out of work measures an idle coordinator, not per-job overhead: say so.
-  const idleSamples = samples.filter((s, i) => i > 0 && s.jobs === samples[i - 1]!.jobs).length;
+  // Samples of the stop itself (the last interval and the one after `done`) do not count.
+  const idle = samples.filter((s, i) => i > 0 && s.atSec <= minutes * 60 - sampleSec && s.jobs === samples[i - 1]!.jobs);
+  const idleSamples = idle.length;
   if (idleSamples > 0) {
-    const dryAt = samples.find((s, i) => i > 0 && s.jobs === samples[i - 1]!.jobs)!.atSec;
-    console.log(`warning: the campaign ran out of work at about ${dryAt} s (${idleSamples} samples without a job); give it more --seeds or a larger --solve-cpu-ms`);
+    const dryAt = idle[0]!.atSec;
+    console.log(`warning: no job completed in the interval ending at ${dryAt} s (${idleSamples} such samples): the campaign ran out of work or a job outlasts --sample-s; give it more --seeds, a larger --solve-cpu-ms or a longer --sample-s`);
   }
   const tenth = Math.max(1, Math.floor(settled.length / 10));
   const cpuSecond = cpuOf(settled.slice(0, tenth));

@@ -131,7 +131,7 @@ export class Scheduler {
         case 'concurrency':
           return new ConcurrencyLane({ ...common, guidance: distances, maxRecords: this.options.replayRecords });
         default:
-          return new FallbackReplayLane({ ...common, maxRecords: this.options.replayRecords, targetsPerJob: this.options.frontierTargets });
+          return new FallbackReplayLane({ ...common, maxRecords: this.options.replayRecords, targetsPerJob: this.options.frontierTargets, ledger: this.#ledger });
       }
     };
     this.#lanes = enabled.map(build);

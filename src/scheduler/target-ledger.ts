@@ -17,12 +17,13 @@
  * proposal whose primary target is settled or backing off is dropped, settled actions are removed
  * from the rest.
  *
- * The ledger is saved with the lanes (`toJSON` / `restore`, docs/scheduler.md "Lane state"), so a
- * campaign restarted on its out-dir keeps what it knew at its last save.
+ * The ledger is saved with the lanes (`toJSON` / `restore`, docs/scheduler.md "Lane state file"),
+ * so a campaign restarted on its out-dir keeps what it knew at its last save. A pair given up is
+ * saved as settled, like an answered one.
  */
 import type { Telemetry } from './telemetry.js';
 import { fitToGroup, type ReplayJob } from './replay-job.js';
-import { arr, bad, id, ids, int, obj, strings } from './lanes/state-codec.js';
+import { arr, bad, id, ids, int, num, obj, strings } from './lanes/state-codec.js';
 
 /** Version of the ledger's part of the saved lane state (`toJSON`). */
 const LEDGER_SCHEMA = 1;
@@ -157,7 +158,8 @@ export class TargetLedger {
     const seedIndex = new Map<string, number>();
     const pairs: [number, string, number, number][] = [];
     for (const [k, state] of this.#pairs) {
-      const cut = k.indexOf('\u0000');
+      // The branch is decimal digits: the last NUL ends the seed, whatever the seed holds.
+      const cut = k.lastIndexOf('\u0000');
       const seed = k.slice(0, cut);
       let index = seedIndex.get(seed);
       if (index === undefined) {
@@ -166,7 +168,7 @@ export class TargetLedger {
         seedIndex.set(seed, index);
       }
       // [seed, branch, attempts (0 = settled), ms until it may be asked again]
-      pairs.push(state === SETTLED ? [index, k.slice(cut + 1), 0, 0] : [index, k.slice(cut + 1), state.attempts, Math.max(0, state.notBeforeMs - now)]);
+      pairs.push(state === SETTLED ? [index, k.slice(cut + 1), 0, 0] : [index, k.slice(cut + 1), state.attempts, Math.max(0, Math.ceil(state.notBeforeMs - now))]);
     }
     return { schema: LEDGER_SCHEMA, seeds, pairs, answered: [...this.#answered].map(String) };
   }
@@ -180,12 +182,20 @@ export class TargetLedger {
     const parsed = TargetLedger.#parse(document, now);
     this.#pairs.clear();
     this.#answered.clear();
-    this.#settledCount = 0;
-    for (const [k, state] of parsed.pairs.slice(-this.#maxPairs)) {
-      this.#pairs.set(k, state);
-      if (state === SETTLED) this.#settledCount += 1;
+    for (const [k, state] of parsed.pairs) {
+      // A later row for the same pair wins, at the later position; a pair saved with more attempts
+      // than this ledger allows (a lower --target-attempts now) is given up.
+      this.#pairs.delete(k);
+      this.#pairs.set(k, state !== SETTLED && state.attempts >= this.#maxAttempts ? SETTLED : state);
     }
-    for (const branch of parsed.answered.slice(-this.#maxAnswered)) this.#answered.add(branch);
+    while (this.#pairs.size > this.#maxPairs) this.#pairs.delete(this.#pairs.keys().next().value as string);
+    this.#settledCount = 0;
+    for (const state of this.#pairs.values()) if (state === SETTLED) this.#settledCount += 1;
+    for (const branch of parsed.answered) {
+      this.#answered.delete(branch);
+      this.#answered.add(branch);
+    }
+    while (this.#answered.size > this.#maxAnswered) this.#answered.delete(this.#answered.values().next().value as bigint);
   }
 
   /** Validates a `toJSON` document without touching any ledger (the dry run of a restore). */
@@ -205,7 +215,8 @@ export class TargetLedger {
       if (seed === undefined) bad(`${p}[0]`, 'an index into ledger.seeds');
       const branch = id(row[1], `${p}[1]`);
       const attempts = int(row[2], `${p}[2]`);
-      const retryInMs = int(row[3], `${p}[3]`);
+      const retryInMs = num(row[3], `${p}[3]`);
+      if (retryInMs < 0) bad(`${p}[3]`, 'a time left of at least 0 ms');
       return [key(seed, branch), attempts === 0 ? SETTLED : { attempts, notBeforeMs: now + retryInMs }];
     });
     return { pairs, answered: ids(o.answered, 'ledger.answered') };

@@ -4,6 +4,8 @@ import { CstgLane } from '../../src/scheduler/lanes/cstg-lane.js';
 import { EdgeDependenceLane, edgeId } from '../../src/scheduler/lanes/edge-dependence-lane.js';
 import { ConcurrencyLane } from '../../src/scheduler/lanes/concurrency-lane.js';
 import { FallbackReplayLane } from '../../src/scheduler/lanes/fallback-replay-lane.js';
+import { TargetLedger } from '../../src/scheduler/target-ledger.js';
+import { normalizeJob } from '../../src/scheduler/replay-job.js';
 import { ConstraintSummaryCache } from '../../src/scheduler/lanes/constraint-summary-cache.js';
 import { parseGuidance } from '../../src/scheduler/guidance-map.js';
 import type { Lane, Proposal } from '../../src/scheduler/lanes/lane.js';
@@ -379,11 +381,44 @@ describe('fallback replay lane', () => {
 
   it('orders cooling records by their last replay, oldest first', () => {
     const lane = new FallbackReplayLane({ cooldownMs: 30 * S });
-    lane.observe('early', tel({ open: [1] }), 0.1, 0);
-    lane.observe('late', tel({ open: [2] }), 0.9, 0);
+    lane.observe('early', tel({ open: [1, 3] }), 0.1, 0);
+    lane.observe('late', tel({ open: [2, 4] }), 0.9, 0);
     lane.commit(lane.propose(2, 2, 10 * S, NONE).filter((p) => p.origin === 'early'), 10 * S);
     lane.commit(lane.propose(2, 2, 12 * S, NONE).filter((p) => p.origin === 'late'), 12 * S);
-    expect(lane.propose(2, 2, 20 * S, NONE).map((p) => p.origin)).toEqual(['early', 'late']);
+    expect(lane.propose(2, 2, 20 * S, NONE).map((p) => [p.origin, p.job.targetBranch])).toEqual([
+      ['early', 3n],
+      ['late', 4n],
+    ]);
+  });
+
+  it('asks a branch again only after the cooldown: while cooling, only branches it never asked on the record', () => {
+    const lane = new FallbackReplayLane({ cooldownMs: 30 * S });
+    lane.observe('seed', tel({ open: [5, 6] }), 0.6, 0);
+    lane.commit(lane.propose(1, 1, 0, NONE), 0);
+    lane.commit(lane.propose(1, 1, S, NONE), S);
+    // Both asked, both still open (unknown): nothing until the record has cooled down.
+    lane.observe('seed', tel({ target: 6, reached: true, status: 'unknown', open: [5, 6] }), 0.1, 2 * S);
+    for (const t of [2, 10, 30]) expect(lane.propose(1, 1, t * S, NONE), `at ${t} s`).toEqual([]);
+    expect(lane.propose(1, 1, 31 * S, NONE).map((p) => p.job.targetBranch)).toEqual([5n]);
+  });
+
+  it('skips branches the target ledger backs off or knows answered on any input', () => {
+    const ledger = new TargetLedger({ retryBaseMs: 30 * S });
+    const lane = new FallbackReplayLane({ cooldownMs: 0, targetsPerJob: 8, ledger });
+    lane.observe('seed', tel({ open: [10, 11, 12, 13] }), 0.6, 0);
+    ledger.record(normalizeJob({ seed: 'seed', targetBranch: 11 }), [11n], tel({ target: 11, reached: true, status: 'unknown' }), false, 0);
+    ledger.noteAnswered('other', [12n]);
+    const [job] = lane.propose(1, 1, S, NONE);
+    expect([job!.job.targetBranch, ...job!.job.actions.map((a) => a.branch)]).toEqual([10n, 13n]);
+    // Once the back-off is over, 11 is asked again.
+    const [later] = lane.propose(1, 1, 31 * S, NONE);
+    expect([later!.job.targetBranch, ...later!.job.actions.map((a) => a.branch)]).toEqual([10n, 11n, 13n]);
+  });
+
+  it('asks at most 64 branches per job, the size of a target group', () => {
+    const lane = new FallbackReplayLane({ cooldownMs: 0, targetsPerJob: 500 });
+    lane.observe('seed', tel({ open: Array.from({ length: 100 }, (_, i) => i + 1) }), 0.6, 0);
+    expect(lane.propose(1, 1, S, NONE)[0]!.job.actions).toHaveLength(63);
   });
 
   it('waits out the cooldown of a record without open branches (an untargeted replay repeats a whole run)', () => {

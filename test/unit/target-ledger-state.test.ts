@@ -63,6 +63,24 @@ describe('target ledger state', () => {
     expect(small.isSettled('s', 1025n)).toBe(true);
   });
 
+  it('writes a fractional back-off as whole ms, reads what it wrote, and keeps a seed that holds a NUL', () => {
+    const ledger = new TargetLedger({ retryBaseMs: 1.5 });
+    ledger.record(normalizeJob({ seed: 'odd\u0000seed', targetBranch: 7 }), [7n], null, false, 0.25);
+    const saved = ledger.toJSON(0.5) as { pairs: unknown[] };
+    expect(saved.pairs).toEqual([[0, '7', 1, 2]]);
+    const restored = new TargetLedger({ retryBaseMs: 1.5 });
+    restored.restore(JSON.parse(JSON.stringify(saved)), 0);
+    expect(restored.allowed('odd\u0000seed', 7n, 1.9)).toBe(false);
+    expect(restored.allowed('odd\u0000seed', 7n, 2)).toBe(true);
+  });
+
+  it('counts a pair given twice once (the later row wins) and gives up a pair saved with more attempts than it allows', () => {
+    const ledger = new TargetLedger({ maxAttempts: 2 });
+    ledger.restore({ schema: 1, seeds: ['a'], pairs: [[0, '1', 0, 0], [0, '1', 0, 0], [0, '2', 1, 5], [0, '2', 0, 0], [0, '3', 4, 100]], answered: ['1', '1'] }, 0);
+    expect(ledger.stats()).toMatchObject({ settledPairs: 3, retryingPairs: 0, answeredBranches: 1 });
+    expect(ledger.isSettled('a', 3n)).toBe(true);
+  });
+
   it.each([
     ['not an object', 7, 'ledger'],
     ['another schema', { schema: 2, seeds: [], pairs: [], answered: [] }, 'ledger.schema'],

@@ -2,9 +2,10 @@
  * Fallback replay lane: per-seed records of rewarded or hard seeds with the branches they left
  * open. Keeps workers busy when the structured lanes have nothing (docs/scheduler.md "Fallback
  * replay"): one job per record, asking up to `targetsPerJob` of its open branches from the cursor
- * that are not in flight. The replay cooldown orders records but does not idle a slot: a record
- * still cooling down is proposed after every cooled one. Cursor and last-replay time move only
- * when the job was admitted.
+ * that are not in flight and that the target ledger allows. A record still in its replay cooldown
+ * is proposed after every cooled one, but only with branches this lane has not asked on it yet,
+ * so the cooldown still paces every retry. Cursor and last-replay time move only when the job was
+ * admitted.
  */
 import type { Telemetry } from '../telemetry.js';
 import { clamp01, difficultyOf } from '../telemetry-metrics.js';
@@ -13,6 +14,7 @@ import { cursorPast, evictOldest, pickGroupFromCursor } from './round-robin.js';
 import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
+import type { TargetLedger } from '../target-ledger.js';
 
 interface ReplayRecord {
   readonly seed: string;
@@ -22,6 +24,8 @@ interface ReplayRecord {
   openBranches: bigint[];
   cursor: number;
   lastReplayMs: number | null;
+  /** Open branches this lane dispatched on the seed (not saved: a restart may ask each once more while cooling). */
+  asked: Set<bigint>;
 }
 
 interface FallbackReplayOptions extends LaneCommonOptions {
@@ -29,8 +33,10 @@ interface FallbackReplayOptions extends LaneCommonOptions {
   readonly maxRecords?: number;
   /** Records scoring at or below this are not replayed. Default 0.05. */
   readonly minScore?: number;
-  /** Open branches of one record asked by one job (answered in one run). Default 1. */
+  /** Open branches of one record asked by one job (answered in one run), 1..64. Default 1. */
   readonly targetsPerJob?: number;
+  /** The scheduler's target ledger: branches it does not allow now, or knows answered, are not asked. */
+  readonly ledger?: TargetLedger;
   readonly scoring?: ScoringPolicy;
 }
 
@@ -42,6 +48,7 @@ export class FallbackReplayLane implements Lane {
   readonly #maxRecords: number;
   readonly #minScore: number;
   readonly #targetsPerJob: number;
+  readonly #ledger: TargetLedger | undefined;
   readonly #cooldownMs: number;
   readonly #seedLive: (seed: string) => boolean;
   readonly #scoring: ScoringPolicy;
@@ -49,7 +56,10 @@ export class FallbackReplayLane implements Lane {
   constructor(options: FallbackReplayOptions = {}) {
     this.#maxRecords = Math.max(128, Math.floor(options.maxRecords ?? 262144));
     this.#minScore = options.minScore ?? 0.05;
-    this.#targetsPerJob = Math.max(1, Math.floor(options.targetsPerJob ?? 1));
+    const perJob = Math.floor(options.targetsPerJob ?? 1);
+    // A group is at most 64 branches (replay-job.ts); anything else asks one.
+    this.#targetsPerJob = Number.isFinite(perJob) ? Math.min(64, Math.max(1, perJob)) : 1;
+    this.#ledger = options.ledger;
     this.#cooldownMs = resolveCooldownMs(options.cooldownMs);
     this.#seedLive = options.seedLive ?? (() => true);
     this.#scoring = options.scoring ?? DEFAULT_SCORING;
@@ -84,12 +94,18 @@ export class FallbackReplayLane implements Lane {
     cooling.sort((a, b) => a.r.lastReplayMs! - b.r.lastReplayMs! || b.score - a.score);
     // Groups only for the records that make the cut: ordering does not depend on them.
     const proposals: Proposal[] = [];
-    for (const list of [cooled, cooling]) {
+    const ledger = this.#ledger;
+    for (const [list, ready] of [[cooled, true], [cooling, false]] as const) {
       for (const { r } of list) {
         if (proposals.length >= outputLimit) return proposals;
-        const targets = r.openBranches.length > 0 ? pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob) : [0n];
-        // Every open branch is in flight elsewhere.
-        if (targets.length === 0) continue;
+        let targets: readonly bigint[] = [0n];
+        if (r.openBranches.length > 0) {
+          // While cooling, only branches never asked here: a retry waits for the cooldown.
+          const usable = (b: bigint): boolean => (ready || !r.asked.has(b)) && !(ledger && (ledger.answered(b) || !ledger.allowed(r.seed, b, now)));
+          targets = pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob, usable);
+          // Every open branch is in flight, backing off, answered, or (cooling) asked already.
+          if (targets.length === 0) continue;
+        } else if (!ready) continue;
         proposals.push({
           lane: 'fallback' as const,
           origin: r.seed,
@@ -111,6 +127,8 @@ export class FallbackReplayLane implements Lane {
       if (r === undefined) continue;
       r.lastReplayMs = now;
       const { targetBranch, actions } = proposal.job;
+      if (targetBranch !== 0n) r.asked.add(targetBranch);
+      for (const a of actions) r.asked.add(a.branch);
       r.cursor = cursorPast(r.openBranches, r.cursor, actions.length > 0 ? actions[actions.length - 1]!.branch : targetBranch);
     }
   }
@@ -121,7 +139,7 @@ export class FallbackReplayLane implements Lane {
     const difficulty = telemetry ? difficultyOf(telemetry) : 0;
     let record = this.#records.get(seed);
     if (record === undefined) {
-      record = { seed, reward: r, difficulty, visits: 1, openBranches: [...(telemetry?.openBranches ?? [])], cursor: 0, lastReplayMs: null };
+      record = { seed, reward: r, difficulty, visits: 1, openBranches: [...(telemetry?.openBranches ?? [])], cursor: 0, lastReplayMs: null, asked: new Set() };
     } else {
       record.reward = 0.7 * record.reward + 0.3 * r;
       record.difficulty = Math.max(0.7 * record.difficulty, difficulty);
@@ -135,6 +153,7 @@ export class FallbackReplayLane implements Lane {
         const merged = record.openBranches.filter((b) => !resolved.has(b));
         for (const b of telemetry.openBranches) if (!resolved.has(b) && !merged.includes(b)) merged.push(b);
         record.openBranches = merged.slice(0, MAX_OPEN_BRANCHES);
+        for (const b of record.asked) if (!record.openBranches.includes(b)) record.asked.delete(b);
         record.cursor = record.openBranches.length === 0 ? 0 : record.cursor % record.openBranches.length;
       }
       this.#records.delete(seed);
@@ -173,6 +192,7 @@ export class FallbackReplayLane implements Lane {
         openBranches,
         cursor: openBranches.length === 0 ? 0 : int(r.cursor, `${p}.cursor`) % openBranches.length,
         lastReplayMs: ageToTime(now, numOrNull(r.lastReplayAgeMs, `${p}.lastReplayAgeMs`)),
+        asked: new Set(),
       };
     });
     this.#records.clear();

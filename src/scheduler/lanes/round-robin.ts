@@ -14,12 +14,12 @@ export function pickFromCursor(targets: readonly bigint[], cursor: number, exclu
   return undefined;
 }
 
-/** Up to `count` targets from `cursor` (wrapping, each once) that are not excluded, in cursor order. */
-export function pickGroupFromCursor(targets: readonly bigint[], cursor: number, excluded: ReadonlySet<bigint>, count: number): bigint[] {
+/** Up to `count` targets from `cursor` (wrapping, each once) that are not excluded and that `usable` accepts, in cursor order. */
+export function pickGroupFromCursor(targets: readonly bigint[], cursor: number, excluded: ReadonlySet<bigint>, count: number, usable?: (target: bigint) => boolean): bigint[] {
   const picked: bigint[] = [];
   for (let i = 0; i < targets.length && picked.length < count; i += 1) {
     const t = targets[(cursor + i) % targets.length]!;
-    if (!excluded.has(t)) picked.push(t);
+    if (!excluded.has(t) && (usable === undefined || usable(t))) picked.push(t);
   }
   return picked;
 }
