@@ -14,6 +14,8 @@ export const REFERENCE_SOLVER = builtFile('src/reference/reference-solver.js');
 export interface CliRun {
   readonly child: ChildProcess;
   readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
+  /** What the child has written to stderr so far. */
+  stderrSoFar(): string;
 }
 
 export function runCliProcess(args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): CliRun {
@@ -25,18 +27,32 @@ export function runCliProcess(args: readonly string[], options: { cwd?: string; 
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resolve) => {
     child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
   });
-  return { child, exit };
+  return { child, exit, stderrSoFar: () => stderr };
 }
 
-/** Polls `check` until it returns a value (not undefined) or `timeoutMs` passes. */
-export async function waitFor<T>(check: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
+/**
+ * Polls `check` until it returns a value (not undefined) or `timeoutMs` passes. On a timeout the
+ * error carries what `diagnose` says (the children's stats, logs), so a CI failure can be read.
+ */
+export async function waitFor<T>(check: () => T | undefined, timeoutMs: number, what: string, diagnose?: () => string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = check();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${diagnose === undefined ? '' : `\n${diagnose()}`}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** What a campaign's out-dir says of it: its stats.json counters and the last lines of jobs.jsonl. */
+export function campaignDiagnosis(instanceDir: string, stderr = ''): string {
+  const tail = (file: string, n: number): string => (existsSync(file) ? readFileSync(file, 'utf8').trimEnd().split('\n').slice(-n).join('\n') : '(none)');
+  const stats = readJsonIfExists(path.join(instanceDir, 'stats.json'));
+  return [
+    `stats.json: ${stats === undefined ? '(none)' : JSON.stringify(stats).slice(0, 6000)}`,
+    `jobs.jsonl (last 5):\n${tail(path.join(instanceDir, 'jobs.jsonl'), 5)}`,
+    `stderr (last 20 lines):\n${stderr.trimEnd().split('\n').slice(-20).join('\n')}`,
+  ].join('\n');
 }
 
 export function lastJsonLine(stdout: string): Record<string, unknown> {

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DEMO_MAZE } from '../../src/reference/demo-maze.js';
 import { mazeToC } from '../../src/reference/maze-c.js';
 import { aflToolEnv } from '../../src/solver/solver-env.js';
-import { lastJsonLine, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+import { campaignDiagnosis, lastJsonLine, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
 function which(name: string): string | undefined {
   try {
@@ -42,8 +42,10 @@ describe.skipIf(missing)('symfence run beside real AFL++', () => {
     mkdirSync(path.join(dir, 'in'));
     writeFileSync(path.join(dir, 'in', 'seed'), 'AAAAAAAAAAAAAAAA');
 
-    // AFL++ creates its instance (queue, fuzzer_stats with the target command line), bounded.
-    expect(await aflFuzz(dir, ['-i', 'in', '-o', 'out', '-M', 'main', '-V', '2', '--', './maze_afl', '@@'])).toBe(0);
+    // AFL++ creates its instance (queue, fuzzer_stats with the target command line), bounded by
+    // executions, not time: a fast machine's two seconds of AFL++ once found every maze edge the
+    // solver can reach, and symfence then rightly published nothing new.
+    expect(await aflFuzz(dir, ['-i', 'in', '-o', 'out', '-M', 'main', '-E', '50', '--', './maze_afl', '@@'])).toBe(0);
     expect(existsSync(path.join(dir, 'out', 'main', 'fuzzer_stats'))).toBe(true);
 
     // symfence reads AFL's queue and triages with the real afl-showmap on AFL's target.
@@ -53,7 +55,7 @@ describe.skipIf(missing)('symfence run beside real AFL++', () => {
       { cwd: dir },
     );
     const queue = path.join(dir, 'out', 'symfence', 'queue');
-    await waitFor(() => (existsSync(queue) && readdirSync(queue).some((n) => n.startsWith('id:')) ? true : undefined), 120_000, 'a symfence queue entry'); // a hang guard: a loaded CI machine has taken over 40 s
+    await waitFor(() => (existsSync(queue) && readdirSync(queue).some((n) => n.startsWith('id:')) ? true : undefined), 120_000, 'a symfence queue entry', () => campaignDiagnosis(path.join(dir, 'out', 'symfence'), run.stderrSoFar())); // a hang guard: a loaded CI machine has taken over 40 s
 
     // AFL++ resumes beside the running coordinator and imports its peer's entries first.
     expect(await aflFuzz(dir, ['-i', '-', '-o', 'out', '-M', 'main', '-V', '2', '--', './maze_afl', '@@'], { AFL_AUTORESUME: '1', AFL_IMPORT_FIRST: '1' })).toBe(0);

@@ -14,13 +14,15 @@ import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { etcdUnavailable, startEtcd, type EtcdCluster, type EtcdMember } from '../helpers/etcd-server.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
-import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
+import { campaignDiagnosis, cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
 const unavailable = etcdUnavailable();
 if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
 
 const COMMITTED = COMMITTED_STATUSES;
-const SEEDS = Array.from({ length: 16 }, (_, i) => `AAAAAAAAAAAAAA${String(i).padStart(2, '0')}`);
+// Enough seeds that the campaign still has work after both faults: a directed job answers up to 8
+// branches, so 16 seeds were once all done before the member froze on a loaded machine.
+const SEEDS = Array.from({ length: 64 }, (_, i) => `AAAAAAAAAAAAAA${String(i).padStart(2, '0')}`);
 const NAMES = ['c1', 'c2'] as const;
 
 const { dirs, children } = cleanedAfterEach();
@@ -59,7 +61,7 @@ describe.skipIf(unavailable !== undefined)('two coordinators on a three-member e
     const started = (): number => NAMES.reduce((sum, name) => sum + startedBy(name), 0);
     const startedAfter = async (what: string): Promise<void> => {
       const before = started();
-      await waitFor(() => (started() > before ? true : undefined), 60_000, `jobs to start ${what}`);
+      await waitFor(() => (started() > before ? true : undefined), 60_000, `jobs to start ${what}`, () => NAMES.map((name, i) => `${name}:\n${campaignDiagnosis(path.join(out, name), runs[i]!.stderrSoFar())}`).join('\n'));
     };
 
     // Mid-campaign: both coordinators are running jobs before the first fault.
