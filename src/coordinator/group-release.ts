@@ -5,6 +5,7 @@
  * (`releaseFailures`) and left to the lease's TTL (docs/campaign.md "Lifecycle of a job").
  */
 import type { Logger } from 'pino';
+import type { GroupAnswers } from '../lease/table-contract.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import { decimal, type PendingJob } from './job-state.js';
 import type { Clock, LocalReservations, TargetLeasePort } from './ports.js';
@@ -18,15 +19,16 @@ export interface GroupReleaseContext {
 }
 
 /**
- * Deletes the shared records of `group` carrying `token`. Results: true = released (or nothing to
- * release); false = refused or failed, counted and left to TTL.
+ * Releases the shared records of `group` carrying `token`, keeping `answers` with them (docs/leases.md
+ * "Shared answers"). Results: true = released (or nothing to release); false = refused or failed,
+ * counted and left to TTL (the answers are then lost with the lease: the question may be asked again).
  */
-export async function releaseShared(ctx: GroupReleaseContext, group: readonly bigint[], token: string): Promise<boolean> {
+export async function releaseShared(ctx: GroupReleaseContext, group: readonly bigint[], token: string, answers?: GroupAnswers): Promise<boolean> {
   const targets = ctx.targetLeases;
   if (!targets || group.length === 0) return true;
   let released = false;
   try {
-    released = await targets.releaseGroup(group, token, ctx.clock.now());
+    released = await targets.releaseGroup(group, token, ctx.clock.now(), answers);
   } catch (error) {
     ctx.log.warn({ err: error, targets: decimal(group) }, 'target release failed; left to TTL');
   }

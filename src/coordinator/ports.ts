@@ -11,6 +11,7 @@
  */
 import type { ErrorData } from '../errors.js';
 import type { ClaimOutcome } from '../lease/claim-outcome.js';
+import type { GroupAnswers } from '../lease/table-contract.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
 import type { CommitManifest, CommitStatus } from '../commit/commit-manifest.js';
 import type { StagedResult } from '../commit/staged-findings.js';
@@ -122,8 +123,11 @@ export interface TargetLeasePort {
   claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome>;
   /** True when every member still carries `token` and was renewed. */
   heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
-  /** Deletes the members carrying `token`. False when any member was re-claimed by someone else. */
-  releaseGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
+  /**
+   * Releases the members carrying `token`, keeping with them what the run answered on its input
+   * (`answers`, docs/leases.md "Shared answers"). False when any member was re-claimed by someone else.
+   */
+  releaseGroup(group: readonly bigint[], token: string, now: number, answers?: GroupAnswers): Promise<boolean>;
 }
 
 /** The process-local in-flight target set (InflightTargetSet), declared with the scheduler's ports. */

@@ -5,7 +5,7 @@
  *   aborted / lease lost ──▶ roll back                                    (`aborted`)
  *   set-up failure ───────▶ roll back, count the streak                   (`abandoned`)
  *   otherwise: stage ──▶ beginCommit(manifest) ──▶ publish + done (fenced) ──▶ discard staged
- *              ──▶ release target group and local reservation ──▶ count, feed back, journal
+ *              ──▶ release target group (with the answers) and local reservation ──▶ count, feed back, journal
  *
  * Contract:
  * - A result is published only after `beginCommit(workId, workToken, manifest)` accepted its work
@@ -34,6 +34,7 @@ import type { JobJournal } from './job-journal.js';
 import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
 import { isSetupFailure } from './setup-failures.js';
+import { answeredMembers } from '../scheduler/target-ledger.js';
 
 /**
  * Test hooks: awaited at exact points of the lifecycle so a test can hold (or kill) a coordinator
@@ -123,7 +124,13 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
 
   const findings = await publishCommitted(ctx, active, staged);
   const interesting = findings.filter((f) => f.kind === 'queue').length;
-  if (active.targetToken !== undefined) await releaseShared(ctx, job.group, active.targetToken);
+  if (active.targetToken !== undefined) {
+    // What the run answered is released with the group, so no coordinator asks it again on this
+    // input. Only after beginCommit: the result that proved an answer is durable before the answer
+    // is shared (published here, or replayed from its record if this publication failed).
+    const settled = answeredMembers(job.group, outcome.telemetry, outcome.status === 'timeout');
+    await releaseShared(ctx, job.group, active.targetToken, settled.length > 0 ? { input: job.inputSha256, settled } : undefined);
+  }
   if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, active.work.owner);
 
   switch (outcome.status) {

@@ -11,6 +11,7 @@
  */
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import { groupClaimOutcome, type ClaimOutcome } from '../lease/claim-outcome.js';
+import { isInputDigest } from '../lease/lease-record.js';
 import type { SharedTargetClaims } from '../scheduler/admission-ports.js';
 import type { BatchClaimResult, GroupClaimRequest, GroupFence, PublishedFile } from './io-requests.js';
 
@@ -50,15 +51,20 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
   /**
    * Claims every group in one request. Never rejects: an I/O failure of the whole request makes
    * every outcome `error` (nothing is held: failed claims are restored by the lease table).
+   * `inputs[i]`, when it is an input's SHA-256 (the campaign's seeds are), is group i's input: the
+   * table refuses members answered on it (`answered`). Any other seed name claims without it.
    */
-  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly ClaimOutcome[]> {
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number, inputs?: readonly (string | undefined)[]): Promise<readonly ClaimOutcome[]> {
     const outcomes: (ClaimOutcome | undefined)[] = groups.map((g) => (g.length === 0 ? { ok: false, reason: 'error', detail: 'empty target group' } : undefined));
     const sent = groups.flatMap((group, index) => (group.length === 0 ? [] : [{ index, group }]));
     if (sent.length === 0) return outcomes as ClaimOutcome[];
     let results: BatchClaimResult[];
     try {
       results = await this.#client.claimGroups(
-        sent.map(({ group }) => ({ targets: group, payload: this.#payloadOf(group), mirrorOwner: this.#ownerOf(group) })),
+        sent.map(({ group, index }) => {
+          const input = inputs?.[index];
+          return { targets: group, payload: this.#payloadOf(group), mirrorOwner: this.#ownerOf(group), ...(isInputDigest(input) ? { input } : {}) };
+        }),
         now,
       );
     } catch (error) {
@@ -100,6 +106,8 @@ export function claimOutcomeOfAnswer(result: BatchClaimResult | undefined): Clai
       return { ok: false, reason: 'conflict', detail: `held locally: ${result.targets.join(',')}` };
     case 'corrupt':
       return { ok: false, reason: 'corrupt', detail: result.corrupt.map((c) => `${c.target}: ${c.detail}`).join('; ') };
+    case 'answered':
+      return { ok: false, reason: 'answered', answered: result.answered, detail: `answered on this input: ${result.answered.join(',')}` };
     case 'failed':
       return { ok: false, reason: 'error', detail: `${result.code}: ${result.message}` };
   }

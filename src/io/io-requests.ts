@@ -12,6 +12,7 @@
  */
 import type { ClaimRefused } from '../lease/claim-outcome.js';
 import type { GroupClaimResult } from '../lease/lease-results.js';
+import type { GroupAnswers } from '../lease/table-contract.js';
 import type { IoAnswers, IoRequest, IoRequestKind } from './requests/registry.js';
 
 /** One file to publish under its final name. */
@@ -26,11 +27,15 @@ export interface GroupClaimRequest {
   readonly payload: object;
   /** In-flight set owner number (1..2^32−1) of the local holder; stored as the records' `worker`. */
   readonly mirrorOwner: number;
+  /** The run's input (SHA-256 hex): members answered on it refuse the claim (`answered`). */
+  readonly input?: string;
 }
 
 export interface GroupFence {
   readonly targets: readonly bigint[];
   readonly token: string;
+  /** What the run answered, kept with the released members (docs/lease-format.md "Answers"). */
+  readonly answers?: GroupAnswers;
 }
 
 /**

@@ -16,6 +16,7 @@ import { ClosedError, fromErrorData, isErrorData, SymfenceError } from '../error
 import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { JsonObject } from '../lease/lease-record.js';
+import type { GroupAnswers } from '../lease/table-contract.js';
 import { workerEntry } from '../util/paths.js';
 import type { DirectoryFiles, IoAnswer, IoRequest, IoRequestKind, IoStats, GroupClaimRequest, GroupFence, PublishedFile, RequestOf } from './io-requests.js';
 import type { IoRemoteApi, IoWorkerData } from './io-worker-main.js';
@@ -62,8 +63,8 @@ export class IoClient {
     return this.request({ kind: 'heartbeatGroup', targets, token, nowMs });
   }
 
-  releaseGroup(targets: readonly bigint[], token: string, nowMs: number): Promise<IoAnswer<'releaseGroup'>> {
-    return this.request({ kind: 'releaseGroup', targets, token, nowMs });
+  releaseGroup(targets: readonly bigint[], token: string, nowMs: number, answers?: GroupAnswers): Promise<IoAnswer<'releaseGroup'>> {
+    return this.request({ kind: 'releaseGroup', targets, token, nowMs, ...(answers !== undefined ? { answers } : {}) });
   }
 
   releaseGroups(claims: readonly GroupFence[], nowMs: number): Promise<IoAnswer<'releaseGroups'>> {

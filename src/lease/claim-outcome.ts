@@ -19,16 +19,20 @@ export interface ClaimGranted {
 
 /**
  * Why a port-level claim was refused: `conflict` — another holder's live lease, or a `committing`
- * record; `done` — the work was completed already (work claims only); `corrupt` — a corrupt
- * record was met and left untouched; `error` — I/O failure, outcome unknown but nothing is held.
+ * record; `done` — the work was completed already (work claims only); `answered` — the question
+ * was answered on this input already, anywhere in the campaign (target claims that name their
+ * input; `answered` lists the members); `corrupt` — a corrupt record was met and left untouched;
+ * `error` — I/O failure, outcome unknown but nothing is held.
  */
-export type ClaimRefusalReason = 'conflict' | 'corrupt' | 'done' | 'error';
+export type ClaimRefusalReason = 'conflict' | 'corrupt' | 'done' | 'answered' | 'error';
 
 /** A refused claim. `R` narrows the reasons a layer can answer; `detail` is for logs. */
 export interface ClaimRefused<R extends string = ClaimRefusalReason> {
   readonly ok: false;
   readonly reason: R;
   readonly detail?: string;
+  /** `answered` refusals: the members answered on the claim's input. */
+  readonly answered?: readonly bigint[];
 }
 
 /** The outcome of one claim as the scheduler's and the coordinator's ports see it. */
@@ -46,5 +50,6 @@ export function workClaimOutcome(result: ClaimResult): ClaimOutcome {
 
 /** A target table's group claim as a port outcome; the table's detail is dropped. */
 export function groupClaimOutcome(result: GroupClaimResult): ClaimOutcome {
-  return result.ok ? { ok: true, token: result.token } : { ok: false, reason: result.reason };
+  if (result.ok) return { ok: true, token: result.token };
+  return result.reason === 'answered' ? { ok: false, reason: 'answered', answered: result.answered } : { ok: false, reason: result.reason };
 }

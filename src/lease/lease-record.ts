@@ -45,6 +45,16 @@ export function maxRecordBytes(kind: RecordKind): number {
 export type LeaseStatus = 'leased' | 'committing' | 'done';
 const LEASE_STATUSES: readonly LeaseStatus[] = ['leased', 'committing', 'done'];
 
+/** Most inputs a target record remembers as settled; the oldest is forgotten first. */
+export const MAX_SETTLED_INPUTS = 64;
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/** True for a lowercase hex SHA-256 (an input's identity in `settled`). */
+export function isInputDigest(value: unknown): value is string {
+  return typeof value === 'string' && SHA256_HEX.test(value);
+}
+
 /** Which table wrote the record. A work table refuses target records and vice versa. */
 export type RecordKind = 'work' | 'target';
 
@@ -91,6 +101,14 @@ export interface LeaseRecord {
   readonly target?: string;
   /** Target records: the whole group, decimal, in record-id order. */
   readonly targets?: readonly string[];
+  /**
+   * Target records: the inputs (SHA-256, lowercase hex) on which this branch's question was
+   * answered (sat or unsat), oldest first, at most `MAX_SETTLED_INPUTS` (docs/lease-format.md
+   * "Answers"). A claim naming one of them is refused `answered`.
+   */
+  readonly settled?: readonly string[];
+  /** Target records: the branch was answered on some input (kept when `settled` forgets inputs). */
+  readonly answered?: boolean;
   readonly [extra: string]: unknown;
 }
 
@@ -145,7 +163,17 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
   if (value.completedMs !== undefined && !isTime(value.completedMs)) return 'completedMs is not a finite non-negative number';
   if (value.takenOverMs !== undefined && !isTime(value.takenOverMs)) return 'takenOverMs is not a finite non-negative number';
   if (kind === 'target') {
-    if (value.status !== 'leased') return `target record status ${value.status} is not leased`;
+    // `done`: released, kept only for the answers it carries (docs/lease-format.md "Answers").
+    if (value.status === 'committing') return 'target record status committing is not leased or done';
+    const settled = value.settled;
+    if (settled !== undefined) {
+      if (!Array.isArray(settled) || settled.length > MAX_SETTLED_INPUTS || !settled.every(isInputDigest)) {
+        return `settled is not a list of at most ${MAX_SETTLED_INPUTS} lowercase hex SHA-256 digests`;
+      }
+      if (new Set(settled).size !== settled.length) return 'settled lists an input twice';
+    }
+    if (value.answered !== undefined && typeof value.answered !== 'boolean') return 'answered is not a boolean';
+    if (value.status === 'done' && value.answered !== true) return 'a done target record carries no answer';
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';
     if (targetRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to id ${expectedId}`;
     const targets = value.targets;

@@ -34,7 +34,9 @@ export type GroupClaimResult =
   | (ClaimGranted & { readonly ids: readonly string[] })
   /** Some members are held (all conflicting members are listed). */
   | (ClaimRefused<'conflict'> & { readonly holders: readonly (LeaseHolder & { readonly target: bigint })[] })
-  | (ClaimRefused<'corrupt'> & { readonly corrupt: readonly (CorruptMember & { readonly target: bigint })[] });
+  | (ClaimRefused<'corrupt'> & { readonly corrupt: readonly (CorruptMember & { readonly target: bigint })[] })
+  /** The claim named an input on which some members were answered already (all such members listed). */
+  | (ClaimRefused<'answered'> & { readonly answered: readonly bigint[] });
 
 /** Heartbeat, abandon, beginCommit, heartbeatGroup, releaseGroup. */
 export type FenceResult =

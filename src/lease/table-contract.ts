@@ -34,6 +34,23 @@ export interface WorkClaimOptions extends ClaimIdentity {
   readonly leaseTtlMs?: number;
 }
 
+/** A group claim; `input` (the run's input, SHA-256 hex) asks the table to refuse answered members. */
+export interface TargetClaimOptions extends ClaimIdentity {
+  readonly input?: string;
+}
+
+/** What a finished run answered: the members answered (sat or unsat) on `input` (SHA-256 hex). */
+export interface GroupAnswers {
+  readonly input: string;
+  readonly settled: readonly bigint[];
+}
+
+/** A release; with `answers`, `nowMs` (the release time, kept as `completedMs`) is required. */
+export interface TargetReleaseOptions {
+  readonly answers?: GroupAnswers;
+  readonly nowMs?: number;
+}
+
 export interface BeginCommitOptions extends AtTime {
   /** Durable result manifest, replayable after a crash. Omitted: an existing manifest is kept. */
   readonly commit?: JsonObject;
@@ -81,10 +98,10 @@ export interface WorkLeaseStore extends LeaseStoreCommon {
 }
 
 export interface TargetLeaseStore extends LeaseStoreCommon {
-  planClaimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): LeaseOperation<GroupClaimResult>;
-  claimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): Promise<GroupClaimResult>;
+  planClaimGroup(targets: Iterable<bigint>, payload: object, options: TargetClaimOptions): LeaseOperation<GroupClaimResult>;
+  claimGroup(targets: Iterable<bigint>, payload: object, options: TargetClaimOptions): Promise<GroupClaimResult>;
   planHeartbeatGroup(targets: Iterable<bigint>, token: string, options: AtTime): LeaseOperation<FenceResult>;
   heartbeatGroup(targets: Iterable<bigint>, token: string, options: AtTime): Promise<FenceResult>;
-  planReleaseGroup(targets: Iterable<bigint>, token: string): LeaseOperation<FenceResult>;
-  releaseGroup(targets: Iterable<bigint>, token: string): Promise<FenceResult>;
+  planReleaseGroup(targets: Iterable<bigint>, token: string, options?: TargetReleaseOptions): LeaseOperation<FenceResult>;
+  releaseGroup(targets: Iterable<bigint>, token: string, options?: TargetReleaseOptions): Promise<FenceResult>;
 }

@@ -10,10 +10,18 @@
  * are restored under the locks and the call rejects with `LeaseIoError`.
  *
  * A target token never authorises a result: only the exact-work table's `beginCommit` does.
+ *
+ * Answers (docs/lease-format.md "Answers"): a release may say on which input the run answered
+ * which members; those members then stay as `done` records listing the input in `settled` (every
+ * member that already carried answers stays too, released). A claim that names its input is
+ * refused `answered` when a member lists it, so a question answered by any coordinator is not
+ * asked again on that input anywhere in the campaign; the same lock that fences the lease fences
+ * the answer, so a release and a claim can never both miss each other.
  */
 import { groupMembers, type GroupMember } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
-import { isActiveLease, type LeaseRecord } from './lease-record.js';
+import { MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord } from './lease-record.js';
+import { invalidOption } from '../config/values.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
 import {
   LeaseTableBase,
@@ -30,7 +38,18 @@ import {
   type LeaseTableDeps,
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
-import type { TargetLeaseStore } from './table-contract.js';
+import type { TargetClaimOptions, TargetLeaseStore, TargetReleaseOptions } from './table-contract.js';
+
+function checkInput(value: unknown, name: string): string {
+  if (!isInputDigest(value)) throw invalidOption(name, 'a lowercase hex SHA-256 of the input', value);
+  return value;
+}
+
+/** The answer fields a record carries on, in canonical key order of a target record. */
+function answerFields(record: LeaseRecord | undefined): { answered?: boolean; settled?: readonly string[] } {
+  if (record === undefined || record.answered !== true) return {};
+  return record.settled !== undefined ? { answered: true, settled: record.settled } : { answered: true };
+}
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
@@ -46,8 +65,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
    * gets a new leased record with one shared token (counters per member from its own previous
    * record) and the token is returned once all of them are durable.
    */
-  planClaimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): LeaseOperation<GroupClaimResult> {
+  planClaimGroup(targets: Iterable<bigint>, payload: object, options: TargetClaimOptions): LeaseOperation<GroupClaimResult> {
     checkCallOptions(options);
+    const input = options.input === undefined ? undefined : checkInput(options.input, 'input');
     const members = groupMembers(targets);
     const stored = normalizePayload(payload);
     const owner = checkOwner(options.owner);
@@ -63,20 +83,30 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       apply: (view): GroupClaimResult => {
         const corrupt: { id: string; target: bigint; detail: string }[] = [];
         const holders: { id: string; target: bigint; status: LeaseRecord['status']; owner: string; updatedMs: number }[] = [];
+        const answered: bigint[] = [];
         for (const member of members) {
           const read = view.get(member.id);
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
-          else if (read.state === 'valid' && isActiveLease(read.record, nowMs, ttlMs, skewMs)) {
-            holders.push({ id: member.id, target: member.target, status: read.record.status, owner: read.record.owner, updatedMs: read.record.updatedMs });
+          else if (read.state === 'valid') {
+            if (input !== undefined && read.record.settled?.includes(input) === true) answered.push(member.target);
+            if (isActiveLease(read.record, nowMs, ttlMs, skewMs)) {
+              holders.push({ id: member.id, target: member.target, status: read.record.status, owner: read.record.owner, updatedMs: read.record.updatedMs });
+            }
           }
         }
         if (corrupt.length > 0) return { ok: false, reason: 'corrupt', corrupt };
+        // Before `conflict`: an answered question is refused for good, a held one only for now.
+        if (answered.length > 0) return { ok: false, reason: 'answered', answered };
         if (holders.length > 0) return { ok: false, reason: 'conflict', holders };
         for (const member of members) {
           const read = view.get(member.id);
-          const counters = claimCounters(read.state === 'valid' ? read.record : undefined, owner);
+          const previous = read.state === 'valid' ? read.record : undefined;
+          const counters = claimCounters(previous, owner);
           // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
+          // A member's answers travel with it through every claim.
+          const { answered: wasAnswered, settled } = answerFields(previous);
           view.put({
+            ...(wasAnswered !== undefined ? { answered: wasAnswered } : {}),
             attempts: counters.attempts,
             id: member.id,
             kind: 'target',
@@ -85,6 +115,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             payload: stored,
             previousOwner: counters.previousOwner,
             schema: 1,
+            ...(settled !== undefined ? { settled } : {}),
             status: 'leased',
             steals: counters.steals,
             target: member.target.toString(10),
@@ -99,7 +130,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     };
   }
 
-  async claimGroup(targets: Iterable<bigint>, payload: object, options: ClaimIdentity): Promise<GroupClaimResult> {
+  async claimGroup(targets: Iterable<bigint>, payload: object, options: TargetClaimOptions): Promise<GroupClaimResult> {
     return (await this.runOne(this.planClaimGroup(targets, payload, options))).value;
   }
 
@@ -130,25 +161,56 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
 
   /**
    * releaseGroup contract: every member must be a valid leased record holding `token` (checked for
-   * all members before the first unlink), else `stale`/`corrupt` with zero mutation. Records are
-   * deleted, not marked done, so the targets can be claimed again at once; lock files stay.
+   * all members before the first change), else `stale`/`corrupt` with zero mutation. A member
+   * without answers is deleted, so the target can be claimed again at once (lock files stay). A
+   * member answered now (`options.answers`) or before stays as a `done` record: free to claim,
+   * carrying `answered` and `settled`, the newest input last and at most `MAX_SETTLED_INPUTS`.
    */
-  planReleaseGroup(targets: Iterable<bigint>, token: string): LeaseOperation<FenceResult> {
+  planReleaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): LeaseOperation<FenceResult> {
+    checkCallOptions(options);
     const members = groupMembers(targets);
+    const answers = options.answers;
+    let input: string | undefined;
+    let answeredNow = new Set<bigint>();
+    let completedMs = 0;
+    if (answers !== undefined) {
+      input = checkInput(answers?.input, 'answers.input');
+      if (!Array.isArray(answers.settled) || !answers.settled.every((t) => typeof t === 'bigint')) throw invalidOption('answers.settled', 'an array of bigint targets', answers.settled);
+      answeredNow = new Set(answers.settled);
+      completedMs = checkNowMs(options.nowMs);
+    }
     return {
       name: 'releaseGroup',
       lockIds: members.map((m) => m.id),
       apply: (view): FenceResult => {
         const records = this.validateHeld(view, members, token);
         if (!Array.isArray(records)) return records;
-        for (const record of records) view.remove(record.id);
+        records.forEach((record, i) => {
+          const now = input !== undefined && answeredNow.has(members[i]!.target);
+          if (!now && record.answered !== true) {
+            view.remove(record.id);
+            return;
+          }
+          let settled = record.settled ?? [];
+          if (now) {
+            settled = [...settled.filter((s) => s !== input), input!];
+            if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
+          }
+          view.put({
+            ...record,
+            answered: true,
+            ...(now ? { completedMs } : {}),
+            ...(settled.length > 0 ? { settled } : {}),
+            status: 'done',
+          });
+        });
         return { ok: true };
       },
     };
   }
 
-  async releaseGroup(targets: Iterable<bigint>, token: string): Promise<FenceResult> {
-    return (await this.runOne(this.planReleaseGroup(targets, token))).value;
+  async releaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): Promise<FenceResult> {
+    return (await this.runOne(this.planReleaseGroup(targets, token, options))).value;
   }
 
   /** The members' records when all are leased with `token`; the first negative result otherwise. */

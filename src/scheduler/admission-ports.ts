@@ -22,6 +22,10 @@ export interface LocalReservations {
 
 /** The durable shared target table, reached through the I/O thread: ONE call per round. */
 export interface SharedTargetClaims {
-  claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly ClaimOutcome[]>;
+  /**
+   * `inputs[i]`: group i's seed. A port that shares answers (docs/leases.md "Shared answers")
+   * refuses members already answered on it with `answered`, listing them.
+   */
+  claimGroups(groups: readonly (readonly bigint[])[], now: number, inputs?: readonly (string | undefined)[]): Promise<readonly ClaimOutcome[]>;
   releaseGroups(claims: readonly { targets: readonly bigint[]; token: string }[], now: number): Promise<void>;
 }

@@ -40,6 +40,11 @@ export interface AdmissionStats {
   sharedConflicts: number;
   sharedCorrupt: number;
   sharedErrors: number;
+  /**
+   * Shared claims refused because another coordinator (or an earlier life of this one) answered
+   * a member on the same input: the ledger settles those pairs, so they are not proposed again.
+   */
+  sharedAnswered: number;
   /** Shared claims given back after a failed round whose release itself failed (left to TTL). */
   releaseFailures: number;
   /**
@@ -118,6 +123,7 @@ export class Admission {
     sharedConflicts: 0,
     sharedCorrupt: 0,
     sharedErrors: 0,
+    sharedAnswered: 0,
     releaseFailures: 0,
     backFills: 0,
   };
@@ -284,7 +290,11 @@ export class Admission {
           refused.add(seedTargetKey(p.proposal.job));
           if (outcome.reason === 'conflict') this.#stats.sharedConflicts += 1;
           else if (outcome.reason === 'corrupt') this.#stats.sharedCorrupt += 1;
-          else this.#stats.sharedErrors += 1;
+          else if (outcome.reason === 'answered') {
+            this.#stats.sharedAnswered += 1;
+            // Answered elsewhere: settled here too, so no lane proposes these pairs again.
+            this.#ledger?.noteAnswered(p.proposal.job.seed, outcome.answered ?? []);
+          } else this.#stats.sharedErrors += 1;
           this.#local.releaseGroup(p.group, p.owner);
         });
       }
@@ -319,6 +329,7 @@ export class Admission {
     const answer = await this.#shared.claimGroups(
       targeted.map(({ p }) => p.group),
       now,
+      targeted.map(({ p }) => p.proposal.job.seed),
     );
     if (!Array.isArray(answer) || answer.length !== targeted.length) {
       throw new AdmissionProtocolError(`claimGroups answered ${Array.isArray(answer) ? answer.length : typeof answer} outcomes for ${targeted.length} groups`, {

@@ -277,6 +277,16 @@ function key(seed: string, branch: bigint): string {
 }
 
 /**
+ * The members of `group` a finished run answered (sat or unsat), as `record` counts them: none
+ * without telemetry or when the run was killed.
+ */
+export function answeredMembers(group: readonly bigint[], telemetry: Telemetry | null | undefined, killed: boolean): bigint[] {
+  if (group.length === 0 || telemetry == null || killed) return [];
+  const outcomes = outcomesOf(telemetry, group);
+  return group.filter((b) => outcomes.get(b) === 'answered');
+}
+
+/**
  * Which of `group` a run answered, from its telemetry.
  *
  * Preload telemetry (stock SymCC): a branch is answered when a generated input was attributed to

@@ -2,13 +2,14 @@
  * The lease guarantees every store keeps, run against each store of LEASE_STORES_UNDER_TEST
  * (files; etcd against a real local etcd): all-or-nothing group claims, conflicts, fencing of stale
  * tokens, committing records never taken over, corrupt records failing closed and left untouched,
- * the holder's TTL deciding expiry, per-operation batch outcomes, and exactly-once replay between
- * racing coordinators.
+ * the holder's TTL deciding expiry, per-operation batch outcomes, exactly-once replay between
+ * racing coordinators, and answers kept with released targets (a question answered on an input is
+ * refused on that input by every coordinator).
  */
 import { expect, it } from 'vitest';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId, workIdOf } from '../../src/lease/identity.js';
-import type { RecordKind } from '../../src/lease/lease-record.js';
+import { MAX_SETTLED_INPUTS, type RecordKind } from '../../src/lease/lease-record.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
@@ -225,6 +226,99 @@ describeEachStore('lease store conformance', (store) => {
       // A loser finds the publication taken over (`live`: its taker is publishing) or done.
       expect(results.filter((r) => r !== 'completed').every((r) => r === 'already' || r === 'live')).toBe(true);
       expect((await owner.snapshotRecords())[0]?.record.status).toBe('done');
+    } finally {
+      await closeAll();
+    }
+  });
+  /** An input's identity as the tables take it: 64 lowercase hex characters. */
+  const input = (n: number): string => n.toString(16).padStart(64, '0');
+
+  it('keeps what a run answered with the released members, and refuses a claim on that input from any coordinator', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await target(root);
+      const b = await target(root);
+      const claim = await a.claimGroup([1n, 2n, 3n], { path: 'a' }, { owner: 'coord-a', nowMs: 10 * S, input: input(1) });
+      if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
+      expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n, 2n] } })).toEqual({ ok: true });
+      // The unanswered member is gone; the answered ones stay, released (`done`), with the input.
+      const kept = await b.snapshotRecords();
+      expect(kept.map((e) => e.id).sort()).toEqual([targetRecordId(1n), targetRecordId(2n)].sort());
+      for (const e of kept) expect(e.record).toMatchObject({ status: 'done', answered: true, settled: [input(1)], completedMs: 11 * S });
+      expect(await b.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 2, corrupt: 0 });
+
+      // Another coordinator asking member 2 on the same input is refused, and nothing is written.
+      const before = await Promise.all([targetRecordId(2n), targetRecordId(4n)].map((id) => store.readRaw(root, id)));
+      expect(await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 12 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
+      const after = await Promise.all([targetRecordId(2n), targetRecordId(4n)].map((id) => store.readRaw(root, id)));
+      expect(after[0]?.equals(before[0]!)).toBe(true);
+      expect(after[1]).toBeNull();
+
+      // On another input the question is open: the claim holds, and the member keeps its answers
+      // through the lease and a release that answered nothing.
+      const other = await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 13 * S, input: input(2) });
+      if (!other.ok) throw new Error(`claim failed: ${other.reason}`);
+      const leased = (await b.snapshotRecords()).find((e) => e.id === targetRecordId(2n))!.record;
+      expect(leased).toMatchObject({ status: 'leased', owner: 'coord-b', answered: true, settled: [input(1)] });
+      expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toMatchObject({ ok: false, reason: 'answered' });
+      expect(await b.releaseGroup([2n, 4n], other.token)).toEqual({ ok: true });
+      const ids = (await a.snapshotRecords()).map((e) => e.id);
+      expect(ids).not.toContain(targetRecordId(4n));
+      expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record).toMatchObject({ status: 'done', settled: [input(1)] });
+      // A claim that names no input is not asked about answers.
+      expect((await a.claimGroup([1n, 2n], { path: 'a' }, { owner: 'coord-a', nowMs: 15 * S })).ok).toBe(true);
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('refuses an answered member before a held one, and keeps the newest inputs within the bound', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      const cycles = MAX_SETTLED_INPUTS + 2;
+      for (let i = 1; i <= cycles; i += 1) {
+        const claim = await table.claimGroup([7n], { path: 'c' }, { owner: 'c', nowMs: i * S, input: input(i) });
+        if (!claim.ok) throw new Error(`claim ${i} failed: ${claim.reason}`);
+        expect(await table.releaseGroup([7n], claim.token, { nowMs: i * S, answers: { input: input(i), settled: [7n] } })).toEqual({ ok: true });
+      }
+      const record = (await table.snapshotRecords())[0]!.record;
+      expect(record.settled).toHaveLength(MAX_SETTLED_INPUTS);
+      expect(record.settled![0]).toBe(input(3));
+      expect(record.settled![MAX_SETTLED_INPUTS - 1]).toBe(input(cycles));
+      // The oldest inputs were forgotten: asked again there, the question is open.
+      const held = await table.claimGroup([7n], { path: 'c' }, { owner: 'holder', nowMs: 100 * S, input: input(1) });
+      expect(held.ok).toBe(true);
+      // Held now; on an input it was answered on, the refusal says `answered`, not `conflict`.
+      expect(await table.claimGroup([7n], { path: 'c' }, { owner: 'other', nowMs: 101 * S, input: input(cycles) })).toEqual({ ok: false, reason: 'answered', answered: [7n] });
+      expect(await table.claimGroup([7n], { path: 'c' }, { owner: 'other', nowMs: 101 * S, input: input(2) })).toMatchObject({ ok: false, reason: 'conflict' });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('fails closed on a target record whose answers are malformed, and refuses a bad input before any write', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      const fields = (t: bigint, extra: Record<string, unknown>) => ({
+        attempts: 1, id: targetRecordId(t), kind: 'target', owner: 'c', payload: {}, previousOwner: '', schema: 1, steals: 0,
+        target: t.toString(10), targets: [t.toString(10)], token: 'tok', updatedMs: 10 * S, worker: 0, ...extra,
+      });
+      const planted: [bigint, Record<string, unknown>][] = [
+        [201n, { status: 'done', settled: ['not-a-digest'], answered: true }],
+        [202n, { status: 'done' }], // done, but no answer to keep
+        [203n, { status: 'leased', settled: [input(1), input(1)], answered: true }],
+        [204n, { status: 'committing', answered: true }],
+      ];
+      for (const [t, extra] of planted) {
+        const bytes = canonicalJsonBytes(fields(t, extra));
+        await rawRecord(store, table, 'target', targetRecordId(t), bytes);
+        expect(await table.claimGroup([t], { path: 'x' }, { owner: 'c', nowMs: 20 * S, input: input(2) })).toMatchObject({ ok: false, reason: 'corrupt' });
+        expect((await rawRecord(store, table, 'target', targetRecordId(t)))?.equals(bytes)).toBe(true);
+      }
+      expect(() => table.planClaimGroup([300n], { path: 'x' }, { owner: 'c', nowMs: 20 * S, input: 'ABC' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+      expect(() => table.planReleaseGroup([300n], 'tok', { answers: { input: input(1), settled: [300n] } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
     } finally {
       await closeAll();
     }

@@ -14,6 +14,7 @@
 import { claimOutcomeOfAnswer } from '../../io/io-adapters.js';
 import type { IoClient } from '../../io/io-thread.js';
 import { workClaimOutcome } from '../../lease/claim-outcome.js';
+import type { GroupAnswers } from '../../lease/table-contract.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
 
 /** Mirror owner for a re-claim whose group has no local reservation (recovered work uses its own). */
@@ -71,7 +72,7 @@ export class IoTargetLeases implements TargetLeasePort {
     return (await this.client.heartbeatGroup(group, token, now)).ok;
   }
 
-  async releaseGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
-    return (await this.client.releaseGroup(group, token, now)).ok;
+  async releaseGroup(group: readonly bigint[], token: string, now: number, answers?: GroupAnswers): Promise<boolean> {
+    return (await this.client.releaseGroup(group, token, now, answers)).ok;
   }
 }

@@ -8,6 +8,8 @@
 import type { FencedTargetLeaseTable } from '../../lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
 import { groupClaimOutcome, workClaimOutcome } from '../../lease/claim-outcome.js';
+import { isInputDigest } from '../../lease/lease-record.js';
+import type { GroupAnswers } from '../../lease/table-contract.js';
 import type { SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
 
@@ -58,19 +60,20 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
     return (await this.table.heartbeatGroup(group, token, { nowMs: now })).ok;
   }
 
-  async releaseGroup(group: readonly bigint[], token: string): Promise<boolean> {
-    return (await this.table.releaseGroup(group, token)).ok;
+  async releaseGroup(group: readonly bigint[], token: string, now: number, answers?: GroupAnswers): Promise<boolean> {
+    return (await this.table.releaseGroup(group, token, answers !== undefined ? { answers, nowMs: now } : {})).ok;
   }
 
   /**
    * The scheduler's batched claim of one admission round. Each group is its own all-or-nothing
    * claim; an I/O failure on one group answers `error` for that group only.
    */
-  async claimGroups(groups: readonly (readonly bigint[])[], now: number): Promise<readonly ClaimOutcome[]> {
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number, inputs?: readonly (string | undefined)[]): Promise<readonly ClaimOutcome[]> {
     const outcomes: ClaimOutcome[] = [];
-    for (const group of groups) {
+    for (const [i, group] of groups.entries()) {
+      const input = inputs?.[i];
       try {
-        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner })));
+        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner, ...(isInputDigest(input) ? { input } : {}) })));
       } catch (error) {
         outcomes.push({ ok: false, reason: 'error', detail: error instanceof Error ? error.message : String(error) });
       }

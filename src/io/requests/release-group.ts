@@ -11,7 +11,7 @@ export const releaseGroup: RequestKind<ReleaseGroupRequest, FenceResult> = {
   readOnly: false,
   keys: (request) => targetKeys(request.targets),
   plan(request, ctx) {
-    const planned = planReleases([{ targets: request.targets, token: request.token }], ctx);
+    const planned = planReleases([{ targets: request.targets, token: request.token, ...(request.answers !== undefined ? { answers: request.answers } : {}) }], request.nowMs, ctx);
     return { ...planned, finish: (r, value) => planned.finish(r, value)[0]! };
   },
 };

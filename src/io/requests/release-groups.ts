@@ -14,10 +14,10 @@ export interface ReleaseGroupsRequest {
   readonly nowMs: number;
 }
 
-export function planReleases(claims: readonly GroupFence[], ctx: PlanContext): Planned<FenceResult[]> {
-  if (!Array.isArray(claims)) throw invalidOption('claims', 'an array of { targets, token }', claims);
+export function planReleases(claims: readonly GroupFence[], nowMs: number, ctx: PlanContext): Planned<FenceResult[]> {
+  if (!Array.isArray(claims)) throw invalidOption('claims', 'an array of { targets, token, answers? }', claims);
   const store = ctx.targetStore();
-  const ops = claims.map((c) => store.planReleaseGroup(c.targets, c.token));
+  const ops = claims.map((c) => store.planReleaseGroup(c.targets, c.token, c.answers !== undefined ? { answers: c.answers, nowMs } : {}));
   return {
     target: ops,
     work: [],
@@ -36,5 +36,5 @@ export const releaseGroups: RequestKind<ReleaseGroupsRequest, FenceResult[]> = {
   kind: 'releaseGroups',
   readOnly: false,
   keys: (request) => (Array.isArray(request.claims) ? request.claims.flatMap((c) => targetKeys(c?.targets)) : []),
-  plan: (request, ctx) => planReleases(request.claims, ctx),
+  plan: (request, ctx) => planReleases(request.claims, request.nowMs, ctx),
 };
