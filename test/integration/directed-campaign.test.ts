@@ -71,6 +71,14 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
       for (const pair of answered) expect(asked.filter((p) => p === pair), pair).toHaveLength(1);
       expect(committed.filter((j) => j.coordinator === name).length, `${name} made progress`).toBeGreaterThan(0);
     }
+    // Across the campaign: once a pair was answered (its run's primary target sat/unsat), no job of
+    // either coordinator that started later asks it on that input again, as primary or member.
+    const reasked = targeted.flatMap((j) =>
+      j.targetStatus === 'sat' || j.targetStatus === 'unsat'
+        ? targeted.filter((k) => k.input === j.input && k.startMs > j.endMs && k.targets.includes(j.targets[0]!)).map((k) => `${j.coordinator}->${k.coordinator} ${j.input?.slice(0, 8)}/${j.targets[0]}`)
+        : [],
+    );
+    expect(reasked).toEqual([]);
     const counters = ['c1', 'c2'].map((name) => (readJsonIfExists(path.join(out, name, 'stats.json')) as { counters: Record<string, number> }).counters);
     expect(counters.reduce((n, c) => n + c.jobsTargeted!, 0)).toBe(targeted.length);
     expect(counters.reduce((n, c) => n + c.queriesSolved!, 0)).toBeGreaterThan(0);
