@@ -42,6 +42,11 @@ export interface TableInspection {
   readonly counts: LeaseCounts;
   readonly owners: Readonly<Record<string, OwnerCounts>>;
   readonly corrupt: readonly CorruptRecordReport[];
+  /**
+   * Target tables: the campaign's shared answers (docs/leases.md "Shared answers") — branches
+   * answered on some input, and (input, branch) pairs remembered as answered.
+   */
+  readonly answers?: { readonly branches: number; readonly pairs: number };
 }
 
 export interface InspectOptions {
@@ -107,12 +112,15 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
+  const answers = { branches: 0, pairs: 0 };
   for (const entry of entries) {
     if (entry.state === 'corrupt') {
       counts.corrupt += 1;
       corrupt.push({ id: entry.id ?? null, path: entry.path, reason: entry.reason });
       continue;
     }
+    if (entry.record.answered === true) answers.branches += 1;
+    answers.pairs += entry.record.settled?.length ?? 0;
     const status: LeaseStatus = entry.record.status;
     const owner = (owners[entry.record.owner] ??= { leased: 0, expired: 0, committing: 0, done: 0 });
     counts[status] += 1;
@@ -122,7 +130,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
       owner.expired += 1;
     }
   }
-  return { root: path.resolve(root), kind: meta.kind, store: meta.store, shardCount: meta.shardCount, counts, owners, corrupt };
+  return { root: path.resolve(root), kind: meta.kind, store: meta.store, shardCount: meta.shardCount, counts, owners, corrupt, ...(meta.kind === 'target' ? { answers } : {}) };
 }
 
 /** Inspects every table at or under `dir`. */

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { preloadLibraryPath } from '../../src/solver/preload-library.js';
+import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
 import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
@@ -79,6 +80,12 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
         : [],
     );
     expect(reasked).toEqual([]);
+    // The answers the coordinators shared are in the target table, as `symfence leases` shows.
+    const inspected = await inspectLeaseDirectory(leases, { nowMs: Date.now(), leaseTtlMs: 60_000 });
+    const answers = inspected.find((t) => t.kind === 'target')?.answers;
+    expect(answers?.branches).toBeGreaterThan(0);
+    expect(answers!.pairs).toBeGreaterThanOrEqual(answers!.branches);
+    expect(inspected.find((t) => t.kind === 'target')?.counts).toMatchObject({ leased: 0, corrupt: 0 });
     const counters = ['c1', 'c2'].map((name) => (readJsonIfExists(path.join(out, name, 'stats.json')) as { counters: Record<string, number> }).counters);
     expect(counters.reduce((n, c) => n + c.jobsTargeted!, 0)).toBe(targeted.length);
     expect(counters.reduce((n, c) => n + c.queriesSolved!, 0)).toBeGreaterThan(0);

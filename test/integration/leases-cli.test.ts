@@ -41,6 +41,10 @@ async function campaignDir(store: StoreContext): Promise<{ dir: string; workRoot
   await work.complete('d'.repeat(64), d.token, { nowMs: now });
   const targets = await openTarget(path.join(dir, 'targets'), { coordination: 'single', ...store.options() });
   await targets.claimGroup([1n, 2n, 3n], { job: 1 }, { owner: 'alpha', nowMs: now });
+  // Two branches answered on input f…f, kept as released records (the campaign's shared answers).
+  const answered = await targets.claimGroup([4n, 5n, 6n], { job: 2 }, { owner: 'alpha', nowMs: now, input: 'f'.repeat(64) });
+  if (!answered.ok) throw new Error('setup');
+  await targets.releaseGroup([4n, 5n, 6n], answered.token, { nowMs: now, answers: { input: 'f'.repeat(64), settled: [4n, 5n] } });
   const corruptPath = await store.recordLocation(workRoot, 'e'.repeat(64));
   await store.writeRaw(workRoot, 'e'.repeat(64), '{"schema":1');
   return { dir, workRoot, corruptPath };
@@ -58,7 +62,8 @@ describeEachStore('symfence leases', (store) => {
     expect(out).toContain('leased 2 (expired 1)  committing 1  done 1  corrupt 1');
     expect(out).toContain('owner alpha: leased 2 (expired 1)');
     expect(out).toContain(`(target table, ${await store.layoutLabel(path.join(dir, 'targets'))})`);
-    expect(out).toContain('leased 3 (expired 0)');
+    expect(out).toContain('leased 3 (expired 0)  committing 0  done 2  corrupt 0');
+    expect(out).toContain('answers: 2 branches answered, 2 (input, branch) pairs');
   });
 
   it('prints machine-readable JSON with --json', async () => {
@@ -70,6 +75,8 @@ describeEachStore('symfence leases', (store) => {
     expect(work.root).toBe(workRoot);
     expect(work.counts).toEqual({ leased: 2, expired: 1, committing: 1, done: 1, corrupt: 1 });
     expect(work.owners.beta).toEqual({ leased: 0, expired: 0, committing: 1, done: 1 });
+    expect(work).not.toHaveProperty('answers');
+    expect(parsed.tables.find((t) => t.kind === 'target')).toMatchObject({ answers: { branches: 2, pairs: 2 } });
   });
 
   it('check lists every corrupt record and exits 1', async () => {
