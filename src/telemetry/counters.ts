@@ -35,6 +35,11 @@ export interface CampaignCounters {
   conflicts: number;
   /** Admissions that filled a slot after an earlier candidate was refused. */
   backFills: number;
+  /**
+   * Target claims refused because a member was answered on the same input already, by any
+   * coordinator of the campaign (docs/leases.md "Shared answers"): questions not asked twice.
+   */
+  answeredElsewhere: number;
   /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
   dispatchRollbacks: number;
   /** Expired work of other coordinators taken over. */
@@ -145,6 +150,7 @@ export function createCounters(): CampaignCounters {
     admissions: 0,
     conflicts: 0,
     backFills: 0,
+    answeredElsewhere: 0,
     dispatchRollbacks: 0,
     leaseSteals: 0,
     leaseExpiries: 0,
@@ -256,6 +262,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'laneFallbackNotReached',
   'aflImported',
   'aflMergedEdges',
+  'answeredElsewhere',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -61,9 +61,13 @@ describe.skipIf(unavailable !== undefined)('coordinators in separate processes s
     const root = mkdtempSync(path.join(tmpdir(), 'symfence-etcd-multi-'));
     dirs.push(root);
     const prefix = `multi-${process.pid}-${++campaigns}`;
-    const out = fakeAflOut(root, SEEDS, 'builtin:demo @@');
+    // 16 seeds of 400 ms runs, as in multi-coordinator.test.ts: the coordinator that starts later
+    // still finds work on a loaded machine.
+    const out = fakeAflOut(root, [...SEEDS, ...SEEDS.map((s) => s.toLowerCase())], 'builtin:demo @@');
     // One local lease directory per coordinator, as on two hosts: only etcd is shared.
-    const runs = ['c1', 'c2'].map((name) => runCliProcess(runArgs(out, path.join(root, `leases-${name}`), name, etcdFlags(prefix), ['--duration', '10s'])));
+    const runs = ['c1', 'c2'].map((name) =>
+      runCliProcess(runArgs(out, path.join(root, `leases-${name}`), name, etcdFlags(prefix), ['--duration', '10s']), { env: { SYMFENCE_REFSOLVER_DELAY_MS: '400' } }),
+    );
     children.push(...runs.map((r) => r.child));
     const exits = await Promise.all(runs.map((r) => r.exit));
     for (const e of exits) expect(e.code, e.stderr).toBe(0);

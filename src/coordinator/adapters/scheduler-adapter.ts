@@ -81,6 +81,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
       const after = this.#scheduler.stats().admission;
       this.#counters.conflicts += after.sharedConflicts - before.sharedConflicts;
       this.#counters.backFills += after.backFills - before.backFills;
+      this.#counters.answeredElsewhere += after.sharedAnswered - before.sharedAnswered;
     }
     const out: AdmittedWork[] = [];
     for (const a of admitted) {
