@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
 import { readJobLog, type JobLogEntry } from '../../src/telemetry/job-log.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
-import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor, type CliRun } from '../helpers/cli-process.js';
+import { campaignDiagnosis, cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor, type CliRun } from '../helpers/cli-process.js';
 
 /**
  * Campaign chaos: three coordinators share one AFL output directory and one lease directory;
@@ -19,7 +19,9 @@ const { dirs, children } = cleanedAfterEach();
 
 const NAMES = ['c1', 'c2', 'c3'] as const;
 const KILLS = 7;
-const SEEDS = Array.from({ length: 12 }, (_, i) => `AAAAAAAAAAAAAA${String(i).padStart(2, '0')}`);
+// Enough seeds that every coordinator still has work at the seventh kill: with the answers shared
+// in the lease table no coordinator re-asks what another answered, and 12 seeds once ran dry.
+const SEEDS = Array.from({ length: 48 }, (_, i) => `AAAAAAAAAAAAAA${String(i).padStart(2, '0')}`);
 const TTL = ['--work-lease-ttl', '2s', '--target-lease-ttl', '2s'];
 
 function runArgs(out: string, leases: string, store: string, name: string, duration: string): string[] {
@@ -75,7 +77,7 @@ describe.each(['files', 'sqlite'])('a campaign of three coordinators on the %s s
       const victim = NAMES[k % NAMES.length]!;
       // Handshake: the victim has started a job since it was (re)started, so it is killed holding one.
       const before = jobsStarted(out, victim);
-      await waitFor(() => (jobsStarted(out, victim) > before ? true : undefined), 60_000, `${victim} to start a job (kill ${k + 1})`);
+      await waitFor(() => (jobsStarted(out, victim) > before ? true : undefined), 60_000, `${victim} to start a job (kill ${k + 1})`, () => NAMES.map((n) => `${n}:\n${campaignDiagnosis(path.join(out, n), running.get(n)!.stderrSoFar())}`).join('\n'));
       const run = running.get(victim)!;
       run.child.kill('SIGKILL');
       const exit = await run.exit;

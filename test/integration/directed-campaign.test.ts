@@ -28,7 +28,7 @@ const COMMITTED = COMMITTED_STATUSES;
 const SEEDS = ['AAAAxxyy', 'MAAAxyxy', 'MZAAyyxx', 'MZ!Axxxx', 'AAAAyyyy', 'MAAAxxxy'];
 
 describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary through the preload library', () => {
-  it('proposes targeted jobs from the preload telemetry without any flag, and two coordinators never solve a shared target at overlapping times', async () => {
+  it('proposes targeted jobs from the preload telemetry without any flag, two coordinators never solve a shared target at overlapping times, and none asks a pair another answered', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'symfence-directed-'));
     dirs.push(root);
     const fake = buildFakeSymcc();
@@ -93,5 +93,22 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     const stats = ['c1', 'c2'].map((name) => readJsonIfExists(path.join(out, name, 'stats.json')) as { cpuMsPerAnswer: Record<string, number | null>; targetNotReachedByLane: Record<string, { directed: number }> });
     for (const s of stats) expect(s.cpuMsPerAnswer.targeted === null || s.cpuMsPerAnswer.targeted > 0).toBe(true);
     expect(stats.some((s) => (s.targetNotReachedByLane.frontier?.directed ?? 0) > 0)).toBe(true);
+
+    // A third coordinator that knows nothing (no lane state, traces every input for itself) joins
+    // after the two stopped: the answers are in the lease table, so what it asks about pairs they
+    // answered is refused at claim, and no job of the three re-asks an answered pair.
+    const late = runCliProcess(args('c3').map((a) => (a === '8s' ? '6s' : a)));
+    children.push(late.child);
+    const lateExit = await late.exit;
+    expect(lateExit.code, lateExit.stderr).toBe(0);
+    const all = ['c1', 'c2', 'c3'].flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl'))).filter((j) => j.replay !== true && COMMITTED.has(j.status) && j.kind === 'targeted');
+    const lateCounters = (readJsonIfExists(path.join(out, 'c3', 'stats.json')) as { counters: Record<string, number> }).counters;
+    expect(lateCounters.answeredElsewhere, 'c3 was refused pairs the others answered').toBeGreaterThan(0);
+    const reaskedByAny = all.flatMap((j) =>
+      j.targetStatus === 'sat' || j.targetStatus === 'unsat'
+        ? all.filter((k) => k.input === j.input && k.startMs > j.endMs && k.targets.includes(j.targets[0]!)).map((k) => `${j.coordinator}->${k.coordinator} ${j.input?.slice(0, 8)}/${j.targets[0]}`)
+        : [],
+    );
+    expect(reaskedByAny).toEqual([]);
   });
 });
