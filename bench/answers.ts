@@ -13,8 +13,9 @@
  *   same branches are asked on input after input.
  *
  * Rounds interleave the two modes (order alternating), medians. `--store files,sqlite,etcd`
- * (etcd: a local member started here). Last line: one JSON object with `<store>_plain_ms`,
- * `<store>_answers_ms` and `<store>_overhead` (answers / plain) per store.
+ * (etcd: a local member started here). Last line: one JSON object with, per store,
+ * `<store>_plain_ms`, `<store>_answers_ms` and `<store>_overhead` (answers / plain) for the whole
+ * round, and `<store>_claim_…` for its claim batch alone (the answer lookup is part of the claim).
  *
  * Usage: npm run bench -- answers [--rounds 15] [--k 16] [--group 8] [--store files,sqlite] [--dir <tmp>]
  */
@@ -76,12 +77,13 @@ const inputOf = (n: number): string => n.toString(16).padStart(64, '0');
 let clock = 1_000_000;
 let inputs = 0;
 
-/** One admission round on `table`: K claims in one batch, then K releases in one batch; ms. */
-async function round(table: FencedTargetLeaseTable, mode: Mode): Promise<number> {
+/** One admission round on `table`: K claims in one batch, then K releases in one batch; ms, and the claim batch's ms. */
+async function round(table: FencedTargetLeaseTable, mode: Mode): Promise<{ total: number; claim: number }> {
   const nowMs = (clock += 1);
   const input = mode === 'answers' ? inputOf((inputs += 1)) : undefined;
   const started = performance.now();
   const claims = await table.executeBatch(groups.map((g) => table.planClaimGroup(g, { bench: 'answers' }, { owner: 'bench', nowMs, ...(input !== undefined ? { input } : {}) }) as LeaseOperation<unknown>));
+  const claimed = performance.now();
   const tokens = claims.outcomes.map((o, i) => {
     const result = o.ok ? (o.value as GroupClaimResult) : undefined;
     if (!result?.ok) throw new Error(`claim of group ${i} failed: ${o.ok ? (o.value as GroupClaimResult).ok === false && (o.value as { reason: string }).reason : String(o.error)}`);
@@ -93,7 +95,7 @@ async function round(table: FencedTargetLeaseTable, mode: Mode): Promise<number>
     ),
   );
   for (const o of releases.outcomes) if (!o.ok || !(o.value as FenceResult).ok) throw new Error('release failed');
-  return performance.now() - started;
+  return { total: performance.now() - started, claim: claimed - started };
 }
 
 const base = await mkdtemp(path.join(values.dir!, 'symfence-bench-answers-'));
@@ -116,16 +118,29 @@ try {
       // Warm-up: lock files and shard directories, and (answers) the released records with answers.
       for (const mode of ['plain', 'answers'] as const) await round(tables[mode], mode);
       const samples: Record<Mode, number[]> = { plain: [], answers: [] };
+      const claimSamples: Record<Mode, number[]> = { plain: [], answers: [] };
       for (let r = 0; r < rounds; r += 1) {
         const order: Mode[] = r % 2 === 0 ? ['plain', 'answers'] : ['answers', 'plain'];
-        for (const mode of order) samples[mode].push(await round(tables[mode], mode));
+        for (const mode of order) {
+          const t = await round(tables[mode], mode);
+          samples[mode].push(t.total);
+          claimSamples[mode].push(t.claim);
+        }
       }
       const plain = round2(median(samples.plain));
       const answers = round2(median(samples.answers));
+      const claimPlain = round2(median(claimSamples.plain));
+      const claimAnswers = round2(median(claimSamples.answers));
       fields[`${store}_plain_ms`] = plain;
       fields[`${store}_answers_ms`] = answers;
       fields[`${store}_overhead`] = round2(answers / plain);
-      console.log(`  ${store.padEnd(7)} plain ${String(plain).padStart(8)} ms/round  answers ${String(answers).padStart(8)} ms/round  answers/plain ${fields[`${store}_overhead`]}`);
+      fields[`${store}_claim_plain_ms`] = claimPlain;
+      fields[`${store}_claim_answers_ms`] = claimAnswers;
+      fields[`${store}_claim_overhead`] = round2(claimAnswers / claimPlain);
+      console.log(
+        `  ${store.padEnd(7)} round: plain ${String(plain).padStart(8)} ms  answers ${String(answers).padStart(8)} ms  ratio ${fields[`${store}_overhead`]}` +
+          `   claims alone: plain ${claimPlain} ms  answers ${claimAnswers} ms  ratio ${fields[`${store}_claim_overhead`]}`,
+      );
     } finally {
       await tables.plain.close();
       await tables.answers.close();

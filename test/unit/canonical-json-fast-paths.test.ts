@@ -92,8 +92,22 @@ describe('SQLite member rows', () => {
       }),
       { numRuns: 300 },
     );
-    // A record with a field this version does not know is never written directly.
+    // A member with answers (released, or re-claimed after) is written directly too.
+    const digest = fc.stringMatching(/^[0-9a-f]{64}$/);
+    fc.assert(
+      fc.property(fc.option(fc.boolean(), { nil: undefined }), fc.option(fc.nat(), { nil: undefined }), fc.option(fc.uniqueArray(digest, { maxLength: 4 }), { nil: undefined }), (answered, completedMs, settled) => {
+        const extra = { ...(answered !== undefined ? { answered } : {}), ...(completedMs !== undefined ? { completedMs } : {}), ...(settled !== undefined ? { settled } : {}) };
+        const r = record(2, 'prev', 1, '77', extra);
+        const { attempts, id, previousOwner, steals, target } = r as Record<string, unknown>;
+        expect(memberText(r)).toBe(canonicalJson({ attempts, id, previousOwner, steals, target, ...extra }));
+      }),
+      { numRuns: 200 },
+    );
+    // A record with a field this version does not know, or an answer field of another type, is never written directly.
     expect(memberText(record(1, '', 0, '5', { newer: true }))).toBeUndefined();
     expect(memberText(record(1.5, '', 0, '5'))).toBeUndefined();
+    expect(memberText(record(1, '', 0, '5', { settled: ['A'.repeat(64)] }))).toBeUndefined();
+    expect(memberText(record(1, '', 0, '5', { answered: 1 }))).toBeUndefined();
+    expect(memberText(record(1, '', 0, '5', { completedMs: 1.5 }))).toBeUndefined();
   });
 });

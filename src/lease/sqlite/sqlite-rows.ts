@@ -118,27 +118,40 @@ export function sqliteEncoder(memo: CanonicalJsonMemo): (record: LeaseRecord) =>
 
 const DECIMAL = /^[0-9]{1,20}$/;
 
-/** The member fields of a target record of this version: attempts, id, previousOwner, steals, target. */
+/** The member fields every target record of this version has: attempts, id, previousOwner, steals, target. */
 const MEMBER_FIELD_COUNT = 5;
 
-/** True when `record` has only the fields of this version (the case of every claim's members). */
+const DIGEST = /^[0-9a-f]{64}$/;
+
+/**
+ * True when `record` has only the fields of this version: the member and group fields, and the
+ * answer fields a released or re-claimed member may carry (`answered`, `settled`, `completedMs`).
+ */
 function hasOnlyKnownFields(record: LeaseRecord): boolean {
-  return Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - (record.leaseTtlMs === undefined ? 1 : 0);
+  const optional = (record.leaseTtlMs === undefined ? 0 : 1) + (record.answered === undefined ? 0 : 1) + (record.settled === undefined ? 0 : 1) + (record.completedMs === undefined ? 0 : 1);
+  return Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - 1 + optional;
 }
 
 /**
  * The canonical JSON of a member row written directly, for a record with only this version's
- * fields and values that need no escaping (every claim's members); undefined otherwise (then the
- * general writer runs). The same bytes canonicalJson gives (tested against it).
+ * fields and values that need no escaping (every claim's and release's members); undefined
+ * otherwise (then the general writer runs). The same bytes canonicalJson gives (tested against it).
  */
 export function memberText(record: LeaseRecord): string | undefined {
-  const { attempts, id, previousOwner, steals, target } = record;
+  const { answered, attempts, completedMs, id, previousOwner, settled, steals, target } = record;
   if (!hasOnlyKnownFields(record)) return undefined;
   // `id` is one of the batch's lock ids (the executor refuses any other), which are record ids:
   // 64 lowercase hex characters, nothing to escape.
   if (!Number.isSafeInteger(attempts) || !Number.isSafeInteger(steals) || typeof target !== 'string' || !DECIMAL.test(target) || id.length !== 64) return undefined;
   if (typeof previousOwner !== 'string' || !isPlainAscii(previousOwner)) return undefined;
-  return `{"attempts":${attempts},"id":"${id}","previousOwner":"${previousOwner}","steals":${steals},"target":"${target}"}`;
+  if (answered !== undefined && typeof answered !== 'boolean') return undefined;
+  if (completedMs !== undefined && !Number.isSafeInteger(completedMs)) return undefined;
+  if (settled !== undefined && (!Array.isArray(settled) || !settled.every((d) => typeof d === 'string' && DIGEST.test(d)))) return undefined;
+  // Keys in sorted order, as canonicalJson writes them.
+  return (
+    `{${answered === undefined ? '' : `"answered":${answered},`}"attempts":${attempts},${completedMs === undefined ? '' : `"completedMs":${completedMs},`}` +
+    `"id":"${id}","previousOwner":"${previousOwner}",${settled === undefined ? '' : `"settled":[${settled.map((d) => `"${d}"`).join(',')}],`}"steals":${steals},"target":"${target}"}`
+  );
 }
 
 /** The fields of a member row: every field of `record` that is not a group field. */
