@@ -16,7 +16,7 @@ import { STAGED_DIR } from '../../src/commit/commit-manifest.js';
 import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
 import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd/etcd-connection.js';
-import { workIdOf } from '../../src/lease/identity.js';
+import { targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
@@ -109,6 +109,33 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     } finally {
       await survivor.close();
       await survivorTargets.close();
+    }
+  });
+
+  it('keeps a target record\'s answers through its holder\'s lost session: a leased member with answers rides no session and ends by its TTL', async () => {
+    const prefix = nextPrefix();
+    const x = 'a'.repeat(64);
+    const y = 'b'.repeat(64);
+    const owner = await openTarget(await tempRoot(), base(prefix, { leaseTtlMs: 5 * S }));
+    const first = await owner.claimGroup([31n, 32n], { path: 'g' }, { owner: 'gone', nowMs: 10 * S, input: x });
+    if (!first.ok) throw new Error('claim failed');
+    expect(await owner.releaseGroup([31n, 32n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [31n] } })).toEqual({ ok: true });
+    const again = await owner.claimGroup([31n, 32n], { path: 'g' }, { owner: 'gone', nowMs: 12 * S, input: y });
+    if (!again.ok) throw new Error('claim failed');
+    const leases = new Map((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => [String(kv.key).split('/').pop()!, String(kv.lease)]));
+    expect(leases.get(targetRecordId(31n))).toBe('0');
+    expect(leases.get(targetRecordId(32n))).not.toBe('0');
+    await owner.close(); // revokes the session, as its server-side expiry would
+    const survivor = await openTarget(await tempRoot(), base(prefix, { leaseTtlMs: 5 * S }));
+    try {
+      const records = await survivor.snapshotRecords();
+      expect(records.map((e) => e.id)).toEqual([targetRecordId(31n)]);
+      expect(records[0]!.record).toMatchObject({ status: 'leased', owner: 'gone', settled: [x] });
+      expect(await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 13 * S, input: y })).toMatchObject({ ok: false, reason: 'conflict' });
+      expect(await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 13 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [31n] });
+      expect((await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 17 * S, input: y })).ok).toBe(true);
+    } finally {
+      await survivor.close();
     }
   });
 

@@ -21,7 +21,8 @@
  * A holder whose lease was taken over (new token, new revision) can write nothing more.
  *
  * Expiry: `leased` target records are attached to the writer's session lease (etcd-connection.ts)
- * and vanish when it expires on the server, besides expiring by their own TTL as in every store.
+ * and vanish when it expires on the server, besides expiring by their own TTL as in every store —
+ * except a target record carrying answers, which must outlive its holder and expires by its TTL.
  * Leased work records expire by their TTL only, so that their payload survives for a takeover
  * (`recoverExpired`); this process still remembers which of its sessions wrote them, for the
  * offline answers (etcd-batch.ts). `committing` and `done` records are attached to no

@@ -118,8 +118,10 @@ export class EtcdBatch implements StoreBatch {
       const next = staged.get(id);
       // Only leased *target* records ride the session on the server (a dead coordinator's targets
       // are freed at once); a leased work record keeps its payload until its TTL ends, so another
-      // coordinator can take the work over (recoverExpired), as in every store.
-      const attach = next?.record.status === 'leased' && backend.kind === 'target';
+      // coordinator can take the work over (recoverExpired), as in every store. A target record
+      // that carries answers (docs/lease-format.md "Answers") rides no session either: the
+      // server would delete its answers with it. Its lease ends by its TTL.
+      const attach = next?.record.status === 'leased' && backend.kind === 'target' && next.record.answered !== true;
       success.push(next ? { request_put: { key, value: next.bytes, lease: attach ? leaseId : 0 } } : { request_delete_range: { key } });
     }
     let result;
