@@ -66,7 +66,8 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     if (targetToken === undefined) {
       let claim: ClaimOutcome;
       try {
-        claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now);
+        // Named by its input: a pair answered elsewhere since admission refuses the re-claim.
+        claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now, job.inputSha256);
       } catch (error) {
         ctx.log.error({ err: error, targets: decimal(job.group) }, 'target re-claim failed');
         ctx.claimFailed?.(error);

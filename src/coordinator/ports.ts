@@ -120,7 +120,8 @@ export interface RecoveredWork {
 
 /** Shared target-group lease table (FencedTargetLeaseTable), group ≤ 64 targets. */
 export interface TargetLeasePort {
-  claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome>;
+  /** `input` (the job's input, SHA-256 hex): members answered on it refuse the claim with `answered`. */
+  claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome>;
   /** True when every member still carries `token` and was renewed. */
   heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
   /**

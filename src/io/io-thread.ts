@@ -50,8 +50,8 @@ export class IoClient {
   }
 
   /** Claims one target group for this coordinator; see docs/io-thread.md for `mirrorOwner`. */
-  claimGroup(targets: readonly bigint[], payload: object, mirrorOwner: number, nowMs: number): Promise<IoAnswer<'claimGroup'>> {
-    return this.request({ kind: 'claimGroup', targets, payload, mirrorOwner, nowMs });
+  claimGroup(targets: readonly bigint[], payload: object, mirrorOwner: number, nowMs: number, input?: string): Promise<IoAnswer<'claimGroup'>> {
+    return this.request({ kind: 'claimGroup', targets, payload, mirrorOwner, nowMs, ...(input !== undefined ? { input } : {}) });
   }
 
   /** Claims several groups in one request (one admission round → one group commit). */

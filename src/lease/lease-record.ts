@@ -171,6 +171,7 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
         return `settled is not a list of at most ${MAX_SETTLED_INPUTS} lowercase hex SHA-256 digests`;
       }
       if (new Set(settled).size !== settled.length) return 'settled lists an input twice';
+      if (settled.length > 0 && value.answered !== true) return 'settled lists inputs but answered is not true';
     }
     if (value.answered !== undefined && typeof value.answered !== 'boolean') return 'answered is not a boolean';
     if (value.status === 'done' && value.answered !== true) return 'a done target record carries no answer';

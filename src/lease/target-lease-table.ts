@@ -1,7 +1,8 @@
 /**
  * `FencedTargetLeaseTable`: all-or-nothing leases on target groups (docs/leases.md, docs/lease-format.md). A job's group
  * (≤ 64 branch targets) is claimed before dispatch so that no two coordinators solve the same
- * branch at once, heartbeated while the job runs, and released (records deleted) after triage.
+ * branch at once, heartbeated while the job runs, and released after triage (records deleted,
+ * but for the members that hold answers: see "Answers" below).
  *
  * Every group operation: locks in ascending record-id order; the whole group read and validated
  * before the first mutation (conflict, stale token, corrupt member → zero mutation); one
@@ -101,7 +102,8 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         for (const member of members) {
           const read = view.get(member.id);
           const previous = read.state === 'valid' ? read.record : undefined;
-          const counters = claimCounters(previous, owner);
+          // A released (`done`) member is free: its counters start over, as an absent one's.
+          const counters = claimCounters(previous?.status === 'leased' ? previous : undefined, owner);
           // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
           // A member's answers travel with it through every claim.
           const { answered: wasAnswered, settled } = answerFields(previous);

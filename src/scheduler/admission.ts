@@ -194,7 +194,9 @@ export class Admission {
    *   `owner` and (with a shared table) claimed under `targetToken`. Only these jobs are committed
    *   to their lanes, once, at the end of the call; `(seed, target)` counts as seen only for them.
    * - A rejected proposal (local conflict, shared conflict/corrupt/error) changes no lane state and
-   *   holds no reservation.
+   *   holds no reservation. One refused `answered` holds none either, but its answered pairs are
+   *   settled in the ledger at once: they are facts about the campaign, kept even when the round
+   *   is later rolled back.
    * - If `claimGroups` throws (or answers with the wrong number of outcomes), every local
    *   reservation of this call is released, shared claims already granted in earlier passes are
    *   given back through `releaseGroups` (a failing give-back is left to TTL and counted), nothing

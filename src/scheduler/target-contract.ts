@@ -73,13 +73,14 @@ export async function claimDispatchGroup(
   owner: number,
   ports: { readonly local: LocalReservations; readonly shared?: SharedTargetClaims },
   now: number,
+  input?: string,
 ): Promise<DispatchClaim> {
   if (group.length === 0) return { ok: true, group, owner };
   if (!ports.local.tryReserveGroup(group, owner)) return { ok: false, reason: 'local-conflict' };
   if (ports.shared === undefined) return { ok: true, group, owner };
   let outcome;
   try {
-    [outcome] = await ports.shared.claimGroups([group], now);
+    [outcome] = await ports.shared.claimGroups([group], now, [input]);
   } catch (error) {
     ports.local.releaseGroup(group, owner);
     throw error;

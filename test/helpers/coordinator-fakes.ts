@@ -163,14 +163,17 @@ export class FakeTargetLeases implements TargetLeasePort {
   heartbeatScript: Array<'error' | 'lost' | undefined> = [];
   releaseError = false;
   readonly calls: string[] = [];
+  /** The input each claim named (undefined: none), in call order. */
+  readonly claimInputs: (string | undefined)[] = [];
 
   constructor(
     private readonly ttlMs: number,
     private readonly owner = 'me',
   ) {}
 
-  async claimGroup(group: readonly bigint[], _payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+  async claimGroup(group: readonly bigint[], _payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
     this.calls.push(`claim ${group.join(',')}`);
+    this.claimInputs.push(input);
     if (this.claimError) throw new Error('injected target claim I/O error');
     for (const t of group) {
       const rec = this.records.get(t);

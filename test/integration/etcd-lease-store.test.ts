@@ -355,6 +355,32 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
   });
 
   describe('connection loss', () => {
+    it('answers a lost session\'s attached targets as lost while etcd is unreachable, but not a target with answers, which rode no session', async () => {
+      const lossy = await startEtcd();
+      let clockMs = 0;
+      const deps = { monotonicNowMs: () => performance.now() + clockMs };
+      const table = await openTarget(await tempRoot(), { store: 'etcd', etcdEndpoints: lossy.endpoints, etcdPrefix: 'loss-targets', etcdRequestTimeoutMs: 300, leaseTtlMs: 10 * S }, deps);
+      const member = lossy.members[0]!;
+      const x = 'c'.repeat(64);
+      try {
+        const first = await table.claimGroup([41n], { path: 'g' }, { owner: 'c', nowMs: 10 * S, input: x });
+        if (!first.ok) throw new Error('claim failed');
+        expect(await table.releaseGroup([41n], first.token, { nowMs: 10 * S, answers: { input: x, settled: [41n] } })).toEqual({ ok: true });
+        const answered = await table.claimGroup([41n], { path: 'g' }, { owner: 'c', nowMs: 11 * S, input: 'd'.repeat(64) });
+        const plain = await table.claimGroup([42n], { path: 'g' }, { owner: 'c', nowMs: 11 * S });
+        if (!answered.ok || !plain.ok) throw new Error('claims failed');
+        member.process!.kill('SIGSTOP');
+        clockMs += 6 * S; // past the keep-alive deadline: the session is given up
+        expect(await table.heartbeatGroup([42n], plain.token, { nowMs: 12 * S })).toMatchObject({ ok: false, reason: 'stale' });
+        // Still ours on the server until its TTL: unknown, not lost.
+        expect(await table.heartbeatGroup([41n], answered.token, { nowMs: 12 * S }).catch((e: unknown) => e)).toMatchObject({ code: 'ERR_LEASE_IO' });
+      } finally {
+        member.process?.kill('SIGCONT');
+        await table.close();
+        await lossy.stop();
+      }
+    });
+
     it('answers the records of a session past its keep-alive deadline as lost while etcd is unreachable, then recovers', async () => {
       const lossy = await startEtcd();
       let clockMs = 0;

@@ -259,7 +259,8 @@ describeEachStore('lease store conformance', (store) => {
       const other = await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 13 * S, input: input(2) });
       if (!other.ok) throw new Error(`claim failed: ${other.reason}`);
       const leased = (await b.snapshotRecords()).find((e) => e.id === targetRecordId(2n))!.record;
-      expect(leased).toMatchObject({ status: 'leased', owner: 'coord-b', answered: true, settled: [input(1)] });
+      // A released member is free: the claim's counters start over as on an absent record.
+      expect(leased).toMatchObject({ status: 'leased', owner: 'coord-b', answered: true, settled: [input(1)], attempts: 1, previousOwner: '', steals: 0 });
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toMatchObject({ ok: false, reason: 'answered' });
       expect(await b.releaseGroup([2n, 4n], other.token)).toEqual({ ok: true });
       const ids = (await a.snapshotRecords()).map((e) => e.id);
@@ -310,6 +311,7 @@ describeEachStore('lease store conformance', (store) => {
         [202n, { status: 'done' }], // done, but no answer to keep
         [203n, { status: 'leased', settled: [input(1), input(1)], answered: true }],
         [204n, { status: 'committing', answered: true }],
+        [205n, { status: 'leased', settled: [input(1)] }], // inputs settled, but not answered
       ];
       for (const [t, extra] of planted) {
         const bytes = canonicalJsonBytes(fields(t, extra));

@@ -85,6 +85,8 @@ describe('dispatch: pending → active', () => {
     t.targetLeases.heartbeatScript = ['lost']; // …and the table refuses to renew it
     await t.coordinator.tick();
     expect(t.targetLeases.calls).toEqual(['claim 77', 'heartbeat 77', 'claim 77']);
+    // The re-claim names the job's input, so a pair answered elsewhere meanwhile is refused.
+    expect(t.targetLeases.claimInputs.at(-1)).toBe(t.solver.runs[0]!.task.job.inputSha256);
     expect(t.solver.runs).toHaveLength(1);
   });
 

@@ -63,9 +63,9 @@ export class IoTargetLeases implements TargetLeasePort {
     private readonly ownerOf: (group: readonly bigint[]) => number = () => 0,
   ) {}
 
-  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
     const owner = this.ownerOf(group);
-    return claimOutcomeOfAnswer(await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now));
+    return claimOutcomeOfAnswer(await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now, input));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {

@@ -52,8 +52,8 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
     private readonly owner: string,
   ) {}
 
-  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner }));
+  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
+    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner, ...(isInputDigest(input) ? { input } : {}) }));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {

@@ -119,7 +119,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     if (!outcome.needsClaim) return admitted;
     let claim;
     try {
-      claim = await claimDispatchGroup(outcome.group, a.owner, { local: this.#inflight, ...(this.#shared ? { shared: this.#shared } : {}) }, now);
+      claim = await claimDispatchGroup(outcome.group, a.owner, { local: this.#inflight, ...(this.#shared ? { shared: this.#shared } : {}) }, now, a.job.seed);
     } catch {
       claim = { ok: false as const };
     }

@@ -111,6 +111,7 @@ export class EtcdBatch implements StoreBatch {
     }
     const compare = [];
     const success = [];
+    const attached = new Set<string>();
     for (const id of ids) {
       const read = this.#reads.get(id)!;
       const key = backend.recordKey(id);
@@ -122,6 +123,7 @@ export class EtcdBatch implements StoreBatch {
       // that carries answers (docs/lease-format.md "Answers") rides no session either: the
       // server would delete its answers with it. Its lease ends by its TTL.
       const attach = next?.record.status === 'leased' && backend.kind === 'target' && next.record.answered !== true;
+      if (attach) attached.add(id);
       success.push(next ? { request_put: { key, value: next.bytes, lease: attach ? leaseId : 0 } } : { request_delete_range: { key } });
     }
     let result;
@@ -132,10 +134,13 @@ export class EtcdBatch implements StoreBatch {
       throw leaseIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
     }
     if (!result.succeeded) throw new BatchConflictError(ids);
-    // Leased records written under a session are remembered with it (offline answers), whether
-    // or not the server attached them; the map stays as small as this process's live leases.
+    // Leased records written under a session are remembered with it (offline answers): target
+    // records the server attached, and work records, which a given-up session makes ours no more
+    // either; a target record with answers rode no session, so losing one says nothing of it. The
+    // map stays as small as this process's live leases.
     for (const id of ids) {
-      if (staged.get(id)?.record.status === 'leased') backend.attachedLease.set(id, leaseId);
+      const record = staged.get(id)?.record;
+      if (record?.status === 'leased' && (backend.kind !== 'target' || attached.has(id))) backend.attachedLease.set(id, leaseId);
       else backend.attachedLease.delete(id);
     }
     return { published: ids.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
