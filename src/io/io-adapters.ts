@@ -12,7 +12,7 @@
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import { groupClaimOutcome, type ClaimOutcome } from '../lease/claim-outcome.js';
 import { isInputDigest } from '../lease/lease-record.js';
-import type { SharedTargetClaims } from '../scheduler/admission-ports.js';
+import type { ClaimAsk, SharedTargetClaims } from '../scheduler/admission-ports.js';
 import type { BatchClaimResult, GroupClaimRequest, GroupFence, PublishedFile } from './io-requests.js';
 
 
@@ -51,10 +51,11 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
   /**
    * Claims every group in one request. Never rejects: an I/O failure of the whole request makes
    * every outcome `error` (nothing is held: failed claims are restored by the lease table).
-   * `inputs[i]`, when it is an input's SHA-256 (the campaign's seeds are), is group i's input: the
-   * table refuses members answered on it (`answered`). Any other seed name claims without it.
+   * `asks[i].input`, when it is an input's SHA-256 (the campaign's seeds are), is group i's input:
+   * the table refuses members answered on it (`answered`); any other seed name claims without it.
+   * `asks[i].anyInput`: members answered on any input refuse it too.
    */
-  async claimGroups(groups: readonly (readonly bigint[])[], now: number, inputs?: readonly (string | undefined)[]): Promise<readonly ClaimOutcome[]> {
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number, asks?: readonly (ClaimAsk | undefined)[]): Promise<readonly ClaimOutcome[]> {
     const outcomes: (ClaimOutcome | undefined)[] = groups.map((g) => (g.length === 0 ? { ok: false, reason: 'error', detail: 'empty target group' } : undefined));
     const sent = groups.flatMap((group, index) => (group.length === 0 ? [] : [{ index, group }]));
     if (sent.length === 0) return outcomes as ClaimOutcome[];
@@ -62,8 +63,14 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
     try {
       results = await this.#client.claimGroups(
         sent.map(({ group, index }) => {
-          const input = inputs?.[index];
-          return { targets: group, payload: this.#payloadOf(group), mirrorOwner: this.#ownerOf(group), ...(isInputDigest(input) ? { input } : {}) };
+          const ask = asks?.[index];
+          return {
+            targets: group,
+            payload: this.#payloadOf(group),
+            mirrorOwner: this.#ownerOf(group),
+            ...(isInputDigest(ask?.input) ? { input: ask.input } : {}),
+            ...(ask?.anyInput === true ? { anyInput: true } : {}),
+          };
         }),
         now,
       );

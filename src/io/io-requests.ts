@@ -29,6 +29,8 @@ export interface GroupClaimRequest {
   readonly mirrorOwner: number;
   /** The run's input (SHA-256 hex): members answered on it refuse the claim (`answered`). */
   readonly input?: string;
+  /** Members answered on any input refuse the claim too. */
+  readonly anyInput?: boolean;
 }
 
 export interface GroupFence {

@@ -34,9 +34,13 @@ export interface WorkClaimOptions extends ClaimIdentity {
   readonly leaseTtlMs?: number;
 }
 
-/** A group claim; `input` (the run's input, SHA-256 hex) asks the table to refuse answered members. */
+/**
+ * A group claim; `input` (the run's input, SHA-256 hex) asks the table to refuse members answered
+ * on it, `anyInput` to refuse members answered on any input.
+ */
 export interface TargetClaimOptions extends ClaimIdentity {
   readonly input?: string;
+  readonly anyInput?: boolean;
 }
 
 /** What a finished run answered: the members answered (sat or unsat) on `input` (SHA-256 hex). */

@@ -69,6 +69,8 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   planClaimGroup(targets: Iterable<bigint>, payload: object, options: TargetClaimOptions): LeaseOperation<GroupClaimResult> {
     checkCallOptions(options);
     const input = options.input === undefined ? undefined : checkInput(options.input, 'input');
+    if (options.anyInput !== undefined && typeof options.anyInput !== 'boolean') throw invalidOption('anyInput', 'a boolean', options.anyInput);
+    const anyInput = options.anyInput === true;
     const members = groupMembers(targets);
     const stored = normalizePayload(payload);
     const owner = checkOwner(options.owner);
@@ -89,7 +91,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           const read = view.get(member.id);
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
           else if (read.state === 'valid') {
-            if (input !== undefined && read.record.settled?.includes(input) === true) answered.push(member.target);
+            if ((anyInput && read.record.answered === true) || (input !== undefined && read.record.settled?.includes(input) === true)) answered.push(member.target);
             if (isActiveLease(read.record, nowMs, ttlMs, skewMs)) {
               holders.push({ id: member.id, target: member.target, status: read.record.status, owner: read.record.owner, updatedMs: read.record.updatedMs });
             }

@@ -20,12 +20,21 @@ export interface LocalReservations {
   releaseGroup(targets: readonly bigint[], owner: number): number;
 }
 
+/**
+ * What a claim asks about answers (docs/leases.md "Shared answers"): `input`, the group's seed —
+ * members answered on it refuse the claim; `anyInput` — members answered on any input do.
+ */
+export interface ClaimAsk {
+  readonly input?: string;
+  readonly anyInput?: boolean;
+}
+
 /** The durable shared target table, reached through the I/O thread: ONE call per round. */
 export interface SharedTargetClaims {
   /**
-   * `inputs[i]`: group i's seed. A port that shares answers (docs/leases.md "Shared answers")
-   * refuses members already answered on it with `answered`, listing them.
+   * `asks[i]`: what group i's claim asks about answers. A port that shares answers refuses the
+   * members it names with `answered`, listing them.
    */
-  claimGroups(groups: readonly (readonly bigint[])[], now: number, inputs?: readonly (string | undefined)[]): Promise<readonly ClaimOutcome[]>;
+  claimGroups(groups: readonly (readonly bigint[])[], now: number, asks?: readonly (ClaimAsk | undefined)[]): Promise<readonly ClaimOutcome[]>;
   releaseGroups(claims: readonly { targets: readonly bigint[]; token: string }[], now: number): Promise<void>;
 }

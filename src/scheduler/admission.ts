@@ -331,7 +331,7 @@ export class Admission {
     const answer = await this.#shared.claimGroups(
       targeted.map(({ p }) => p.group),
       now,
-      targeted.map(({ p }) => p.proposal.job.seed),
+      targeted.map(({ p }) => ({ input: p.proposal.job.seed, ...(this.#byName.get(p.proposal.lane)?.asksOncePerCampaign === true ? { anyInput: true } : {}) })),
     );
     if (!Array.isArray(answer) || answer.length !== targeted.length) {
       throw new AdmissionProtocolError(`claimGroups answered ${Array.isArray(answer) ? answer.length : typeof answer} outcomes for ${targeted.length} groups`, {

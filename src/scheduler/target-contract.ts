@@ -80,7 +80,7 @@ export async function claimDispatchGroup(
   if (ports.shared === undefined) return { ok: true, group, owner };
   let outcome;
   try {
-    [outcome] = await ports.shared.claimGroups([group], now, [input]);
+    [outcome] = await ports.shared.claimGroups([group], now, [input !== undefined ? { input } : undefined]);
   } catch (error) {
     ports.local.releaseGroup(group, owner);
     throw error;

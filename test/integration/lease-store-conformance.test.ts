@@ -266,6 +266,9 @@ describeEachStore('lease store conformance', (store) => {
       const ids = (await a.snapshotRecords()).map((e) => e.id);
       expect(ids).not.toContain(targetRecordId(4n));
       expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record).toMatchObject({ status: 'done', settled: [input(1)] });
+      // A lane that asks a branch once in the campaign is refused it on any input.
+      expect(await a.claimGroup([2n, 4n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(3), anyInput: true })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
+      expect(() => a.planClaimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, anyInput: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
       // A claim that names no input is not asked about answers.
       expect((await a.claimGroup([1n, 2n], { path: 'a' }, { owner: 'coord-a', nowMs: 15 * S })).ok).toBe(true);
     } finally {

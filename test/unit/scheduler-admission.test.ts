@@ -5,6 +5,9 @@ import type { Lane, LaneName, Proposal } from '../../src/scheduler/lanes/lane.js
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import { normalizeJob } from '../../src/scheduler/replay-job.js';
 import { parseGuidance } from '../../src/scheduler/guidance-map.js';
+import { TargetLedger } from '../../src/scheduler/target-ledger.js';
+import type { ClaimAsk } from '../../src/scheduler/admission-ports.js';
+import type { ClaimOutcome } from '../../src/lease/claim-outcome.js';
 import type { SymfenceError } from '../../src/errors.js';
 import { cstgSnapshot, prefixSnapshot, REJECT, ScriptedSharedClaims, scheduler, tel } from './scheduler-fixtures.js';
 
@@ -182,6 +185,38 @@ describe('admission across Prefix and CSTG', () => {
     expect(shared.released.flat().map((c) => c.targets)).toEqual([[2n], [3n]]);
     expect(lane.committed).toEqual([]);
     expect(admission.inflightTargets().size).toBe(0);
+  });
+
+  it('names each group\'s seed in its shared claim, any input for a lane that asks a branch once, and settles what the table says was answered', async () => {
+    const seedA = 'a'.repeat(64);
+    const seedB = 'b'.repeat(64);
+    const once = Object.assign(new ScriptedLane('frontier', [{ seed: seedA, target: 1, actions: [[2, 'solve']] }]), { asksOncePerCampaign: true });
+    const plain = new ScriptedLane('prefix', [{ seed: seedB, target: 3 }]);
+    const asked: (readonly (ClaimAsk | undefined)[])[] = [];
+    const ledger = new TargetLedger();
+    const admission = new Admission({
+      lanes: [once, plain],
+      local: new MapLocalReservations(),
+      ledger,
+      shared: {
+        claimGroups: async (groups, _now, asks) => {
+          asked.push(asks ?? []);
+          // Member 2 of the frontier's group was answered elsewhere; the prefix group is free.
+          return groups.map((g): ClaimOutcome => (g.includes(2n) ? { ok: false, reason: 'answered', answered: [2n] } : { ok: true, token: `t${g[0]}` }));
+        },
+        releaseGroups: async () => {},
+      },
+    });
+    const first = await admission.admit(2, 2, NOW);
+    expect(first.map((j) => [j.lane, j.job.targetBranch])).toEqual([['prefix', 3n]]);
+    expect(asked[0]).toEqual([{ input: seedA, anyInput: true }, { input: seedB }]);
+    expect(admission.stats().sharedAnswered).toBe(1);
+    expect(ledger.isSettled(seedA, 2n)).toBe(true);
+    expect(ledger.answered(2n)).toBe(true);
+    expect(once.committed.flat()).toEqual([]);
+    // Next round the ledger strips the answered member: the group is asked without it, and granted.
+    const second = await admission.admit(1, 1, NOW);
+    expect(second.map((j) => [j.lane, j.group])).toEqual([['frontier', [1n]]]);
   });
 
   it('fails closed with ERR_ADMISSION_PROTOCOL when the shared table answers the wrong number of outcomes', async () => {

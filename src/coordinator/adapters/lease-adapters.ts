@@ -10,7 +10,7 @@ import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
 import { groupClaimOutcome, workClaimOutcome } from '../../lease/claim-outcome.js';
 import { isInputDigest } from '../../lease/lease-record.js';
 import type { GroupAnswers } from '../../lease/table-contract.js';
-import type { SharedTargetClaims } from '../../scheduler/admission-ports.js';
+import type { ClaimAsk, SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
 
 export class WorkLeaseAdapter implements WorkLeasePort {
@@ -68,12 +68,13 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
    * The scheduler's batched claim of one admission round. Each group is its own all-or-nothing
    * claim; an I/O failure on one group answers `error` for that group only.
    */
-  async claimGroups(groups: readonly (readonly bigint[])[], now: number, inputs?: readonly (string | undefined)[]): Promise<readonly ClaimOutcome[]> {
+  async claimGroups(groups: readonly (readonly bigint[])[], now: number, asks?: readonly (ClaimAsk | undefined)[]): Promise<readonly ClaimOutcome[]> {
     const outcomes: ClaimOutcome[] = [];
     for (const [i, group] of groups.entries()) {
-      const input = inputs?.[i];
+      const ask = asks?.[i];
+      const answers = { ...(isInputDigest(ask?.input) ? { input: ask.input } : {}), ...(ask?.anyInput === true ? { anyInput: true } : {}) };
       try {
-        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner, ...(isInputDigest(input) ? { input } : {}) })));
+        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner, ...answers })));
       } catch (error) {
         outcomes.push({ ok: false, reason: 'error', detail: error instanceof Error ? error.message : String(error) });
       }

@@ -44,6 +44,8 @@ const SCHEMA = 1;
 
 export class FallbackReplayLane implements Lane {
   readonly name = 'fallback' as const;
+  /** A branch answered on any input is not asked again (the ledger's `answered`). */
+  readonly asksOncePerCampaign = true;
   readonly #records = new Map<string, ReplayRecord>();
   readonly #maxRecords: number;
   readonly #minScore: number;

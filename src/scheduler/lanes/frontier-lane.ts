@@ -91,6 +91,8 @@ const SCHEMA = 1;
 
 export class FrontierLane implements Lane {
   readonly name = 'frontier' as const;
+  /** A branch answered on any input is not asked again (the ledger's `answered`). */
+  readonly asksOncePerCampaign = true;
   readonly #records = new Map<string, FrontierRecord>();
   readonly #ledger: TargetLedger | undefined;
   readonly #frontier: CoverageFrontier;

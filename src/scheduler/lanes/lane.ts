@@ -27,6 +27,12 @@ export interface ObserveContext {
 
 export interface Lane {
   readonly name: LaneName;
+  /**
+   * True for a lane that asks a branch once in the campaign, on whichever input (it skips branches
+   * the ledger knows answered on any input): its claims are refused for members answered on any
+   * input anywhere in the campaign, not only on the job's own (docs/leases.md "Shared answers").
+   */
+  readonly asksOncePerCampaign?: boolean;
   /** Number of entries held (nodes, transitions, rows, records); used as the default backlog depth. */
   size(): number;
   /**
