@@ -79,7 +79,7 @@ const ttlOption = (): Option =>
 export function register(program: Command, io: CliIo): void {
   const leases = program
     .command('leases')
-    .description('inspect a lease directory: counts by status (leased, expired, committing, done, corrupt) and by owner')
+    .description('inspect a lease directory: counts by status (leased, expired, committing, done, corrupt) and by owner, and a target table\'s shared answers')
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
