@@ -11,7 +11,7 @@
  */
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import { groupClaimOutcome, type ClaimOutcome } from '../lease/claim-outcome.js';
-import { isInputDigest } from '../lease/lease-record.js';
+import { answerClaimOptions } from '../lease/target-lease-table.js';
 import type { ClaimAsk, SharedTargetClaims } from '../scheduler/admission-ports.js';
 import type { BatchClaimResult, GroupClaimRequest, GroupFence, PublishedFile } from './io-requests.js';
 
@@ -68,8 +68,7 @@ export class IoSharedTargetClaims implements SharedTargetClaims {
             targets: group,
             payload: this.#payloadOf(group),
             mirrorOwner: this.#ownerOf(group),
-            ...(isInputDigest(ask?.input) ? { input: ask.input } : {}),
-            ...(ask?.anyInput === true ? { anyInput: true } : {}),
+            ...answerClaimOptions(ask),
           };
         }),
         now,

@@ -46,6 +46,14 @@ function checkInput(value: unknown, name: string): string {
   return value;
 }
 
+/**
+ * The claim options a port's ask about answers becomes: `input` only when it is an input's
+ * SHA-256 (any other seed name claims without answers), `anyInput` only when set.
+ */
+export function answerClaimOptions(ask: { readonly input?: string; readonly anyInput?: boolean } | undefined): { input?: string; anyInput?: true } {
+  return { ...(isInputDigest(ask?.input) ? { input: ask.input } : {}), ...(ask?.anyInput === true ? { anyInput: true as const } : {}) };
+}
+
 /** The answer fields a record carries on, in canonical key order of a target record. */
 function answerFields(record: LeaseRecord | undefined): { answered?: boolean; settled?: readonly string[] } {
   if (record === undefined || record.answered !== true) return {};

@@ -5,10 +5,9 @@
  * a refusal becomes `false` / `{ ok: false }`, an I/O failure propagates for the coordinator
  * to count and log. `nowMs` is the coordinator's clock (wall time: several processes compare it).
  */
-import type { FencedTargetLeaseTable } from '../../lease/target-lease-table.js';
+import { answerClaimOptions, type FencedTargetLeaseTable } from '../../lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
 import { groupClaimOutcome, workClaimOutcome } from '../../lease/claim-outcome.js';
-import { isInputDigest } from '../../lease/lease-record.js';
 import type { GroupAnswers } from '../../lease/table-contract.js';
 import type { ClaimAsk, SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
@@ -53,7 +52,7 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
   ) {}
 
   async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
-    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner, ...(isInputDigest(input) ? { input } : {}) }));
+    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner, ...answerClaimOptions({ input }) }));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
@@ -71,10 +70,8 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
   async claimGroups(groups: readonly (readonly bigint[])[], now: number, asks?: readonly (ClaimAsk | undefined)[]): Promise<readonly ClaimOutcome[]> {
     const outcomes: ClaimOutcome[] = [];
     for (const [i, group] of groups.entries()) {
-      const ask = asks?.[i];
-      const answers = { ...(isInputDigest(ask?.input) ? { input: ask.input } : {}), ...(ask?.anyInput === true ? { anyInput: true } : {}) };
       try {
-        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner, ...answers })));
+        outcomes.push(groupClaimOutcome(await this.table.claimGroup(group, { coordinator: this.owner }, { nowMs: now, owner: this.owner, ...answerClaimOptions(asks?.[i]) })));
       } catch (error) {
         outcomes.push({ ok: false, reason: 'error', detail: error instanceof Error ? error.message : String(error) });
       }
