@@ -8,6 +8,11 @@
  *     "items": [ { "kind": "queue", "sha256": "<64 hex>", "size": 17,
  *                  "path": "staged/<workId>.<sha256>" } ] }
  *
+ * A trace run's manifest may also name its trace (`"trace": { "sha256", "size", "path":
+ * "traces/<workId>.<sha256>" }`): the run's telemetry, kept under `<lease-root>/traces/` for every
+ * coordinator of the campaign (docs/campaign.md "Shared traces"). Unlike findings it is never
+ * discarded: it is what the done record leaves for the others.
+ *
  * Paths are relative to the lease root, so hosts that mount the shared directory at different
  * places agree on them. Reading is strict: any unknown key, wrong type, foreign path or duplicate
  * item fails closed with `ERR_COMMIT_MANIFEST` — a recovering coordinator never guesses which bytes
@@ -19,6 +24,8 @@ import type { JsonObject } from '../lease/lease-record.js';
 export const COMMIT_MANIFEST_SCHEMA = 'symfence-commit/1';
 /** Staged findings live in this directory under the lease root. */
 export const STAGED_DIR = 'staged';
+/** Shared traces live in this directory under the lease root. */
+export const TRACES_DIR = 'traces';
 /**
  * Most items one manifest may name: a run's generated inputs (the solver's `maxOutputFiles` is
  * capped at 100,000) plus the parent input of a crash or timeout.
@@ -26,6 +33,13 @@ export const STAGED_DIR = 'staged';
 export const MAX_MANIFEST_ITEMS = 100_001;
 /** Largest staged finding, bytes (AFL's own input cap is 1 MiB). */
 export const MAX_STAGED_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Largest shared trace, bytes. A trace is bounded telemetry (at most 512 trace rows, 256 open
+ * branches, 4,096 attributed files and 256 answers) — tens of KiB — so this cap only refuses a
+ * hostile manifest; it is below the etcd store's staging limit.
+ */
+export const MAX_TRACE_BYTES = 1024 * 1024;
 
 export type CommitItemKind = 'queue' | 'crashes' | 'hangs';
 export type CommitStatus = 'ok' | 'timeout' | 'crash' | 'error';
@@ -39,6 +53,14 @@ export interface CommitItem {
   readonly path: string;
 }
 
+/** A trace run's telemetry, shared with every coordinator of the campaign. */
+export interface CommitTrace {
+  readonly sha256: string;
+  readonly size: number;
+  /** `traces/<workId>.<sha256>`, relative to the lease root. */
+  readonly path: string;
+}
+
 export interface CommitManifest {
   readonly schema: typeof COMMIT_MANIFEST_SCHEMA;
   /** The work record this manifest belongs to (a manifest copied to another record is refused). */
@@ -48,6 +70,8 @@ export interface CommitManifest {
   /** AFL `src:` digits of the parent input, used in the published names. */
   readonly source: string;
   readonly items: readonly CommitItem[];
+  /** A trace run's shared trace (absent for every other run, and from older records). */
+  readonly trace?: CommitTrace;
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -56,6 +80,7 @@ const KINDS: ReadonlySet<string> = new Set(['queue', 'crashes', 'hangs']);
 const STATUSES: ReadonlySet<string> = new Set(['ok', 'timeout', 'crash', 'error']);
 const MANIFEST_KEYS = ['items', 'schema', 'source', 'status', 'workId'];
 const ITEM_KEYS = ['kind', 'path', 'sha256', 'size'];
+const TRACE_KEYS = ['path', 'sha256', 'size'];
 
 /** File name of a staged finding inside `staged/`: content-addressed within its work. */
 export function stagedName(workId: string, sha256: string): string {
@@ -73,6 +98,11 @@ export function parseStagedName(name: string): { workId: string; sha256: string 
   return match ? { workId: match[1]!, sha256: match[2]! } : null;
 }
 
+/** The manifest path of a shared trace, relative to the lease root. */
+export function traceRelativePath(workId: string, sha256: string): string {
+  return `${TRACES_DIR}/${stagedName(workId, sha256)}`;
+}
+
 interface ManifestItemInput {
   readonly kind: CommitItemKind;
   readonly sha256: string;
@@ -80,7 +110,13 @@ interface ManifestItemInput {
 }
 
 /** Builds a manifest (validated like a read one, so a writer can never store what a reader refuses). */
-export function buildCommitManifest(workId: string, status: CommitStatus, source: string, items: readonly ManifestItemInput[]): CommitManifest {
+export function buildCommitManifest(
+  workId: string,
+  status: CommitStatus,
+  source: string,
+  items: readonly ManifestItemInput[],
+  trace?: { readonly sha256: string; readonly size: number },
+): CommitManifest {
   if (!Array.isArray(items)) fail(String(workId).slice(0, 64), 'items is not an array');
   if (items.length > MAX_MANIFEST_ITEMS) fail(String(workId).slice(0, 64), `${items.length} items (at most ${MAX_MANIFEST_ITEMS})`);
   if (!(items as readonly unknown[]).every((i) => typeof i === 'object' && i !== null)) fail(String(workId).slice(0, 64), 'an item is not an object');
@@ -90,13 +126,21 @@ export function buildCommitManifest(workId: string, status: CommitStatus, source
     status,
     source,
     items: items.map((i) => ({ kind: i.kind, sha256: i.sha256, size: i.size, path: stagedRelativePath(workId, i.sha256) })),
+    ...(trace !== undefined ? { trace: { sha256: trace.sha256, size: trace.size, path: traceRelativePath(workId, trace.sha256) } } : {}),
   };
   return parseCommitManifest(manifest, workId);
 }
 
 /** The manifest as the JSON object `beginCommit` stores. */
 export function manifestJson(manifest: CommitManifest): JsonObject {
-  return { schema: manifest.schema, workId: manifest.workId, status: manifest.status, source: manifest.source, items: manifest.items.map((i) => ({ ...i })) };
+  return {
+    schema: manifest.schema,
+    workId: manifest.workId,
+    status: manifest.status,
+    source: manifest.source,
+    items: manifest.items.map((i) => ({ ...i })),
+    ...(manifest.trace !== undefined ? { trace: { ...manifest.trace } } : {}),
+  };
 }
 
 function fail(workId: string, reason: string): never {
@@ -118,7 +162,8 @@ export function parseCommitManifest(value: unknown, workId: string): CommitManif
   if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(workId, 'not an object');
   const v = value as Record<string, unknown>;
   if (v['schema'] !== COMMIT_MANIFEST_SCHEMA) fail(workId, `schema ${JSON.stringify(v['schema'])} is not ${COMMIT_MANIFEST_SCHEMA}`);
-  if (!exactKeys(v, MANIFEST_KEYS)) fail(workId, `keys ${Object.keys(v).sort().join(',')} are not ${MANIFEST_KEYS.join(',')}`);
+  const keys = v['trace'] === undefined ? MANIFEST_KEYS : [...MANIFEST_KEYS, 'trace'].sort();
+  if (!exactKeys(v, keys)) fail(workId, `keys ${Object.keys(v).sort().join(',')} are not ${MANIFEST_KEYS.join(',')} (and optionally trace)`);
   if (v['workId'] !== workId) fail(workId, `it belongs to work ${JSON.stringify(v['workId'])}`);
   if (typeof v['status'] !== 'string' || !STATUSES.has(v['status'])) fail(workId, `status ${JSON.stringify(v['status'])}`);
   if (typeof v['source'] !== 'string' || !SOURCE_RE.test(v['source'])) fail(workId, `source ${JSON.stringify(v['source'])}`);
@@ -140,5 +185,17 @@ export function parseCommitManifest(value: unknown, workId: string): CommitManif
     seen.add(key);
     return { kind: it['kind'] as CommitItemKind, sha256: it['sha256'], size, path: expected };
   });
-  return { schema: COMMIT_MANIFEST_SCHEMA, workId, status: v['status'] as CommitStatus, source: v['source'], items: parsed };
+  const trace = v['trace'] === undefined ? undefined : parseTrace(v['trace'], workId);
+  return { schema: COMMIT_MANIFEST_SCHEMA, workId, status: v['status'] as CommitStatus, source: v['source'], items: parsed, ...(trace !== undefined ? { trace } : {}) };
+}
+
+function parseTrace(value: unknown, workId: string): CommitTrace {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || !exactKeys(value, TRACE_KEYS)) fail(workId, 'trace is not { sha256, size, path }');
+  const t = value as Record<string, unknown>;
+  if (typeof t['sha256'] !== 'string' || !HEX64.test(t['sha256'])) fail(workId, `trace sha256 ${JSON.stringify(t['sha256'])}`);
+  const size = t['size'];
+  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0 || size > MAX_TRACE_BYTES) fail(workId, `trace size ${JSON.stringify(size)}`);
+  const expected = traceRelativePath(workId, t['sha256']);
+  if (t['path'] !== expected) fail(workId, `trace path ${JSON.stringify(t['path'])} is not ${expected}`);
+  return { sha256: t['sha256'], size, path: expected };
 }

@@ -2,7 +2,8 @@
  * Staged findings in etcd: with the etcd lease store, a coordinator's staged findings live in the
  * cluster beside its records (`<etcdPrefix>/staged/<workId>.<sha256>`), so that a survivor on
  * another host can replay a dead host's committing result from them (docs/leases.md "The etcd
- * store"). It is a `StagingClient` plus the `readFile` of `StagedFindings` (staged-findings.ts),
+ * store"); shared traces likewise (`<etcdPrefix>/traces/<workId>.<sha256>`, docs/campaign.md
+ * "Shared traces"). Each of the lease root's two directories maps to its key prefix. It is a `StagingClient` plus the `readFile` of `StagedFindings` (staged-findings.ts),
  * which keeps its manifest, naming, verification and lifecycle unchanged.
  *
  * Contract: `stageFiles` resolves only once every file is committed by the cluster (a raft commit
@@ -11,16 +12,17 @@
  * request limit) is refused with `ERR_STAGED_FINDING_TOO_LARGE` before anything is written: the
  * commit then fails loudly (the job's result is reported as not committed), it is never dropped
  * in silence. Keys carry no lease: staged findings outlive their stager, like committing records.
- * Files outside the staging directory (solver outputs, parent inputs) are read from disk.
+ * Files outside the two directories (solver outputs, parent inputs) are read from disk.
  */
 import path from 'node:path';
-import { StagedFindingTooLargeError } from '../errors.js';
+import { InternalError, StagedFindingTooLargeError } from '../errors.js';
 import { leaseIoError } from '../lease/lease-io-error.js';
 import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd/etcd-connection.js';
 import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd/etcd-batch.js';
 import type { LeaseTableOptions } from '../lease/lease-table-options.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import { readFindingFile, type StagingClient } from './staged-findings.js';
+import { STAGED_DIR, TRACES_DIR } from './commit-manifest.js';
 
 /** Largest finding staged in etcd, bytes (under etcd's default 1.5 MiB request limit; AFL++'s inputs are at most 1 MiB by default). */
 export const MAX_ETCD_STAGED_BYTES = 1024 * 1024 + 64 * 1024;
@@ -33,23 +35,29 @@ function prefixEnd(prefix: Buffer): Buffer {
 
 export class EtcdStagedFindings implements StagingClient {
   readonly #connection: EtcdConnection;
-  readonly #base: string;
-  /** The local staging directory whose paths map to keys (`<leaseRoot>/staged`). */
-  readonly #dir: string;
+  /** Local directory (`<leaseRoot>/staged`, `<leaseRoot>/traces`) → its key prefix. */
+  readonly #bases: ReadonlyMap<string, string>;
 
-  private constructor(connection: EtcdConnection, prefix: string, dir: string) {
+  private constructor(connection: EtcdConnection, prefix: string, leaseRoot: string) {
     this.#connection = connection;
-    this.#base = `${prefix.replace(/\/+$/, '')}/staged/`;
-    this.#dir = path.resolve(dir);
+    const root = prefix.replace(/\/+$/, '');
+    this.#bases = new Map([STAGED_DIR, TRACES_DIR].map((dir) => [path.resolve(leaseRoot, dir), `${root}/${dir}/`]));
   }
 
   /** Connects with the lease table options (`store: 'etcd'` and its client settings). */
-  static async open(options: LeaseTableOptions, dir: string): Promise<EtcdStagedFindings> {
-    return new EtcdStagedFindings(await connectEtcd(etcdClientConfig(options)), options.etcdPrefix, dir);
+  static async open(options: LeaseTableOptions, leaseRoot: string): Promise<EtcdStagedFindings> {
+    return new EtcdStagedFindings(await connectEtcd(etcdClientConfig(options)), options.etcdPrefix, leaseRoot);
   }
 
-  private key(name: string): Buffer {
-    return Buffer.from(this.#base + name);
+  /** The key prefix of a local directory; anything but the two mapped ones is a programming error. */
+  private base(dir: string): string {
+    const base = this.#bases.get(path.resolve(dir));
+    if (base === undefined) throw new InternalError(`${dir} is not a directory staged in etcd`);
+    return base;
+  }
+
+  private key(dir: string, name: string): Buffer {
+    return Buffer.from(this.base(dir) + name);
   }
 
   /** An etcd request, its failure as `ERR_LEASE_IO` naming the step. */
@@ -65,8 +73,8 @@ export class EtcdStagedFindings implements StagingClient {
     // Nothing to create: the keys' prefix is the directory.
   }
 
-  async listDir(): Promise<string[]> {
-    const prefix = Buffer.from(this.#base);
+  async listDir(dir: string): Promise<string[]> {
+    const prefix = Buffer.from(this.base(dir));
     const names: string[] = [];
     let from = prefix;
     for (;;) {
@@ -77,7 +85,7 @@ export class EtcdStagedFindings implements StagingClient {
     }
   }
 
-  async stageFiles(_dir: string, files: readonly PublishedFile[]): Promise<void> {
+  async stageFiles(dir: string, files: readonly PublishedFile[]): Promise<void> {
     for (const file of files) {
       if (file.bytes.length > MAX_ETCD_STAGED_BYTES) {
         throw new StagedFindingTooLargeError(`staged finding ${file.name} has ${file.bytes.length} bytes; the etcd store stages at most ${MAX_ETCD_STAGED_BYTES}`, {
@@ -92,7 +100,7 @@ export class EtcdStagedFindings implements StagingClient {
     let bytes = 0;
     const flush = async (): Promise<void> => {
       if (batch.length === 0) return;
-      const puts = batch.map((f) => ({ request_put: { key: this.key(f.name), value: Buffer.from(f.bytes) } }));
+      const puts = batch.map((f) => ({ request_put: { key: this.key(dir, f.name), value: Buffer.from(f.bytes) } }));
       await this.request('stage', () => this.#connection.client.kv.txn({ compare: [], success: puts, failure: [] }, this.#connection.call()));
       batch = [];
       bytes = 0;
@@ -105,22 +113,23 @@ export class EtcdStagedFindings implements StagingClient {
     await flush();
   }
 
-  async removeFiles(_dir: string, names: readonly string[]): Promise<number> {
+  async removeFiles(dir: string, names: readonly string[]): Promise<number> {
     let removed = 0;
     for (let start = 0; start < names.length; start += MAX_TXN_OPS) {
       const slice = names.slice(start, start + MAX_TXN_OPS);
-      const deletes = slice.map((name) => ({ request_delete_range: { key: this.key(name) } }));
+      const deletes = slice.map((name) => ({ request_delete_range: { key: this.key(dir, name) } }));
       const result = await this.request('remove', () => this.#connection.client.kv.txn({ compare: [], success: deletes, failure: [] }, this.#connection.call()));
       for (const response of result.responses) removed += Number(response.response_delete_range?.deleted ?? 0);
     }
     return removed;
   }
 
-  /** `StagedFindings`' reader: staged paths from etcd (`ENOENT` when absent), others from disk. */
+  /** `StagedFindings`' reader: staged and trace paths from etcd (`ENOENT` when absent), others from disk. */
   readonly readFile = async (file: string): Promise<Uint8Array> => {
-    if (path.dirname(path.resolve(file)) !== this.#dir) return readFindingFile(file);
+    const dir = path.dirname(path.resolve(file));
+    if (!this.#bases.has(dir)) return readFindingFile(file);
     const name = path.basename(file);
-    const page = await this.request('read', () => this.#connection.client.kv.range({ key: this.key(name) }, this.#connection.call()));
+    const page = await this.request('read', () => this.#connection.client.kv.range({ key: this.key(dir, name) }, this.#connection.call()));
     const kv = page.kvs[0];
     if (!kv) throw Object.assign(new Error(`ENOENT: staged finding ${name} is not in etcd`), { code: 'ENOENT', path: file });
     return new Uint8Array(kv.value);

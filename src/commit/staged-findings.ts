@@ -10,21 +10,45 @@
  * middle of staging leaves a hidden temp (`.symfence-io-<writer tag>-<n>.tmp`), which `sweepTemps`
  * removes once its writer is provably gone (src/lease/temp-sweep.ts). Reading (`load`) verifies
  * size and SHA-256 and fails closed with `ERR_STAGED_FINDING`.
+ *
+ * A trace run's trace is staged the same way beside them, in `<lease-root>/traces/` (same naming),
+ * and named by the manifest's `trace`. It is never discarded or swept with the findings: the done
+ * record keeps pointing at it for every coordinator that meets the same trace work later
+ * (`loadTrace`, docs/campaign.md "Shared traces").
  */
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { StagedFindingError } from '../errors.js';
+import { StagedFindingError, StagedFindingTooLargeError } from '../errors.js';
 import { readBoundedFile } from '../fs/bounded-read.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { isStagedTempName, sweepTempsIn, type TempSweepOptions, type TempSweepReport } from '../lease/temp-sweep.js';
 import type { PublishedFile } from '../io/io-requests.js';
 import type { CommitFinding, FindingItem } from '../core/findings.js';
-import { buildCommitManifest, MAX_STAGED_BYTES, parseCommitManifest, parseStagedName, stagedName, STAGED_DIR, type CommitManifest, type CommitStatus } from './commit-manifest.js';
+import {
+  buildCommitManifest,
+  MAX_STAGED_BYTES,
+  MAX_TRACE_BYTES,
+  parseCommitManifest,
+  parseStagedName,
+  stagedName,
+  STAGED_DIR,
+  TRACES_DIR,
+  type CommitManifest,
+  type CommitStatus,
+} from './commit-manifest.js';
 
 /** A staged result: the manifest naming the staged copies, and the findings with their bytes. */
 export interface StagedResult {
   readonly manifest: CommitManifest;
   readonly findings: readonly CommitFinding[];
+}
+
+/** What a result is staged with: its status, its parent's AFL source id, and a trace run's trace. */
+export interface StageInfo {
+  readonly status: CommitStatus;
+  readonly source: string;
+  /** A trace run's trace (canonical telemetry JSON) to share with the campaign; at most `MAX_TRACE_BYTES`. */
+  readonly trace?: Uint8Array;
 }
 
 /** The I/O-thread requests staging uses (an `IoClient` has them). */
@@ -55,20 +79,24 @@ export async function readFindingFile(file: string): Promise<Uint8Array> {
 export class StagedFindings {
   readonly leaseRoot: string;
   readonly dir: string;
+  /** `<leaseRoot>/traces`. */
+  readonly tracesDir: string;
   readonly #client: StagingClient;
   readonly #readFile: (file: string) => Promise<Uint8Array>;
 
   private constructor(leaseRoot: string, client: StagingClient, readFile: (file: string) => Promise<Uint8Array>) {
     this.leaseRoot = path.resolve(leaseRoot);
     this.dir = path.join(this.leaseRoot, STAGED_DIR);
+    this.tracesDir = path.join(this.leaseRoot, TRACES_DIR);
     this.#client = client;
     this.#readFile = readFile;
   }
 
-  /** Makes `<leaseRoot>/staged/` exist durably. `readFile` is injectable for tests. */
+  /** Makes `<leaseRoot>/staged/` and `<leaseRoot>/traces/` exist durably. `readFile` is injectable for tests. */
   static async open(leaseRoot: string, client: StagingClient, readFile: (file: string) => Promise<Uint8Array> = readFindingFile): Promise<StagedFindings> {
     const staged = new StagedFindings(leaseRoot, client, readFile);
     await client.ensureDir(staged.dir);
+    await client.ensureDir(staged.tracesDir);
     return staged;
   }
 
@@ -77,9 +105,10 @@ export class StagedFindings {
    * naming them, with their bytes. Contract: when this
    * resolves, every named file is complete and durable under its final name (and its directory
    * entry is durable); when it rejects, no manifest exists, so nothing can point at missing bytes.
-   * Repeated (kind, content) pairs are named once.
+   * Repeated (kind, content) pairs are named once. `info.trace` is staged into `traces/` under the
+   * same contract, before the findings.
    */
-  async stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {
+  async stage(workId: string, items: readonly FindingItem[], info: StageInfo): Promise<StagedResult> {
     const manifestItems: { kind: CommitFinding['kind']; sha256: string; size: number }[] = [];
     const findings: CommitFinding[] = [];
     const files = new Map<string, PublishedFile>();
@@ -94,7 +123,13 @@ export class StagedFindings {
       findings.push({ kind: item.kind, bytes, sha256: digest });
       if (!files.has(digest)) files.set(digest, { name: stagedName(workId, digest), bytes });
     }
-    const manifest = buildCommitManifest(workId, info.status, info.source, manifestItems);
+    const trace = info.trace;
+    if (trace !== undefined && trace.length > MAX_TRACE_BYTES) {
+      throw new StagedFindingTooLargeError(`the trace of work ${workId} has ${trace.length} bytes; at most ${MAX_TRACE_BYTES} are shared`, { name: 'trace', bytes: trace.length, limit: MAX_TRACE_BYTES });
+    }
+    const traceDigest = trace !== undefined ? sha256Hex(trace) : undefined;
+    const manifest = buildCommitManifest(workId, info.status, info.source, manifestItems, trace !== undefined ? { sha256: traceDigest!, size: trace.length } : undefined);
+    if (trace !== undefined) await this.#client.stageFiles(this.tracesDir, [{ name: stagedName(workId, traceDigest!), bytes: trace }]);
     if (files.size > 0) await this.#client.stageFiles(this.dir, [...files.values()]);
     return { manifest, findings };
   }
@@ -111,21 +146,38 @@ export class StagedFindings {
     for (const item of manifest.items) {
       let bytes = cache.get(item.sha256);
       if (bytes === undefined) {
-        const file = path.join(this.leaseRoot, item.path);
-        try {
-          bytes = await this.#readFile(file);
-        } catch (error) {
-          const reason = errnoCode(error) === 'ENOENT' ? 'missing' : 'unreadable';
-          throw new StagedFindingError(`staged finding ${item.path} of work ${workId} is ${reason}`, { workId, sha256: item.sha256, reason });
-        }
-        if (bytes.length !== item.size || sha256Hex(bytes) !== item.sha256) {
-          throw new StagedFindingError(`staged finding ${item.path} of work ${workId} does not hold the bytes its manifest names`, { workId, sha256: item.sha256, reason: 'mismatch' });
-        }
+        bytes = await this.#readVerified(workId, item, 'staged finding');
         cache.set(item.sha256, bytes);
       }
       findings.push({ kind: item.kind, bytes, sha256: item.sha256 });
     }
     return { manifest, findings };
+  }
+
+  /**
+   * The trace a stored manifest of `workId` names, its size and SHA-256 checked; `undefined` when
+   * the manifest names none. Throws `ERR_COMMIT_MANIFEST` (bad manifest) or `ERR_STAGED_FINDING`
+   * (details `{ workId, sha256, reason: 'missing' | 'unreadable' | 'mismatch' }`).
+   */
+  async loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined> {
+    const { trace } = parseCommitManifest(commit, workId);
+    if (trace === undefined) return undefined;
+    return this.#readVerified(workId, trace, 'trace');
+  }
+
+  async #readVerified(workId: string, item: { readonly path: string; readonly sha256: string; readonly size: number }, what: string): Promise<Uint8Array> {
+    const file = path.join(this.leaseRoot, item.path);
+    let bytes: Uint8Array;
+    try {
+      bytes = await this.#readFile(file);
+    } catch (error) {
+      const reason = errnoCode(error) === 'ENOENT' ? 'missing' : 'unreadable';
+      throw new StagedFindingError(`${what} ${item.path} of work ${workId} is ${reason}`, { workId, sha256: item.sha256, reason });
+    }
+    if (bytes.length !== item.size || sha256Hex(bytes) !== item.sha256) {
+      throw new StagedFindingError(`${what} ${item.path} of work ${workId} does not hold the bytes its manifest names`, { workId, sha256: item.sha256, reason: 'mismatch' });
+    }
+    return bytes;
   }
 
   /** Unlinks the staged files of a finished result; resolves with how many were removed. */
@@ -153,7 +205,10 @@ export class StagedFindings {
    * temp is never touched. Direct filesystem calls (`fsLayer`), not I/O-thread requests: the temps
    * belong to no batch, and removing garbage needs no barrier.
    */
-  sweepTemps(options: Omit<TempSweepOptions, 'fsLayer'> & { readonly fsLayer?: FsLayer }): Promise<TempSweepReport> {
-    return sweepTempsIn(this.dir, isStagedTempName, { ...options, fsLayer: options.fsLayer ?? nodeFsLayer });
+  async sweepTemps(options: Omit<TempSweepOptions, 'fsLayer'> & { readonly fsLayer?: FsLayer }): Promise<TempSweepReport> {
+    const resolved = { ...options, fsLayer: options.fsLayer ?? nodeFsLayer };
+    const staged = await sweepTempsIn(this.dir, isStagedTempName, resolved);
+    const traces = await sweepTempsIn(this.tracesDir, isStagedTempName, resolved);
+    return { swept: staged.swept + traces.swept, kept: staged.kept + traces.kept };
   }
 }

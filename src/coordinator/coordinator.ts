@@ -119,6 +119,9 @@ export class Coordinator {
       workLeases,
       stopping: () => this.#stopping,
       claimFailed: (error) => this.#claimFailed(error),
+      ...(source.adoptTrace && source.deferTrace
+        ? { traces: { coordinatorId: options.coordinatorId, commits, counters, log, sink: { adoptTrace: source.adoptTrace.bind(source), deferTrace: source.deferTrace.bind(source) } } }
+        : {}),
     };
     this.#commit = {
       ...release,

@@ -5,7 +5,8 @@
  *   2. with a shared target table and a targeted job: the pending target token is re-validated
  *      (a renewal with it proves the group is still ours right now), or the group is re-claimed
  *      when the token is gone or refused; the token held is registered for undo (release);
- *   3. the exact-work lease is claimed and registered for undo (abandon);
+ *   3. the exact-work lease is claimed and registered for undo (abandon); a trace run's claim that
+ *      is refused hands the refusal to the shared traces (`shared-traces.ts`) after the rollback;
  *   4. unless the coordinator is stopping, the active job is handed back, claimed but not started:
  *      the coordinator starts it in a free slot at once, or keeps it prefetched for the next slot
  *      that frees (`startRun` marks the transaction sent then).
@@ -25,6 +26,7 @@ import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
 import { renewGroup } from './lease-renewal.js';
 import type { ClaimOutcome, WorkLeasePort } from './ports.js';
+import { traceClaimRefused, type SharedTraceContext } from './shared-traces.js';
 import { jobWorkId, workPayloadOf } from './work-identity.js';
 
 export interface DispatchContext extends GroupReleaseContext {
@@ -34,6 +36,8 @@ export interface DispatchContext extends GroupReleaseContext {
   readonly stopping: () => boolean;
   /** A claim failed in a way no retry mends (the lease store was replaced): the coordinator stops. */
   readonly claimFailed?: (error: unknown) => void;
+  /** Where a refused trace claim goes (docs/campaign.md "Shared traces"); absent: a refusal is only rolled back. */
+  readonly traces?: SharedTraceContext;
 }
 
 const ioFailure: ClaimOutcome = { ok: false, reason: 'error' };
@@ -86,9 +90,11 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   }
 
   const workId = jobWorkId(job);
+  // A trace claim refused by a done record asks for its manifest: it names the trace to adopt.
+  const traces = job.mode === 'trace' ? ctx.traces : undefined;
   let workClaim: ClaimOutcome;
   try {
-    workClaim = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now());
+    workClaim = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now(), traces ? { doneCommit: true } : {});
   } catch (error) {
     ctx.log.error({ err: error, workId }, 'work lease claim failed');
     ctx.claimFailed?.(error);
@@ -96,7 +102,9 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   }
   if (!workClaim.ok) {
     if (workClaim.reason === 'conflict') counters.conflicts++;
-    return rollback(`work lease ${workClaim.reason}`);
+    const refused = await rollback(`work lease ${workClaim.reason}`);
+    if (traces && !ctx.stopping()) await traceClaimRefused(traces, job, workId, workClaim, ctx.clock.now());
+    return refused;
   }
   const workToken = workClaim.token;
   tx.register('work-lease', async () => {

@@ -13,8 +13,8 @@ import type { ErrorData } from '../errors.js';
 import type { ClaimOutcome } from '../lease/claim-outcome.js';
 import type { GroupAnswers } from '../lease/table-contract.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
-import type { CommitManifest, CommitStatus } from '../commit/commit-manifest.js';
-import type { StagedResult } from '../commit/staged-findings.js';
+import type { CommitManifest } from '../commit/commit-manifest.js';
+import type { StagedResult, StageInfo } from '../commit/staged-findings.js';
 import type { CommitFinding, FindingItem, PublishedEntry } from '../core/findings.js';
 
 // Defined below the coordinator so the layers that implement or share them (commit/, triage/,
@@ -22,7 +22,7 @@ import type { CommitFinding, FindingItem, PublishedEntry } from '../core/finding
 export { systemClock } from '../core/clock.js';
 export type { Clock } from '../core/clock.js';
 export type { CommitFinding, FindingItem, PublishedEntry } from '../core/findings.js';
-export type { StagedResult } from '../commit/staged-findings.js';
+export type { StagedResult, StageInfo } from '../commit/staged-findings.js';
 
 /** One solver action of a directed job (docs/scheduler.md "Jobs and target groups"). */
 export interface JobAction {
@@ -55,10 +55,10 @@ export interface CoordinatorJob {
    */
   readonly mode?: 'trace';
   /**
-   * Trace runs only: the coordinator whose lanes learn from it, part of the work identity. Every
-   * coordinator traces an input for itself (a cheap run that solves nothing, so no target is
-   * involved): the lanes' knowledge is per coordinator, and one that found the trace already done
-   * by a peer would otherwise never learn the input's branches.
+   * Trace runs of older versions only: the coordinator whose lanes the run was for, part of their
+   * work identity, kept so such work taken over or replayed keeps its id. A trace run made now
+   * names no coordinator: one trace per input serves the whole campaign (docs/campaign.md "Shared
+   * traces").
    */
   readonly tracer?: string;
   /**
@@ -91,8 +91,11 @@ export type { ClaimOutcome } from '../lease/claim-outcome.js';
 
 /** Exact-work lease table (FencedWorkLeaseTable). */
 export interface WorkLeasePort {
-  /** Claims `workId`; refused while another holder's lease is live, committing or done. */
-  claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome>;
+  /**
+   * Claims `workId`; refused while another holder's lease is live, committing or done. A `done`
+   * refusal names who finished the work (`finished`), with its commit manifest when asked.
+   */
+  claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number, options?: WorkClaimAsk): Promise<ClaimOutcome>;
   /** Renews several fences at once; returns the work ids that are no longer held. */
   heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>>;
   /** Deletes a pre-commit lease held with `token`. False when the token is stale. */
@@ -111,6 +114,11 @@ export interface WorkLeasePort {
   complete(workId: string, token: string, now: number): Promise<boolean>;
   /** Payloads of expired `leased` records, up to `limit`, for another coordinator to take over. */
   recoverExpired(limit: number, now: number): Promise<readonly RecoveredWork[]>;
+}
+
+/** What a work claim asks beyond the lease: `doneCommit`, a done record's manifest with the refusal. */
+export interface WorkClaimAsk {
+  readonly doneCommit?: boolean;
 }
 
 export interface RecoveredWork {
@@ -218,6 +226,13 @@ export interface WorkSource {
   take(limit: number, now: number): Promise<readonly AdmittedWork[]>;
   /** Feedback after a committed job: telemetry for the lanes, new inputs for the seed pool. */
   observe(feedback: JobFeedback, now: number): void;
+  /**
+   * Shared traces (docs/campaign.md "Shared traces"), for a source that makes trace runs: the lanes
+   * learn another coordinator's trace of the job's input (no run of ours, so no yield to count)...
+   */
+  adoptTrace?(job: CoordinatorJob, workId: string, telemetry: Telemetry, now: number): void;
+  /** ...and an input whose trace another coordinator is making right now is offered again later. */
+  deferTrace?(job: CoordinatorJob, now: number): void;
 }
 
 export interface JobFeedback {
@@ -304,7 +319,7 @@ export interface ResultCommits {
    * resolves with the manifest to store with `beginCommit` and the findings' bytes. Throws on
    * failure; then no manifest exists.
    */
-  stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult>;
+  stage(workId: string, items: readonly FindingItem[], info: StageInfo): Promise<StagedResult>;
   /**
    * Publishes into this coordinator's queue and marks the record done, iff it is committing with
    * `token` (`completed`); `already` when it is done with `token`, `stale` / `corrupt` otherwise.
@@ -319,6 +334,12 @@ export interface ResultCommits {
    * Throws `ERR_COMMIT_MANIFEST` or `ERR_STAGED_FINDING`.
    */
   load(workId: string, commit: unknown): Promise<StagedResult>;
+  /**
+   * The trace a done trace run's stored manifest names (docs/campaign.md "Shared traces"), its size
+   * and SHA-256 verified; `undefined` when the manifest names none. Throws `ERR_COMMIT_MANIFEST` or
+   * `ERR_STAGED_FINDING`.
+   */
+  loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined>;
   /** Removes a finished result's staged files (best effort: leftovers are swept). */
   discard(manifest: CommitManifest): Promise<void>;
   /** Removes staged files of work that is `done`; resolves with how many. */

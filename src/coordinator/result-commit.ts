@@ -4,7 +4,7 @@
  *
  *   aborted / lease lost ──▶ roll back                                    (`aborted`)
  *   set-up failure ───────▶ roll back, count the streak                   (`abandoned`)
- *   otherwise: stage ──▶ beginCommit(manifest) ──▶ publish + done (fenced) ──▶ discard staged
+ *   otherwise: stage (a trace run: with its trace) ──▶ beginCommit(manifest) ──▶ publish + done (fenced) ──▶ discard staged
  *              ──▶ release target group (with the answers) and local reservation ──▶ count, feed back, journal
  *
  * Contract:
@@ -35,6 +35,7 @@ import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
 import { isSetupFailure } from './setup-failures.js';
 import { answeredMembers } from '../scheduler/target-ledger.js';
+import { telemetryToJson } from '../scheduler/telemetry.js';
 
 /**
  * Test hooks: awaited at exact points of the lifecycle so a test can hold (or kill) a coordinator
@@ -88,9 +89,11 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
 
   let staged: StagedResult;
   try {
+    const trace = sharedTraceOf(job, outcome);
     staged = await ctx.commits.stage(active.workId, findingItems(ctx, active, outcome), {
       status: outcome.status as CommitStatus,
       source: sourceIdOf(path.basename(job.inputPath)),
+      ...(trace !== undefined ? { trace } : {}),
     });
   } catch (error) {
     counters.stagingFailures++;
@@ -197,6 +200,16 @@ async function publishCommitted(ctx: ResultCommitContext, active: ActiveJob, sta
   else countPublished(ctx, outcome.entries, active.work.job);
   await discardStaged(ctx.commits, staged, active.logger);
   return [...outcome.entries];
+}
+
+/**
+ * What a trace run leaves for every coordinator of the campaign (docs/campaign.md "Shared
+ * traces"): its telemetry in wire form, when the run ended `ok` with telemetry. Any other run,
+ * and a trace that crashed, timed out or wrote no telemetry, shares nothing.
+ */
+function sharedTraceOf(job: CoordinatorJob, outcome: SolverOutcome): Uint8Array | undefined {
+  if (job.mode !== 'trace' || outcome.status !== 'ok' || outcome.telemetry === undefined) return undefined;
+  return new TextEncoder().encode(JSON.stringify(telemetryToJson(outcome.telemetry)));
 }
 
 /** What a result publishes: interesting, crashing and hanging inputs, and a crashing/hanging parent. */

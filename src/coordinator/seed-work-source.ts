@@ -16,6 +16,7 @@
  * re-import of them (`sync:` entries) is not run again.
  */
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler, WorkSource } from './ports.js';
+import type { Telemetry } from '../scheduler/telemetry.js';
 import type { AflQueueReader } from '../triage/afl-queue.js';
 import { FirstRunBandit, type YieldFigures } from './first-run-bandit.js';
 
@@ -37,15 +38,23 @@ interface SeedWorkSourceOptions {
    * `auto`: each input's first run chosen by measured yield (`FirstRunBandit`). Default `full`.
    */
   readonly firstRun?: 'trace' | 'full' | 'auto';
-  /** The coordinator id trace runs are made for (`CoordinatorJob.tracer`). */
-  readonly tracer?: string;
 }
 
 /** The most branches a trace run's wanted set holds (the preload library reads at most this many). */
 const MAX_WANTED = 256;
 
-/** An input's first run: untargeted, solving everything (`full`) or nothing (`trace`). */
-export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full', tracer?: string): CoordinatorJob {
+/**
+ * How long an input whose trace another coordinator is making waits before it is offered again,
+ * ms: the first delay, doubled at each refusal up to the last (docs/campaign.md "Shared traces").
+ */
+export const TRACE_RETRY_FIRST_MS = 1000;
+export const TRACE_RETRY_MAX_MS = 30_000;
+
+/**
+ * An input's first run: untargeted, solving everything (`full`) or nothing (`trace`). A trace run
+ * names no coordinator: its work is the campaign's, one trace per input (docs/campaign.md "Shared traces").
+ */
+export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'full'): CoordinatorJob {
   return {
     inputPath: seed.path,
     inputSha256: seed.sha256,
@@ -54,7 +63,7 @@ export function untargetedJob(seed: SeedInput, firstRun: 'trace' | 'full' = 'ful
     group: [],
     origin: seed.origin,
     depth: seed.depth,
-    ...(firstRun === 'trace' ? { mode: 'trace' as const, ...(tracer !== undefined ? { tracer } : {}) } : {}),
+    ...(firstRun === 'trace' ? { mode: 'trace' as const } : {}),
   };
 }
 
@@ -71,7 +80,10 @@ export class SeedWorkSource implements WorkSource {
   readonly #aflPollMs: number;
   readonly #firstRun: 'trace' | 'full' | 'auto';
   readonly #bandit = new FirstRunBandit();
-  readonly #tracer: string | undefined;
+  /** Inputs whose trace another coordinator is making, by digest: when to offer them again, and the next delay. */
+  readonly #deferred = new Map<string, { seed: SeedInput; dueMs: number }>();
+  /** The last delay of each input put off so far (cleared once its trace is ours or adopted). */
+  readonly #traceDelays = new Map<string, number>();
   #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: SeedWorkSourceOptions) {
@@ -85,12 +97,11 @@ export class SeedWorkSource implements WorkSource {
     this.#schedulerShare = share;
     this.#aflPollMs = options.aflPollMs ?? 500;
     this.#firstRun = options.firstRun ?? 'full';
-    this.#tracer = options.tracer;
   }
 
-  /** Inputs waiting to be run untargeted. */
+  /** Inputs waiting to be run untargeted (those put off for a trace made elsewhere included). */
   get backlog(): number {
-    return this.#seeds.length + this.#feedback.length;
+    return this.#seeds.length + this.#feedback.length + this.#deferred.size;
   }
 
   async take(limit: number, now: number): Promise<readonly AdmittedWork[]> {
@@ -110,6 +121,13 @@ export class SeedWorkSource implements WorkSource {
     }
     while (out.length < limit && this.#feedback.length > 0) out.push(this.#untargeted(this.#feedback.shift()!, now));
     while (out.length < limit && this.#seeds.length > 0) out.push(this.#untargeted(this.#seeds.shift()!, now));
+    for (const [digest, waiting] of this.#deferred) {
+      if (out.length >= limit) break;
+      if (waiting.dueMs > now) continue;
+      // Offered once; a refusal of this claim defers it again with the next delay (#traceDelays).
+      this.#deferred.delete(digest);
+      out.push(this.#untargeted(waiting.seed, now));
+    }
     // A queue scan lists and stats every entry: rate-limited, like AFL++'s own sync.
     if (out.length < limit && this.#afl && now - this.#lastAflScanMs >= this.#aflPollMs) {
       this.#lastAflScanMs = now;
@@ -129,9 +147,32 @@ export class SeedWorkSource implements WorkSource {
     // Our own fresh findings reach new code fastest: a prefetched job gives way to one of them.
     const priority = seed.origin === 'feedback' ? { priority: 1 } : {};
     const firstRun = !this.#scheduler ? 'full' : this.#firstRun === 'auto' ? this.#bandit.choose() : this.#firstRun;
-    const job = untargetedJob(seed, firstRun, this.#tracer);
+    const job = untargetedJob(seed, firstRun);
     const wanted = job.mode === 'trace' ? (this.#scheduler?.wantedFor?.(seed.sha256, MAX_WANTED) ?? []) : [];
     return { job: wanted.length > 0 ? { ...job, wanted } : job, owner: this.#owner, ...priority };
+  }
+
+  /**
+   * Another coordinator's trace of `job`'s input: the lanes learn it as they learn one of ours. No
+   * run of ours happened, so the first-run yield is not touched and nothing is published.
+   */
+  adoptTrace(job: CoordinatorJob, workId: string, telemetry: Telemetry, now: number): void {
+    this.#forgetDeferral(job.inputSha256);
+    this.#scheduler?.observe({ job, workId, status: 'ok', telemetry, findings: [] }, now);
+  }
+
+  /** `job`'s input is being traced elsewhere: offered again after a delay that doubles per refusal. */
+  deferTrace(job: CoordinatorJob, now: number): void {
+    const last = this.#traceDelays.get(job.inputSha256);
+    const delayMs = last === undefined ? TRACE_RETRY_FIRST_MS : Math.min(last * 2, TRACE_RETRY_MAX_MS);
+    this.#traceDelays.set(job.inputSha256, delayMs);
+    const seed = { path: job.inputPath, sha256: job.inputSha256, depth: job.depth, origin: originOf(job.origin) };
+    this.#deferred.set(job.inputSha256, { seed, dueMs: now + delayMs });
+  }
+
+  #forgetDeferral(digest: string): void {
+    this.#deferred.delete(digest);
+    this.#traceDelays.delete(digest);
   }
 
   /** Measured yield of full and directed runs (directed counts trace runs too) and the full share now. */
@@ -140,6 +181,7 @@ export class SeedWorkSource implements WorkSource {
   }
 
   observe(feedback: JobFeedback, now: number): void {
+    this.#forgetDeferral(feedback.job.inputSha256);
     const depth = feedback.job.depth + 1;
     const directed = feedback.job.mode === 'trace' || feedback.job.group.length > 0;
     // Equal CPU is what the split trades: a run's cost is its machine time, not only the solver's
@@ -158,3 +200,7 @@ export class SeedWorkSource implements WorkSource {
   }
 }
 
+/** A job's origin as a seed's (a recovered job's input came from AFL++'s queue or our own findings). */
+function originOf(origin: string): SeedInput['origin'] {
+  return origin === 'seed' || origin === 'feedback' ? origin : 'afl';
+}

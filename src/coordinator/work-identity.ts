@@ -1,7 +1,8 @@
 /**
  * Exact work identity (docs/lease-format.md "Paths"): the SHA-256 of the canonical JSON
  * (src/lease/canonical-json.ts) of everything that decides what a solver run computes — the
- * input's digest, the primary target, the actions, and for a trace run its mode and tracer. The
+ * input's digest, the primary target, the actions, and for a trace run its mode (and, in work of
+ * older versions, its tracer). The
  * input's path is deliberately not part of it: the same bytes reached through two queue entries
  * are the same work. The payload stored with a work lease (`workPayloadOf`) carries the path as
  * well, so another coordinator can take the work over after this one dies.

@@ -71,7 +71,7 @@ export class IoClient {
     return this.request({ kind: 'releaseGroups', claims, nowMs });
   }
 
-  claimWork(workId: string, payload: object, nowMs: number, options: { readonly worker?: number; readonly leaseTtlMs?: number } = {}): Promise<IoAnswer<'claim'>> {
+  claimWork(workId: string, payload: object, nowMs: number, options: { readonly worker?: number; readonly leaseTtlMs?: number; readonly doneCommit?: boolean } = {}): Promise<IoAnswer<'claim'>> {
     return this.request({ kind: 'claim', workId, payload, nowMs, ...options });
   }
 

@@ -10,6 +10,7 @@
  * as the reason `error` (`failed` in the I/O thread's batch answer, with the error's code).
  */
 import type { ClaimResult, GroupClaimResult } from './lease-results.js';
+import type { JsonObject } from './lease-record.js';
 
 /** A claim that holds: `token` fences every later mutation of what was claimed. */
 export interface ClaimGranted {
@@ -33,6 +34,14 @@ export interface ClaimRefused<R extends string = ClaimRefusalReason> {
   readonly detail?: string;
   /** `answered` refusals: the members answered on the claim's input. */
   readonly answered?: readonly bigint[];
+  /** `done` refusals: who finished the work, and its commit manifest when the claim asked for it (`doneCommit`). */
+  readonly finished?: FinishedWork;
+}
+
+/** The finished work a `done` refusal names. */
+export interface FinishedWork {
+  readonly owner: string;
+  readonly commit?: JsonObject;
 }
 
 /** The outcome of one claim as the scheduler's and the coordinator's ports see it. */
@@ -40,12 +49,15 @@ export type ClaimOutcome = ClaimGranted | ClaimRefused;
 
 /**
  * A work table's claim as a port outcome: a `done` holder refuses with `done` (the work needs no
- * run), any other holder with `conflict`. The table's detail is dropped.
+ * run) and names who finished it (with its manifest, when the claim asked), any other holder with
+ * `conflict`. The rest of the table's detail is dropped.
  */
 export function workClaimOutcome(result: ClaimResult): ClaimOutcome {
   if (result.ok) return { ok: true, token: result.token };
   if (result.reason === 'corrupt') return { ok: false, reason: 'corrupt' };
-  return { ok: false, reason: result.holder.status === 'done' ? 'done' : 'conflict' };
+  const { holder } = result;
+  if (holder.status !== 'done') return { ok: false, reason: 'conflict' };
+  return { ok: false, reason: 'done', finished: { owner: holder.owner, ...(holder.commit !== undefined ? { commit: holder.commit } : {}) } };
 }
 
 /** A target table's group claim as a port outcome; the table's detail is dropped. */

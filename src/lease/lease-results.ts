@@ -14,6 +14,8 @@ export interface LeaseHolder {
   readonly status: LeaseStatus;
   readonly owner: string;
   readonly updatedMs: number;
+  /** A `done` work record's commit manifest, when the claim asked for it (`doneCommit`) and the record has one. */
+  readonly commit?: JsonObject;
 }
 
 /** A corrupt record met by an operation (it was left untouched). */

@@ -32,6 +32,12 @@ export interface WorkClaimOptions extends ClaimIdentity {
    * carries no TTL of its own; a record with a stored TTL is judged by that. Default: the table TTL.
    */
   readonly leaseTtlMs?: number;
+  /**
+   * A claim refused by a `done` record answers with that record's commit manifest
+   * (`holder.commit`): what the finished work left for the others, such as a trace (docs/campaign.md
+   * "Shared traces"). Default false: a refusal carries no manifest.
+   */
+  readonly doneCommit?: boolean;
 }
 
 /**

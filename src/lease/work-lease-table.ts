@@ -60,7 +60,7 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
    * Claim contract. Pre: valid id, payload, owner, worker, `nowMs`, optional TTL (else throws,
    * before any I/O). Under the lock: corrupt → `corrupt`; done, committing, or leased and not yet
    * expired under the holder's stored TTL (`expiryOf` in lease-record.ts; TTL 0 forces) →
-   * `conflict`; otherwise a brand-new leased record is written (attempts+1, steals+1 if the owner
+   * `conflict` (with `doneCommit`, a done holder's commit manifest in `holder.commit`); otherwise a brand-new leased record is written (attempts+1, steals+1 if the owner
    * changed) carrying this claimer's TTL, and its token returned. Failure: zero mutation before
    * publication; `LeaseIoError` after restore otherwise.
    */
@@ -75,6 +75,8 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
     // The TTL this holder promises to renew within; a forced takeover (TTL 0) holds under the table's.
     const holderTtlMs = ttlMs > 0 ? ttlMs : this.options.leaseTtlMs;
     const skewMs = this.options.maxClockSkewMs;
+    const doneCommit = options.doneCommit ?? false;
+    if (typeof doneCommit !== 'boolean') throw invalidOption('doneCommit', 'a boolean', doneCommit);
     const token = makeToken(owner, worker, nowMs);
     return {
       name: 'claim',
@@ -84,7 +86,8 @@ export class FencedWorkLeaseTable extends LeaseTableBase implements WorkLeaseSto
         if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: corruptOf(workId, read) };
         const previous = read.state === 'valid' ? read.record : undefined;
         if (previous && (previous.status !== 'leased' || isActiveLease(previous, nowMs, ttlMs, skewMs))) {
-          return { ok: false, reason: 'conflict', holder: { id: workId, status: previous.status, owner: previous.owner, updatedMs: previous.updatedMs } };
+          const commit = doneCommit && previous.status === 'done' ? previous.commit : undefined;
+          return { ok: false, reason: 'conflict', holder: { id: workId, status: previous.status, owner: previous.owner, updatedMs: previous.updatedMs, ...(commit !== undefined ? { commit } : {}) } };
         }
         const counters = claimCounters(previous, owner);
         view.put({ schema: 1, kind: 'work', id: workId, status: 'leased', payload: stored, owner, worker, token, updatedMs: nowMs, leaseTtlMs: holderTtlMs, ...counters });

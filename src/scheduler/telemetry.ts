@@ -267,7 +267,11 @@ function parseAnswers(raw: unknown): ForkAnswer[] {
   });
 }
 
-/** Serialises telemetry back to the wire form (ids as decimal strings). */
+/**
+ * Serialises telemetry back to the wire form (ids as decimal strings); `parseTelemetry` reads it
+ * back to an equal value. `generatedFor` goes out as `generatedBy` rows without file names or
+ * sites (`["", id, "0"]`), which parse back to the same ids.
+ */
 export function telemetryToJson(t: Telemetry): Record<string, unknown> {
   return {
     schema: t.schema,
@@ -278,6 +282,7 @@ export function telemetryToJson(t: Telemetry): Record<string, unknown> {
     openBranches: t.openBranches.map((b) => b.toString()),
     counters: { ...t.counters },
     ...(t.preload !== undefined ? { preload: { ...t.preload } } : {}),
+    ...(t.generatedFor !== undefined ? { generatedBy: t.generatedFor.map((b) => ['', b.toString(), '0']) } : {}),
     ...(t.answers !== undefined ? { answers: t.answers.map((a) => [a.branch.toString(), a.status, a.solverTimeUs, a.cpuUs, a.files]) } : {}),
   };
 }

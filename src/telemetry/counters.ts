@@ -40,6 +40,15 @@ export interface CampaignCounters {
    * coordinator of the campaign (docs/leases.md "Shared answers"): questions not asked twice.
    */
   answeredElsewhere: number;
+  /**
+   * Shared traces (docs/campaign.md "Shared traces"): inputs whose trace another coordinator of the
+   * campaign had already made, learned from its stored trace instead of tracing again; stored
+   * traces that could not be read or parsed (the input is then not traced by us either); and trace
+   * claims put off because another coordinator was tracing the input at that moment.
+   */
+  tracesAdopted: number;
+  traceAdoptFailures: number;
+  tracesDeferred: number;
   /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
   dispatchRollbacks: number;
   /** Expired work of other coordinators taken over. */
@@ -151,6 +160,9 @@ export function createCounters(): CampaignCounters {
     conflicts: 0,
     backFills: 0,
     answeredElsewhere: 0,
+    tracesAdopted: 0,
+    traceAdoptFailures: 0,
+    tracesDeferred: 0,
     dispatchRollbacks: 0,
     leaseSteals: 0,
     leaseExpiries: 0,
@@ -263,6 +275,9 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'aflImported',
   'aflMergedEdges',
   'answeredElsewhere',
+  'tracesAdopted',
+  'traceAdoptFailures',
+  'tracesDeferred',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -20,9 +20,11 @@ import type {
   SolverPort,
   SolverPortTask,
   TargetLeasePort,
+  WorkClaimAsk,
   WorkLeasePort,
   WorkSource,
 } from '../../src/coordinator/ports.js';
+import type { JsonObject } from '../../src/lease/lease-record.js';
 import type { CommitRecordTable, CommitRecordView } from './memory-result-commits.js';
 
 export class ManualClock implements Clock {
@@ -62,12 +64,15 @@ export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
     private readonly owner = 'me',
   ) {}
 
-  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
+  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number, options: WorkClaimAsk = {}): Promise<ClaimOutcome> {
     this.calls.push(`claim ${workId.slice(0, 8)}`);
     if (this.claimFailure === 'error') throw new Error('injected claim I/O error');
     if (this.claimFailure) return { ok: false, reason: this.claimFailure };
     const rec = this.records.get(workId);
-    if (rec && rec.status === 'done') return { ok: false, reason: 'done' };
+    if (rec && rec.status === 'done') {
+      const commit = options.doneCommit === true && rec.commit !== undefined ? { commit: rec.commit as JsonObject } : {};
+      return { ok: false, reason: 'done', finished: { owner: rec.owner ?? this.owner, ...commit } };
+    }
     if (rec && (rec.status === 'committing' || now - rec.updatedMs < this.ttlMs)) return { ok: false, reason: 'conflict' };
     const token = newToken(this.owner);
     const owner = typeof payload['coordinator'] === 'string' ? payload['coordinator'] : this.owner;

@@ -10,13 +10,16 @@
  *   its findings into this coordinator's queue — de-duplicated by content per directory, as the
  *   queue publisher does — and becomes `done` in the same step; `already` / `stale` / `live` else;
  * - `load` validates the stored manifest and verifies every staged copy (`ERR_COMMIT_MANIFEST`,
- *   `ERR_STAGED_FINDING` with reason `missing` / `mismatch`), `discard` and `sweep` remove copies.
+ *   `ERR_STAGED_FINDING` with reason `missing` / `mismatch`), `discard` and `sweep` remove copies;
+ * - a trace run's trace is kept apart (`traces`), never discarded or swept, and `loadTrace`
+ *   verifies it like a staged copy.
  *
  * Several instances may share one table and one staging store (`peer()`): each is one
  * coordinator with its own queue, as coordinators sharing a lease directory are.
  */
 import { createHash } from 'node:crypto';
-import { buildCommitManifest, parseCommitManifest, parseStagedName, stagedName, type CommitManifest, type CommitStatus } from '../../src/commit/commit-manifest.js';
+import { buildCommitManifest, parseCommitManifest, parseStagedName, stagedName, type CommitManifest } from '../../src/commit/commit-manifest.js';
+import type { StageInfo } from '../../src/commit/staged-findings.js';
 import type { CommitFinding, CommitOutcome, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../../src/coordinator/ports.js';
 import { StagedFindingError } from '../../src/errors.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
@@ -83,6 +86,8 @@ export class MemoryResultCommits implements ResultCommits {
   readonly calls: string[];
   /** Staged copies by `<workId>.<sha256>`, shared with every `peer()`. */
   readonly staged: Map<string, Uint8Array>;
+  /** Shared traces by `<workId>.<sha256>`, shared with every `peer()`. */
+  readonly traces: Map<string, Uint8Array>;
   /** Make the next `stage` calls throw (no manifest, nothing staged). */
   stageError = false;
   /** Make the next `publish` calls throw inside the lock (the record stays committing). */
@@ -98,19 +103,20 @@ export class MemoryResultCommits implements ResultCommits {
   /** Content already in each directory (the queue publisher de-duplicates by digest). */
   readonly #present = { queue: new Set<string>(), crashes: new Set<string>(), hangs: new Set<string>() };
 
-  constructor(table: CommitRecordTable, options: MemoryResultCommitsOptions = {}, staged = new Map<string, Uint8Array>()) {
+  constructor(table: CommitRecordTable, options: MemoryResultCommitsOptions = {}, staged = new Map<string, Uint8Array>(), traces = new Map<string, Uint8Array>()) {
     this.#table = table;
     this.#readFile = options.readFile ?? ((path) => new TextEncoder().encode(path));
     this.calls = options.log ?? [];
     this.staged = staged;
+    this.traces = traces;
   }
 
   /** Another coordinator over the same table and staging store, with its own queue. */
   peer(options: MemoryResultCommitsOptions = {}): MemoryResultCommits {
-    return new MemoryResultCommits(this.#table, { readFile: this.#readFile, ...options }, this.staged);
+    return new MemoryResultCommits(this.#table, { readFile: this.#readFile, ...options }, this.staged, this.traces);
   }
 
-  async stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {
+  async stage(workId: string, items: readonly FindingItem[], info: StageInfo): Promise<StagedResult> {
     this.calls.push(`stage ${items.length}`);
     if (this.stageError) throw Object.assign(new Error('injected staging failure'), { code: 'ERR_PUBLISH' });
     const findings: CommitFinding[] = [];
@@ -123,7 +129,9 @@ export class MemoryResultCommits implements ResultCommits {
       findings.push({ kind: item.kind, bytes, sha256: digest });
     }
     for (const f of findings) this.staged.set(stagedName(workId, f.sha256), f.bytes);
-    const manifest = buildCommitManifest(workId, info.status, info.source, findings.map((f) => ({ kind: f.kind, sha256: f.sha256, size: f.bytes.length })));
+    const trace = info.trace !== undefined ? { sha256: sha256Hex(info.trace), size: info.trace.length } : undefined;
+    if (trace !== undefined) this.traces.set(stagedName(workId, trace.sha256), info.trace!);
+    const manifest = buildCommitManifest(workId, info.status, info.source, findings.map((f) => ({ kind: f.kind, sha256: f.sha256, size: f.bytes.length })), trace);
     return { manifest, findings };
   }
 
@@ -173,6 +181,15 @@ export class MemoryResultCommits implements ResultCommits {
       findings.push({ kind: item.kind, bytes, sha256: item.sha256 });
     }
     return { manifest, findings };
+  }
+
+  async loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined> {
+    const { trace } = parseCommitManifest(commit, workId);
+    if (trace === undefined) return undefined;
+    const bytes = this.traces.get(stagedName(workId, trace.sha256));
+    if (bytes === undefined) throw new StagedFindingError(`trace ${trace.path} is missing`, { workId, sha256: trace.sha256, reason: 'missing' });
+    if (bytes.length !== trace.size || sha256Hex(bytes) !== trace.sha256) throw new StagedFindingError(`trace ${trace.path} does not hold its bytes`, { workId, sha256: trace.sha256, reason: 'mismatch' });
+    return bytes;
   }
 
   async discard(manifest: CommitManifest): Promise<void> {

@@ -47,10 +47,11 @@ describe('WorkLeaseAdapter over FencedWorkLeaseTable', () => {
     const token = claim.ok ? claim.token : '';
     expect([...(await mine.heartbeatMany(new Map([[id, token], [sha('nope'), 'x:1']]), 3_000))]).toEqual([sha('nope')]);
     expect(await mine.beginCommit(id, 'stale-token', 3_000)).toBe(false);
-    expect(await mine.beginCommit(id, token, 3_000)).toBe(true);
+    expect(await mine.beginCommit(id, token, 3_000, { schema: 'manifest' })).toBe(true);
     expect(await mine.abandon(id, token)).toBe(false); // committing cannot be abandoned
     expect(await mine.complete(id, token, 3_500)).toBe(true);
-    expect(await theirs.claim(id, workPayloadOf(job), 1_000_000)).toEqual({ ok: false, reason: 'done' });
+    expect(await theirs.claim(id, workPayloadOf(job), 1_000_000)).toEqual({ ok: false, reason: 'done', finished: { owner: 'me' } });
+    expect(await theirs.claim(id, workPayloadOf(job), 1_000_000, { doneCommit: true })).toEqual({ ok: false, reason: 'done', finished: { owner: 'me', commit: { schema: 'manifest' } } });
   });
 
   it('hands out expired work with its payload, which another owner can then claim', async () => {

@@ -46,9 +46,10 @@ describe('lease ports over the I/O thread', () => {
     const token = claim.ok ? claim.token : '';
     expect(await work.claim(id, workPayloadOf(job), T0 + 1_000)).toEqual({ ok: false, reason: 'conflict' });
     expect([...(await work.heartbeatMany(new Map([[id, 'stale:1']]), T0 + 1_000))]).toEqual([id]);
-    expect(await work.beginCommit(id, token, T0 + 2_000)).toBe(true);
+    expect(await work.beginCommit(id, token, T0 + 2_000, { schema: 'manifest' })).toBe(true);
     expect(await work.complete(id, token, T0 + 2_000)).toBe(true);
-    expect(await work.claim(id, workPayloadOf(job), T0 + 10_000_000)).toEqual({ ok: false, reason: 'done' });
+    expect(await work.claim(id, workPayloadOf(job), T0 + 10_000_000)).toEqual({ ok: false, reason: 'done', finished: { owner: 'me' } });
+    expect(await work.claim(id, workPayloadOf(job), T0 + 10_000_000, { doneCommit: true })).toEqual({ ok: false, reason: 'done', finished: { owner: 'me', commit: { schema: 'manifest' } } });
   });
 
   it('re-claims a group the scheduler reserved locally under its own owner, and releases it from the mirror', async () => {

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { optionsFromEnv } from '../../src/config/schema.js';
-import { STAGED_DIR } from '../../src/commit/commit-manifest.js';
+import { STAGED_DIR, TRACES_DIR } from '../../src/commit/commit-manifest.js';
 import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
 import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd/etcd-connection.js';
@@ -207,8 +207,8 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     const options = LEASE_TABLE_OPTIONS.resolve(base(prefix));
     const rootA = await tempRoot();
     const rootB = await tempRoot();
-    const hostA = await EtcdStagedFindings.open(options, path.join(rootA, STAGED_DIR));
-    const hostB = await EtcdStagedFindings.open(options, path.join(rootB, STAGED_DIR));
+    const hostA = await EtcdStagedFindings.open(options, rootA);
+    const hostB = await EtcdStagedFindings.open(options, rootB);
     try {
       const stagerA = await StagedFindings.open(rootA, hostA, hostA.readFile);
       const stagerB = await StagedFindings.open(rootB, hostB, hostB.readFile);
@@ -218,12 +218,37 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const staged = await stagerA.stage(workId, [{ kind: 'queue', content: Buffer.from('finding one') }, { kind: 'crashes', content: { path: solverOutput } }], { status: 'ok', source: '000012' });
       const loaded = await stagerB.load(workId, staged.manifest);
       expect(loaded.findings.map((f) => Buffer.from(f.bytes).toString())).toEqual(['finding one', 'from a file']);
-      expect((await hostB.listDir()).sort()).toEqual(staged.manifest.items.map((i) => path.basename(i.path)).sort());
+      expect((await hostB.listDir(path.join(rootB, STAGED_DIR))).sort()).toEqual(staged.manifest.items.map((i) => path.basename(i.path)).sort());
       expect(await stagerB.discard(staged.manifest)).toBe(2);
       expect(await codeOfAsync(stagerB.load(workId, staged.manifest))).toBe('ERR_STAGED_FINDING');
       const huge = new Uint8Array(MAX_ETCD_STAGED_BYTES + 1);
       expect(await codeOfAsync(stagerA.stage(workId, [{ kind: 'queue', content: huge }], { status: 'ok', source: '000012' }))).toBe('ERR_STAGED_FINDING_TOO_LARGE');
-      expect(await hostA.listDir()).toEqual([]);
+      expect(await hostA.listDir(path.join(rootA, STAGED_DIR))).toEqual([]);
+    } finally {
+      await hostA.close();
+      await hostB.close();
+    }
+  });
+
+  it('keeps a trace run\'s trace in etcd for a coordinator on another host, after its findings are discarded', async () => {
+    const prefix = nextPrefix();
+    const options = LEASE_TABLE_OPTIONS.resolve(base(prefix));
+    const rootA = await tempRoot();
+    const rootB = await tempRoot();
+    const hostA = await EtcdStagedFindings.open(options, rootA);
+    const hostB = await EtcdStagedFindings.open(options, rootB);
+    try {
+      const stagerA = await StagedFindings.open(rootA, hostA, hostA.readFile);
+      const stagerB = await StagedFindings.open(rootB, hostB, hostB.readFile);
+      const workId = workIdOf({ job: 'traced' });
+      const trace = Buffer.from('{"schema":"symfence-telemetry/1"}');
+      const staged = await stagerA.stage(workId, [{ kind: 'queue', content: Buffer.from('found on the way') }], { status: 'ok', source: '000003', trace });
+      expect(staged.manifest.trace?.path).toBe(`${TRACES_DIR}/${workId}.${staged.manifest.trace?.sha256}`);
+      await stagerA.discard(staged.manifest);
+      expect(Buffer.from((await stagerB.loadTrace(workId, staged.manifest))!).toString()).toBe(trace.toString());
+      expect(await hostB.listDir(path.join(rootB, TRACES_DIR))).toEqual([path.basename(staged.manifest.trace!.path)]);
+      expect(await stagerB.sweep(new Set([workId]))).toBe(0);
+      expect(await stagerB.loadTrace(workId, staged.manifest)).toBeDefined();
     } finally {
       await hostA.close();
       await hostB.close();

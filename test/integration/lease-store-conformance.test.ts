@@ -3,7 +3,7 @@
  * (files; etcd against a real local etcd): all-or-nothing group claims, conflicts, fencing of stale
  * tokens, committing records never taken over, corrupt records failing closed and left untouched,
  * the holder's TTL deciding expiry, per-operation batch outcomes, exactly-once replay between
- * racing coordinators, and answers kept with released targets (a question answered on an input is
+ * racing coordinators, a done record's manifest offered to a claim that asks, and answers kept with released targets (a question answered on an input is
  * refused on that input by every coordinator).
  */
 import { expect, it } from 'vitest';
@@ -117,6 +117,32 @@ describeEachStore('lease store conformance', (store) => {
       expect(await a.completeOnce(id, claim.token, { nowMs: 12 * S })).toBe('completed');
       expect(await a.completeOnce(id, claim.token, { nowMs: 13 * S })).toBe('already');
       expect(await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 10_000 * S, leaseTtlMs: 0 })).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'done' } });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('names a done record\'s manifest in a refused claim only when the claim asks for it (doneCommit)', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await work(root);
+      const b = await work(root);
+      const id = workIdOf({ job: 'traced' });
+      const manifest = { schema: 1, trace: { sha256: 'ab'.repeat(32), size: 3, path: `traces/${id}.${'ab'.repeat(32)}` } };
+      const claim = await a.claim(id, { job: 1 }, { owner: 'coord-a', nowMs: 10 * S });
+      if (!claim.ok) throw new Error('claim failed');
+      // While committing, the manifest is not offered: the work is not finished yet.
+      expect(await a.beginCommit(id, claim.token, { nowMs: 11 * S, commit: manifest })).toEqual({ ok: true });
+      const committing = await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 12 * S, doneCommit: true });
+      expect(committing).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'committing', owner: 'coord-a' } });
+      expect(committing.ok === false && committing.reason === 'conflict' ? committing.holder.commit : 'unset').toBeUndefined();
+      expect(await a.completeOnce(id, claim.token, { nowMs: 13 * S })).toBe('completed');
+      const asked = await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 14 * S, doneCommit: true });
+      expect(asked).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'done', owner: 'coord-a', commit: manifest } });
+      const plain = await b.claim(id, { job: 1 }, { owner: 'coord-b', nowMs: 14 * S });
+      expect(plain).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'done', owner: 'coord-a' } });
+      expect(plain.ok === false && plain.reason === 'conflict' ? Object.keys(plain.holder) : []).not.toContain('commit');
+      expect(() => b.planClaim(id, { job: 1 }, { owner: 'coord-b', nowMs: 14 * S, doneCommit: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
     } finally {
       await closeAll();
     }

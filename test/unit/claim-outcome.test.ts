@@ -9,8 +9,10 @@ describe('claim outcomes from the lease tables to the ports', () => {
     expect(workClaimOutcome({ ok: true, token: 't1', attempts: 2, steals: 1, previousOwner: 'c2' })).toEqual({ ok: true, token: 't1' });
   });
 
-  it('refuses a work claim held by a done record with done, and one held by a live or committing record with conflict', () => {
-    expect(workClaimOutcome({ ok: false, reason: 'conflict', holder: holder('done') })).toEqual({ ok: false, reason: 'done' });
+  it('refuses a work claim held by a done record with done naming who finished it, and one held by a live or committing record with conflict', () => {
+    expect(workClaimOutcome({ ok: false, reason: 'conflict', holder: holder('done') })).toEqual({ ok: false, reason: 'done', finished: { owner: 'c2' } });
+    // A done holder read with doneCommit carries its manifest: the refusal names it (a shared trace).
+    expect(workClaimOutcome({ ok: false, reason: 'conflict', holder: { ...holder('done'), commit: { schema: 'm' } } })).toEqual({ ok: false, reason: 'done', finished: { owner: 'c2', commit: { schema: 'm' } } });
     expect(workClaimOutcome({ ok: false, reason: 'conflict', holder: holder('leased') })).toEqual({ ok: false, reason: 'conflict' });
     expect(workClaimOutcome({ ok: false, reason: 'conflict', holder: holder('committing') })).toEqual({ ok: false, reason: 'conflict' });
     expect(workClaimOutcome({ ok: false, reason: 'corrupt', corrupt: { id: 'b'.repeat(64), detail: 'bad json' } })).toEqual({ ok: false, reason: 'corrupt' });

@@ -7,10 +7,12 @@ import {
   COMMIT_MANIFEST_SCHEMA,
   MAX_MANIFEST_ITEMS,
   MAX_STAGED_BYTES,
+  MAX_TRACE_BYTES,
   manifestJson,
   parseCommitManifest,
   parseStagedName,
   stagedRelativePath,
+  traceRelativePath,
 } from '../../src/commit/commit-manifest.js';
 import { codeOf } from '../helpers/error-code.js';
 
@@ -74,6 +76,36 @@ describe('commit manifest', () => {
   for (const [what, corrupt] of corruptions) {
     it(`fails closed with ERR_COMMIT_MANIFEST on ${what}`, () => {
       expect(codeOf(() => parseCommitManifest(corrupt(valid()), WORK))).toBe('ERR_COMMIT_MANIFEST');
+    });
+  }
+
+  function traced(): Record<string, any> {
+    return manifestJson(buildCommitManifest(WORK, 'ok', '000003', [], { sha256: SHA2, size: 40 })) as Record<string, any>;
+  }
+
+  it('names a trace run\'s shared trace under traces/, relative to the lease root, and round-trips it', () => {
+    const json = JSON.parse(JSON.stringify(traced())) as unknown;
+    expect(parseCommitManifest(json, WORK).trace).toEqual({ sha256: SHA2, size: 40, path: `traces/${WORK}.${SHA2}` });
+    expect(traceRelativePath(WORK, SHA2)).toBe(`traces/${WORK}.${SHA2}`);
+    expect('trace' in parseCommitManifest(valid(), WORK)).toBe(false);
+  });
+
+  const traceCorruptions: Array<[string, (t: Record<string, any>) => unknown]> = [
+    ['not an object', () => 'trace'],
+    ['null', () => null],
+    ['a missing size', (t) => ({ sha256: t.sha256, path: t.path })],
+    ['an extra key', (t) => ({ ...t, kind: 'queue' })],
+    ['a size over the trace cap', (t) => ({ ...t, size: MAX_TRACE_BYTES + 1 })],
+    ['a negative size', (t) => ({ ...t, size: -1 })],
+    ['a digest that is not 64 hex', (t) => ({ ...t, sha256: 'z'.repeat(64), path: `traces/${WORK}.${'z'.repeat(64)}` })],
+    ['a path under staged/', (t) => ({ ...t, path: stagedRelativePath(WORK, SHA2) })],
+    ['a path escaping the lease root', (t) => ({ ...t, path: `../traces/${WORK}.${SHA2}` })],
+    ['another work\'s trace', (t) => ({ ...t, path: traceRelativePath('c'.repeat(64), SHA2) })],
+  ];
+  for (const [what, corrupt] of traceCorruptions) {
+    it(`fails closed with ERR_COMMIT_MANIFEST on a trace that is ${what}`, () => {
+      const m = traced();
+      expect(codeOf(() => parseCommitManifest({ ...m, trace: corrupt(m.trace) }, WORK))).toBe('ERR_COMMIT_MANIFEST');
     });
   }
 

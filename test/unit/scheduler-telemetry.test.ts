@@ -59,6 +59,18 @@ describe('symfence-telemetry/1 parser', () => {
     expect(parseTelemetry(telemetryToJson(t))).toEqual(t);
   });
 
+  it('round-trips the preload fields: attributed branches, answers and the library report', () => {
+    const t = parseTelemetry(
+      mutate((x) => {
+        x.generatedBy = [['id-000001', '101', '7'], ['id-000002', '101', '7'], ['id-000003', '303', '9']];
+        x.answers = [['101', 'sat', 10, 20, 2], ['404', 'unsat', 5, 6, 0]];
+        x.preload = { mode: 'trace', events: 9, symbolicEvents: 4, solved: 0, skipped: 4, traceDropped: 0, openDropped: 0, earlyExit: false, cpuUs: 1234 };
+      }),
+    );
+    expect(t.generatedFor).toEqual([101n, 303n]);
+    expect(parseTelemetry(telemetryToJson(t))).toEqual(t);
+  });
+
   it('derives a difficulty in [0, 1]', () => {
     const d = difficultyOf(parseTelemetry(base()));
     expect(d).toBeGreaterThan(0);

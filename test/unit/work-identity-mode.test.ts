@@ -13,12 +13,17 @@ describe('work identity of trace-only runs', () => {
     expect(jobWorkId(trace)).not.toBe(jobWorkId(full));
   });
 
-  it('gives each coordinator its own trace of an input, and keeps the tracer through a payload', () => {
-    const mine = untargetedJob(seed, 'trace', 'c1');
-    const theirs = untargetedJob(seed, 'trace', 'c2');
-    expect(jobWorkId(mine)).not.toBe(jobWorkId(theirs));
-    expect(jobFromWorkPayload(workPayloadOf(mine)).tracer).toBe('c1');
-    expect(jobWorkId(jobFromWorkPayload(workPayloadOf(mine)))).toBe(jobWorkId(mine));
+  it('gives an input one trace per campaign: the trace work names no coordinator', () => {
+    const trace = untargetedJob(seed, 'trace');
+    expect(trace).not.toHaveProperty('tracer');
+    expect(workPayloadOf(trace)).not.toHaveProperty('tracer');
+  });
+
+  it('keeps the tracer of trace work written by an older version through a payload, so its id stays', () => {
+    const older = { ...untargetedJob(seed, 'trace'), tracer: 'c1' };
+    expect(jobWorkId(older)).not.toBe(jobWorkId(untargetedJob(seed, 'trace')));
+    expect(jobFromWorkPayload(workPayloadOf(older)).tracer).toBe('c1');
+    expect(jobWorkId(jobFromWorkPayload(workPayloadOf(older)))).toBe(jobWorkId(older));
   });
 
   it('keeps the ids of solving runs what they were (no mode field in their identity)', () => {

@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import { STAGED_DIR } from '../../commit/commit-manifest.js';
+import { STAGED_DIR, TRACES_DIR } from '../../commit/commit-manifest.js';
 import { nodeFsLayer } from '../../fs/fs-layer.js';
 import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
 import { LeaseCorruptError } from '../../errors.js';
@@ -59,7 +59,7 @@ interface TempsReport extends TempSweepReport {
 
 const STALE_TEMP_AGE_ENV = LEASE_TABLE_OPTIONS.specs.staleTempAgeMs.env;
 
-/** Every table's shard temps, and the staging temps of each lease root holding a table. */
+/** Every table's shard temps, and the staging and trace temps of each lease root holding a table. */
 async function sweepTemps(tables: readonly TableInspection[], nowMs: number, staleTempAgeMs: number): Promise<TempsReport> {
   const options = { nowMs, staleTempAgeMs, fsLayer: nodeFsLayer };
   let swept = 0;
@@ -69,7 +69,9 @@ async function sweepTemps(tables: readonly TableInspection[], nowMs: number, sta
     kept += r.kept;
   };
   for (const t of tables) add(await sweepLeaseTableTemps(t.root, options));
-  for (const leaseRoot of new Set(tables.map((t) => path.dirname(t.root)))) add(await sweepTempsIn(path.join(leaseRoot, STAGED_DIR), isStagedTempName, options));
+  for (const leaseRoot of new Set(tables.map((t) => path.dirname(t.root)))) {
+    for (const dir of [STAGED_DIR, TRACES_DIR]) add(await sweepTempsIn(path.join(leaseRoot, dir), isStagedTempName, options));
+  }
   return { swept, kept, staleTempAgeMs };
 }
 

@@ -104,7 +104,7 @@ function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<type
     publishCommitted: (...args) => io.publishCommitted(...args),
     snapshotRecords: (...args) => io.snapshotRecords(...args),
     ensureDir: () => staging.ensureDir(),
-    listDir: () => staging.listDir(),
+    listDir: (dir) => staging.listDir(dir),
     stageFiles: (dir, files) => staging.stageFiles(dir, files),
     removeFiles: (dir, names) => staging.removeFiles(dir, names),
   };
@@ -268,7 +268,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     const publisher = await QueuePublisher.open(context.outDir, new IoDurableWriter(io));
     // Findings are staged where every coordinator sharing the leases can replay them: under the
     // lease root, or with the etcd store in etcd (the lease root is this host's own there).
-    staging = store === 'etcd' ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), path.join(leaseRoot, STAGED_DIR)) : undefined;
+    staging = store === 'etcd' ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), leaseRoot) : undefined;
     const commits = await openResultCommits(io, leaseRoot, publisher, staging);
     pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
@@ -287,7 +287,6 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       ...(untargetedOnly ? {} : { scheduler: reservations }),
       ...(spec.initialSeeds ? { initialSeeds: spec.initialSeeds } : {}),
       firstRun: traceFirst ? context.options.firstRun : 'full',
-      tracer: context.coordinatorId,
       // A trace run finds nothing by itself: the directed runs that follow it get half the slots.
       ...(traceFirst ? { schedulerShare: 0.5 } : {}),
     });

@@ -15,7 +15,7 @@ import { claimOutcomeOfAnswer } from '../../io/io-adapters.js';
 import type { IoClient } from '../../io/io-thread.js';
 import { workClaimOutcome } from '../../lease/claim-outcome.js';
 import type { GroupAnswers } from '../../lease/table-contract.js';
-import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
+import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkClaimAsk, WorkLeasePort } from '../ports.js';
 
 /** Mirror owner for a re-claim whose group has no local reservation (recovered work uses its own). */
 const DEFAULT_MIRROR_OWNER = 1;
@@ -30,8 +30,9 @@ export class IoWorkLeases implements WorkLeasePort {
     private readonly leaseTtlMs?: number,
   ) {}
 
-  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    return workClaimOutcome(await this.client.claimWork(workId, payload, now, this.leaseTtlMs !== undefined ? { leaseTtlMs: this.leaseTtlMs } : {}));
+  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number, options: WorkClaimAsk = {}): Promise<ClaimOutcome> {
+    const ask = { ...(this.leaseTtlMs !== undefined ? { leaseTtlMs: this.leaseTtlMs } : {}), ...(options.doneCommit === true ? { doneCommit: true } : {}) };
+    return workClaimOutcome(await this.client.claimWork(workId, payload, now, ask));
   }
 
   async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {

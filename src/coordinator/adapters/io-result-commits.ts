@@ -4,8 +4,8 @@
  * the I/O thread's `publishCommitted`, which publishes and marks the record done under the
  * record's lock), and recovery scans of the work table.
  */
-import type { CommitManifest, CommitStatus } from '../../commit/commit-manifest.js';
-import { StagedFindings, type StagingClient } from '../../commit/staged-findings.js';
+import type { CommitManifest } from '../../commit/commit-manifest.js';
+import { StagedFindings, type StageInfo, type StagingClient } from '../../commit/staged-findings.js';
 import type { DirectoryFiles } from '../../io/io-requests.js';
 import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
 import { nodeFsLayer, type FsLayer } from '../../fs/fs-layer.js';
@@ -57,7 +57,7 @@ export class IoResultCommits implements ResultCommits {
     return new IoResultCommits(await StagedFindings.open(leaseRoot, client, ...(readFile ? [readFile] : [])), client, publisher, leaseRoot, temps);
   }
 
-  stage(workId: string, items: readonly FindingItem[], info: { readonly status: CommitStatus; readonly source: string }): Promise<StagedResult> {
+  stage(workId: string, items: readonly FindingItem[], info: StageInfo): Promise<StagedResult> {
     return this.staged.stage(workId, items, info);
   }
 
@@ -86,6 +86,10 @@ export class IoResultCommits implements ResultCommits {
 
   load(workId: string, commit: unknown): Promise<StagedResult> {
     return this.staged.load(workId, commit);
+  }
+
+  loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined> {
+    return this.staged.loadTrace(workId, commit);
   }
 
   async discard(manifest: CommitManifest): Promise<void> {

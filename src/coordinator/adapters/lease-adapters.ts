@@ -10,7 +10,7 @@ import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
 import { groupClaimOutcome, workClaimOutcome } from '../../lease/claim-outcome.js';
 import type { GroupAnswers } from '../../lease/table-contract.js';
 import type { ClaimAsk, SharedTargetClaims } from '../../scheduler/admission-ports.js';
-import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkLeasePort } from '../ports.js';
+import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkClaimAsk, WorkLeasePort } from '../ports.js';
 
 export class WorkLeaseAdapter implements WorkLeasePort {
   constructor(
@@ -18,8 +18,8 @@ export class WorkLeaseAdapter implements WorkLeasePort {
     private readonly owner: string,
   ) {}
 
-  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number): Promise<ClaimOutcome> {
-    return workClaimOutcome(await this.table.claim(workId, payload, { nowMs: now, owner: this.owner }));
+  async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number, options: WorkClaimAsk = {}): Promise<ClaimOutcome> {
+    return workClaimOutcome(await this.table.claim(workId, payload, { nowMs: now, owner: this.owner, ...(options.doneCommit === true ? { doneCommit: true } : {}) }));
   }
 
   async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {

@@ -8,6 +8,8 @@ export interface ClaimRequest {
   readonly payload: object;
   readonly worker?: number;
   readonly leaseTtlMs?: number;
+  /** A done record's commit manifest with the refusal (the table's `doneCommit`). */
+  readonly doneCommit?: boolean;
   readonly nowMs: number;
 }
 
@@ -21,6 +23,7 @@ export const claim: RequestKind<ClaimRequest, ClaimResult> = {
       worker: request.worker,
       nowMs: request.nowMs,
       ...(request.leaseTtlMs !== undefined ? { leaseTtlMs: request.leaseTtlMs } : {}),
+      ...(request.doneCommit === true ? { doneCommit: true } : {}),
     });
     return { target: [], work: [op], finish: (r) => unwrap<ClaimResult>(r.work[0]) };
   },

@@ -1,0 +1,68 @@
+/**
+ * Shared traces (docs/campaign.md "Shared traces"): one trace per input per campaign, not per
+ * coordinator. A trace run's work identity names no coordinator, so every coordinator of a
+ * campaign meets the same work id for an input's trace, and the work lease lets one of them run it.
+ * Its result commit stores the trace beside the record (the manifest's `trace`, under
+ * `<lease-root>/traces/`). What the others do when their trace claim is refused:
+ *
+ *   done, finished by another coordinator ──▶ load its trace (size and SHA-256 checked, telemetry
+ *                                             parsed strictly) ──▶ the lanes learn it  (`tracesAdopted`)
+ *   done, finished by us                  ──▶ nothing: our lanes learnt it when it ran (or from
+ *                                             the saved lane state)
+ *   conflict (another coordinator is      ──▶ the input is offered again later, with a growing
+ *   tracing it now, or died doing so)         delay, until the trace is done or its lease expires
+ *                                             and the claim takes it over    (`tracesDeferred`)
+ *
+ * A trace that cannot be read or parsed is counted (`traceAdoptFailures`) and logged; the input
+ * is not traced again (its work is done), so its branches are learned only from the runs that
+ * reach them. Nothing here throws.
+ */
+import type { Logger } from 'pino';
+import type { ClaimRefused } from '../lease/claim-outcome.js';
+import { parseTelemetry, type Telemetry } from '../scheduler/telemetry.js';
+import type { CampaignCounters } from '../telemetry/counters.js';
+import type { CoordinatorJob, ResultCommits } from './ports.js';
+
+/** Where an adopted trace goes and where a deferred trace waits (the work source). */
+export interface TraceSink {
+  /** The lanes learn another coordinator's trace of `job`'s input, as if the run had been ours. */
+  adoptTrace(job: CoordinatorJob, workId: string, telemetry: Telemetry, now: number): void;
+  /** `job`'s input is offered again later: its trace is being made elsewhere right now. */
+  deferTrace(job: CoordinatorJob, now: number): void;
+}
+
+export interface SharedTraceContext {
+  readonly coordinatorId: string;
+  readonly commits: Pick<ResultCommits, 'loadTrace'>;
+  readonly sink: TraceSink;
+  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred'>;
+  readonly log: Logger;
+}
+
+/** A refused trace claim (see the module comment). Resolves once the trace is adopted or put off. */
+export async function traceClaimRefused(ctx: SharedTraceContext, job: CoordinatorJob, workId: string, refusal: ClaimRefused, now: number): Promise<void> {
+  if (refusal.reason === 'conflict') {
+    ctx.counters.tracesDeferred++;
+    ctx.sink.deferTrace(job, now);
+    return;
+  }
+  const finished = refusal.reason === 'done' ? refusal.finished : undefined;
+  if (finished === undefined || finished.owner === ctx.coordinatorId || finished.commit === undefined) return;
+  let telemetry: Telemetry;
+  try {
+    const bytes = await ctx.commits.loadTrace(workId, finished.commit);
+    if (bytes === undefined) return; // the trace run crashed, timed out or wrote no telemetry
+    telemetry = parseTelemetry(new TextDecoder().decode(bytes));
+  } catch (error) {
+    ctx.counters.traceAdoptFailures++;
+    ctx.log.warn({ err: error, workId, tracer: finished.owner }, 'the shared trace of another coordinator is unreadable; not adopted');
+    return;
+  }
+  try {
+    ctx.sink.adoptTrace(job, workId, telemetry, now);
+    ctx.counters.tracesAdopted++;
+  } catch (error) {
+    ctx.counters.traceAdoptFailures++;
+    ctx.log.error({ err: error, workId }, 'feeding a shared trace to the lanes failed');
+  }
+}

@@ -1,0 +1,311 @@
+// Shared traces (docs/campaign.md "Shared traces"): one trace per input per campaign. The
+// coordinator that wins an input's trace claim stores the trace beside its result under
+// <lease-root>/traces/; another coordinator whose claim is refused by the done record loads it
+// (size and SHA-256 checked) and its lanes learn it without a run; one refused while the trace is
+// being made puts the input off and offers it again later. Real lease table, I/O service and result
+// commits on every store, in-process, on a fault-injecting filesystem layer; a fake solver and an
+// injected clock.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { readFile, readdir, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { MAX_TRACE_BYTES, TRACES_DIR } from '../../src/commit/commit-manifest.js';
+import { StagedFindings } from '../../src/commit/staged-findings.js';
+import { IoResultCommits } from '../../src/coordinator/adapters/io-result-commits.js';
+import { IoWorkLeases } from '../../src/coordinator/adapters/io-lease-adapters.js';
+import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordinator.js';
+import type { AdmittedWork, CoordinatorJob, SolverOutcome } from '../../src/coordinator/ports.js';
+import { SeedWorkSource, TRACE_RETRY_FIRST_MS, TRACE_RETRY_MAX_MS, untargetedJob } from '../../src/coordinator/seed-work-source.js';
+import { jobWorkId } from '../../src/coordinator/work-identity.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
+import { IoDurableWriter } from '../../src/io/io-adapters.js';
+import { IoService } from '../../src/io/io-service.js';
+import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
+import { parseTelemetry, telemetryToJson, type Telemetry } from '../../src/scheduler/telemetry.js';
+import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import { QueuePublisher } from '../../src/triage/queue-publisher.js';
+import { FakeReservations, FakeSolver, FakeSource, ManualClock, sha } from '../helpers/coordinator-fakes.js';
+import { LocalIoClient } from '../helpers/local-io-client.js';
+import { openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore, type LeaseStoreHooks } from '../helpers/lease-stores.js';
+import { telemetryJson } from '../unit/scheduler-fixtures.js';
+
+let currentStore: (LeaseStoreHooks & { options(): Record<string, unknown> }) | undefined;
+function storeOfTest(): LeaseStoreHooks & { options(): Record<string, unknown> } {
+  if (!currentStore) throw new Error('no lease store selected for this block');
+  return currentStore;
+}
+
+const TTL_MS = 10 * S;
+const T0 = 5_000_000;
+
+const TELEMETRY: Telemetry = parseTelemetry(
+  telemetryJson({
+    target: 0,
+    reached: false,
+    status: 'none',
+    trace: [[1, 2, 3, 4, 1, 0], [2, 5, 6, 7, 0, 1]],
+    open: [3, 6],
+    counters: { queries: 0, sat: 0, unsat: 0, unknown: 0, solverTimeUs: 0, generated: 0 },
+  }),
+);
+const TRACED: SolverOutcome = { status: 'ok', elapsedMs: 5, generated: [], telemetry: TELEMETRY };
+
+/** A work source that records what the shared traces hand it. */
+class TraceRecordingSource extends FakeSource {
+  readonly adopted: { job: CoordinatorJob; workId: string; telemetry: Telemetry }[] = [];
+  readonly deferred: CoordinatorJob[] = [];
+  adoptTrace(job: CoordinatorJob, workId: string, telemetry: Telemetry): void {
+    this.adopted.push({ job, workId, telemetry });
+  }
+  deferTrace(job: CoordinatorJob): void {
+    this.deferred.push(job);
+  }
+}
+
+interface Node {
+  readonly coordinator: Coordinator;
+  readonly solver: FakeSolver;
+  readonly source: TraceRecordingSource;
+  readonly counters: CampaignCounters;
+  readonly service: IoService;
+  readonly table: FencedWorkLeaseTable;
+  readonly fsLayer: FaultInjectingFsLayer;
+}
+
+async function startNode(leaseRoot: string, outDir: string, id: string, clock: ManualClock, hooks?: CoordinatorHooks): Promise<Node> {
+  const fsLayer = new FaultInjectingFsLayer();
+  const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync', ...storeOfTest().options() }, { fsLayer });
+  const service = await IoService.start({ coordinatorId: id, work: table, fsLayer, options: { fileBarrier: 'fsync' } }, T0);
+  const client = new LocalIoClient(service);
+  const publisher = await QueuePublisher.open(outDir, new IoDurableWriter(client));
+  const commits = await IoResultCommits.open(leaseRoot, client, publisher, { fsLayer });
+  const solver = new FakeSolver();
+  const source = new TraceRecordingSource([]);
+  const counters = createCounters();
+  const coordinator = new Coordinator(
+    { coordinatorId: id, workers: 1, workLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: true },
+    { clock, logger: silentLogger(), counters, workLeases: new IoWorkLeases(client), reservations: new FakeReservations(), solver, source, commits, ...(hooks ? { hooks } : {}) },
+  );
+  return { coordinator, solver, source, counters, service, table, fsLayer };
+}
+
+/** Where the inputs live (a crashing run publishes its parent, read from here). */
+let inputsDir = '';
+
+function traceJob(name: string): CoordinatorJob {
+  const file = path.join(inputsDir, name);
+  writeFileSync(file, name);
+  return untargetedJob({ path: file, sha256: sha(name), depth: 0, origin: 'afl' }, 'trace');
+}
+
+/** Runs `job` on `node` to its commit with `outcome`. */
+async function runToCommit(node: Node, job: CoordinatorJob, outcome: SolverOutcome): Promise<void> {
+  const runs = node.solver.runs.length;
+  node.source.queue.push({ job, owner: 1 } satisfies AdmittedWork);
+  await node.coordinator.tick();
+  await node.solver.started(runs + 1);
+  node.solver.runs.at(-1)!.resolve(outcome);
+  await node.coordinator.settled();
+}
+
+/** Offers `job` to `node`, whose claim is expected to be refused (no run starts). */
+async function offer(node: Node, job: CoordinatorJob): Promise<void> {
+  node.source.queue.push({ job, owner: 1 });
+  await node.coordinator.tick();
+  await node.coordinator.settled();
+}
+
+async function setup() {
+  const root = await tempRoot('symfence-traces-');
+  const leaseRoot = path.join(root, 'leases');
+  const clock = new ManualClock(T0);
+  const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock);
+  const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
+  return { root, leaseRoot, clock, a, b, close: () => Promise.all([a.service.close(), b.service.close()]) };
+}
+
+beforeAll(() => {
+  inputsDir = mkdtempSync(path.join(tmpdir(), 'symfence-traces-inputs-'));
+});
+afterAll(() => rmSync(inputsDir, { recursive: true, force: true }));
+
+describeEachStore('shared traces', (store) => {
+  beforeAll(() => {
+    currentStore = store;
+  });
+
+  it('stores a trace run\'s trace under traces/ with its result, and another coordinator adopts it without running the input', async () => {
+    const { leaseRoot, a, b, close } = await setup();
+    try {
+      const job = traceJob('input-1');
+      const workId = jobWorkId(job);
+      await runToCommit(a, job, TRACED);
+      const record = (await a.table.snapshotRecords()).find((e) => e.id === workId)!.record;
+      expect(record).toMatchObject({ status: 'done', owner: 'a' });
+      const trace = (record.commit as { trace: { path: string; sha256: string; size: number } }).trace;
+      expect(trace.path).toBe(`${TRACES_DIR}/${workId}.${trace.sha256}`);
+      const bytes = await readFile(path.join(leaseRoot, trace.path));
+      expect(bytes.length).toBe(trace.size);
+      expect(sha(bytes)).toBe(trace.sha256);
+      expect(parseTelemetry(bytes.toString('utf8'))).toEqual(TELEMETRY);
+      // The trace outlives the commit: the staged findings are discarded, the trace is not.
+      expect(await readdir(path.join(leaseRoot, TRACES_DIR))).toEqual([`${workId}.${trace.sha256}`]);
+
+      await offer(b, traceJob('input-1'));
+      expect(b.solver.runs).toHaveLength(0);
+      expect(b.source.adopted).toHaveLength(1);
+      expect(b.source.adopted[0]!.workId).toBe(workId);
+      expect(b.source.adopted[0]!.telemetry).toEqual(TELEMETRY);
+      expect(b.source.deferred).toEqual([]);
+      expect(b.counters).toMatchObject({ tracesAdopted: 1, traceAdoptFailures: 0, tracesDeferred: 0 });
+
+      // The coordinator that made the trace learnt it from its own run: a second offer adopts nothing.
+      await offer(a, traceJob('input-1'));
+      expect(a.solver.runs).toHaveLength(1);
+      expect(a.source.adopted).toEqual([]);
+      expect(a.source.observed.map((o) => o.workId)).toEqual([workId]);
+      expect(a.counters.tracesAdopted).toBe(0);
+    } finally {
+      await close();
+    }
+  });
+
+  it('puts an input off while another coordinator is tracing it, and adopts the trace once it is done', async () => {
+    const { a, b, close } = await setup();
+    try {
+      const job = traceJob('input-2');
+      a.source.queue.push({ job, owner: 1 });
+      await a.coordinator.tick();
+      await a.solver.started(1); // a holds the trace claim, running
+
+      await offer(b, traceJob('input-2'));
+      expect(b.solver.runs).toHaveLength(0);
+      expect(b.source.deferred.map(jobWorkId)).toEqual([jobWorkId(job)]);
+      expect(b.counters).toMatchObject({ tracesDeferred: 1, tracesAdopted: 0 });
+
+      a.solver.runs[0]!.resolve(TRACED);
+      await a.coordinator.settled();
+      await offer(b, traceJob('input-2'));
+      expect(b.source.adopted.map((x) => x.workId)).toEqual([jobWorkId(job)]);
+      expect(b.counters).toMatchObject({ tracesDeferred: 1, tracesAdopted: 1 });
+    } finally {
+      await close();
+    }
+  });
+
+  it('shares nothing from a trace run that crashed or wrote no telemetry: the refusal adopts nothing and fails nothing', async () => {
+    const { leaseRoot, a, b, close } = await setup();
+    try {
+      await runToCommit(a, traceJob('input-3'), { status: 'ok', elapsedMs: 5, generated: [] });
+      await runToCommit(a, traceJob('input-4'), { status: 'crash', elapsedMs: 5, generated: [], telemetry: TELEMETRY });
+      expect(await readdir(path.join(leaseRoot, TRACES_DIR))).toEqual([]);
+      await offer(b, traceJob('input-3'));
+      await offer(b, traceJob('input-4'));
+      expect(b.solver.runs).toHaveLength(0);
+      expect(b.source.adopted).toEqual([]);
+      expect(b.counters).toMatchObject({ tracesAdopted: 0, traceAdoptFailures: 0 });
+    } finally {
+      await close();
+    }
+  });
+
+  it('fails closed on a shared trace whose bytes were altered or removed: counted, not adopted, the input not run again', async () => {
+    const { leaseRoot, a, b, close } = await setup();
+    try {
+      const altered = traceJob('input-5');
+      const removed = traceJob('input-6');
+      await runToCommit(a, altered, TRACED);
+      await runToCommit(a, removed, { ...TRACED, telemetry: { ...TELEMETRY, openBranches: [6n] } });
+      const names = await readdir(path.join(leaseRoot, TRACES_DIR));
+      const alteredName = names.find((n) => n.startsWith(jobWorkId(altered)))!;
+      const removedName = names.find((n) => n.startsWith(jobWorkId(removed)))!;
+      const original = await readFile(path.join(leaseRoot, TRACES_DIR, alteredName));
+      const forged = Buffer.from(JSON.stringify({ ...telemetryToJson(TELEMETRY), openBranches: ['9'] }).padEnd(original.length, ' ').slice(0, original.length));
+      await writeFile(path.join(leaseRoot, TRACES_DIR, alteredName), forged);
+      await unlink(path.join(leaseRoot, TRACES_DIR, removedName));
+
+      await offer(b, traceJob('input-5'));
+      await offer(b, traceJob('input-6'));
+      expect(b.solver.runs).toHaveLength(0);
+      expect(b.source.adopted).toEqual([]);
+      expect(b.counters).toMatchObject({ tracesAdopted: 0, traceAdoptFailures: 2 });
+      // Nothing was rewritten: the altered bytes are as planted.
+      expect(await readFile(path.join(leaseRoot, TRACES_DIR, alteredName))).toEqual(forged);
+    } finally {
+      await close();
+    }
+  });
+});
+
+it('loads a staged trace only when its size and SHA-256 match, keeps it through discard and refuses one over the cap before writing', async () => {
+  const root = await tempRoot('symfence-traces-staged-');
+  const written = new Map<string, Uint8Array>();
+  const client = {
+    ensureDir: async () => {},
+    stageFiles: async (dir: string, files: readonly { name: string; bytes: Uint8Array }[]) => {
+      for (const f of files) written.set(path.join(dir, f.name), f.bytes);
+    },
+    removeFiles: async (dir: string, names: readonly string[]) => {
+      for (const n of names) written.delete(path.join(dir, n));
+      return names.length;
+    },
+  };
+  const readFromMap = async (file: string): Promise<Uint8Array> => {
+    const bytes = written.get(file);
+    if (!bytes) throw Object.assign(new Error(`ENOENT: ${file}`), { code: 'ENOENT' });
+    return bytes;
+  };
+  const staged = await StagedFindings.open(root, client as never, readFromMap);
+  const workId = 'a'.repeat(64);
+  const trace = new TextEncoder().encode(JSON.stringify(telemetryToJson(TELEMETRY)));
+  const result = await staged.stage(workId, [{ kind: 'queue', content: Buffer.from('found') }], { status: 'ok', source: '000001', trace });
+  const commit = JSON.parse(JSON.stringify(result.manifest)) as unknown;
+  expect(await staged.loadTrace(workId, commit)).toEqual(trace);
+  await staged.discard(result.manifest);
+  expect([...written.keys()].map((f) => path.relative(root, f))).toEqual([result.manifest.trace!.path]);
+  expect(await staged.loadTrace(workId, commit)).toEqual(trace);
+
+  written.set(path.join(root, result.manifest.trace!.path), trace.slice(1));
+  await expect(staged.loadTrace(workId, commit)).rejects.toMatchObject({ code: 'ERR_STAGED_FINDING', details: { reason: 'mismatch' } });
+  written.clear();
+  await expect(staged.loadTrace(workId, commit)).rejects.toMatchObject({ code: 'ERR_STAGED_FINDING', details: { reason: 'missing' } });
+  await expect(staged.loadTrace('b'.repeat(64), commit)).rejects.toMatchObject({ code: 'ERR_COMMIT_MANIFEST' });
+  expect(await staged.loadTrace(workId, JSON.parse(JSON.stringify({ ...result.manifest, trace: undefined })))).toBeUndefined();
+
+  await expect(staged.stage(workId, [], { status: 'ok', source: '000001', trace: new Uint8Array(MAX_TRACE_BYTES + 1) })).rejects.toMatchObject({ code: 'ERR_STAGED_FINDING_TOO_LARGE' });
+  expect(written.size).toBe(0);
+});
+
+it('offers an input put off for a trace made elsewhere again after a delay that doubles per refusal, and forgets it once adopted', async () => {
+  const scheduler = { observed: [] as unknown[], observe(feedback: unknown) { this.observed.push(feedback); }, wantedFor: () => [], admit: async () => [], addSeed: () => {} };
+  const source = new SeedWorkSource({ owner: 1, scheduler: scheduler as never, firstRun: 'trace' });
+  const job = traceJob('input-7');
+  let now = 1_000;
+  source.deferTrace(job, now);
+  expect(source.backlog).toBe(1);
+  expect(await source.take(4, now + TRACE_RETRY_FIRST_MS - 1)).toEqual([]);
+  now += TRACE_RETRY_FIRST_MS;
+  const again = await source.take(4, now);
+  expect(again.map((w) => jobWorkId(w.job))).toEqual([jobWorkId(job)]);
+  // Refused again: each delay doubles, up to the last.
+  const delays: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    source.deferTrace(job, now);
+    let step = 0;
+    while ((await source.take(4, now + step)).length === 0) step += 500;
+    delays.push(step);
+    now += step;
+  }
+  expect(delays).toEqual([2000, 4000, 8000, 16000, TRACE_RETRY_MAX_MS, TRACE_RETRY_MAX_MS, TRACE_RETRY_MAX_MS, TRACE_RETRY_MAX_MS]);
+  source.deferTrace(job, now);
+  source.adoptTrace(job, jobWorkId(job), TELEMETRY, now);
+  expect(source.backlog).toBe(0);
+  expect(await source.take(4, now + TRACE_RETRY_MAX_MS)).toEqual([]);
+  expect(scheduler.observed).toEqual([{ job, workId: jobWorkId(job), status: 'ok', telemetry: TELEMETRY, findings: [] }]);
+  // After an adoption the delays start over.
+  source.deferTrace(job, now);
+  expect(await source.take(4, now + TRACE_RETRY_FIRST_MS)).toHaveLength(1);
+});
