@@ -24,6 +24,13 @@ const unavailable = fakeSymccUnavailable() ?? (preloadLibraryPath() === null ? '
 const { dirs, children } = cleanedAfterEach();
 
 const COMMITTED = COMMITTED_STATUSES;
+
+/** Inputs with more than one committed trace run among `jobs`, with the coordinators that ran them. */
+function tracedTwice(jobs: readonly { kind?: string; input?: string; coordinator?: string }[]): string[] {
+  const by = new Map<string, string[]>();
+  for (const j of jobs) if (j.kind === 'trace' && j.input !== undefined) by.set(j.input, [...(by.get(j.input) ?? []), j.coordinator ?? '?']);
+  return [...by].filter(([, who]) => who.length > 1).map(([input, who]) => `${input.slice(0, 8)}: ${who.join(',')}`);
+}
 /** branchy inputs: several share the prefix of sites 1..4, so their branches overlap. */
 const SEEDS = ['AAAAxxyy', 'MAAAxyxy', 'MZAAyyxx', 'MZ!Axxxx', 'AAAAyyyy', 'MAAAxxxy'];
 
@@ -65,6 +72,9 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
 
     expect(new Set(committed.map((j) => j.workId)).size).toBe(committed.length);
     expect(overlappingTargetPairs(jobs)).toEqual([]);
+    // One trace per input per campaign (docs/campaign.md "Shared traces"): no input is traced by
+    // both coordinators, and the one that did not trace an input the other traced adopted it.
+    expect(tracedTwice(committed)).toEqual([]);
     // A pair one coordinator answered (sat/unsat) is never asked again by it.
     for (const name of ['c1', 'c2']) {
       const answered = targeted.filter((j) => j.coordinator === name && (j.targetStatus === 'sat' || j.targetStatus === 'unsat')).map((j) => `${j.input}/${j.targets[0]}`);
@@ -94,9 +104,10 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     for (const s of stats) expect(s.cpuMsPerAnswer.targeted === null || s.cpuMsPerAnswer.targeted > 0).toBe(true);
     expect(stats.some((s) => (s.targetNotReachedByLane.frontier?.directed ?? 0) > 0)).toBe(true);
 
-    // A third coordinator that knows nothing (no lane state, traces every input for itself) joins
-    // after the two stopped: the answers are in the lease table, so what it asks about pairs they
-    // answered is refused at claim, and no job of the three re-asks an answered pair.
+    // A third coordinator that knows nothing (no lane state) joins after the two stopped: the
+    // answers are in the lease table, so what it asks about pairs they answered is refused at
+    // claim, and no job of the three re-asks an answered pair; the traces are in the lease root,
+    // so it adopts the inputs they traced instead of tracing them again.
     const late = runCliProcess(args('c3').map((a) => (a === '8s' ? '6s' : a)));
     children.push(late.child);
     const lateExit = await late.exit;
@@ -104,6 +115,10 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     const all = ['c1', 'c2', 'c3'].flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl'))).filter((j) => j.replay !== true && COMMITTED.has(j.status) && j.kind === 'targeted');
     const lateCounters = (readJsonIfExists(path.join(out, 'c3', 'stats.json')) as { counters: Record<string, number> }).counters;
     expect(lateCounters.answeredElsewhere, 'c3 was refused pairs the others answered').toBeGreaterThan(0);
+    expect(lateCounters.tracesAdopted, 'c3 adopted the traces the others made').toBeGreaterThan(0);
+    expect(lateCounters.traceAdoptFailures).toBe(0);
+    const everyJob = ['c1', 'c2', 'c3'].flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl'))).filter((j) => j.replay !== true && COMMITTED.has(j.status));
+    expect(tracedTwice(everyJob)).toEqual([]);
     const reaskedByAny = all.flatMap((j) =>
       j.targetStatus === 'sat' || j.targetStatus === 'unsat'
         ? all.filter((k) => k.input === j.input && k.startMs > j.endMs && k.targets.includes(j.targets[0]!)).map((k) => `${j.coordinator}->${k.coordinator} ${j.input?.slice(0, 8)}/${j.targets[0]}`)
