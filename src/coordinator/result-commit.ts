@@ -34,7 +34,8 @@ import type { JobJournal } from './job-journal.js';
 import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
 import { isSetupFailure } from './setup-failures.js';
-import { answeredMembers } from '../scheduler/target-ledger.js';
+import { memberOutcomes } from '../scheduler/target-ledger.js';
+import { isInputDigest } from '../lease/lease-record.js';
 import { telemetryToJson } from '../scheduler/telemetry.js';
 
 /**
@@ -129,10 +130,12 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   const interesting = findings.filter((f) => f.kind === 'queue').length;
   if (active.targetToken !== undefined) {
     // What the run answered is released with the group, so no coordinator asks it again on this
-    // input. Only after beginCommit: the result that proved an answer is durable before the answer
-    // is shared (published here, or replayed from its record if this publication failed).
-    const settled = answeredMembers(job.group, outcome.telemetry, outcome.status === 'timeout');
-    await releaseShared(ctx, job.group, active.targetToken, settled.length > 0 ? { input: job.inputSha256, settled } : undefined);
+    // input, and what it left open, so every coordinator backs off from it. Only after
+    // beginCommit: the result that proved an answer is durable before the answer is shared
+    // (published here, or replayed from its record if this publication failed).
+    const { settled, open } = memberOutcomes(job.group, outcome.telemetry, outcome.status === 'timeout');
+    const answers = isInputDigest(job.inputSha256) && (settled.length > 0 || open.length > 0) ? { input: job.inputSha256, settled, ...(open.length > 0 ? { open } : {}) } : undefined;
+    await releaseShared(ctx, job.group, active.targetToken, answers);
   }
   if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, active.work.owner);
 

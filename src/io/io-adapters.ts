@@ -114,6 +114,8 @@ export function claimOutcomeOfAnswer(result: BatchClaimResult | undefined): Clai
       return { ok: false, reason: 'corrupt', detail: result.corrupt.map((c) => `${c.target}: ${c.detail}`).join('; ') };
     case 'answered':
       return { ok: false, reason: 'answered', answered: result.answered, detail: `answered on this input: ${result.answered.join(',')}` };
+    case 'backoff':
+      return { ok: false, reason: 'backoff', open: result.open, detail: `left open on this input: ${result.open.map((o) => `${o.target}×${o.attempts}`).join(',')}` };
     case 'failed':
       return { ok: false, reason: 'error', detail: `${result.code}: ${result.message}` };
   }

@@ -12,7 +12,7 @@
  */
 import type { ClaimRefused } from '../lease/claim-outcome.js';
 import type { GroupClaimResult } from '../lease/lease-results.js';
-import type { GroupAnswers } from '../lease/table-contract.js';
+import type { GroupAnswers, OpenBackoff } from '../lease/table-contract.js';
 import type { IoAnswers, IoRequest, IoRequestKind } from './requests/registry.js';
 
 /** One file to publish under its final name. */
@@ -31,6 +31,8 @@ export interface GroupClaimRequest {
   readonly input?: string;
   /** Members answered on any input refuse the claim too. */
   readonly anyInput?: boolean;
+  /** With `input`: members whose question is backing off on it under this policy refuse the claim (`backoff`). */
+  readonly backoff?: OpenBackoff;
 }
 
 export interface GroupFence {

@@ -22,10 +22,19 @@ export interface ClaimGranted {
  * Why a port-level claim was refused: `conflict` — another holder's live lease, or a `committing`
  * record; `done` — the work was completed already (work claims only); `answered` — the question
  * was answered on this input already, anywhere in the campaign (target claims that name their
- * input; `answered` lists the members); `corrupt` — a corrupt record was met and left untouched;
- * `error` — I/O failure, outcome unknown but nothing is held.
+ * input; `answered` lists the members); `backoff` — runs left a member's question open on this
+ * input and the claimer's back-off policy says wait, or give up (`open` lists them); `corrupt` —
+ * a corrupt record was met and left untouched; `error` — I/O failure, outcome unknown but nothing
+ * is held.
  */
-export type ClaimRefusalReason = 'conflict' | 'corrupt' | 'done' | 'answered' | 'error';
+export type ClaimRefusalReason = 'conflict' | 'corrupt' | 'done' | 'answered' | 'backoff' | 'error';
+
+/** A member whose question runs left open on the claim's input: how often, and when last (table clock, ms). */
+export interface OpenMember {
+  readonly target: bigint;
+  readonly attempts: number;
+  readonly lastOpenMs: number;
+}
 
 /** A refused claim. `R` narrows the reasons a layer can answer; `detail` is for logs. */
 export interface ClaimRefused<R extends string = ClaimRefusalReason> {
@@ -34,6 +43,8 @@ export interface ClaimRefused<R extends string = ClaimRefusalReason> {
   readonly detail?: string;
   /** `answered` refusals: the members answered on the claim's input. */
   readonly answered?: readonly bigint[];
+  /** `backoff` refusals: the members backing off on the claim's input. */
+  readonly open?: readonly OpenMember[];
   /** `done` refusals: who finished the work, and its commit manifest when the claim asked for it (`doneCommit`). */
   readonly finished?: FinishedWork;
 }
@@ -63,5 +74,7 @@ export function workClaimOutcome(result: ClaimResult): ClaimOutcome {
 /** A target table's group claim as a port outcome; the table's detail is dropped. */
 export function groupClaimOutcome(result: GroupClaimResult): ClaimOutcome {
   if (result.ok) return { ok: true, token: result.token };
-  return result.reason === 'answered' ? { ok: false, reason: 'answered', answered: result.answered } : { ok: false, reason: result.reason };
+  if (result.reason === 'answered') return { ok: false, reason: 'answered', answered: result.answered };
+  if (result.reason === 'backoff') return { ok: false, reason: 'backoff', open: result.open };
+  return { ok: false, reason: result.reason };
 }

@@ -20,6 +20,7 @@ import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.
 import { scanTableRoot } from './open-backend.js';
 import type { LeaseStoreKind } from './backend-contract.js';
 import { readTableMeta } from './table-meta.js';
+import { TRACES_DIR, parseStagedName } from '../commit/commit-manifest.js';
 
 export interface OwnerCounts {
   readonly leased: number;
@@ -44,9 +45,10 @@ export interface TableInspection {
   readonly corrupt: readonly CorruptRecordReport[];
   /**
    * Target tables: the campaign's shared answers (docs/leases.md "Shared answers") — branches
-   * answered on some input, and (input, branch) pairs remembered as answered.
+   * answered on some input, (input, branch) pairs remembered as answered, and (input, branch)
+   * questions runs left open (attempts and back-off kept).
    */
-  readonly answers?: { readonly branches: number; readonly pairs: number };
+  readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number };
 }
 
 export interface InspectOptions {
@@ -112,7 +114,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
-  const answers = { branches: 0, pairs: 0 };
+  const answers = { branches: 0, pairs: 0, open: 0 };
   for (const entry of entries) {
     if (entry.state === 'corrupt') {
       counts.corrupt += 1;
@@ -121,6 +123,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
     }
     if (entry.record.answered === true) answers.branches += 1;
     answers.pairs += entry.record.settled?.length ?? 0;
+    answers.open += entry.record.open?.length ?? 0;
     const status: LeaseStatus = entry.record.status;
     const owner = (owners[entry.record.owner] ??= { leased: 0, expired: 0, committing: 0, done: 0 });
     counts[status] += 1;
@@ -131,6 +134,42 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
     }
   }
   return { root: path.resolve(root), kind: meta.kind, store: meta.store, shardCount: meta.shardCount, counts, owners, corrupt, ...(meta.kind === 'target' ? { answers } : {}) };
+}
+
+/** The shared traces stored under a lease root (docs/campaign.md "Shared traces"). */
+export interface TracesInspection {
+  readonly dir: string;
+  readonly count: number;
+  readonly bytes: number;
+}
+
+/**
+ * Counts the shared traces of the lease root `leaseRoot` (`<leaseRoot>/traces/`, trace files only:
+ * temps and other names are not counted); none when the directory does not exist.
+ */
+export async function inspectTraces(leaseRoot: string, fsLayer: FsLayer = nodeFsLayer): Promise<TracesInspection> {
+  const dir = path.join(path.resolve(leaseRoot), TRACES_DIR);
+  let names: string[];
+  try {
+    names = await fsLayer.readdir(dir);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return { dir, count: 0, bytes: 0 };
+    throw new UsageError(`cannot read trace directory ${dir}: ${errnoCode(error) ?? (error as Error).message}`, { path: dir });
+  }
+  let count = 0;
+  let bytes = 0;
+  for (const name of names) {
+    if (parseStagedName(name) === null) continue;
+    try {
+      const stat = await fsLayer.lstat(path.join(dir, name));
+      if (!stat.isFile) continue;
+      count += 1;
+      bytes += stat.size;
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+    }
+  }
+  return { dir, count, bytes };
 }
 
 /** Inspects every table at or under `dir`. */

@@ -50,6 +50,16 @@ export const MAX_SETTLED_INPUTS = 64;
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
+/** Most inputs a target record remembers a question left open on; the least recently left open is forgotten first. */
+export const MAX_OPEN_INPUTS = 64;
+
+/**
+ * One question a run left open on a target record's branch: `[input, attempts, lastOpenMs]` —
+ * the input (SHA-256), how many runs in the campaign left it open, and when the last one was
+ * released (docs/lease-format.md "Answers").
+ */
+export type OpenQuestion = readonly [input: string, attempts: number, lastOpenMs: number];
+
 /** True for a lowercase hex SHA-256 (an input's identity in `settled`). */
 export function isInputDigest(value: unknown): value is string {
   return typeof value === 'string' && SHA256_HEX.test(value);
@@ -109,6 +119,13 @@ export interface LeaseRecord {
   readonly settled?: readonly string[];
   /** Target records: the branch was answered on some input (kept when `settled` forgets inputs). */
   readonly answered?: boolean;
+  /**
+   * Target records: the inputs on which runs left this branch's question open (`unknown`, a
+   * timeout or a kill), least recently left open first, at most `MAX_OPEN_INPUTS`, none twice,
+   * none also in `settled`. A claim naming one of them with a back-off policy is refused `backoff`
+   * while the back-off lasts.
+   */
+  readonly open?: readonly OpenQuestion[];
   readonly [extra: string]: unknown;
 }
 
@@ -174,7 +191,16 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
       if (settled.length > 0 && value.answered !== true) return 'settled lists inputs but answered is not true';
     }
     if (value.answered !== undefined && typeof value.answered !== 'boolean') return 'answered is not a boolean';
-    if (value.status === 'done' && value.answered !== true) return 'a done target record carries no answer';
+    const open = value.open;
+    if (open !== undefined) {
+      if (!Array.isArray(open) || open.length === 0 || open.length > MAX_OPEN_INPUTS || !open.every(isOpenQuestion)) {
+        return `open is not a list of 1..${MAX_OPEN_INPUTS} [input SHA-256, attempts ≥ 1, lastOpenMs] rows`;
+      }
+      const inputs = new Set(open.map((q) => q[0]));
+      if (inputs.size !== open.length) return 'open lists an input twice';
+      if (Array.isArray(settled) && settled.some((s) => inputs.has(s as string))) return 'open lists an input that settled lists';
+    }
+    if (value.status === 'done' && value.answered !== true && open === undefined) return 'a done target record carries no answer';
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';
     if (targetRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to id ${expectedId}`;
     const targets = value.targets;
@@ -184,6 +210,18 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
     if (!targets.includes(value.target)) return 'targets does not contain target';
   }
   return undefined;
+}
+
+function isOpenQuestion(value: unknown): value is OpenQuestion {
+  return Array.isArray(value) && value.length === 3 && isInputDigest(value[0]) && isCount(value[1]) && value[1] >= 1 && isTime(value[2]);
+}
+
+/**
+ * True when a target record carries something the campaign learnt (answers or open questions):
+ * such a record outlives its lease as `done` (docs/lease-format.md "Answers").
+ */
+export function carriesAnswers(record: LeaseRecord): boolean {
+  return record.answered === true || (record.open !== undefined && record.open.length > 0);
 }
 
 /** Parses and validates the bytes of a record file. */

@@ -5,7 +5,7 @@
  * `ERR_LOCK_PATH`, `ERR_LEASE_IO`, `ERR_NATIVE_UNAVAILABLE`). Every negative result has mutated
  * nothing.
  */
-import type { ClaimGranted, ClaimRefused } from './claim-outcome.js';
+import type { ClaimGranted, ClaimRefused, OpenMember } from './claim-outcome.js';
 import type { JsonObject, LeaseRecord, LeaseStatus } from './lease-record.js';
 
 /** The record that blocked a claim. */
@@ -38,7 +38,9 @@ export type GroupClaimResult =
   | (ClaimRefused<'conflict'> & { readonly holders: readonly (LeaseHolder & { readonly target: bigint })[] })
   | (ClaimRefused<'corrupt'> & { readonly corrupt: readonly (CorruptMember & { readonly target: bigint })[] })
   /** The claim named an input on which some members were answered already (all such members listed). */
-  | (ClaimRefused<'answered'> & { readonly answered: readonly bigint[] });
+  | (ClaimRefused<'answered'> & { readonly answered: readonly bigint[] })
+  /** The claim named an input and a back-off policy; some members' questions are backing off on it (all listed). */
+  | (ClaimRefused<'backoff'> & { readonly open: readonly OpenMember[] });
 
 /** Heartbeat, abandon, beginCommit, heartbeatGroup, releaseGroup. */
 export type FenceResult =

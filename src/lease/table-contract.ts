@@ -41,18 +41,34 @@ export interface WorkClaimOptions extends ClaimIdentity {
 }
 
 /**
+ * The claimer's back-off policy for questions left open (docs/lease-format.md "Answers"): a
+ * question left open `attempts` times, last at `lastOpenMs`, may be asked again from
+ * `lastOpenMs + baseMs · 2^(attempts − 1)` on, and not at all once `attempts ≥ maxAttempts`.
+ */
+export interface OpenBackoff {
+  readonly baseMs: number;
+  readonly maxAttempts: number;
+}
+
+/**
  * A group claim; `input` (the run's input, SHA-256 hex) asks the table to refuse members answered
- * on it, `anyInput` to refuse members answered on any input.
+ * on it, `anyInput` to refuse members answered on any input, and `backoff` (with `input`) to
+ * refuse members whose question runs left open on it while the policy says wait.
  */
 export interface TargetClaimOptions extends ClaimIdentity {
   readonly input?: string;
   readonly anyInput?: boolean;
+  readonly backoff?: OpenBackoff;
 }
 
-/** What a finished run answered: the members answered (sat or unsat) on `input` (SHA-256 hex). */
+/**
+ * What a finished run learnt on `input` (SHA-256 hex): the members it answered (sat or unsat) and
+ * the members it left open (`unknown`, a timeout, a kill), whose attempts count up campaign-wide.
+ */
 export interface GroupAnswers {
   readonly input: string;
   readonly settled: readonly bigint[];
+  readonly open?: readonly bigint[];
 }
 
 /** A release; with `answers`, `nowMs` (the release time, kept as `completedMs`) is required. */

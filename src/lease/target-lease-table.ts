@@ -18,12 +18,19 @@
  * refused `answered` when a member lists it, so a question answered by any coordinator is not
  * asked again on that input anywhere in the campaign; the same lock that fences the lease fences
  * the answer, so a release and a claim can never both miss each other.
+ *
+ * Open questions count the same way: a release may say which members its run left open on its
+ * input; each keeps `[input, attempts, lastOpenMs]` in `open`, attempts counted across every
+ * coordinator. A claim that names its input and its back-off policy (`backoff`) is refused
+ * `backoff` while a member's question on that input is still backing off, or has been left open
+ * as often as the policy allows.
  */
 import { groupMembers, type GroupMember } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
-import { MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord } from './lease-record.js';
+import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion } from './lease-record.js';
 import { invalidOption } from '../config/values.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
+import type { OpenMember } from './claim-outcome.js';
 import {
   LeaseTableBase,
   checkCallOptions,
@@ -39,7 +46,7 @@ import {
   type LeaseTableDeps,
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
-import type { TargetClaimOptions, TargetLeaseStore, TargetReleaseOptions } from './table-contract.js';
+import type { OpenBackoff, TargetClaimOptions, TargetLeaseStore, TargetReleaseOptions } from './table-contract.js';
 
 function checkInput(value: unknown, name: string): string {
   if (!isInputDigest(value)) throw invalidOption(name, 'a lowercase hex SHA-256 of the input', value);
@@ -48,16 +55,46 @@ function checkInput(value: unknown, name: string): string {
 
 /**
  * The claim options a port's ask about answers becomes: `input` only when it is an input's
- * SHA-256 (any other seed name claims without answers), `anyInput` only when set.
+ * SHA-256 (any other seed name claims without answers), `anyInput` only when set, `backoff` only
+ * with an input.
  */
-export function answerClaimOptions(ask: { readonly input?: string; readonly anyInput?: boolean } | undefined): { input?: string; anyInput?: true } {
-  return { ...(isInputDigest(ask?.input) ? { input: ask.input } : {}), ...(ask?.anyInput === true ? { anyInput: true as const } : {}) };
+export function answerClaimOptions(
+  ask: { readonly input?: string; readonly anyInput?: boolean; readonly backoff?: OpenBackoff } | undefined,
+): { input?: string; anyInput?: true; backoff?: OpenBackoff } {
+  if (!isInputDigest(ask?.input)) return ask?.anyInput === true ? { anyInput: true } : {};
+  return { input: ask.input, ...(ask.anyInput === true ? { anyInput: true as const } : {}), ...(ask.backoff !== undefined ? { backoff: ask.backoff } : {}) };
+}
+
+function checkBackoff(value: unknown): OpenBackoff {
+  const policy = value as Partial<OpenBackoff> | null;
+  if (
+    typeof policy !== 'object' ||
+    policy === null ||
+    typeof policy.baseMs !== 'number' ||
+    !Number.isFinite(policy.baseMs) ||
+    policy.baseMs < 0 ||
+    !Number.isSafeInteger(policy.maxAttempts) ||
+    (policy.maxAttempts as number) < 1
+  ) {
+    throw invalidOption('backoff', '{ baseMs: a duration in ms ≥ 0, maxAttempts: an integer ≥ 1 }', value);
+  }
+  return { baseMs: policy.baseMs, maxAttempts: policy.maxAttempts as number };
+}
+
+/** True when `policy` says a question left open `attempts` times, last at `lastOpenMs`, must not be asked at `nowMs`. */
+export function backingOff(policy: OpenBackoff, attempts: number, lastOpenMs: number, nowMs: number): boolean {
+  if (attempts >= policy.maxAttempts) return true;
+  return nowMs < lastOpenMs + policy.baseMs * 2 ** Math.min(attempts - 1, 40);
 }
 
 /** The answer fields a record carries on, in canonical key order of a target record. */
-function answerFields(record: LeaseRecord | undefined): { answered?: boolean; settled?: readonly string[] } {
-  if (record === undefined || record.answered !== true) return {};
-  return record.settled !== undefined ? { answered: true, settled: record.settled } : { answered: true };
+function answerFields(record: LeaseRecord | undefined): { answered?: boolean; open?: readonly OpenQuestion[]; settled?: readonly string[] } {
+  if (record === undefined) return {};
+  return {
+    ...(record.answered === true ? { answered: true } : {}),
+    ...(record.open !== undefined && record.open.length > 0 ? { open: record.open } : {}),
+    ...(record.answered === true && record.settled !== undefined ? { settled: record.settled } : {}),
+  };
 }
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
@@ -79,6 +116,8 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const input = options.input === undefined ? undefined : checkInput(options.input, 'input');
     if (options.anyInput !== undefined && typeof options.anyInput !== 'boolean') throw invalidOption('anyInput', 'a boolean', options.anyInput);
     const anyInput = options.anyInput === true;
+    const backoff = options.backoff === undefined ? undefined : checkBackoff(options.backoff);
+    if (backoff !== undefined && input === undefined) throw invalidOption('backoff', 'a claim that names its input', options.backoff);
     const members = groupMembers(targets);
     const stored = normalizePayload(payload);
     const owner = checkOwner(options.owner);
@@ -95,11 +134,16 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         const corrupt: { id: string; target: bigint; detail: string }[] = [];
         const holders: { id: string; target: bigint; status: LeaseRecord['status']; owner: string; updatedMs: number }[] = [];
         const answered: bigint[] = [];
+        const open: OpenMember[] = [];
         for (const member of members) {
           const read = view.get(member.id);
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
           else if (read.state === 'valid') {
             if ((anyInput && read.record.answered === true) || (input !== undefined && read.record.settled?.includes(input) === true)) answered.push(member.target);
+            else if (backoff !== undefined) {
+              const row = read.record.open?.find((q) => q[0] === input);
+              if (row !== undefined && backingOff(backoff, row[1], row[2], nowMs)) open.push({ target: member.target, attempts: row[1], lastOpenMs: row[2] });
+            }
             if (isActiveLease(read.record, nowMs, ttlMs, skewMs)) {
               holders.push({ id: member.id, target: member.target, status: read.record.status, owner: read.record.owner, updatedMs: read.record.updatedMs });
             }
@@ -108,6 +152,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         if (corrupt.length > 0) return { ok: false, reason: 'corrupt', corrupt };
         // Before `conflict`: an answered question is refused for good, a held one only for now.
         if (answered.length > 0) return { ok: false, reason: 'answered', answered };
+        if (open.length > 0) return { ok: false, reason: 'backoff', open };
         if (holders.length > 0) return { ok: false, reason: 'conflict', holders };
         for (const member of members) {
           const read = view.get(member.id);
@@ -116,13 +161,14 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           const counters = claimCounters(previous?.status === 'leased' ? previous : undefined, owner);
           // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
           // A member's answers travel with it through every claim.
-          const { answered: wasAnswered, settled } = answerFields(previous);
+          const { answered: wasAnswered, open: wasOpen, settled } = answerFields(previous);
           view.put({
             ...(wasAnswered !== undefined ? { answered: wasAnswered } : {}),
             attempts: counters.attempts,
             id: member.id,
             kind: 'target',
             leaseTtlMs: ttlMs,
+            ...(wasOpen !== undefined ? { open: wasOpen } : {}),
             owner,
             payload: stored,
             previousOwner: counters.previousOwner,
@@ -174,9 +220,12 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   /**
    * releaseGroup contract: every member must be a valid leased record holding `token` (checked for
    * all members before the first change), else `stale`/`corrupt` with zero mutation. A member
-   * without answers is deleted, so the target can be claimed again at once (lock files stay). A
-   * member answered now (`options.answers`) or before stays as a `done` record: free to claim,
-   * carrying `answered` and `settled`, the newest input last and at most `MAX_SETTLED_INPUTS`.
+   * that carries nothing the campaign learnt is deleted, so the target can be claimed again at
+   * once (lock files stay). A member answered now (`options.answers.settled`) or before, or with
+   * questions left open, stays as a `done` record: free to claim, carrying `answered` and
+   * `settled` (the newest input last, at most `MAX_SETTLED_INPUTS`) and `open` (a member left open
+   * now on the input counts one more attempt there, last at `nowMs`; answering it drops its row;
+   * at most `MAX_OPEN_INPUTS`, the least recently left open forgotten first).
    */
   planReleaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): LeaseOperation<FenceResult> {
     checkCallOptions(options);
@@ -184,11 +233,14 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const answers = options.answers;
     let input: string | undefined;
     let answeredNow = new Set<bigint>();
+    let openNow = new Set<bigint>();
     let completedMs = 0;
     if (answers !== undefined) {
       input = checkInput(answers?.input, 'answers.input');
       if (!Array.isArray(answers.settled) || !answers.settled.every((t) => typeof t === 'bigint')) throw invalidOption('answers.settled', 'an array of bigint targets', answers.settled);
+      if (answers.open !== undefined && (!Array.isArray(answers.open) || !answers.open.every((t) => typeof t === 'bigint'))) throw invalidOption('answers.open', 'an array of bigint targets', answers.open);
       answeredNow = new Set(answers.settled);
+      openNow = new Set((answers.open ?? []).filter((t) => !answeredNow.has(t)));
       completedMs = checkNowMs(options.nowMs);
     }
     return {
@@ -198,20 +250,32 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         const records = this.validateHeld(view, members, token);
         if (!Array.isArray(records)) return records;
         records.forEach((record, i) => {
-          const now = input !== undefined && answeredNow.has(members[i]!.target);
-          if (!now && record.answered !== true) {
+          const target = members[i]!.target;
+          const settledHere = input !== undefined && answeredNow.has(target);
+          const openHere = input !== undefined && openNow.has(target);
+          let open = record.open ?? [];
+          if (settledHere || openHere) {
+            const before = open.find((q) => q[0] === input);
+            open = open.filter((q) => q[0] !== input);
+            if (openHere) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
+            if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
+          }
+          const answered = record.answered === true || settledHere;
+          if (!answered && open.length === 0) {
             view.remove(record.id);
             return;
           }
           let settled = record.settled ?? [];
-          if (now) {
+          if (settledHere) {
             settled = [...settled.filter((s) => s !== input), input!];
             if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
           }
+          const { open: _oldOpen, settled: _oldSettled, answered: _oldAnswered, ...rest } = record;
           view.put({
-            ...record,
-            answered: true,
-            ...(now ? { completedMs } : {}),
+            ...rest,
+            ...(answered ? { answered: true } : {}),
+            ...(settledHere || openHere ? { completedMs } : {}),
+            ...(open.length > 0 ? { open } : {}),
             ...(settled.length > 0 ? { settled } : {}),
             status: 'done',
           });

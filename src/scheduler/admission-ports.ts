@@ -5,6 +5,7 @@
  * thread (src/lease/, src/io/).
  */
 import type { ClaimOutcome } from '../lease/claim-outcome.js';
+import type { OpenBackoff } from '../lease/table-contract.js';
 
 // One claim outcome from the lease tables to the coordinator (src/lease/claim-outcome.ts).
 export type { ClaimOutcome } from '../lease/claim-outcome.js';
@@ -22,11 +23,14 @@ export interface LocalReservations {
 
 /**
  * What a claim asks about answers (docs/leases.md "Shared answers"): `input`, the group's seed —
- * members answered on it refuse the claim; `anyInput` — members answered on any input do.
+ * members answered on it refuse the claim; `anyInput` — members answered on any input do;
+ * `backoff` — members whose question runs left open on the input refuse it (`backoff`) while
+ * this policy says wait, or once it says give up.
  */
 export interface ClaimAsk {
   readonly input?: string;
   readonly anyInput?: boolean;
+  readonly backoff?: OpenBackoff;
 }
 
 /** The durable shared target table, reached through the I/O thread: ONE call per round. */

@@ -45,6 +45,12 @@ export interface AdmissionStats {
    * a member on the same input: the ledger settles those pairs, so they are not proposed again.
    */
   sharedAnswered: number;
+  /**
+   * Shared claims refused because runs (of any coordinator) left a member's question open on the
+   * same input and the ledger's back-off policy says wait or give up: the ledger takes the
+   * campaign's attempts and back-off for those pairs.
+   */
+  sharedBackoff: number;
   /** Shared claims given back after a failed round whose release itself failed (left to TTL). */
   releaseFailures: number;
   /**
@@ -124,6 +130,7 @@ export class Admission {
     sharedCorrupt: 0,
     sharedErrors: 0,
     sharedAnswered: 0,
+    sharedBackoff: 0,
     releaseFailures: 0,
     backFills: 0,
   };
@@ -296,6 +303,10 @@ export class Admission {
             this.#stats.sharedAnswered += 1;
             // Answered elsewhere: settled here too, so no lane proposes these pairs again.
             this.#ledger?.noteAnswered(p.proposal.job.seed, outcome.answered ?? []);
+          } else if (outcome.reason === 'backoff') {
+            this.#stats.sharedBackoff += 1;
+            // Left open elsewhere: this ledger backs off (or gives up) as the campaign does.
+            this.#ledger?.noteOpen(p.proposal.job.seed, outcome.open ?? [], now);
           } else this.#stats.sharedErrors += 1;
           this.#local.releaseGroup(p.group, p.owner);
         });
@@ -328,10 +339,15 @@ export class Admission {
     const outcomes: (ClaimOutcome | undefined)[] = pending.map(() => undefined);
     if (this.#shared === undefined || targeted.length === 0) return outcomes;
     this.#stats.sharedClaimCalls += 1;
+    const backoff = this.#ledger?.backoff;
     const answer = await this.#shared.claimGroups(
       targeted.map(({ p }) => p.group),
       now,
-      targeted.map(({ p }) => ({ input: p.proposal.job.seed, ...(this.#byName.get(p.proposal.lane)?.asksOncePerCampaign === true ? { anyInput: true } : {}) })),
+      targeted.map(({ p }) => ({
+        input: p.proposal.job.seed,
+        ...(this.#byName.get(p.proposal.lane)?.asksOncePerCampaign === true ? { anyInput: true } : {}),
+        ...(backoff !== undefined ? { backoff } : {}),
+      })),
     );
     if (!Array.isArray(answer) || answer.length !== targeted.length) {
       throw new AdmissionProtocolError(`claimGroups answered ${Array.isArray(answer) ? answer.length : typeof answer} outcomes for ${targeted.length} groups`, {

@@ -126,7 +126,7 @@ export const SCHEDULER_OPTIONS = defineOptionSchema('scheduler', {
     max: 100,
     flag: 'target-attempts',
     env: 'SYMFENCE_TARGET_ATTEMPTS',
-    description: 'runs that may leave one (input, branch) pair open (unknown, timeout, not reached) before it is given up; sat/unsat pairs are never asked again',
+    description: 'runs that may leave one (input, branch) pair open (unknown, timeout, not reached) before it is given up, counted across every coordinator of a shared lease directory; sat/unsat pairs are never asked again',
   },
   lanes: {
     kind: 'string',

@@ -22,6 +22,8 @@
  * saved as settled, like an answered one.
  */
 import type { Telemetry } from './telemetry.js';
+import type { OpenMember } from '../lease/claim-outcome.js';
+import type { OpenBackoff } from '../lease/table-contract.js';
 import { fitToGroup, type ReplayJob } from './replay-job.js';
 import { arr, bad, id, ids, int, num, obj, strings } from './lanes/state-codec.js';
 
@@ -135,12 +137,36 @@ export class TargetLedger {
    * branch of the group counts as open.
    */
   record(job: ReplayJob, group: readonly bigint[], telemetry: Telemetry | null, killed: boolean, now: number): void {
-    if (group.length === 0) return;
-    const outcomes = telemetry === null || killed ? new Map<bigint, PairOutcome>() : outcomesOf(telemetry, group);
-    for (const branch of group) {
-      const outcome = outcomes.get(branch) ?? 'open';
-      if (outcome === 'answered') this.#settle(job.seed, branch, true);
-      else if (outcome === 'open') this.#retry(job.seed, branch, now);
+    const { settled, open } = memberOutcomes(group, telemetry, killed);
+    for (const branch of settled) this.#settle(job.seed, branch, true);
+    for (const branch of open) this.#retry(job.seed, branch, now);
+  }
+
+  /** This ledger's back-off policy, as the shared target table applies it to a claim (docs/leases.md "Shared answers"). */
+  get backoff(): OpenBackoff {
+    return { baseMs: this.#retryBaseMs, maxAttempts: this.#maxAttempts };
+  }
+
+  /**
+   * Learns questions left open elsewhere in the campaign (a claim refused `backoff`): each pair
+   * takes the larger attempt count and the later end of its back-off, counted from when the last
+   * run left it open (`lastOpenMs` on the same clock as `now`); at `maxAttempts` it is given up.
+   */
+  noteOpen(seed: string, open: readonly OpenMember[], now: number): void {
+    for (const o of open) {
+      const k = key(seed, o.target);
+      const before = this.#pairs.get(k);
+      if (before === SETTLED) continue;
+      const attempts = Math.max(before?.attempts ?? 0, o.attempts);
+      if (attempts >= this.#maxAttempts) {
+        this.#givenUp += 1;
+        this.#settle(seed, o.target, false);
+        continue;
+      }
+      const notBeforeMs = Math.max(before?.notBeforeMs ?? 0, Math.min(o.lastOpenMs, now) + this.#retryBaseMs * 2 ** (o.attempts - 1));
+      this.#pairs.delete(k);
+      this.#pairs.set(k, { attempts, notBeforeMs });
+      this.#evict();
     }
   }
 
@@ -277,13 +303,15 @@ function key(seed: string, branch: bigint): string {
 }
 
 /**
- * The members of `group` a finished run answered (sat or unsat), as `record` counts them: none
- * without telemetry or when the run was killed.
+ * The members of `group` a finished run answered (sat or unsat) and left open, as `record` counts
+ * them: without telemetry, or when the run was killed, none answered and all open; a member the
+ * run's path never reached before an early exit is neither.
  */
-export function answeredMembers(group: readonly bigint[], telemetry: Telemetry | null | undefined, killed: boolean): bigint[] {
-  if (group.length === 0 || telemetry == null || killed) return [];
+export function memberOutcomes(group: readonly bigint[], telemetry: Telemetry | null | undefined, killed: boolean): { settled: bigint[]; open: bigint[] } {
+  if (group.length === 0) return { settled: [], open: [] };
+  if (telemetry == null || killed) return { settled: [], open: [...group] };
   const outcomes = outcomesOf(telemetry, group);
-  return group.filter((b) => outcomes.get(b) === 'answered');
+  return { settled: group.filter((b) => outcomes.get(b) === 'answered'), open: group.filter((b) => (outcomes.get(b) ?? 'open') === 'open') };
 }
 
 /**

@@ -41,6 +41,12 @@ export interface CampaignCounters {
    */
   answeredElsewhere: number;
   /**
+   * Target claims refused because runs of the campaign left a member's question open on the same
+   * input and it is still backing off, or was left open as often as `--target-attempts` allows
+   * (docs/leases.md "Shared answers"): open questions back off campaign-wide.
+   */
+  openElsewhere: number;
+  /**
    * Shared traces (docs/campaign.md "Shared traces"): inputs whose trace another coordinator of the
    * campaign had already made, learned from its stored trace instead of tracing again; stored
    * traces that could not be read or parsed (the input is then not traced by us either); and trace
@@ -160,6 +166,7 @@ export function createCounters(): CampaignCounters {
     conflicts: 0,
     backFills: 0,
     answeredElsewhere: 0,
+    openElsewhere: 0,
     tracesAdopted: 0,
     traceAdoptFailures: 0,
     tracesDeferred: 0,
@@ -275,6 +282,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'aflImported',
   'aflMergedEdges',
   'answeredElsewhere',
+  'openElsewhere',
   'tracesAdopted',
   'traceAdoptFailures',
   'tracesDeferred',

@@ -170,8 +170,8 @@ describe('SchedulerAdapter', () => {
 });
 
 describe('Coordinator over the real lease tables', () => {
-  it('runs a targeted job to done and leaves no target record behind', async () => {
-    const { mine, myTargets, targets, work } = await tables();
+  it('runs a targeted job to done and releases its group with what the run left open, which another coordinator\'s claim then backs off from', async () => {
+    const { mine, myTargets, theirTargets, targets, work } = await tables();
     const clock = new ManualClock(5_000);
     const inflight = InflightTargetSet.create(64);
     const solver = new FakeSolver();
@@ -185,10 +185,18 @@ describe('Coordinator over the real lease tables', () => {
     );
     await coordinator.tick();
     expect(solver.runs).toHaveLength(1);
+    clock.advance(100);
+    // No telemetry: the run shows nothing answered, so both members were left open.
     solver.runs[0]!.resolve({ status: 'ok', generated: [], elapsedMs: 1 });
     await coordinator.settled();
     expect(await work.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, committing: 0, done: 1, corrupt: 0 });
-    expect(await targets.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, corrupt: 0 });
+    expect(await targets.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, done: 2, corrupt: 0 });
+    for (const e of await targets.snapshotRecords()) expect(e.record.open).toEqual([[job.inputSha256, 1, 5_100]]);
     expect(inflight.size()).toBe(0);
+    // Another coordinator's admission asks the group on the same input with its back-off policy.
+    const backoff = { baseMs: 1_000, maxAttempts: 3 };
+    const [refused, other] = await theirTargets.claimGroups([job.group, [77n]], 5_500, [{ input: job.inputSha256, backoff }, { input: sha('b'), backoff }]);
+    expect(refused).toMatchObject({ ok: false, reason: 'backoff', open: [{ target: 77n, attempts: 1, lastOpenMs: 5_100 }, { target: 88n, attempts: 1, lastOpenMs: 5_100 }] });
+    expect(other?.ok).toBe(true);
   });
 });

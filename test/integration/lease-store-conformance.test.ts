@@ -9,7 +9,7 @@
 import { expect, it } from 'vitest';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { targetRecordId, workIdOf } from '../../src/lease/identity.js';
-import { MAX_SETTLED_INPUTS, type RecordKind } from '../../src/lease/lease-record.js';
+import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, type RecordKind } from '../../src/lease/lease-record.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
@@ -341,6 +341,12 @@ describeEachStore('lease store conformance', (store) => {
         [203n, { status: 'leased', settled: [input(1), input(1)], answered: true }],
         [204n, { status: 'committing', answered: true }],
         [205n, { status: 'leased', settled: [input(1)] }], // inputs settled, but not answered
+        [206n, { status: 'done', open: [] }], // done, open but empty
+        [207n, { status: 'done', open: [[input(1), 0, 5]] }], // no attempt counted
+        [208n, { status: 'done', open: [[input(1), 1, 5], [input(1), 2, 6]] }], // an input twice
+        [209n, { status: 'done', answered: true, settled: [input(1)], open: [[input(1), 1, 5]] }], // settled and open at once
+        [210n, { status: 'done', open: [['ABC', 1, 5]] }],
+        [211n, { status: 'done', open: [[input(1), 1]] }],
       ];
       for (const [t, extra] of planted) {
         const bytes = canonicalJsonBytes(fields(t, extra));
@@ -350,6 +356,104 @@ describeEachStore('lease store conformance', (store) => {
       }
       expect(() => table.planClaimGroup([300n], { path: 'x' }, { owner: 'c', nowMs: 20 * S, input: 'ABC' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
       expect(() => table.planReleaseGroup([300n], 'tok', { answers: { input: input(1), settled: [300n] } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+      expect(() => table.planReleaseGroup([300n], 'tok', { nowMs: S, answers: { input: input(1), settled: [], open: ['300'] as never } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+      for (const backoff of [{ baseMs: -1, maxAttempts: 3 }, { baseMs: 0, maxAttempts: 0 }, { baseMs: 10 }, 'soon']) {
+        expect(() => table.planClaimGroup([300n], { path: 'x' }, { owner: 'c', nowMs: 20 * S, input: input(1), backoff: backoff as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+      }
+      // A back-off needs the input it is about.
+      expect(() => table.planClaimGroup([300n], { path: 'x' }, { owner: 'c', nowMs: 20 * S, backoff: { baseMs: 10, maxAttempts: 3 } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('counts a question left open across coordinators, refuses it while the claimer\'s back-off lasts, and forgets it once answered', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await target(root);
+      const b = await target(root);
+      const policy = { baseMs: 10 * S, maxAttempts: 3 };
+      const claim = await a.claimGroup([1n, 2n, 3n], { path: 'a' }, { owner: 'coord-a', nowMs: 10 * S, input: input(1), backoff: policy });
+      if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
+      // Member 1 answered, member 2 left open, member 3 neither (not reached): only 3 is deleted.
+      expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n], open: [2n] } })).toEqual({ ok: true });
+      const records = new Map((await b.snapshotRecords()).map((e) => [e.id, e.record]));
+      expect([...records.keys()].sort()).toEqual([targetRecordId(1n), targetRecordId(2n)].sort());
+      expect(records.get(targetRecordId(2n))).toMatchObject({ status: 'done', open: [[input(1), 1, 11 * S]], completedMs: 11 * S });
+      expect(records.get(targetRecordId(2n))?.answered).toBeUndefined();
+      expect(records.get(targetRecordId(1n))?.open).toBeUndefined();
+
+      // Another coordinator asking member 2 on that input within the back-off is refused, writing nothing.
+      const before = await store.readRaw(root, targetRecordId(2n));
+      expect(await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 20 * S, input: input(1), backoff: policy })).toEqual({
+        ok: false,
+        reason: 'backoff',
+        open: [{ target: 2n, attempts: 1, lastOpenMs: 11 * S }],
+      });
+      expect((await store.readRaw(root, targetRecordId(2n)))?.equals(before!)).toBe(true);
+      expect(await store.readRaw(root, targetRecordId(4n))).toBeNull();
+      // Without a policy, or on another input, the claim is not about that open question.
+      for (const options of [{ input: input(1) }, { input: input(2), backoff: policy }]) {
+        const held = await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 20 * S, ...options });
+        if (!held.ok) throw new Error(`claim failed: ${held.reason}`);
+        expect(await b.releaseGroup([2n], held.token)).toEqual({ ok: true });
+      }
+      // The back-off ends 10 s after the release; the second open release counts attempt 2.
+      const second = await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 21 * S, input: input(1), backoff: policy });
+      if (!second.ok) throw new Error(`claim failed: ${second.reason}`);
+      expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record).toMatchObject({ status: 'leased', open: [[input(1), 1, 11 * S]] });
+      expect(await b.releaseGroup([2n], second.token, { nowMs: 22 * S, answers: { input: input(1), settled: [], open: [2n] } })).toEqual({ ok: true });
+      // Attempt 2 waits 2 · 10 s.
+      expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 41 * S, input: input(1), backoff: policy })).toMatchObject({ ok: false, reason: 'backoff', open: [{ target: 2n, attempts: 2, lastOpenMs: 22 * S }] });
+      const third = await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 42 * S, input: input(1), backoff: policy });
+      if (!third.ok) throw new Error(`claim failed: ${third.reason}`);
+      expect(await a.releaseGroup([2n], third.token, { nowMs: 43 * S, answers: { input: input(1), settled: [], open: [2n] } })).toEqual({ ok: true });
+      // Left open as often as the policy allows: refused for good under it, not under a laxer one.
+      expect(await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 1000 * S, input: input(1), backoff: policy })).toMatchObject({ ok: false, reason: 'backoff', open: [{ target: 2n, attempts: 3 }] });
+      const lax = await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 1000 * S, input: input(1), backoff: { baseMs: 10 * S, maxAttempts: 5 } });
+      if (!lax.ok) throw new Error(`claim failed: ${lax.reason}`);
+      // Answered at last: the open row goes, the answer stays, and the question is refused `answered`.
+      expect(await b.releaseGroup([2n], lax.token, { nowMs: 1001 * S, answers: { input: input(1), settled: [2n] } })).toEqual({ ok: true });
+      const answered = (await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record;
+      expect(answered).toMatchObject({ status: 'done', answered: true, settled: [input(1)] });
+      expect(answered?.open).toBeUndefined();
+      expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 1002 * S, input: input(1), backoff: policy })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('keeps the inputs most recently left open within the bound, and a member only left open through a bare release', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      const cycles = MAX_OPEN_INPUTS + 2;
+      for (let i = 1; i <= cycles; i += 1) {
+        const claim = await table.claimGroup([9n], { path: 'c' }, { owner: 'c', nowMs: i * S, input: input(i) });
+        if (!claim.ok) throw new Error(`claim ${i} failed: ${claim.reason}`);
+        expect(await table.releaseGroup([9n], claim.token, { nowMs: i * S, answers: { input: input(i), settled: [], open: [9n] } })).toEqual({ ok: true });
+      }
+      const open = (await table.snapshotRecords())[0]!.record.open!;
+      expect(open).toHaveLength(MAX_OPEN_INPUTS);
+      expect(open[0]).toEqual([input(3), 1, 3 * S]);
+      expect(open[MAX_OPEN_INPUTS - 1]).toEqual([input(cycles), 1, cycles * S]);
+
+      // A member only ever left open keeps its row through a claim and a bare release.
+      const first = await table.claimGroup([5n], { path: 'c' }, { owner: 'c', nowMs: S, input: input(1) });
+      if (!first.ok) throw new Error('claim failed');
+      await table.releaseGroup([5n], first.token, { nowMs: 2 * S, answers: { input: input(1), settled: [], open: [5n] } });
+      const again = await table.claimGroup([5n], { path: 'c' }, { owner: 'c', nowMs: 3 * S, input: input(2) });
+      if (!again.ok) throw new Error('claim failed');
+      expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))?.record).toMatchObject({ status: 'leased', open: [[input(1), 1, 2 * S]] });
+      expect(await table.releaseGroup([5n], again.token)).toEqual({ ok: true });
+      expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))?.record).toMatchObject({ status: 'done', open: [[input(1), 1, 2 * S]] });
+      // Answered on its open input: the row gives way to the answer.
+      const last = await table.claimGroup([5n], { path: 'c' }, { owner: 'c', nowMs: 4 * S, input: input(1) });
+      if (!last.ok) throw new Error('claim failed');
+      expect(await table.releaseGroup([5n], last.token, { nowMs: 5 * S, answers: { input: input(1), settled: [5n], open: [5n] } })).toEqual({ ok: true });
+      const settled = (await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))?.record;
+      expect(settled).toMatchObject({ status: 'done', answered: true, settled: [input(1)] });
+      expect(settled?.open).toBeUndefined();
     } finally {
       await closeAll();
     }

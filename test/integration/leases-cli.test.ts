@@ -1,3 +1,4 @@
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runCliCaptured } from '../helpers/cli-in-process.js';
@@ -44,7 +45,14 @@ async function campaignDir(store: StoreContext): Promise<{ dir: string; workRoot
   // Two branches answered on input f…f, kept as released records (the campaign's shared answers).
   const answered = await targets.claimGroup([4n, 5n, 6n], { job: 2 }, { owner: 'alpha', nowMs: now, input: 'f'.repeat(64) });
   if (!answered.ok) throw new Error('setup');
-  await targets.releaseGroup([4n, 5n, 6n], answered.token, { nowMs: now, answers: { input: 'f'.repeat(64), settled: [4n, 5n] } });
+  // …and member 6 left open there: a question whose attempts and back-off the campaign keeps.
+  await targets.releaseGroup([4n, 5n, 6n], answered.token, { nowMs: now, answers: { input: 'f'.repeat(64), settled: [4n, 5n], open: [6n] } });
+  // Two shared traces beside the tables (and a temp and a stray name, which are not traces).
+  await mkdir(path.join(dir, 'traces'), { recursive: true });
+  await writeFile(path.join(dir, 'traces', `${'1'.repeat(64)}.${'2'.repeat(64)}`), 'x'.repeat(100));
+  await writeFile(path.join(dir, 'traces', `${'3'.repeat(64)}.${'4'.repeat(64)}`), 'y'.repeat(23));
+  await writeFile(path.join(dir, 'traces', '.symfence-io-1-2.tmp'), 'z');
+  await writeFile(path.join(dir, 'traces', 'notes.txt'), 'z');
   const corruptPath = await store.recordLocation(workRoot, 'e'.repeat(64));
   await store.writeRaw(workRoot, 'e'.repeat(64), '{"schema":1');
   return { dir, workRoot, corruptPath };
@@ -62,8 +70,11 @@ describeEachStore('symfence leases', (store) => {
     expect(out).toContain('leased 2 (expired 1)  committing 1  done 1  corrupt 1');
     expect(out).toContain('owner alpha: leased 2 (expired 1)');
     expect(out).toContain(`(target table, ${await store.layoutLabel(path.join(dir, 'targets'))})`);
-    expect(out).toContain('leased 3 (expired 0)  committing 0  done 2  corrupt 0');
-    expect(out).toContain('answers: 2 branches answered, 2 (input, branch) pairs');
+    expect(out).toContain('leased 3 (expired 0)  committing 0  done 3  corrupt 0');
+    expect(out).toContain('answers: 2 branches answered, 2 (input, branch) pairs, 1 open questions');
+    // The traces live in the lease directory whatever the store, but for etcd (kept in etcd).
+    if (store.name === 'etcd') expect(out).not.toContain('traces:');
+    else expect(out).toContain(`${path.join(dir, 'traces')}\n  traces: 2 stored (123 bytes)`);
   });
 
   it('prints machine-readable JSON with --json', async () => {
@@ -76,7 +87,8 @@ describeEachStore('symfence leases', (store) => {
     expect(work.counts).toEqual({ leased: 2, expired: 1, committing: 1, done: 1, corrupt: 1 });
     expect(work.owners.beta).toEqual({ leased: 0, expired: 0, committing: 1, done: 1 });
     expect(work).not.toHaveProperty('answers');
-    expect(parsed.tables.find((t) => t.kind === 'target')).toMatchObject({ answers: { branches: 2, pairs: 2 } });
+    expect(parsed.tables.find((t) => t.kind === 'target')).toMatchObject({ answers: { branches: 2, pairs: 2, open: 1 } });
+    expect((parsed as unknown as { traces: unknown[] }).traces).toEqual(store.name === 'etcd' ? [] : [{ dir: path.join(dir, 'traces'), count: 2, bytes: 123 }]);
   });
 
   it('check lists every corrupt record and exits 1', async () => {

@@ -95,13 +95,23 @@ describe('SQLite member rows', () => {
     // A member with answers (released, or re-claimed after) is written directly too.
     const digest = fc.stringMatching(/^[0-9a-f]{64}$/);
     fc.assert(
-      fc.property(fc.option(fc.boolean(), { nil: undefined }), fc.option(fc.nat(), { nil: undefined }), fc.option(fc.uniqueArray(digest, { maxLength: 4 }), { nil: undefined }), (answered, completedMs, settled) => {
-        const extra = { ...(answered !== undefined ? { answered } : {}), ...(completedMs !== undefined ? { completedMs } : {}), ...(settled !== undefined ? { settled } : {}) };
+      fc.property(
+        fc.option(fc.boolean(), { nil: undefined }),
+        fc.option(fc.nat(), { nil: undefined }),
+        fc.option(fc.uniqueArray(digest, { maxLength: 4 }), { nil: undefined }),
+        fc.option(fc.array(fc.tuple(digest, fc.integer({ min: 1, max: 1000 }), fc.nat()), { minLength: 1, maxLength: 4 }), { nil: undefined }),
+        (answered, completedMs, settled, open) => {
+        const extra = {
+          ...(answered !== undefined ? { answered } : {}),
+          ...(completedMs !== undefined ? { completedMs } : {}),
+          ...(settled !== undefined ? { settled } : {}),
+          ...(open !== undefined ? { open } : {}),
+        };
         const r = record(2, 'prev', 1, '77', extra);
         const { attempts, id, previousOwner, steals, target } = r as Record<string, unknown>;
         expect(memberText(r)).toBe(canonicalJson({ attempts, id, previousOwner, steals, target, ...extra }));
       }),
-      { numRuns: 200 },
+      { numRuns: 300 },
     );
     // A record with a field this version does not know, or an answer field of another type, is never written directly.
     expect(memberText(record(1, '', 0, '5', { newer: true }))).toBeUndefined();
@@ -109,5 +119,8 @@ describe('SQLite member rows', () => {
     expect(memberText(record(1, '', 0, '5', { settled: ['A'.repeat(64)] }))).toBeUndefined();
     expect(memberText(record(1, '', 0, '5', { answered: 1 }))).toBeUndefined();
     expect(memberText(record(1, '', 0, '5', { completedMs: 1.5 }))).toBeUndefined();
+    expect(memberText(record(1, '', 0, '5', { open: [['a'.repeat(64), 1.5, 3]] }))).toBeUndefined();
+    expect(memberText(record(1, '', 0, '5', { open: [['A'.repeat(64), 1, 3]] }))).toBeUndefined();
+    expect(memberText(record(1, '', 0, '5', { open: 'x' }))).toBeUndefined();
   });
 });

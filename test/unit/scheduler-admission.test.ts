@@ -209,7 +209,11 @@ describe('admission across Prefix and CSTG', () => {
     });
     const first = await admission.admit(2, 2, NOW);
     expect(first.map((j) => [j.lane, j.job.targetBranch])).toEqual([['prefix', 3n]]);
-    expect(asked[0]).toEqual([{ input: seedA, anyInput: true }, { input: seedB }]);
+    const backoff = { baseMs: 30_000, maxAttempts: 3 };
+    expect(asked[0]).toEqual([
+      { input: seedA, anyInput: true, backoff },
+      { input: seedB, backoff },
+    ]);
     expect(admission.stats().sharedAnswered).toBe(1);
     expect(ledger.isSettled(seedA, 2n)).toBe(true);
     expect(ledger.answered(2n)).toBe(true);
@@ -217,6 +221,51 @@ describe('admission across Prefix and CSTG', () => {
     // Next round the ledger strips the answered member: the group is asked without it, and granted.
     const second = await admission.admit(1, 1, NOW);
     expect(second.map((j) => [j.lane, j.group])).toEqual([['frontier', [1n]]]);
+  });
+
+  it('takes the campaign\'s attempts and back-off of a question left open elsewhere, and gives it up at the last attempt', async () => {
+    const seedA = 'a'.repeat(64);
+    const lane = new ScriptedLane('prefix', [
+      { seed: seedA, target: 1 },
+      { seed: seedA, target: 2 },
+      { seed: seedA, target: 3 },
+    ]);
+    const ledger = new TargetLedger({ maxAttempts: 3, retryBaseMs: 1000 });
+    const asked: (readonly bigint[])[] = [];
+    const admission = new Admission({
+      lanes: [lane],
+      local: new MapLocalReservations(),
+      ledger,
+      shared: {
+        claimGroups: async (groups) => {
+          asked.push(...groups);
+          // Target 1: left open twice elsewhere, last 400 ms ago; target 2: three times (given up
+          // under this policy); target 3: free.
+          return groups.map((g): ClaimOutcome => {
+            if (g[0] === 1n) return { ok: false, reason: 'backoff', open: [{ target: 1n, attempts: 2, lastOpenMs: NOW - 400 }] };
+            if (g[0] === 2n) return { ok: false, reason: 'backoff', open: [{ target: 2n, attempts: 3, lastOpenMs: NOW - 60_000 }] };
+            return { ok: true, token: `t${g[0]}` };
+          });
+        },
+        releaseGroups: async () => {},
+      },
+    });
+    const first = await admission.admit(3, 3, NOW);
+    expect(first.map((j) => j.job.targetBranch)).toEqual([3n]);
+    expect(admission.stats().sharedBackoff).toBe(2);
+    // Attempt 2 backs off 1000 · 2 ms from when it was left open: allowed again 1600 ms from now.
+    expect(ledger.allowed(seedA, 1n, NOW + 1599)).toBe(false);
+    expect(ledger.allowed(seedA, 1n, NOW + 1600)).toBe(true);
+    expect(ledger.isSettled(seedA, 1n)).toBe(false);
+    expect(ledger.isSettled(seedA, 2n)).toBe(true);
+    expect(ledger.answered(2n)).toBe(false);
+    expect(ledger.stats().givenUp).toBe(1);
+    // Within the back-off the lane's proposal is dropped before any claim; after it, asked again.
+    asked.length = 0;
+    expect(await admission.admit(3, 3, NOW + 1000)).toEqual([]);
+    expect(asked).toEqual([]);
+    await admission.admit(3, 3, NOW + 1600);
+    expect(asked).toEqual([[1n]]);
   });
 
   it('fails closed with ERR_ADMISSION_PROTOCOL when the shared table answers the wrong number of outcomes', async () => {

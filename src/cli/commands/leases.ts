@@ -12,7 +12,7 @@ import { nodeFsLayer } from '../../fs/fs-layer.js';
 import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
-import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
+import { inspectLeaseDirectory, inspectTraces, type TableInspection, type TracesInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
 import { formatDuration } from '../../config/schema.js';
 import { escapeForTerminal } from '../../util/terminal-text.js';
@@ -42,15 +42,28 @@ function renderTable(t: TableInspection): string {
     `  leased ${c.leased} (expired ${c.expired})  committing ${c.committing}  done ${c.done}  corrupt ${c.corrupt}`,
   ];
   // Released target records are kept only for their answers (docs/leases.md "Shared answers").
-  if (t.answers !== undefined) lines.push(`  answers: ${t.answers.branches} branches answered, ${t.answers.pairs} (input, branch) pairs`);
+  if (t.answers !== undefined) lines.push(`  answers: ${t.answers.branches} branches answered, ${t.answers.pairs} (input, branch) pairs, ${t.answers.open} open questions`);
   const owners = Object.entries(t.owners).sort(([a], [b]) => a.localeCompare(b));
   for (const [owner, o] of owners) lines.push(`  owner ${escapeControl(owner)}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);
   for (const bad of t.corrupt) lines.push(`  corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}`);
   return `${lines.join('\n')}\n`;
 }
 
-function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number, temps?: TempsReport): string {
-  return `${JSON.stringify({ nowMs, leaseTtlMs, tables, ...(temps ? { temps } : {}) }, null, 2)}\n`;
+function renderTraces(t: TracesInspection): string {
+  return `${escapeControl(t.dir)}\n  traces: ${t.count} stored (${t.bytes} bytes)\n`;
+}
+
+function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number, traces: readonly TracesInspection[], temps?: TempsReport): string {
+  return `${JSON.stringify({ nowMs, leaseTtlMs, tables, traces, ...(temps ? { temps } : {}) }, null, 2)}\n`;
+}
+
+/**
+ * The shared traces of every lease root holding a directory-store table (an etcd campaign keeps
+ * its traces in etcd): the lease root is the parent of a campaign's tables.
+ */
+async function tracesOf(tables: readonly TableInspection[]): Promise<TracesInspection[]> {
+  const roots = new Set(tables.filter((t) => t.store !== 'etcd').map((t) => path.dirname(t.root)));
+  return Promise.all([...roots].map((root) => inspectTraces(root)));
 }
 
 interface TempsReport extends TempSweepReport {
@@ -81,7 +94,7 @@ const ttlOption = (): Option =>
 export function register(program: Command, io: CliIo): void {
   const leases = program
     .command('leases')
-    .description('inspect a lease directory: counts by status (leased, expired, committing, done, corrupt) and by owner, and a target table\'s shared answers')
+    .description('inspect a lease directory: counts by status (leased, expired, committing, done, corrupt) and by owner, a target table\'s shared answers and open questions, and the shared traces')
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
@@ -95,7 +108,8 @@ export function register(program: Command, io: CliIo): void {
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
-      io.stdout(flags.json ? toJson(tables, nowMs, leaseTtlMs) : tables.map(renderTable).join(''));
+      const traces = await tracesOf(tables);
+      io.stdout(flags.json ? toJson(tables, nowMs, leaseTtlMs, traces) : [...tables.map(renderTable), ...traces.filter((t) => t.count > 0).map(renderTraces)].join(''));
     });
   leases
     .command('check')
@@ -130,7 +144,7 @@ export function register(program: Command, io: CliIo): void {
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
       const temps = await sweepTemps(tables, nowMs, staleTempAgeMs);
       const corrupt = tables.flatMap((t) => t.corrupt);
-      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, temps));
+      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, await tracesOf(tables), temps));
       else {
         for (const bad of corrupt) io.stdout(`corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}\n`);
         if (corrupt.length === 0) {

@@ -82,6 +82,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
       this.#counters.conflicts += after.sharedConflicts - before.sharedConflicts;
       this.#counters.backFills += after.backFills - before.backFills;
       this.#counters.answeredElsewhere += after.sharedAnswered - before.sharedAnswered;
+      this.#counters.openElsewhere += after.sharedBackoff - before.sharedBackoff;
     }
     const out: AdmittedWork[] = [];
     for (const a of admitted) {

@@ -20,7 +20,7 @@ export function planTargetClaims(groups: readonly GroupClaimRequest[], nowMs: nu
   const store = ctx.targetStore();
   const planned = groups.map((g) => {
     const mirrorOwner = checkMirrorOwner(g?.mirrorOwner);
-    return { group: g, mirrorOwner, op: store.planClaimGroup(g.targets, g.payload, { owner: ctx.coordinatorId, worker: mirrorOwner, nowMs, ...(g.input !== undefined ? { input: g.input } : {}), ...(g.anyInput !== undefined ? { anyInput: g.anyInput } : {}) }) };
+    return { group: g, mirrorOwner, op: store.planClaimGroup(g.targets, g.payload, { owner: ctx.coordinatorId, worker: mirrorOwner, nowMs, ...(g.input !== undefined ? { input: g.input } : {}), ...(g.anyInput !== undefined ? { anyInput: g.anyInput } : {}), ...(g.backoff !== undefined ? { backoff: g.backoff } : {}) }) };
   });
   const prepared = planned.map((p) => ({ ...p, local: ctx.mirror.prepareClaim(p.group.targets, p.mirrorOwner) }));
   const ops = prepared.filter((p) => p.local.ok).map((p) => p.op as LeaseOperation<unknown>);

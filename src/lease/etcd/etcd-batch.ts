@@ -5,7 +5,7 @@
 import { LeaseRecordTooLargeError } from '../../errors.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { leaseIoError } from '../lease-io-error.js';
-import type { RecordRead } from '../lease-record.js';
+import { carriesAnswers, type RecordRead } from '../lease-record.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 
 /** etcd's default `--max-txn-ops`: compares, and separately writes, per transaction. */
@@ -120,9 +120,9 @@ export class EtcdBatch implements StoreBatch {
       // Only leased *target* records ride the session on the server (a dead coordinator's targets
       // are freed at once); a leased work record keeps its payload until its TTL ends, so another
       // coordinator can take the work over (recoverExpired), as in every store. A target record
-      // that carries answers (docs/lease-format.md "Answers") rides no session either: the
+      // that carries answers or open questions (docs/lease-format.md "Answers") rides no session either: the
       // server would delete its answers with it. Its lease ends by its TTL.
-      const attach = next?.record.status === 'leased' && backend.kind === 'target' && next.record.answered !== true;
+      const attach = next?.record.status === 'leased' && backend.kind === 'target' && !carriesAnswers(next.record);
       if (attach) attached.add(id);
       success.push(next ? { request_put: { key, value: next.bytes, lease: attach ? leaseId : 0 } } : { request_delete_range: { key } });
     }

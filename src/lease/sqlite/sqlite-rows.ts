@@ -125,10 +125,15 @@ const DIGEST = /^[0-9a-f]{64}$/;
 
 /**
  * True when `record` has only the fields of this version: the member and group fields, and the
- * answer fields a released or re-claimed member may carry (`answered`, `settled`, `completedMs`).
+ * answer fields a released or re-claimed member may carry (`answered`, `settled`, `open`, `completedMs`).
  */
 function hasOnlyKnownFields(record: LeaseRecord): boolean {
-  const optional = (record.leaseTtlMs === undefined ? 0 : 1) + (record.answered === undefined ? 0 : 1) + (record.settled === undefined ? 0 : 1) + (record.completedMs === undefined ? 0 : 1);
+  const optional =
+    (record.leaseTtlMs === undefined ? 0 : 1) +
+    (record.answered === undefined ? 0 : 1) +
+    (record.settled === undefined ? 0 : 1) +
+    (record.open === undefined ? 0 : 1) +
+    (record.completedMs === undefined ? 0 : 1);
   return Object.keys(record).length === MEMBER_FIELD_COUNT + GROUP_FIELDS.length - 1 + optional;
 }
 
@@ -138,7 +143,7 @@ function hasOnlyKnownFields(record: LeaseRecord): boolean {
  * otherwise (then the general writer runs). The same bytes canonicalJson gives (tested against it).
  */
 export function memberText(record: LeaseRecord): string | undefined {
-  const { answered, attempts, completedMs, id, previousOwner, settled, steals, target } = record;
+  const { answered, attempts, completedMs, id, open, previousOwner, settled, steals, target } = record;
   if (!hasOnlyKnownFields(record)) return undefined;
   // `id` is one of the batch's lock ids (the executor refuses any other), which are record ids:
   // 64 lowercase hex characters, nothing to escape.
@@ -147,11 +152,18 @@ export function memberText(record: LeaseRecord): string | undefined {
   if (answered !== undefined && typeof answered !== 'boolean') return undefined;
   if (completedMs !== undefined && !Number.isSafeInteger(completedMs)) return undefined;
   if (settled !== undefined && (!Array.isArray(settled) || !settled.every((d) => typeof d === 'string' && DIGEST.test(d)))) return undefined;
+  if (open !== undefined && (!Array.isArray(open) || !open.every(isPlainOpenRow))) return undefined;
   // Keys in sorted order, as canonicalJson writes them.
   return (
     `{${answered === undefined ? '' : `"answered":${answered},`}"attempts":${attempts},${completedMs === undefined ? '' : `"completedMs":${completedMs},`}` +
-    `"id":"${id}","previousOwner":"${previousOwner}",${settled === undefined ? '' : `"settled":[${settled.map((d) => `"${d}"`).join(',')}],`}"steals":${steals},"target":"${target}"}`
+    `"id":"${id}",${open === undefined ? '' : `"open":[${open.map((q) => `["${q[0]}",${q[1]},${q[2]}]`).join(',')}],`}"previousOwner":"${previousOwner}",` +
+    `${settled === undefined ? '' : `"settled":[${settled.map((d) => `"${d}"`).join(',')}],`}"steals":${steals},"target":"${target}"}`
   );
+}
+
+/** An open-question row whose canonical text is the plain join of its parts: a digest and two safe integers. */
+function isPlainOpenRow(row: unknown): boolean {
+  return Array.isArray(row) && row.length === 3 && typeof row[0] === 'string' && DIGEST.test(row[0]) && Number.isSafeInteger(row[1]) && Number.isSafeInteger(row[2]);
 }
 
 /** The fields of a member row: every field of `record` that is not a group field. */
