@@ -101,16 +101,17 @@ describe('SQLite member rows', () => {
         fc.option(fc.uniqueArray(digest, { maxLength: 4 }), { nil: undefined }),
         fc.option(fc.array(fc.tuple(digest, fc.integer({ min: 1, max: 1000 }), fc.nat()), { minLength: 1, maxLength: 4 }), { nil: undefined }),
         (answered, completedMs, settled, open) => {
-        const extra = {
-          ...(answered !== undefined ? { answered } : {}),
-          ...(completedMs !== undefined ? { completedMs } : {}),
-          ...(settled !== undefined ? { settled } : {}),
-          ...(open !== undefined ? { open } : {}),
-        };
-        const r = record(2, 'prev', 1, '77', extra);
-        const { attempts, id, previousOwner, steals, target } = r as Record<string, unknown>;
-        expect(memberText(r)).toBe(canonicalJson({ attempts, id, previousOwner, steals, target, ...extra }));
-      }),
+          const extra = {
+            ...(answered !== undefined ? { answered } : {}),
+            ...(completedMs !== undefined ? { completedMs } : {}),
+            ...(settled !== undefined ? { settled } : {}),
+            ...(open !== undefined ? { open } : {}),
+          };
+          const r = record(2, 'prev', 1, '77', extra);
+          const { attempts, id, previousOwner, steals, target } = r as Record<string, unknown>;
+          expect(memberText(r)).toBe(canonicalJson({ attempts, id, previousOwner, steals, target, ...extra }));
+        },
+      ),
       { numRuns: 300 },
     );
     // A record with a field this version does not know, or an answer field of another type, is never written directly.
