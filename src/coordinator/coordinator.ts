@@ -64,7 +64,10 @@ export class Coordinator {
    * the two runs waits on this thread (docs/campaign.md "Solver slots").
    */
   readonly #staged: (ActiveJob | undefined)[];
-  /** Prefetched jobs kept at most: `prefetchDepth` per slot (0 without prefetching). */
+  /**
+   * Prefetched jobs topped up to: `prefetchDepth` per slot (0 without prefetching). Better jobs may
+   * be dispatched ahead past it, up to twice the limit (`#giveWayToBetter`).
+   */
   readonly #readyLimit: number;
   readonly #dispatching = new Set<Promise<unknown>>();
   readonly #heartbeatIntervalMs: number;
@@ -403,18 +406,28 @@ export class Coordinator {
   }
 
   /**
-   * A pending job of higher priority than a prefetched one takes its place: the prefetched job's
-   * exact-work lease is abandoned and it goes back to the front of the pending queue with what it
-   * held there before (local reservation, target token), so nothing is lost and nothing leaks.
+   * A pending job of higher priority than a prefetched one goes ahead of it. While the prefetched
+   * jobs number fewer than twice `#readyLimit`, the better job is simply dispatched ahead of the
+   * worse (one claim, the one it needs anyway): nothing is given back, and no top-up follows until
+   * slots have taken the list back under the limit. Past that, the worst prefetched job gives way:
+   * its exact-work lease is abandoned and it goes back to the front of the pending queue, behind
+   * the better job, with what it held there before (local reservation, target token), so nothing is
+   * lost and nothing leaks.
    * Contract: the demoted job's work lease is abandoned or, if abandoning fails, left to TTL (its
    * next dispatch re-claims it; a stale lease of our own then shows as a conflict and the job is
    * rolled back by that dispatch like any refused claim).
    */
   async #giveWayToBetter(): Promise<void> {
-    for (let guard = this.#ready.length; guard > 0 && this.#ready.length > 0 && this.#pending.length > 0; guard--) {
+    for (let guard = this.#ready.length; guard > 0 && this.#ready.length > 0 && this.#pending.length > 0 && !this.#stopping; guard--) {
       const best = Math.max(...this.#pending.map((p) => p.work.priority ?? 0));
       const worst = this.#ready[this.#ready.length - 1]!;
       if ((worst.work.priority ?? 0) >= best) return;
+      const bestAt = this.#pending.findIndex((p) => (p.work.priority ?? 0) === best);
+      const [better] = this.#pending.splice(bestAt, 1);
+      if (this.#ready.length < 2 * this.#readyLimit) {
+        await this.#track(this.#dispatchAndPlace(better!));
+        continue;
+      }
       this.#ready.pop();
       try {
         await worst.tx.undoNewest('work-lease');
@@ -422,8 +435,6 @@ export class Coordinator {
         worst.logger.warn({ err: error }, 'abandoning a displaced prefetched work lease failed; left to TTL');
       }
       this.#deps.counters.prefetchRollbacks++;
-      const bestAt = this.#pending.findIndex((p) => (p.work.priority ?? 0) === best);
-      const [better] = this.#pending.splice(bestAt, 1);
       this.#pending.unshift(better!, {
         work: worst.work,
         targetToken: worst.targetToken,

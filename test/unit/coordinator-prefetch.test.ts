@@ -199,38 +199,50 @@ describe('prefetching jobs per slot', () => {
     expect(t.reservations.held.has(2n)).toBe(false);
   });
 
-  it('gives a prefetched place to a better job: the displaced job keeps its reservation and token as pending and runs after it', async () => {
-    const t = setup({ prefetchDepth: 1 }); // one place ahead: the better job must take b's
+  it('dispatches a better job ahead of a prefetched one without giving anything back, and only past twice the depth makes the worst give way', async () => {
+    const t = setup({ prefetchDepth: 1 }); // one place ahead per slot: the list tops up to 1, a better job may take it to 2
     const a = makeJob('a', 1n);
     const b = makeJob('b', 2n);
     const better = makeJob('better', 5n);
+    const best = makeJob('best', 6n);
     t.source.queue.push(await t.admit(a), await t.admit(b));
     await t.coordinator.tick();
     expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b)]);
     const bToken = t.targetLeases.records.get(2n)!.token;
+    const claimsBefore = t.workLeases.calls.filter((c) => c.startsWith('claim')).length;
 
+    // A better job goes ahead of b: one claim (its own), b keeps its work lease.
     await t.coordinator.enqueue([await t.admit(better, 10)]);
     await t.coordinator.tick();
-    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(better)]);
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(better), jobWorkId(b)]);
+    expect(t.workLeases.records.get(jobWorkId(b))?.status).toBe('leased');
+    expect(t.workLeases.calls.filter((c) => c.startsWith('claim')).length).toBe(claimsBefore + 1);
+    expect(t.workLeases.calls.filter((c) => c.startsWith('abandon'))).toEqual([]);
+    expect(t.counters.prefetchRollbacks).toBe(0);
+
+    // At twice the depth, a still better job makes the worst (b) give way: its work lease is
+    // abandoned, its group and reservation kept as for any pending job, and it runs after them;
+    // the better job then goes ahead of `better`, the list being under twice the depth again.
+    await t.coordinator.enqueue([await t.admit(best, 20)]);
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(best), jobWorkId(better)]);
     expect(t.coordinator.pendingCount).toBe(1);
-    expect(t.workLeases.records.has(jobWorkId(b))).toBe(false); // b's work lease abandoned…
-    expect(t.targetLeases.records.get(2n)?.token).toBe(bToken); // …its group kept, as for any pending job
+    expect(t.workLeases.records.has(jobWorkId(b))).toBe(false);
+    expect(t.targetLeases.records.get(2n)?.token).toBe(bToken);
     expect(t.reservations.held.has(2n)).toBe(true);
     expect(t.counters.prefetchRollbacks).toBe(1);
 
-    t.solver.runs[0]!.exit();
-    expect(t.solver.runs.at(-1)!.task.workId).toBe(jobWorkId(better));
-    t.solver.runs[0]!.resolve(ok());
-    await t.coordinator.tick(); // b is prefetched again with a fresh work claim
-    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b)]);
-    await until(() => t.coordinator.activeCount === 1); // a committed and gone; `better` runs
-    t.solver.runs[1]!.exit();
-    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([jobWorkId(a), jobWorkId(better), jobWorkId(b)]);
-    t.solver.runs[1]!.resolve(ok());
-    t.solver.runs[2]!.exit();
-    t.solver.runs[2]!.resolve(ok());
+    const order = [a, best, better, b].map(jobWorkId);
+    for (let i = 0; i < order.length; i++) {
+      await until(() => t.solver.runs.length === i + 1);
+      t.solver.runs[i]!.exit();
+      t.solver.runs[i]!.resolve(ok());
+      await until(() => t.jobs.length === i + 1);
+      await t.coordinator.tick();
+    }
     await t.coordinator.settled();
-    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok']);
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual(order);
+    expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
     expect(t.workLeases.held()).toEqual([]);
     expect(t.reservations.held.size).toBe(0);
     expect(t.targetLeases.records.size).toBe(0);
