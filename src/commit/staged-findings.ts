@@ -187,16 +187,28 @@ export class StagedFindings {
   }
 
   /**
-   * Removes staged files whose work is `done` (left by a crash between completion and discard).
+   * Removes staged files whose work is `done` (left by a crash between completion and discard),
+   * and trace files of `done` work that its record does not keep (`keptTraces`: work id → the kept
+   * file's name, or null for none; a work id absent there keeps all): a trace staged by a run
+   * whose `beginCommit` was refused, or one another coordinator's trace of the same work replaced.
    * Files of leased or committing work are kept: a live owner may be staging or committing them.
    */
-  async sweep(done: ReadonlySet<string>): Promise<number> {
+  async sweep(done: ReadonlySet<string>, keptTraces: ReadonlyMap<string, string | null> = new Map()): Promise<number> {
     const names = await this.#client.listDir(this.dir);
     const garbage = names.filter((name) => {
       const parsed = parseStagedName(name);
       return parsed !== null && done.has(parsed.workId);
     });
-    return garbage.length === 0 ? 0 : this.#client.removeFiles(this.dir, garbage);
+    let removed = garbage.length === 0 ? 0 : await this.#client.removeFiles(this.dir, garbage);
+    if (keptTraces.size === 0) return removed;
+    const traces = await this.#client.listDir(this.tracesDir);
+    const orphans = traces.filter((name) => {
+      const parsed = parseStagedName(name);
+      if (parsed === null || !done.has(parsed.workId) || !keptTraces.has(parsed.workId)) return false;
+      return keptTraces.get(parsed.workId) !== name;
+    });
+    if (orphans.length > 0) removed += await this.#client.removeFiles(this.tracesDir, orphans);
+    return removed;
   }
 
   /**

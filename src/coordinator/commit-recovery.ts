@@ -86,7 +86,7 @@ export class CommitRecovery {
       // needs its staged files again. A rollback happens within its batch, long before a TTL.
       const settled = new Set<string>();
       for (const [workId, completedMs] of scan.done) if (isStaleSince(completedMs, ctx.workLeaseTtlMs, now)) settled.add(workId);
-      counters.stagedSwept += await ctx.commits.sweep(settled);
+      counters.stagedSwept += await ctx.commits.sweep(settled, scan.traces);
     } catch (error) {
       ctx.log.warn({ err: error }, 'sweeping staged findings failed');
     }

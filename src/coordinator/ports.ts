@@ -296,6 +296,11 @@ export interface CommitScan {
   readonly committing: readonly CommittingWork[];
   /** Work id → when it was completed (ms, injected clock), for records read as `done`. */
   readonly done: ReadonlyMap<string, number>;
+  /**
+   * Work id → the trace file (`<workId>.<sha256>`) a `done` record's manifest keeps, or null when
+   * it names none; absent when the scan cannot tell (its trace files are then never swept).
+   */
+  readonly traces?: ReadonlyMap<string, string | null>;
 }
 
 /** `completed`: published now by this call; `already`: someone else finished it; else refused. */
@@ -342,8 +347,12 @@ export interface ResultCommits {
   loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined>;
   /** Removes a finished result's staged files (best effort: leftovers are swept). */
   discard(manifest: CommitManifest): Promise<void>;
-  /** Removes staged files of work that is `done`; resolves with how many. */
-  sweep(done: ReadonlySet<string>): Promise<number>;
+  /**
+   * Removes staged files of work that is `done`, and the trace files of such work that its record
+   * does not keep (`keptTraces`, as `CommitScan.traces`: a work id absent there keeps all of its
+   * traces); resolves with how many.
+   */
+  sweep(done: ReadonlySet<string>, keptTraces?: ReadonlyMap<string, string | null>): Promise<number>;
   /**
    * Removes leftover temp files whose writer is provably gone (docs/leases.md "Leftover temp
    * files"); resolves with how many. Optional: fakes may omit it.

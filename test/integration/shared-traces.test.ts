@@ -212,6 +212,43 @@ describeEachStore('shared traces', (store) => {
     }
   });
 
+  it('sweeps the trace a run staged before its beginCommit was refused, once the work is done elsewhere, and keeps the trace the done record names', async () => {
+    const { leaseRoot, clock, a, b, close } = await setup();
+    try {
+      const job = traceJob('input-7');
+      const workId = jobWorkId(job);
+      a.source.queue.push({ job, owner: 1 });
+      await a.coordinator.tick();
+      await a.solver.started(1);
+      // a stops renewing; b takes the expired work over and finishes it with a trace of its own.
+      clock.advance(TTL_MS);
+      await runToCommit(b, traceJob('input-7'), { ...TRACED, telemetry: { ...TELEMETRY, openBranches: [6n] } });
+      const kept = (await b.table.snapshotRecords()).find((e) => e.id === workId)!.record;
+      expect(kept).toMatchObject({ status: 'done', owner: 'b' });
+      const keptName = path.basename((kept.commit as { trace: { path: string } }).trace.path);
+      // a's run ends now: its trace is staged, its beginCommit refused, and its file left behind.
+      a.solver.runs[0]!.resolve(TRACED);
+      await a.coordinator.settled();
+      expect(a.counters.staleResults).toBe(1);
+      const left = await readdir(path.join(leaseRoot, TRACES_DIR));
+      expect(left.sort()).toEqual([keptName, left.find((n) => n !== keptName)!].sort());
+      expect(left).toHaveLength(2);
+
+      // Within a TTL of the completion nothing is swept (a done record may still roll back).
+      expect(await a.coordinator.recoverCommits()).toBe(0);
+      expect(await readdir(path.join(leaseRoot, TRACES_DIR))).toHaveLength(2);
+      clock.advance(TTL_MS);
+      await a.coordinator.recoverCommits();
+      expect(await readdir(path.join(leaseRoot, TRACES_DIR))).toEqual([keptName]);
+      expect(a.counters.stagedSwept).toBe(1);
+      // The kept trace still serves: a third look adopts it.
+      await offer(a, traceJob('input-7'));
+      expect(a.source.adopted.map((x) => x.workId)).toEqual([workId]);
+    } finally {
+      await close();
+    }
+  });
+
   it('fails closed on a shared trace whose bytes were altered or removed: counted, not adopted, the input not run again', async () => {
     const { leaseRoot, a, b, close } = await setup();
     try {

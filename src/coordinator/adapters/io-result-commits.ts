@@ -4,7 +4,7 @@
  * the I/O thread's `publishCommitted`, which publishes and marks the record done under the
  * record's lock), and recovery scans of the work table.
  */
-import type { CommitManifest } from '../../commit/commit-manifest.js';
+import { TRACES_DIR, parseStagedName, type CommitManifest } from '../../commit/commit-manifest.js';
 import { StagedFindings, type StageInfo, type StagingClient } from '../../commit/staged-findings.js';
 import type { DirectoryFiles } from '../../io/io-requests.js';
 import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
@@ -75,13 +75,17 @@ export class IoResultCommits implements ResultCommits {
     const records = await this.#client.snapshotRecords('work', { corrupt: 'skip' });
     const committing: CommittingWork[] = [];
     const done = new Map<string, number>();
+    const traces = new Map<string, string | null>();
     for (const { id, record } of records) {
-      if (record.status === 'done') done.set(id, record.completedMs ?? record.updatedMs);
-      else if (record.status === 'committing') {
+      if (record.status === 'done') {
+        done.set(id, record.completedMs ?? record.updatedMs);
+        const kept = tracedName(record.commit);
+        if (kept !== undefined) traces.set(id, kept);
+      } else if (record.status === 'committing') {
         committing.push({ workId: id, token: record.token, owner: record.owner, updatedMs: record.updatedMs, payload: record.payload, commit: record.commit });
       }
     }
-    return { committing, done };
+    return { committing, done, traces };
   }
 
   load(workId: string, commit: unknown): Promise<StagedResult> {
@@ -96,8 +100,8 @@ export class IoResultCommits implements ResultCommits {
     await this.staged.discard(manifest);
   }
 
-  sweep(done: ReadonlySet<string>): Promise<number> {
-    return this.staged.sweep(done);
+  sweep(done: ReadonlySet<string>, keptTraces?: ReadonlyMap<string, string | null>): Promise<number> {
+    return this.staged.sweep(done, keptTraces);
   }
 
   /**
@@ -114,4 +118,19 @@ export class IoResultCommits implements ResultCommits {
     }
     return swept;
   }
+}
+
+/**
+ * The trace file a done record's stored manifest keeps: its name (`trace.path` = `traces/<name>`),
+ * null when the manifest names no trace, undefined when it cannot tell (no manifest object, or a
+ * `trace` that is not a trace path): the sweep then leaves every trace of that work alone.
+ */
+function tracedName(commit: unknown): string | null | undefined {
+  if (typeof commit !== 'object' || commit === null || Array.isArray(commit)) return undefined;
+  const trace = (commit as { trace?: unknown }).trace;
+  if (trace === undefined) return null;
+  const tracePath = (trace as { path?: unknown } | null)?.path;
+  if (typeof tracePath !== 'string' || !tracePath.startsWith(`${TRACES_DIR}/`)) return undefined;
+  const name = tracePath.slice(TRACES_DIR.length + 1);
+  return parseStagedName(name) !== null ? name : undefined;
 }
