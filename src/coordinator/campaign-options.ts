@@ -83,6 +83,18 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     description: 'lease directory shared by cooperating coordinators',
     defaultHelp: 'private, <out-dir>/leases',
   },
+  /**
+   * The campaign's namespace in a lease directory or etcd prefix shared with other campaigns
+   * (src/coordinator/lease-root.ts). Default: none, the lease directory itself.
+   */
+  campaign: {
+    kind: 'string',
+    default: undefined,
+    flag: 'campaign',
+    env: 'SYMFENCE_CAMPAIGN',
+    description: 'campaign name within a lease directory or etcd prefix that several campaigns share: its work, answers and traces live under <lease-dir>/campaigns/<name>/ (etcd: <etcd-prefix>/campaigns/<name>), apart from other campaigns\'',
+    defaultHelp: 'none: the lease directory itself',
+  },
   /** Coordinator id recorded in leases and jobs.jsonl. Default `<hostname>:<pid>`. */
   coordinatorId: {
     kind: 'string',

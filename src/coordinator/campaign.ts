@@ -28,6 +28,7 @@ import { CAMPAIGN_OPTIONS, type CampaignOptions } from './campaign-options.js';
 import { Coordinator, type CoordinatorHooks, type CoordinatorPorts, type ShutdownReport } from './coordinator.js';
 import { loadNative } from '../native/bindings.js';
 import { OutDirLock } from './out-dir-lock.js';
+import { campaignEtcdPrefix, campaignLeaseRoot, checkCampaignName } from './lease-root.js';
 import type { CampaignComponents, CampaignComponentsFactory, CampaignContext } from './campaign-context.js';
 import {
   systemClock,
@@ -161,7 +162,8 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
   private constructor(options: CampaignOptions, parts: CampaignComponentOptions, outDir: string, coordinatorId: string, workers: number, logger: Logger, clock: Clock) {
     super();
     this.options = options;
-    this.#parts = parts;
+    // A named campaign's etcd keys live in its namespace under the prefix, as its directory does.
+    this.#parts = options.campaign === undefined ? parts : { ...parts, lease: Object.freeze({ ...parts.lease, etcdPrefix: campaignEtcdPrefix(parts.lease.etcdPrefix, options.campaign) }) };
     this.outDir = outDir;
     this.coordinatorId = coordinatorId;
     this.workers = workers;
@@ -290,7 +292,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
         statsIntervalMs: this.options.statsIntervalMs,
         startedMs: this.#startedMs,
         // Where the components open the tables: the shared directory, or the private default.
-        leaseDir: this.options.leaseDir !== undefined ? path.resolve(this.options.leaseDir) : path.join(this.outDir, 'leases'),
+        leaseDir: campaignLeaseRoot(this.options, this.outDir),
         sections: () => ({
           ...(components.aflPeers ? { afl: components.aflPeers() } : {}),
           ...(components.frontier ? { frontier: components.frontier() } : {}),
@@ -451,6 +453,7 @@ function resolveOutDir(options: CampaignOptions): string {
   if (!/^[A-Za-z0-9._-]+$/.test(options.name) || options.name === '.' || options.name === '..') {
     throw invalidOption('name', 'a plain directory name (letters, digits, . _ -)', options.name);
   }
+  checkCampaignName(options.campaign);
   if (options.outDir !== undefined) return path.resolve(options.outDir);
   if (options.aflOut !== undefined) return path.resolve(options.aflOut, options.name);
   throw invalidOption('outDir', 'an output directory (outDir, or aflOut with name)', undefined);

@@ -13,14 +13,13 @@ import { UsageError } from '../errors.js';
 import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
-import { META_FILE } from './table-layout.js';
+import { CAMPAIGNS_DIR, META_FILE } from './table-layout.js';
 import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { scanTableRoot } from './open-backend.js';
 import type { LeaseStoreKind } from './backend-contract.js';
 import { readTableMeta } from './table-meta.js';
-import { TRACES_DIR, parseStagedName } from '../commit/commit-manifest.js';
 
 export interface OwnerCounts {
   readonly leased: number;
@@ -82,22 +81,45 @@ async function hasMeta(fsLayer: FsLayer, dir: string): Promise<boolean> {
   }
 }
 
-/** The table roots at or directly under `dir`; throws `UsageError` when there are none. */
+/** Subdirectories of `dir` (sorted), none when it cannot be read. */
+async function subdirectories(fsLayer: FsLayer, dir: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await fsLayer.readdir(dir);
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  for (const name of names.sort()) {
+    try {
+      if ((await fsLayer.lstat(path.join(dir, name))).isDirectory) out.push(path.join(dir, name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * The table roots at or directly under `dir`, and those of every named campaign's namespace
+ * under it (`campaigns/<name>/`, src/coordinator/lease-root.ts); throws `UsageError` when there
+ * are none.
+ */
 export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLayer): Promise<string[]> {
   if (typeof dir !== 'string' || dir === '') throw invalidOption('dir', 'a lease directory path', dir);
   const root = path.resolve(dir);
   if (await hasMeta(fsLayer, root)) return [root];
-  let names: string[];
   try {
-    names = await fsLayer.readdir(root);
+    await fsLayer.readdir(root);
   } catch (error) {
     throw new UsageError(`cannot read lease directory ${root}: ${errnoCode(error) ?? (error as Error).message}`, { path: root });
   }
   const tables: string[] = [];
-  for (const name of names.sort()) {
-    const child = path.join(root, name);
-    if (await hasMeta(fsLayer, child)) tables.push(child);
-  }
+  const collect = async (parent: string): Promise<void> => {
+    for (const child of await subdirectories(fsLayer, parent)) if (await hasMeta(fsLayer, child)) tables.push(child);
+  };
+  await collect(root);
+  for (const campaign of await subdirectories(fsLayer, path.join(root, CAMPAIGNS_DIR))) await collect(campaign);
   if (tables.length === 0) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE} in it or its subdirectories)`, { path: root });
   return tables;
 }
@@ -134,42 +156,6 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
     }
   }
   return { root: path.resolve(root), kind: meta.kind, store: meta.store, shardCount: meta.shardCount, counts, owners, corrupt, ...(meta.kind === 'target' ? { answers } : {}) };
-}
-
-/** The shared traces stored under a lease root (docs/campaign.md "Shared traces"). */
-export interface TracesInspection {
-  readonly dir: string;
-  readonly count: number;
-  readonly bytes: number;
-}
-
-/**
- * Counts the shared traces of the lease root `leaseRoot` (`<leaseRoot>/traces/`, trace files only:
- * temps and other names are not counted); none when the directory does not exist.
- */
-export async function inspectTraces(leaseRoot: string, fsLayer: FsLayer = nodeFsLayer): Promise<TracesInspection> {
-  const dir = path.join(path.resolve(leaseRoot), TRACES_DIR);
-  let names: string[];
-  try {
-    names = await fsLayer.readdir(dir);
-  } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return { dir, count: 0, bytes: 0 };
-    throw new UsageError(`cannot read trace directory ${dir}: ${errnoCode(error) ?? (error as Error).message}`, { path: dir });
-  }
-  let count = 0;
-  let bytes = 0;
-  for (const name of names) {
-    if (parseStagedName(name) === null) continue;
-    try {
-      const stat = await fsLayer.lstat(path.join(dir, name));
-      if (!stat.isFile) continue;
-      count += 1;
-      bytes += stat.size;
-    } catch (error) {
-      if (errnoCode(error) !== 'ENOENT') throw error;
-    }
-  }
-  return { dir, count, bytes };
 }
 
 /** Inspects every table at or under `dir`. */

@@ -16,6 +16,8 @@ import { assertRecordId, shardDirName, shardOf } from './identity.js';
 import { currentWriterTagText } from './temp-writer.js';
 
 export const META_FILE = 'lease-table.json';
+/** Under a lease directory: the named campaigns' namespaces, `campaigns/<name>/` (src/coordinator/lease-root.ts). */
+export const CAMPAIGNS_DIR = 'campaigns';
 export const RECORD_SUFFIX = '.json';
 export const LOCK_SUFFIX = '.json.lock';
 export const TEMP_SUFFIX = '.tmp';

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startDemo } from '../../src/coordinator/adapters/demo-campaign.js';
 import { Campaign } from '../../src/coordinator/campaign.js';
+import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
 import { SCHEDULER_STATE_FILE } from '../../src/scheduler/lane-state-keeper.js';
 import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
@@ -135,6 +136,39 @@ describe('campaign scheduler and I/O options', () => {
     const meta = JSON.parse(readFileSync(path.join(outDir, 'leases', 'work', 'lease-table.json'), 'utf8')) as Record<string, unknown>;
     expect(meta).toEqual({ kind: 'work', schema: 1, shardCount: 8 });
     expect(readdirSync(path.join(outDir, 'leases', 'work')).filter((name) => /^\d{3}$/.test(name)).every((name) => Number(name) < 8)).toBe(true);
+  });
+
+  it('keeps each named campaign of a shared lease directory in its own namespace: the same inputs are work of each, and leases sees both', async () => {
+    const root = tmp();
+    const leaseDir = path.join(root, 'leases');
+    const done: Record<string, Set<string>> = {};
+    for (const campaign of ['alpha', 'beta']) {
+      const demo = await startDemo({ ...DEMO, outDir: path.join(root, campaign), leaseDir, campaign, lease: { store: 'files' } }, {});
+      await runJobs(demo, 4);
+      const work = await inspectLeaseDirectory(path.join(leaseDir, 'campaigns', campaign, 'work'), { nowMs: Date.now(), leaseTtlMs: 60_000 });
+      expect(work[0]!.counts.done).toBeGreaterThanOrEqual(4);
+      const jobs = readFileSync(path.join(root, campaign, 'jobs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { workId: string; status: string });
+      done[campaign] = new Set(jobs.filter((j) => j.status === 'ok').map((j) => j.workId));
+      const stats = JSON.parse(readFileSync(path.join(root, campaign, 'stats.json'), 'utf8')) as { leaseDir: string };
+      expect(stats.leaseDir).toBe(path.join(leaseDir, 'campaigns', campaign));
+    }
+    // The demo's seeds are the same for both: beta ran work alpha had done, which one namespace would have refused.
+    expect([...done.beta!].filter((id) => done.alpha!.has(id)).length).toBeGreaterThan(0);
+    expect(existsSync(path.join(leaseDir, 'work'))).toBe(false);
+    const tables = await inspectLeaseDirectory(leaseDir, { nowMs: Date.now(), leaseTtlMs: 60_000 });
+    expect(tables.map((t) => path.relative(leaseDir, t.root)).sort()).toEqual(['campaigns/alpha/targets', 'campaigns/alpha/work', 'campaigns/beta/targets', 'campaigns/beta/work']);
+  });
+
+  it('refuses a bad campaign name naming the option, before the out-dir is created', async () => {
+    const root = tmp();
+    for (const campaign of ['', '../x', 'a/b', '.hidden', 'x'.repeat(65)]) {
+      await expect(startDemo({ ...DEMO, outDir: path.join(root, 'out'), leaseDir: path.join(root, 'leases'), campaign }, {})).rejects.toMatchObject({
+        code: 'ERR_INVALID_OPTION',
+        message: expect.stringContaining('campaign'),
+      });
+    }
+    expect(existsSync(path.join(root, 'out'))).toBe(false);
+    expect(existsSync(path.join(root, 'leases'))).toBe(false);
   });
 
   it('refuses a bad guidance file at start with ERR_GUIDANCE_INVALID naming --guidance', async () => {

@@ -80,6 +80,22 @@ describe.skipIf(unavailable !== undefined)('coordinators in separate processes s
     expect(counts.targets).toMatchObject({ leased: 0, corrupt: 0 });
   });
 
+  it('keeps a named campaign\'s records under <etcd-prefix>/campaigns/<name>, apart from the prefix\'s own campaign', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'symfence-etcd-named-'));
+    dirs.push(root);
+    const prefix = `named-${process.pid}-${++campaigns}`;
+    const out = fakeAflOut(root, SEEDS.slice(0, 3), 'builtin:demo @@');
+    const run = runCliProcess(runArgs(out, path.join(root, 'leases'), 'named', [...etcdFlags(prefix), '--campaign', 'alpha'], ['--duration', '4s']));
+    children.push(run.child);
+    const exit = await run.exit;
+    expect(exit.code, exit.stderr).toBe(0);
+    const named = await leaseCounts(root, `${prefix}/campaigns/alpha`);
+    expect(named.work.done).toBeGreaterThan(0);
+    expect(named.work.done).toBe(expectExclusiveProgress(out, ['named']).committed.length);
+    // The prefix itself holds no work: another campaign on it would see none of alpha's.
+    expect((await leaseCounts(root, prefix)).work).toMatchObject({ leased: 0, committing: 0, done: 0 });
+  });
+
   it('lets the survivor take over the work of a coordinator killed with SIGKILL once its session expires', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'symfence-etcd-kill-'));
     dirs.push(root);

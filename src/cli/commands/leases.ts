@@ -7,12 +7,12 @@
  */
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import { STAGED_DIR, TRACES_DIR } from '../../commit/commit-manifest.js';
-import { nodeFsLayer } from '../../fs/fs-layer.js';
+import { STAGED_DIR, TRACES_DIR, parseStagedName } from '../../commit/commit-manifest.js';
+import { errnoCode, nodeFsLayer, type FsLayer } from '../../fs/fs-layer.js';
 import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
-import { LeaseCorruptError } from '../../errors.js';
+import { LeaseCorruptError, UsageError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
-import { inspectLeaseDirectory, inspectTraces, type TableInspection, type TracesInspection } from '../../lease/lease-inspect.js';
+import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
 import { formatDuration } from '../../config/schema.js';
 import { escapeForTerminal } from '../../util/terminal-text.js';
@@ -47,6 +47,42 @@ function renderTable(t: TableInspection): string {
   for (const [owner, o] of owners) lines.push(`  owner ${escapeControl(owner)}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);
   for (const bad of t.corrupt) lines.push(`  corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** The shared traces stored under a lease root (docs/campaign.md "Shared traces"). */
+export interface TracesInspection {
+  readonly dir: string;
+  readonly count: number;
+  readonly bytes: number;
+}
+
+/**
+ * Counts the shared traces of the lease root `leaseRoot` (`<leaseRoot>/traces/`, trace files only:
+ * temps and other names are not counted); none when the directory does not exist.
+ */
+export async function inspectTraces(leaseRoot: string, fsLayer: FsLayer = nodeFsLayer): Promise<TracesInspection> {
+  const dir = path.join(path.resolve(leaseRoot), TRACES_DIR);
+  let names: string[];
+  try {
+    names = await fsLayer.readdir(dir);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return { dir, count: 0, bytes: 0 };
+    throw new UsageError(`cannot read trace directory ${dir}: ${errnoCode(error) ?? (error as Error).message}`, { path: dir });
+  }
+  let count = 0;
+  let bytes = 0;
+  for (const name of names) {
+    if (parseStagedName(name) === null) continue;
+    try {
+      const stat = await fsLayer.lstat(path.join(dir, name));
+      if (!stat.isFile) continue;
+      count += 1;
+      bytes += stat.size;
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+    }
+  }
+  return { dir, count, bytes };
 }
 
 function renderTraces(t: TracesInspection): string {

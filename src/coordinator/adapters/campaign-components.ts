@@ -54,6 +54,7 @@ import { IoResultCommits } from './io-result-commits.js';
 import { SchedulerAdapter } from './scheduler-adapter.js';
 import { SolverPoolAdapter, type SolverAdapterSettings } from './solver-adapter.js';
 import { componentLogger } from '../../telemetry/logger.js';
+import { campaignLeaseRoot } from '../lease-root.js';
 
 /** In-flight set capacity: targets of concurrently admitted jobs (≤ 64 per job). */
 const INFLIGHT_CAPACITY = 1 << 16;
@@ -121,7 +122,7 @@ function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<type
  */
 async function startIoThread(context: CampaignContext, inflight: InflightTargetSet): Promise<{ io: IoThread; shared: boolean; leaseRoot: string; store: LeaseStoreKind }> {
   const { options, outDir, coordinatorId } = context;
-  const root = options.leaseDir !== undefined ? path.resolve(options.leaseDir) : path.join(outDir, 'leases');
+  const root = campaignLeaseRoot(options, outDir);
   // The store the tables will open with (the same rule: a recorded store first, then the options).
   const store = await resolveLeaseStore(path.join(root, 'work'), LEASE_TABLE_OPTIONS.resolve({ ...context.lease }));
   const shared = options.leaseDir !== undefined || store === 'etcd';
