@@ -81,10 +81,15 @@ function checkBackoff(value: unknown): OpenBackoff {
   return { baseMs: policy.baseMs, maxAttempts: policy.maxAttempts as number };
 }
 
+/** When a question left open `attempts` times, last at `lastOpenMs`, may be asked again: `lastOpenMs + baseMs · 2^(attempts−1)`. */
+export function backoffEndMs(baseMs: number, attempts: number, lastOpenMs: number): number {
+  return lastOpenMs + baseMs * 2 ** Math.min(attempts - 1, 40);
+}
+
 /** True when `policy` says a question left open `attempts` times, last at `lastOpenMs`, must not be asked at `nowMs`. */
 export function backingOff(policy: OpenBackoff, attempts: number, lastOpenMs: number, nowMs: number): boolean {
   if (attempts >= policy.maxAttempts) return true;
-  return nowMs < lastOpenMs + policy.baseMs * 2 ** Math.min(attempts - 1, 40);
+  return nowMs < backoffEndMs(policy.baseMs, attempts, lastOpenMs);
 }
 
 /** The answer fields a record carries on, in canonical key order of a target record. */

@@ -24,6 +24,7 @@
 import type { Telemetry } from './telemetry.js';
 import type { OpenMember } from '../lease/claim-outcome.js';
 import type { OpenBackoff } from '../lease/table-contract.js';
+import { backoffEndMs } from '../lease/target-lease-table.js';
 import { fitToGroup, type ReplayJob } from './replay-job.js';
 import { arr, bad, id, ids, int, num, obj, strings } from './lanes/state-codec.js';
 
@@ -163,7 +164,7 @@ export class TargetLedger {
         this.#settle(seed, o.target, false);
         continue;
       }
-      const notBeforeMs = Math.max(before?.notBeforeMs ?? 0, Math.min(o.lastOpenMs, now) + this.#retryBaseMs * 2 ** (o.attempts - 1));
+      const notBeforeMs = Math.max(before?.notBeforeMs ?? 0, backoffEndMs(this.#retryBaseMs, o.attempts, Math.min(o.lastOpenMs, now)));
       this.#pairs.delete(k);
       this.#pairs.set(k, { attempts, notBeforeMs });
       this.#evict();
@@ -285,7 +286,7 @@ export class TargetLedger {
       return;
     }
     this.#pairs.delete(k);
-    this.#pairs.set(k, { attempts, notBeforeMs: now + this.#retryBaseMs * 2 ** (attempts - 1) });
+    this.#pairs.set(k, { attempts, notBeforeMs: backoffEndMs(this.#retryBaseMs, attempts, now) });
     this.#evict();
   }
 
