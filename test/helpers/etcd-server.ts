@@ -7,7 +7,7 @@
  * SIGCONT, in case a test stopped one) and their data directories removed.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -198,4 +198,41 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdClu
     throw error;
   }
   return cluster;
+}
+
+/** The kernel's state letters of every thread of a process (`/proc/<pid>/task/<tid>/stat`); empty once it is gone. */
+function threadStates(pid: number): string[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).map((tid) => {
+      try {
+        return readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]?.[0] ?? '?';
+      } catch {
+        return 'gone';
+      }
+    });
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Freezes `member` with SIGSTOP and resolves once the kernel reports every one of its threads
+ * stopped (state `T`): `kill()` returns before the group stop has reached each thread of the Go
+ * runtime, and on a loaded machine a thread still running can answer a request sent right after
+ * it. Bounded: rejects after 10 s.
+ */
+export async function freezeMember(member: EtcdMember): Promise<void> {
+  const child = member.process;
+  if (!child?.pid) throw new Error(`etcd member ${member.name} is not running`);
+  const pid = child.pid;
+  child.kill('SIGSTOP');
+  const stopped = (): boolean => {
+    const states = threadStates(pid).filter((state) => state !== 'gone');
+    return states.length > 0 && states.every((state) => state === 'T' || state === 't');
+  };
+  const deadline = Date.now() + 10_000;
+  while (!stopped()) {
+    if (Date.now() > deadline) throw new Error(`etcd member ${member.name} did not stop within 10 s (threads ${threadStates(pid).join('') || 'gone'})`);
+    await delay(5);
+  }
 }

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
-import { etcdUnavailable, startEtcd, type EtcdCluster, type EtcdMember } from '../helpers/etcd-server.js';
+import { etcdUnavailable, freezeMember, startEtcd, type EtcdCluster, type EtcdMember } from '../helpers/etcd-server.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
 import { campaignDiagnosis, cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
@@ -74,7 +74,7 @@ describe.skipIf(unavailable !== undefined)('two coordinators on a three-member e
     const frozen = cluster.members.find((m) => m !== leader)!;
     const frozeLeader = frozen === (await cluster.leader());
     const atFreeze = started();
-    frozen.process!.kill('SIGSTOP');
+    await freezeMember(frozen);
     let whileFrozen = 0;
     try {
       await startedAfter('while a member is frozen');

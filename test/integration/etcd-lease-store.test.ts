@@ -24,7 +24,7 @@ import { scanTableRoot } from '../../src/lease/open-backend.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOf, codeOfAsync } from '../helpers/error-code.js';
 import { runCliProcess } from '../helpers/cli-process.js';
-import { etcdUnavailable, freePort, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
+import { etcdUnavailable, freePort, freezeMember, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 
 const unavailable = etcdUnavailable();
 if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
@@ -394,7 +394,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         const answered = await table.claimGroup([41n], { path: 'g' }, { owner: 'c', nowMs: 11 * S, input: 'd'.repeat(64) });
         const plain = await table.claimGroup([42n], { path: 'g' }, { owner: 'c', nowMs: 11 * S });
         if (!answered.ok || !plain.ok) throw new Error('claims failed');
-        member.process!.kill('SIGSTOP');
+        await freezeMember(member);
         clockMs += 6 * S; // past the keep-alive deadline: the session is given up
         expect(await table.heartbeatGroup([42n], plain.token, { nowMs: 12 * S })).toMatchObject({ ok: false, reason: 'stale' });
         // Still ours on the server until its TTL: unknown, not lost.
@@ -418,7 +418,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         const id = workIdOf({ job: 'loss' });
         const claim = await table.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
         if (!claim.ok) throw new Error('claim failed');
-        member.process!.kill('SIGSTOP');
+        await freezeMember(member);
         // Unreachable, session still inside its deadline: the outcome is unknown, nothing aborts.
         const unknown = await table.heartbeatMany([[id, claim.token]], { nowMs: 11 * S }).catch((e: unknown) => e);
         expect(unknown).toMatchObject({ code: 'ERR_LEASE_IO' });

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
-import { etcdUnavailable, freePort, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
+import { etcdUnavailable, freePort, freezeMember, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 import { expectExclusiveProgress } from '../helpers/job-overlap.js';
 import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor } from '../helpers/cli-process.js';
 
@@ -142,7 +142,7 @@ describe.skipIf(unavailable !== undefined)('coordinators in separate processes s
       const counters = (): { jobsStarted: number; leaseExpiries: number; jobsAborted: number } | undefined =>
         (readJsonIfExists(path.join(out, 'cut-off', 'stats.json')) as { counters?: { jobsStarted: number; leaseExpiries: number; jobsAborted: number } } | undefined)?.counters;
       await waitFor(() => ((counters()?.jobsStarted ?? 0) >= 1 ? true : undefined), 30_000, 'a job to start');
-      member.process!.kill('SIGSTOP');
+      await freezeMember(member);
       try {
         // Without any answer from etcd: the session's local deadline passes, the next renewal
         // answers the leases as lost, and the runs are aborted.
