@@ -298,6 +298,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
           ...(components.frontier ? { frontier: components.frontier() } : {}),
           ...(components.yield ? { yield: components.yield() } : {}),
         }),
+        onWriteError: (error) => this.#reportError(error),
       },
       this.#clock,
       this.#counters,
@@ -382,7 +383,7 @@ export class Campaign extends TypedEmitter<CampaignEvents> {
       await this.#loop?.catch(() => {}); // the loop's failure is reported through `done` where it happened
       const counters = this.counters();
       try {
-        this.#reporter?.close();
+        await this.#reporter?.close();
       } catch (error) {
         this.#reportError(error);
       }

@@ -15,9 +15,11 @@
  * `writeFileDurably` all four. Everything goes through the injectable `FsLayer`, so fault injection
  * can fail any step and look at the bytes left on disk (docs/io-thread.md "Barrier pass").
  *
- * `writeFileAtomicSync` is steps 1 and 3 without barriers, synchronously, for status files
- * rewritten every few seconds (stats.json): a reader sees the old or the new content, never a
- * partial one, but the file is not claimed durable.
+ * `writeFileAtomic` is steps 1 and 3 without barriers, for status files rewritten every few
+ * seconds (stats.json): a reader sees the old or the new content, never a partial one, but the
+ * file is not claimed durable. It runs on libuv's pool, never on the caller's thread: on ext4 a
+ * rename over an existing file flushes the new file's data first (`auto_da_alloc`), tens of ms
+ * while the I/O thread's barriers load the disk. `writeFileAtomicSync` is the same for test hooks.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -142,7 +144,19 @@ export async function writeFileDurably(fsLayer: FsLayer, file: string, content: 
   await fsLayer.syncDirectory(path.dirname(file));
 }
 
-/** Steps 1 and 3, synchronous and without barriers (file comment): atomic, not durable. */
+/** Steps 1 and 3 without barriers (file comment): atomic, not durable, off the caller's thread. */
+export async function writeFileAtomic(file: string, content: string | Uint8Array): Promise<void> {
+  const temp = tempNameFor(file);
+  try {
+    await fs.promises.writeFile(temp, content, { flag: 'wx' });
+    await fs.promises.rename(temp, file);
+  } catch (error) {
+    await fs.promises.unlink(temp).catch(() => undefined); // nothing was created, or it is gone already; the write's own error is rethrown below
+    throw error;
+  }
+}
+
+/** `writeFileAtomic`, synchronously (test hooks that must be on disk before they return). */
 export function writeFileAtomicSync(file: string, content: string | Uint8Array): void {
   const temp = tempNameFor(file);
   try {

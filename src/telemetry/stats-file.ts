@@ -5,7 +5,7 @@
  * A reader sees the previous or the next snapshot, never a torn one. (No fsync: the file is
  * rewritten seconds later and losing the last snapshot in a power cut costs nothing.)
  */
-import { writeFileAtomicSync } from '../fs/durable-files.js';
+import { writeFileAtomic } from '../fs/durable-files.js';
 import { readBoundedFileSync } from '../fs/bounded-read.js';
 import path from 'node:path';
 import { CampaignStateError } from '../errors.js';
@@ -96,9 +96,9 @@ export function makeSnapshot(
   };
 }
 
-/** Replaces `file` with `snapshot` atomically (src/fs/durable-files.ts `writeFileAtomicSync`). */
-export function writeStatsAtomic(file: string, snapshot: StatsSnapshot): void {
-  writeFileAtomicSync(file, JSON.stringify(snapshot, null, 2) + '\n');
+/** Replaces `file` with `snapshot` atomically, off the caller's thread (src/fs/durable-files.ts `writeFileAtomic`). */
+export function writeStatsAtomic(file: string, snapshot: StatsSnapshot): Promise<void> {
+  return writeFileAtomic(file, JSON.stringify(snapshot, null, 2) + '\n');
 }
 
 /** Reads and validates a stats file. Anything else is `ERR_CAMPAIGN_STATE`. */

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { barrierFiles, createTempFile, replaceFileDurably, writeFileAtomicSync, writeFileDurably } from '../../src/fs/durable-files.js';
+import { barrierFiles, createTempFile, replaceFileDurably, writeFileAtomic, writeFileAtomicSync, writeFileDurably } from '../../src/fs/durable-files.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 
 const dirs: string[] = [];
@@ -114,6 +114,19 @@ describe('single-file writes', () => {
     const blocked = path.join(dir, 'blocked');
     mkdirSync(path.join(blocked, 'child'), { recursive: true });
     expect(() => writeFileAtomicSync(blocked, 'x')).toThrow();
+    expect(readdirSync(dir).sort()).toEqual(['blocked', 'stats.json']);
+  });
+
+  it('writeFileAtomic does the same off the caller\'s thread', async () => {
+    const dir = tmp();
+    const final = path.join(dir, 'stats.json');
+    writeFileSync(final, 'old');
+    await writeFileAtomic(final, 'new');
+    expect(readFileSync(final, 'utf8')).toBe('new');
+    expect(readdirSync(dir)).toEqual(['stats.json']);
+    const blocked = path.join(dir, 'blocked');
+    mkdirSync(path.join(blocked, 'child'), { recursive: true });
+    await expect(writeFileAtomic(blocked, 'x')).rejects.toMatchObject({ code: expect.stringMatching(/^E/) });
     expect(readdirSync(dir).sort()).toEqual(['blocked', 'stats.json']);
   });
 });

@@ -39,11 +39,11 @@ async function cli(...argv: string[]) {
 }
 
 describe('stats.json', () => {
-  it('is replaced atomically and leaves no temp file behind', () => {
+  it('is replaced atomically and leaves no temp file behind', async () => {
     const dir = tmp();
     const file = path.join(dir, 'stats.json');
-    writeStatsAtomic(file, snapshot('a', 'running', 1_000_000));
-    writeStatsAtomic(file, snapshot('a', 'stopped', 1_002_000));
+    await writeStatsAtomic(file, snapshot('a', 'running', 1_000_000));
+    await writeStatsAtomic(file, snapshot('a', 'stopped', 1_002_000));
     expect(readdirSync(dir)).toEqual(['stats.json']);
     const read = readStatsFile(file);
     expect(read).toMatchObject({ schema: 'symfence-stats/1', state: 'stopped', jobsCompleted: 3 });
@@ -62,10 +62,10 @@ describe('stats.json', () => {
 });
 
 describe('stats.json of an earlier version', () => {
-  it('reads a file without the commit-recovery counters, taking them as 0', () => {
+  it('reads a file without the commit-recovery counters, taking them as 0', async () => {
     const dir = tmp();
     const file = path.join(dir, 'stats.json');
-    writeStatsAtomic(file, snapshot('a', 'stopped', 1_002_000));
+    await writeStatsAtomic(file, snapshot('a', 'stopped', 1_002_000));
     const data = JSON.parse(readFileSync(file, 'utf8')) as { counters: Record<string, number> };
     for (const k of ['stagingFailures', 'commitPublishFailures', 'commitsReplayed', 'commitReplayFailures', 'stagedSwept', 'tempsSwept']) delete data.counters[k];
     writeFileSync(file, JSON.stringify(data));
@@ -107,7 +107,7 @@ describe('plot_data.csv and jobs.jsonl', () => {
 describe('symfence status', () => {
   it('prints one campaign as JSON, with its liveness', async () => {
     const dir = tmp();
-    writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'stopped', Date.now()));
+    await writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'stopped', Date.now()));
     const { code, out } = await cli('status', dir, '--json');
     expect(code).toBe(0);
     expect(JSON.parse(out)).toMatchObject({ name: 'solo', liveness: 'stopped', counters: { jobsOk: 3 } });
@@ -117,7 +117,7 @@ describe('symfence status', () => {
     const dir = tmp();
     for (const [name, updated] of [['fresh', Date.now()], ['dead', Date.now() - 60_000]] as const) {
       mkdirSync(path.join(dir, name));
-      writeStatsAtomic(path.join(dir, name, 'stats.json'), snapshot(name, 'running', updated));
+      await writeStatsAtomic(path.join(dir, name, 'stats.json'), snapshot(name, 'running', updated));
     }
     mkdirSync(path.join(dir, 'main')); // an AFL instance: no stats.json
     const json = await cli('status', dir, '--json');
@@ -144,7 +144,7 @@ describe('symfence status', () => {
     const dir = tmp();
     for (const [name, state] of [['done', 'stopped'], ['live', 'running']] as const) {
       mkdirSync(path.join(dir, name));
-      writeStatsAtomic(path.join(dir, name, 'stats.json'), snapshot(name, state, Date.now()));
+      await writeStatsAtomic(path.join(dir, name, 'stats.json'), snapshot(name, state, Date.now()));
     }
     const rows = JSON.parse((await cli('status', dir, '--json')).out) as Array<{ name: string; liveness: string; status: string; solverUtilisation: number }>;
     expect(rows.map((r) => [r.name, r.liveness, r.status])).toEqual([
@@ -156,7 +156,7 @@ describe('symfence status', () => {
 
   it('refuses --watch when stdout is not a terminal, with exit 2 and nothing drawn', async () => {
     const dir = tmp();
-    writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'running', Date.now()));
+    await writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'running', Date.now()));
     const { code, out, err } = await cli('status', dir, '--watch');
     expect(code).toBe(2);
     expect(out).toBe('');
@@ -165,7 +165,7 @@ describe('symfence status', () => {
 
   it('--watch on a terminal redraws until every coordinator has finished', async () => {
     const dir = tmp();
-    writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'stopped', Date.now()));
+    await writeStatsAtomic(path.join(dir, 'stats.json'), snapshot('solo', 'stopped', Date.now()));
     let out = '';
     const code = await runCli(['status', dir, '--watch', '--watch-interval', '100ms'], { stdout: (t) => (out += t), stderr: () => undefined, isTty: () => true });
     expect(code).toBe(0);
