@@ -26,8 +26,19 @@ export class JobJournal {
     this.#ctx = ctx;
   }
 
-  /** The line of a job that ran here; `telemetry` adds the run's query and target fields. */
-  recordRun(active: ActiveJob, endMs: number, status: JobLogStatus, generated: number, interesting: number, telemetry?: Telemetry): void {
+  /**
+   * The line of a job that ran here; `telemetry` adds the run's query and target fields, `members`
+   * which of its group the run answered and left open (what its release told the target table).
+   */
+  recordRun(
+    active: ActiveJob,
+    endMs: number,
+    status: JobLogStatus,
+    generated: number,
+    interesting: number,
+    telemetry?: Telemetry,
+    members?: { readonly settled: readonly bigint[]; readonly open: readonly bigint[] },
+  ): void {
     const kind = jobKindOf(active.work.job);
     const entry: JobLogEntry = {
       workId: active.workId,
@@ -48,6 +59,7 @@ export class JobJournal {
             ...(telemetry.preload !== undefined ? answerCost(telemetry) : {}),
           }
         : {}),
+      ...(members !== undefined && active.work.job.group.length > 0 ? { settled: decimal(members.settled), open: decimal(members.open) } : {}),
       ...this.#breakdown(active),
     };
     this.#write(entry, active.logger);

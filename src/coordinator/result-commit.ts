@@ -128,12 +128,13 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
 
   const findings = await publishCommitted(ctx, active, staged);
   const interesting = findings.filter((f) => f.kind === 'queue').length;
+  const members = memberOutcomes(job.group, outcome.telemetry, outcome.status === 'timeout');
   if (active.targetToken !== undefined) {
     // What the run answered is released with the group, so no coordinator asks it again on this
     // input, and what it left open, so every coordinator backs off from it. Only after
     // beginCommit: the result that proved an answer is durable before the answer is shared
     // (published here, or replayed from its record if this publication failed).
-    const { settled, open } = memberOutcomes(job.group, outcome.telemetry, outcome.status === 'timeout');
+    const { settled, open } = members;
     const answers = isInputDigest(job.inputSha256) && (settled.length > 0 || open.length > 0) ? { input: job.inputSha256, settled, ...(open.length > 0 ? { open } : {}) } : undefined;
     await releaseShared(ctx, job.group, active.targetToken, answers);
   }
@@ -177,7 +178,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   } catch (error) {
     active.logger.error({ err: error }, 'feedback to the work source failed');
   }
-  ctx.journal.recordRun(active, endMs, outcome.status, outcome.generated.length, interesting, outcome.telemetry);
+  ctx.journal.recordRun(active, endMs, outcome.status, outcome.generated.length, interesting, outcome.telemetry, members);
 }
 
 /**

@@ -48,6 +48,14 @@ export interface JobLogEntry {
   readonly targetReached?: boolean;
   readonly targetStatus?: string;
   /**
+   * Committed jobs with targets: the members the run answered (sat or unsat) and those it left
+   * open (`unknown`, a timeout, no telemetry), decimal, as its release recorded them in the target
+   * table (docs/leases.md "Shared answers"); a member its path never reached before an early exit
+   * is in neither.
+   */
+  readonly settled?: readonly string[];
+  readonly open?: readonly string[];
+  /**
    * The run's time breakdown, ms (docs/campaign.md "Where slot time goes"), on lines of runs whose
    * solver measured its timing (the solver pool always does): the solver slot it ran in; waiting
    * in the pending queue (`queuedMs`), its dispatch's lease claims (`claimMs`), waiting claimed

@@ -34,3 +34,24 @@ export function expectExclusiveProgress(out: string, names: readonly string[]): 
   for (const name of names) expect(committed.filter((j) => j.coordinator === name).length, `${name} made progress`).toBeGreaterThan(0);
   return { jobs, committed };
 }
+
+/**
+ * (input, branch) questions asked again after a run answered them: for every committed job's
+ * `settled` member, the jobs on the same input that started after it ended and name that member.
+ * Target leases make "started after it ended" the same as "claimed after its release", the
+ * release that recorded the answer (docs/leases.md "Shared answers"). Replay lines are skipped.
+ */
+export function reaskedAnswers(jobs: readonly JobLogEntry[]): string[] {
+  const runs = jobs.filter((j) => j.replay !== true && COMMITTED_STATUSES.has(j.status) && j.input !== undefined);
+  const byInput = new Map<string, JobLogEntry[]>();
+  for (const j of runs) byInput.set(j.input!, [...(byInput.get(j.input!) ?? []), j]);
+  const bad: string[] = [];
+  for (const j of runs) {
+    for (const branch of j.settled ?? []) {
+      for (const k of byInput.get(j.input!)!) {
+        if (k.startMs > j.endMs && k.targets.includes(branch)) bad.push(`${j.coordinator}->${k.coordinator} ${j.input!.slice(0, 8)}/${branch}`);
+      }
+    }
+  }
+  return bad;
+}

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
-import { overlappingTargetPairs } from '../helpers/job-overlap.js';
+import { overlappingTargetPairs, reaskedAnswers } from '../helpers/job-overlap.js';
 import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
 import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../helpers/fake-symcc.js';
 
@@ -90,6 +90,13 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
         : [],
     );
     expect(reasked).toEqual([]);
+    // Every member a run answered, not only its primary target: the lines say which they were.
+    expect(targeted.some((j) => (j.settled?.length ?? 0) > 0)).toBe(true);
+    for (const j of targeted) {
+      expect([...(j.settled ?? []), ...(j.open ?? [])].every((t) => j.targets.includes(t))).toBe(true);
+      if (j.targetStatus === 'unsat') expect(j.settled).toContain(j.targets[0]);
+    }
+    expect(reaskedAnswers(jobs)).toEqual([]);
     // The answers the coordinators shared are in the target table, as `symfence leases` shows.
     const inspected = await inspectLeaseDirectory(leases, { nowMs: Date.now(), leaseTtlMs: 60_000 });
     const answers = inspected.find((t) => t.kind === 'target')?.answers;
@@ -125,5 +132,6 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
         : [],
     );
     expect(reaskedByAny).toEqual([]);
+    expect(reaskedAnswers(['c1', 'c2', 'c3'].flatMap((name) => readJobLog(path.join(out, name, 'jobs.jsonl'))))).toEqual([]);
   });
 });
