@@ -14,7 +14,7 @@ import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { CAMPAIGNS_DIR, META_FILE } from './table-layout.js';
-import { isExpiredLease, type LeaseStatus, type RecordKind } from './lease-record.js';
+import { isExpiredLease, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { scanTableRoot } from './open-backend.js';
@@ -45,9 +45,11 @@ export interface TableInspection {
   /**
    * Target tables: the campaign's shared answers (docs/leases.md "Shared answers") — branches
    * answered on some input, (input, branch) pairs remembered as answered, and (input, branch)
-   * questions runs left open (attempts and back-off kept).
+   * questions runs left open (attempts and back-off kept); `bytes`: what those fields take in the
+   * records that carry them (their JSON, as every claim, heartbeat and release of the record
+   * rewrites it).
    */
-  readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number };
+  readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number; readonly bytes: number };
 }
 
 export interface InspectOptions {
@@ -136,7 +138,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
-  const answers = { branches: 0, pairs: 0, open: 0 };
+  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0 };
   for (const entry of entries) {
     if (entry.state === 'corrupt') {
       counts.corrupt += 1;
@@ -146,6 +148,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
     if (entry.record.answered === true) answers.branches += 1;
     answers.pairs += entry.record.settled?.length ?? 0;
     answers.open += entry.record.open?.length ?? 0;
+    answers.bytes += answerBytes(entry.record);
     const status: LeaseStatus = entry.record.status;
     const owner = (owners[entry.record.owner] ??= { leased: 0, expired: 0, committing: 0, done: 0 });
     counts[status] += 1;
@@ -165,4 +168,11 @@ export async function inspectLeaseDirectory(dir: string, options: InspectOptions
   const out: TableInspection[] = [];
   for (const table of tables) out.push(await inspectLeaseTable(table, options));
   return out;
+}
+
+/** Bytes of a record's answer fields as JSON (`"answered":true`, `"settled":[…]`, `"open":[…]`), 0 for none. */
+function answerBytes(record: LeaseRecord): number {
+  const { answered, settled, open } = record;
+  if (answered === undefined && settled === undefined && open === undefined) return 0;
+  return Buffer.byteLength(JSON.stringify({ answered, settled, open }), 'utf8');
 }
