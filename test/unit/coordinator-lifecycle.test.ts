@@ -163,8 +163,9 @@ describe('result → stage → beginCommit → publish + complete → release', 
     expect(t.reservations.held.size).toBe(0);
     expect(t.counters).toMatchObject({ jobsOk: 1, generated: 3, interesting: 1, crashes: 1, staleResults: 0 });
     expect(t.findings.map((f) => f.kind)).toEqual(['queue', 'crashes']);
+    // A run without telemetry answered nothing: its one member is left open, as its release says.
     expect(t.jobs).toEqual([
-      { workId: jobWorkId(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1, input: job.inputSha256, kind: 'targeted' },
+      { workId: jobWorkId(job), targets: ['77'], coordinator: 'c1', startMs: t.clock.ms, endMs: t.clock.ms, status: 'ok', generated: 3, interesting: 1, input: job.inputSha256, kind: 'targeted', settled: [], open: ['77'] },
     ]);
     expect(t.counters).toMatchObject({ jobsTargeted: 1, jobsTrace: 0, jobsFull: 0 });
     expect(t.source.observed).toHaveLength(1);
