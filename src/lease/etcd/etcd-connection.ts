@@ -23,7 +23,7 @@
  * I/O thread share it); `release()` drops a reference and closes the client with the last one.
  */
 import { readFileSync } from 'node:fs';
-import { Etcd3, type IOptions, type Lease } from 'etcd3';
+import type { Etcd3, IOptions, Lease } from 'etcd3';
 import { invalidOption } from '../../config/values.js';
 import { EtcdUnavailableError } from '../../errors.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
@@ -333,7 +333,11 @@ export async function connectEtcd(config: EtcdClientConfig, monotonicNowMs: () =
 }
 
 async function openConnection(key: string, config: EtcdClientConfig, monotonicNowMs: () => number): Promise<EtcdConnection> {
-  const client = new Etcd3(clientOptions(config));
+  // Loaded on the first connection only: the client and its protobuf definitions cost about
+  // 0.3 s of start-up, which every process that never speaks to etcd (each CLI command, each
+  // campaign on files or SQLite, its I/O thread) would otherwise pay.
+  const { Etcd3: Client } = await import('etcd3');
+  const client = new Client(clientOptions(config));
   const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs).retain();
   try {
     await withFreshDeadlines(OPEN_ATTEMPTS, () => client.maintenance.status(connection.call()));
