@@ -9,7 +9,8 @@
  * last 30 minutes on two workers at about 300 ms per job (`--solve-cpu-ms 300`). `idle_samples`
  * counts samples in which no job completed; above 0 the figures describe an idle coordinator.
  *
- * Every `--sample-s` seconds a row: the coordinator's RSS, V8 heap used, external + array buffers,
+ * Every `--sample-s` seconds a row: the coordinator's RSS, its main thread's live V8 heap (used
+ * bytes right after a full collection, so garbage waiting for the collector does not count), external + array buffers,
  * jobs completed, and over the interval the coordinator's own CPU per job (this process, all its
  * threads: main, I/O and solver threads; the solver processes are children and not counted). At the
  * end the campaign's jobs.jsonl gives each tenth of the run its median per-run overhead (the slot
@@ -23,6 +24,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { buildCampaignComponents } from '../src/coordinator/adapters/campaign-components.js';
 import { DEMO_MAZE_SPEC, mazeClassifier } from '../src/coordinator/adapters/demo-campaign.js';
 import { Campaign } from '../src/coordinator/campaign.js';
@@ -91,10 +94,15 @@ try {
   const startedMs = performance.now();
   const samples: Sample[] = [];
   let last = { jobs: 0, cpu: selfCpuMs() };
+  // A full collection before each sample: `heapUsed` then counts what the coordinator keeps, not
+  // the garbage a sample happens to find (which alone moved the figure by half between samples).
+  v8.setFlagsFromString('--expose-gc');
+  const collect = vm.runInNewContext('gc') as () => void;
   const sample = (): void => {
     const c = campaign.counters();
     const jobs = c.jobsOk + c.jobsCrash + c.jobsTimeout + c.jobsError;
     const cpu = selfCpuMs();
+    collect();
     const memory = process.memoryUsage();
     const row: Sample = {
       atSec: Math.round((performance.now() - startedMs) / 1000),
