@@ -26,7 +26,7 @@ export type {
 export type { LeaseRecord, LeaseStatus, RecordKind, JsonObject } from '../lease/lease-record.js';
 export type { FileBarrierStrategy, DirectoryBarrierMode } from '../lease/files/durability-batch.js';
 export type { CoordinationMode, LockerKind } from '../lease/files/record-lock.js';
-export { workIdOf, targetRecordId, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from '../lease/identity.js';
+export { workIdOf, targetRecordId, answerRecordId, groupMembers, isRecordId, MAX_GROUP_TARGETS, MAX_TARGET } from '../lease/identity.js';
 export type { GroupMember } from '../lease/identity.js';
 
 // Inspection (what `symfence leases` prints) and the filesystem probe.

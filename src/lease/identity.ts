@@ -61,21 +61,42 @@ function assertTarget(target: unknown): asserts target is bigint {
  * full it becomes the previous one, and a hit there moves the id forward.
  */
 const TARGET_ID_GENERATION = 8192;
-let currentTargetIds = new Map<bigint, string>();
-let previousTargetIds = new Map<bigint, string>();
 
-/** Target record id: SHA-256 of `target:<decimal>`. */
-export function targetRecordId(target: bigint): string {
-  assertTarget(target);
-  let id = currentTargetIds.get(target);
-  if (id !== undefined) return id;
-  id = previousTargetIds.get(target) ?? sha256Hex(`target:${target.toString(10)}`);
-  if (currentTargetIds.size >= TARGET_ID_GENERATION) {
-    previousTargetIds = currentTargetIds;
-    currentTargetIds = new Map();
+/** Record ids of recently used targets, in two generations (see `TARGET_ID_GENERATION`). */
+class TargetIdCache {
+  #current = new Map<bigint, string>();
+  #previous = new Map<bigint, string>();
+
+  constructor(private readonly namespace: string) {}
+
+  idOf(target: bigint): string {
+    assertTarget(target);
+    let id = this.#current.get(target);
+    if (id !== undefined) return id;
+    id = this.#previous.get(target) ?? sha256Hex(`${this.namespace}:${target.toString(10)}`);
+    if (this.#current.size >= TARGET_ID_GENERATION) {
+      this.#previous = this.#current;
+      this.#current = new Map();
+    }
+    this.#current.set(target, id);
+    return id;
   }
-  currentTargetIds.set(target, id);
-  return id;
+}
+
+const targetIds = new TargetIdCache('target');
+const answerIds = new TargetIdCache('answers');
+
+/** Target record id (the record that fences the branch's lease): SHA-256 of `target:<decimal>`. */
+export function targetRecordId(target: bigint): string {
+  return targetIds.idOf(target);
+}
+
+/**
+ * Answer record id (the record that keeps what the campaign learnt about the branch,
+ * docs/lease-format.md "Answers"): SHA-256 of `answers:<decimal>`.
+ */
+export function answerRecordId(target: bigint): string {
+  return answerIds.idOf(target);
 }
 
 /** Shard of a record id: its first 32 bits, modulo the shard count. */

@@ -17,7 +17,7 @@
  * and before one is written.
  */
 import { canonicalJsonBytes, type CanonicalJsonMemo } from './canonical-json.js';
-import { MAX_GROUP_TARGETS, MAX_TARGET, isRecordId, targetRecordId } from './identity.js';
+import { MAX_GROUP_TARGETS, MAX_TARGET, answerRecordId, isRecordId, targetRecordId } from './identity.js';
 
 const RECORD_SCHEMA = 1;
 
@@ -109,8 +109,14 @@ export interface LeaseRecord {
   readonly takenOverMs?: number;
   /** Target records: this member's target, decimal. */
   readonly target?: string;
-  /** Target records: the whole group, decimal, in record-id order. */
+  /** Target records: the whole group, decimal, in record-id order (absent on an answer record). */
   readonly targets?: readonly string[];
+  /**
+   * Target records: `"answers"` on a branch's answer record, the `done` record at
+   * `answerRecordId(target)` that keeps `answered`, `settled` and `open` apart from the record
+   * that fences the branch's lease (docs/lease-format.md "Answers"). Absent on a lease record.
+   */
+  readonly role?: 'answers';
   /**
    * Target records: the inputs (SHA-256, lowercase hex) on which this branch's question was
    * answered (sat or unsat), oldest first, at most `MAX_SETTLED_INPUTS` (docs/lease-format.md
@@ -202,6 +208,13 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
     }
     if (value.status === 'done' && value.answered !== true && open === undefined) return 'a done target record carries no answer';
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';
+    if (value.role !== undefined) {
+      if (value.role !== 'answers') return `role ${JSON.stringify(value.role)} is not "answers"`;
+      if (value.status !== 'done') return 'an answer record is not done';
+      if (answerRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to answer record id ${expectedId}`;
+      if (value.targets !== undefined) return 'an answer record lists targets';
+      return undefined;
+    }
     if (targetRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to id ${expectedId}`;
     const targets = value.targets;
     if (!Array.isArray(targets) || targets.length === 0 || targets.length > MAX_GROUP_TARGETS || !targets.every(isDecimalTarget)) {

@@ -12,22 +12,30 @@
  *
  * A target token never authorises a result: only the exact-work table's `beginCommit` does.
  *
- * Answers (docs/lease-format.md "Answers"): a release may say on which input the run answered
- * which members; those members then stay as `done` records listing the input in `settled` (every
- * member that already carried answers stays too, released). A claim that names its input is
- * refused `answered` when a member lists it, so a question answered by any coordinator is not
- * asked again on that input anywhere in the campaign; the same lock that fences the lease fences
- * the answer, so a release and a claim can never both miss each other.
+ * Answers (docs/lease-format.md "Answers"): what runs learnt about a branch lives in its *answer
+ * record* (`answerRecordId(target)`, a `done` record with `role: "answers"`), apart from the record
+ * that fences its lease, so that claims and heartbeats never write answers again. A release may
+ * say on which input the run answered which members; each such member's answer record lists the
+ * input in `settled`. A claim that names its input is refused `answered` when a member's answer
+ * record lists it, so a question answered by any coordinator is not asked again on that input
+ * anywhere in the campaign. A release that records answers locks and writes the lease record and
+ * the answer record in one batch, and a claim that names its input locks and reads both: the same
+ * locks (files), transaction (SQLite) or compare on the lease record (etcd, which reads both at
+ * one revision) order them, so a release and a claim can never both miss each other.
  *
  * Open questions count the same way: a release may say which members its run left open on its
- * input; each keeps `[input, attempts, lastOpenMs]` in `open`, attempts counted across every
- * coordinator. A claim that names its input and its back-off policy (`backoff`) is refused
- * `backoff` while a member's question on that input is still backing off, or has been left open
- * as often as the policy allows.
+ * input; each keeps `[input, attempts, lastOpenMs]` in its answer record's `open`, attempts counted
+ * across every coordinator. A claim that names its input and its back-off policy (`backoff`) is
+ * refused `backoff` while a member's question on that input is still backing off, or has been
+ * left open as often as the policy allows.
+ *
+ * Tables written before answer records kept answers in the lease records themselves. Those are
+ * still honoured by every claim, carried on by claims that do not look at answers, and moved into
+ * the answer record by the first release that records an answer for the branch.
  */
-import { groupMembers, type GroupMember } from './identity.js';
+import { answerRecordId, groupMembers, type GroupMember } from './identity.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
-import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion } from './lease-record.js';
+import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion, type RecordRead } from './lease-record.js';
 import { invalidOption } from '../config/values.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
 import type { OpenMember } from './claim-outcome.js';
@@ -92,7 +100,10 @@ export function backingOff(policy: OpenBackoff, attempts: number, lastOpenMs: nu
   return nowMs < backoffEndMs(policy.baseMs, attempts, lastOpenMs);
 }
 
-/** The answer fields a record carries on, in canonical key order of a target record. */
+/**
+ * The answer fields a lease record carries (only records written before answer records existed
+ * do), in canonical key order of a target record.
+ */
 function answerFields(record: LeaseRecord | undefined): { answered?: boolean; open?: readonly OpenQuestion[]; settled?: readonly string[] } {
   if (record === undefined) return {};
   return {
@@ -101,6 +112,33 @@ function answerFields(record: LeaseRecord | undefined): { answered?: boolean; op
     ...(record.answered === true && record.settled !== undefined ? { settled: record.settled } : {}),
   };
 }
+
+/** The valid record of a read, if any. */
+function validRecord(read: RecordRead): LeaseRecord | undefined {
+  return read.state === 'valid' ? read.record : undefined;
+}
+
+/** A member's answers: its answer record's and, for a table written before those, its lease record's. */
+function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | undefined): { answered: boolean; settled: string[]; open: OpenQuestion[] } {
+  const older = answerFields(lease);
+  const settled = [...(older.settled ?? []), ...(answers?.settled ?? [])];
+  const newest = new Map<string, OpenQuestion>();
+  for (const row of [...(older.open ?? []), ...(answers?.open ?? [])]) {
+    const known = newest.get(row[0]);
+    if (known === undefined || row[2] >= known[2]) newest.set(row[0], row);
+  }
+  const settledOnce = [...new Set(settled.reverse())].reverse();
+  const answeredOn = new Set(settledOnce);
+  return {
+    answered: older.answered === true || answers?.answered === true,
+    settled: settledOnce,
+    // An input answered in one record and left open in the other was answered.
+    open: [...newest.values()].filter((q) => !answeredOn.has(q[0])).sort((a, b) => a[2] - b[2]),
+  };
+}
+
+/** The payload of an answer record (a record's payload is an object; an answer record has none of its own). */
+const EMPTY_PAYLOAD = Object.freeze({});
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
@@ -132,40 +170,47 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const skewMs = this.options.maxClockSkewMs;
     const token = makeToken(owner, worker, nowMs);
     const groupTargets = Object.freeze(members.map((m) => m.target.toString(10)));
+    // Only a claim that asks about answers reads the answer records.
+    const asksAnswers = input !== undefined || anyInput;
+    const answerIds = asksAnswers ? members.map((m) => answerRecordId(m.target)) : [];
     return {
       name: 'claimGroup',
-      lockIds: members.map((m) => m.id),
+      lockIds: [...members.map((m) => m.id), ...answerIds],
       apply: (view): GroupClaimResult => {
         const corrupt: { id: string; target: bigint; detail: string }[] = [];
         const holders: { id: string; target: bigint; status: LeaseRecord['status']; owner: string; updatedMs: number }[] = [];
         const answered: bigint[] = [];
         const open: OpenMember[] = [];
-        for (const member of members) {
+        members.forEach((member, i) => {
           const read = view.get(member.id);
+          const answerRead: RecordRead = asksAnswers ? view.get(answerIds[i]!) : { state: 'absent' };
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
-          else if (read.state === 'valid') {
-            if ((anyInput && read.record.answered === true) || (input !== undefined && read.record.settled?.includes(input) === true)) answered.push(member.target);
+          if (answerRead.state === 'corrupt') corrupt.push({ id: answerIds[i]!, target: member.target, detail: answerRead.reason });
+          if (read.state === 'corrupt' || answerRead.state === 'corrupt') return;
+          const lease = validRecord(read);
+          if (asksAnswers) {
+            const known = memberAnswers(lease, validRecord(answerRead));
+            if ((anyInput && known.answered) || (input !== undefined && known.settled.includes(input))) answered.push(member.target);
             else if (backoff !== undefined) {
-              const row = read.record.open?.find((q) => q[0] === input);
+              const row = known.open.find((q) => q[0] === input);
               if (row !== undefined && backingOff(backoff, row[1], row[2], nowMs)) open.push({ target: member.target, attempts: row[1], lastOpenMs: row[2] });
             }
-            if (isActiveLease(read.record, nowMs, ttlMs, skewMs)) {
-              holders.push({ id: member.id, target: member.target, status: read.record.status, owner: read.record.owner, updatedMs: read.record.updatedMs });
-            }
           }
-        }
+          if (lease !== undefined && isActiveLease(lease, nowMs, ttlMs, skewMs)) {
+            holders.push({ id: member.id, target: member.target, status: lease.status, owner: lease.owner, updatedMs: lease.updatedMs });
+          }
+        });
         if (corrupt.length > 0) return { ok: false, reason: 'corrupt', corrupt };
         // Before `conflict`: an answered question is refused for good, a held one only for now.
         if (answered.length > 0) return { ok: false, reason: 'answered', answered };
         if (open.length > 0) return { ok: false, reason: 'backoff', open };
         if (holders.length > 0) return { ok: false, reason: 'conflict', holders };
         for (const member of members) {
-          const read = view.get(member.id);
-          const previous = read.state === 'valid' ? read.record : undefined;
+          const previous = validRecord(view.get(member.id));
           // A released (`done`) member is free: its counters start over, as an absent one's.
           const counters = claimCounters(previous?.status === 'leased' ? previous : undefined, owner);
           // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
-          // A member's answers travel with it through every claim.
+          // Answers a lease record of an older table carries travel with it until a release moves them.
           const { answered: wasAnswered, open: wasOpen, settled } = answerFields(previous);
           view.put({
             ...(wasAnswered !== undefined ? { answered: wasAnswered } : {}),
@@ -224,13 +269,15 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
 
   /**
    * releaseGroup contract: every member must be a valid leased record holding `token` (checked for
-   * all members before the first change), else `stale`/`corrupt` with zero mutation. A member
-   * that carries nothing the campaign learnt is deleted, so the target can be claimed again at
-   * once (lock files stay). A member answered now (`options.answers.settled`) or before, or with
-   * questions left open, stays as a `done` record: free to claim, carrying `answered` and
-   * `settled` (the newest input last, at most `MAX_SETTLED_INPUTS`) and `open` (a member left open
-   * now on the input counts one more attempt there, last at `nowMs`; answering it drops its row;
-   * at most `MAX_OPEN_INPUTS`, the least recently left open forgotten first).
+   * all members, and the answer records the release writes, before the first change), else
+   * `stale`/`corrupt` with zero mutation. The members' lease records are deleted, so the targets
+   * can be claimed again at once (lock files stay). A member answered now (`options.answers.settled`)
+   * or left open now (`options.answers.open`) on `answers.input` has its answer record written in
+   * the same batch: `answered` and `settled` (the newest input last, at most `MAX_SETTLED_INPUTS`),
+   * `open` (a member left open now counts one more attempt on the input, last at `nowMs`;
+   * answering it drops its row; at most `MAX_OPEN_INPUTS`, the least recently left open forgotten
+   * first). A lease record of an older table that carries answers has them moved into the answer
+   * record then; released without a new answer, it stays as a `done` record carrying them.
    */
   planReleaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): LeaseOperation<FenceResult> {
     checkCallOptions(options);
@@ -248,42 +295,61 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       openNow = new Set((answers.open ?? []).filter((t) => !answeredNow.has(t)));
       completedMs = checkNowMs(options.nowMs);
     }
+    // The members whose answer record this release writes, with its id.
+    const learnt = new Map(members.filter((m) => answeredNow.has(m.target) || openNow.has(m.target)).map((m) => [m.target, answerRecordId(m.target)]));
     return {
       name: 'releaseGroup',
-      lockIds: members.map((m) => m.id),
+      lockIds: [...members.map((m) => m.id), ...learnt.values()],
       apply: (view): FenceResult => {
         const records = this.validateHeld(view, members, token);
         if (!Array.isArray(records)) return records;
+        for (const id of learnt.values()) {
+          const read = view.get(id);
+          if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: { id, detail: read.reason } };
+        }
         records.forEach((record, i) => {
           const target = members[i]!.target;
-          const settledHere = input !== undefined && answeredNow.has(target);
-          const openHere = input !== undefined && openNow.has(target);
-          let open = record.open ?? [];
-          if (settledHere || openHere) {
-            const before = open.find((q) => q[0] === input);
-            open = open.filter((q) => q[0] !== input);
-            if (openHere) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
-            if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
-          }
-          const answered = record.answered === true || settledHere;
-          if (!answered && open.length === 0) {
-            view.remove(record.id);
+          const answerId = learnt.get(target);
+          if (answerId === undefined) {
+            // Nothing learnt now: a lease record of an older table keeps its answers as a `done` record.
+            const older = answerFields(record);
+            if (older.answered === undefined && older.open === undefined) view.remove(record.id);
+            else view.put({ ...record, status: 'done' });
             return;
           }
-          let settled = record.settled ?? [];
-          if (settledHere) {
-            settled = [...settled.filter((s) => s !== input), input!];
-            if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
-          }
-          const { open: _oldOpen, settled: _oldSettled, answered: _oldAnswered, ...rest } = record;
+          const known = memberAnswers(record, validRecord(view.get(answerId)));
+          const settledHere = answeredNow.has(target);
+          const before = known.open.find((q) => q[0] === input);
+          let open = known.open.filter((q) => q[0] !== input);
+          // A question already answered on the input stays answered: it is not open as well.
+          if (!settledHere && !known.settled.includes(input!)) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
+          if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
+          let settled = known.settled;
+          if (settledHere) settled = [...settled.filter((s) => s !== input), input!];
+          if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
+          const answered = known.answered || settledHere;
+          // Keys in canonical order (see planClaimGroup).
           view.put({
-            ...rest,
             ...(answered ? { answered: true } : {}),
-            ...(settledHere || openHere ? { completedMs } : {}),
+            attempts: 0,
+            completedMs,
+            id: answerId,
+            kind: 'target',
             ...(open.length > 0 ? { open } : {}),
-            ...(settled.length > 0 ? { settled } : {}),
+            owner: record.owner,
+            payload: EMPTY_PAYLOAD,
+            previousOwner: '',
+            role: 'answers',
+            schema: 1,
+            ...(answered && settled.length > 0 ? { settled } : {}),
             status: 'done',
+            steals: 0,
+            target: target.toString(10),
+            token: record.token,
+            updatedMs: completedMs,
+            worker: record.worker,
           });
+          view.remove(record.id);
         });
         return { ok: true };
       },

@@ -1,7 +1,7 @@
 /**
  * What only the etcd store does, against a real local etcd: leased records ride the coordinator's
- * keep-alive session (and vanish with it) while committing and done records are never attached to
- * an expiring lease; the request limits (a 64-member group fits, an oversized manifest is refused
+ * keep-alive session (and vanish with it) while committing, done and answer records are never
+ * attached to an expiring lease; reads at one revision; the request limits (a 64-member group and its answer records fit, an oversized manifest is refused
  * with a code and nothing written); the table metadata in etcd and in the local root; the client
  * configuration (endpoints, auth) checked before anything is claimed; and connection loss (a session
  * past its keep-alive deadline answers its records as lost without waiting for the server).
@@ -16,7 +16,7 @@ import { STAGED_DIR, TRACES_DIR } from '../../src/commit/commit-manifest.js';
 import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
 import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd/etcd-connection.js';
-import { targetRecordId, workIdOf } from '../../src/lease/identity.js';
+import { answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
@@ -112,7 +112,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
-  it('keeps a target record\'s answers through its holder\'s lost session: a leased member with answers rides no session and ends by its TTL', async () => {
+  it('keeps a branch\'s answers through its holder\'s lost session: the answer record rides no session, the lease record does', async () => {
     const prefix = nextPrefix();
     const x = 'a'.repeat(64);
     const y = 'b'.repeat(64);
@@ -123,19 +123,45 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     const again = await owner.claimGroup([31n, 32n], { path: 'g' }, { owner: 'gone', nowMs: 12 * S, input: y });
     if (!again.ok) throw new Error('claim failed');
     const leases = new Map((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => [String(kv.key).split('/').pop()!, String(kv.lease)]));
-    expect(leases.get(targetRecordId(31n))).toBe('0');
+    expect(leases.get(answerRecordId(31n))).toBe('0');
+    expect(leases.get(targetRecordId(31n))).not.toBe('0');
     expect(leases.get(targetRecordId(32n))).not.toBe('0');
     await owner.close(); // revokes the session, as its server-side expiry would
     const survivor = await openTarget(await tempRoot(), base(prefix, { leaseTtlMs: 5 * S }));
     try {
       const records = await survivor.snapshotRecords();
-      expect(records.map((e) => e.id)).toEqual([targetRecordId(31n)]);
-      expect(records[0]!.record).toMatchObject({ status: 'leased', owner: 'gone', settled: [x] });
-      expect(await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 13 * S, input: y })).toMatchObject({ ok: false, reason: 'conflict' });
+      expect(records.map((e) => e.id)).toEqual([answerRecordId(31n)]);
+      expect(records[0]!.record).toMatchObject({ status: 'done', owner: 'gone', settled: [x] });
+      // The dead holder's targets are free at once; the answer still refuses its question.
       expect(await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 13 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [31n] });
-      expect((await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 17 * S, input: y })).ok).toBe(true);
+      expect((await survivor.claimGroup([31n], { path: 'g' }, { owner: 'survivor', nowMs: 13 * S, input: y })).ok).toBe(true);
     } finally {
       await survivor.close();
+    }
+  });
+
+  it('reads a batch\'s records at one revision, however many requests the reads take', async () => {
+    const prefix = nextPrefix();
+    const table = await openTarget(await tempRoot(), base(prefix));
+    try {
+      const backend = (table as unknown as { backend: { readRecords(ids: readonly string[]): Promise<Map<string, { read: { state: string } }>>; connection: { client: { kv: { txn: (...args: unknown[]) => Promise<unknown> } } } } }).backend;
+      const ids = Array.from({ length: 200 }, (_, i) => targetRecordId(BigInt(9000 + i)));
+      const kv = backend.connection.client.kv;
+      const txn = kv.txn.bind(kv);
+      let requests = 0;
+      kv.txn = async (...args: unknown[]) => {
+        const result = await txn(...args);
+        // Between the first and the second read request, another writer creates a record the second one reads.
+        if ((requests += 1) === 1) await client.put(`${prefix}/target/r/${ids[150]}`).value('written later');
+        return result;
+      };
+      const reads = await backend.readRecords(ids);
+      expect(requests).toBe(2);
+      expect(reads.get(ids[150]!)?.read.state).toBe('absent');
+      kv.txn = txn;
+      expect((await backend.readRecords([ids[150]!])).get(ids[150]!)?.read.state).toBe('corrupt');
+    } finally {
+      await table.close();
     }
   });
 
@@ -146,11 +172,18 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     try {
       const group = Array.from({ length: 64 }, (_, i) => BigInt(5000 + i));
       const before = (await client.get('symfence-test/ready').exec()).header.revision;
-      const claim = await targets.claimGroup(group, { path: 'x'.repeat(2000) }, { owner: 'c', nowMs: 10 * S });
-      expect(claim.ok).toBe(true);
+      const input = 'c'.repeat(64);
+      // A claim that asks about answers reads 128 records (the members' answer records too).
+      const claim = await targets.claimGroup(group, { path: 'x'.repeat(2000) }, { owner: 'c', nowMs: 10 * S, input });
+      if (!claim.ok) throw new Error('claim failed');
       const revisions = new Set((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => String(kv.mod_revision)));
       expect(revisions.size).toBe(1); // all 64 written by one transaction
       expect(Number([...revisions][0])).toBeGreaterThan(Number(before));
+      // Its release answers every member: 64 deletes and 64 answer records in one transaction.
+      expect(await targets.releaseGroup(group, claim.token, { nowMs: 11 * S, answers: { input, settled: group } })).toEqual({ ok: true });
+      const answers = (await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs;
+      expect(answers.map((kv) => String(kv.key).split('/').pop()).sort()).toEqual(group.map(answerRecordId).sort());
+      expect(new Set(answers.map((kv) => String(kv.mod_revision))).size).toBe(1);
 
       const id = workIdOf({ job: 'big' });
       const held = await work.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });
@@ -380,7 +413,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
   });
 
   describe('connection loss', () => {
-    it('answers a lost session\'s attached targets as lost while etcd is unreachable, but not a target with answers, which rode no session', async () => {
+    it('answers a lost session\'s attached targets as lost while etcd is unreachable, a branch with answers too (its answers are in its answer record)', async () => {
       const lossy = await startEtcd();
       let clockMs = 0;
       const deps = { monotonicNowMs: () => performance.now() + clockMs };
@@ -397,8 +430,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         await freezeMember(member);
         clockMs += 6 * S; // past the keep-alive deadline: the session is given up
         expect(await table.heartbeatGroup([42n], plain.token, { nowMs: 12 * S })).toMatchObject({ ok: false, reason: 'stale' });
-        // Still ours on the server until its TTL: unknown, not lost.
-        expect(await table.heartbeatGroup([41n], answered.token, { nowMs: 12 * S }).catch((e: unknown) => e)).toMatchObject({ code: 'ERR_LEASE_IO' });
+        expect(await table.heartbeatGroup([41n], answered.token, { nowMs: 12 * S })).toMatchObject({ ok: false, reason: 'stale' });
       } finally {
         member.process?.kill('SIGCONT');
         await table.close();

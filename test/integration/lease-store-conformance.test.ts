@@ -3,12 +3,13 @@
  * (files; etcd against a real local etcd): all-or-nothing group claims, conflicts, fencing of stale
  * tokens, committing records never taken over, corrupt records failing closed and left untouched,
  * the holder's TTL deciding expiry, per-operation batch outcomes, exactly-once replay between
- * racing coordinators, a done record's manifest offered to a claim that asks, and answers kept with released targets (a question answered on an input is
- * refused on that input by every coordinator).
+ * racing coordinators, a done record's manifest offered to a claim that asks, and answers kept in
+ * each branch's answer record (a question answered on an input is refused on that input by every
+ * coordinator; claims and heartbeats never write answers).
  */
 import { expect, it } from 'vitest';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
-import { targetRecordId, workIdOf } from '../../src/lease/identity.js';
+import { answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, type RecordKind } from '../../src/lease/lease-record.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
@@ -267,31 +268,34 @@ describeEachStore('lease store conformance', (store) => {
       const claim = await a.claimGroup([1n, 2n, 3n], { path: 'a' }, { owner: 'coord-a', nowMs: 10 * S, input: input(1) });
       if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
       expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n, 2n] } })).toEqual({ ok: true });
-      // The unanswered member is gone; the answered ones stay, released (`done`), with the input.
+      // Every lease record is gone; each answered member has an answer record with the input.
       const kept = await b.snapshotRecords();
-      expect(kept.map((e) => e.id).sort()).toEqual([targetRecordId(1n), targetRecordId(2n)].sort());
-      for (const e of kept) expect(e.record).toMatchObject({ status: 'done', answered: true, settled: [input(1)], completedMs: 11 * S });
+      expect(kept.map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n)].sort());
+      for (const e of kept) expect(e.record).toMatchObject({ role: 'answers', status: 'done', answered: true, settled: [input(1)], completedMs: 11 * S, owner: 'coord-a' });
+      for (const e of kept) expect(e.record.targets).toBeUndefined();
       expect(await b.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 2, corrupt: 0 });
 
       // Another coordinator asking member 2 on the same input is refused, and nothing is written.
-      const before = await Promise.all([targetRecordId(2n), targetRecordId(4n)].map((id) => store.readRaw(root, id)));
+      const ids24 = [targetRecordId(2n), targetRecordId(4n), answerRecordId(2n), answerRecordId(4n)];
+      const before = await Promise.all(ids24.map((id) => store.readRaw(root, id)));
       expect(await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 12 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
-      const after = await Promise.all([targetRecordId(2n), targetRecordId(4n)].map((id) => store.readRaw(root, id)));
-      expect(after[0]?.equals(before[0]!)).toBe(true);
-      expect(after[1]).toBeNull();
+      const after = await Promise.all(ids24.map((id) => store.readRaw(root, id)));
+      expect(after[2]?.equals(before[2]!)).toBe(true);
+      expect([after[0], after[1], after[3]]).toEqual([null, null, null]);
 
-      // On another input the question is open: the claim holds, and the member keeps its answers
-      // through the lease and a release that answered nothing.
+      // On another input the question is open: the claim holds. Its lease record carries no
+      // answers (claims and heartbeats never write them), and the answer record is not touched
+      // by the claim, the heartbeat or a release that answered nothing.
       const other = await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 13 * S, input: input(2) });
       if (!other.ok) throw new Error(`claim failed: ${other.reason}`);
       const leased = (await b.snapshotRecords()).find((e) => e.id === targetRecordId(2n))!.record;
-      // A released member is free: the claim's counters start over as on an absent record.
-      expect(leased).toMatchObject({ status: 'leased', owner: 'coord-b', answered: true, settled: [input(1)], attempts: 1, previousOwner: '', steals: 0 });
+      expect(leased).toMatchObject({ status: 'leased', owner: 'coord-b', attempts: 1, previousOwner: '', steals: 0 });
+      for (const field of ['answered', 'settled', 'open', 'role']) expect(leased[field]).toBeUndefined();
+      expect(await b.heartbeatGroup([2n, 4n], other.token, { nowMs: 13.5 * S })).toEqual({ ok: true });
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toMatchObject({ ok: false, reason: 'answered' });
       expect(await b.releaseGroup([2n, 4n], other.token)).toEqual({ ok: true });
-      const ids = (await a.snapshotRecords()).map((e) => e.id);
-      expect(ids).not.toContain(targetRecordId(4n));
-      expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record).toMatchObject({ status: 'done', settled: [input(1)] });
+      expect((await store.readRaw(root, answerRecordId(2n)))?.equals(before[2]!)).toBe(true);
+      expect((await a.snapshotRecords()).map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n)].sort());
       // A lane that asks a branch once in the campaign is refused it on any input.
       expect(await a.claimGroup([2n, 4n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(3), anyInput: true })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
       expect(() => a.planClaimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, anyInput: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
@@ -312,7 +316,9 @@ describeEachStore('lease store conformance', (store) => {
         if (!claim.ok) throw new Error(`claim ${i} failed: ${claim.reason}`);
         expect(await table.releaseGroup([7n], claim.token, { nowMs: i * S, answers: { input: input(i), settled: [7n] } })).toEqual({ ok: true });
       }
-      const record = (await table.snapshotRecords())[0]!.record;
+      const records = await table.snapshotRecords();
+      expect(records.map((e) => e.id)).toEqual([answerRecordId(7n)]);
+      const record = records[0]!.record;
       expect(record.settled).toHaveLength(MAX_SETTLED_INPUTS);
       expect(record.settled![0]).toBe(input(3));
       expect(record.settled![MAX_SETTLED_INPUTS - 1]).toBe(input(cycles));
@@ -367,6 +373,73 @@ describeEachStore('lease store conformance', (store) => {
     }
   });
 
+  it('fails closed on a malformed or corrupt answer record: claims asking about answers and releases that write it are refused, nothing written', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      const answerFields = (t: bigint, extra: Record<string, unknown>) => ({
+        answered: true, attempts: 0, completedMs: 5 * S, id: answerRecordId(t), kind: 'target', owner: 'c', payload: {}, previousOwner: '', role: 'answers',
+        schema: 1, settled: [input(1)], status: 'done', steals: 0, target: t.toString(10), token: 'tok', updatedMs: 5 * S, worker: 0, ...extra,
+      });
+      const planted: [bigint, Record<string, unknown>][] = [
+        [221n, { role: 'answer' }], // an unknown role
+        [222n, { status: 'leased' }], // an answer record is never a lease
+        [223n, { targets: ['223'] }], // an answer record names no group
+        [224n, { id: targetRecordId(224n) }], // its id is not the answer id of its target
+        [225n, { settled: [input(1), input(1)] }],
+      ];
+      for (const [t, extra] of planted) {
+        const bytes = canonicalJsonBytes(answerFields(t, extra));
+        await rawRecord(store, table, 'target', answerRecordId(t), bytes);
+        expect(await table.claimGroup([t], { path: 'x' }, { owner: 'c', nowMs: 20 * S, input: input(2) })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ id: answerRecordId(t), target: t }] });
+        expect(await rawRecord(store, table, 'target', targetRecordId(t))).toBeNull();
+        // A claim that does not ask about answers does not read the answer record; its release
+        // with an answer must write it, and is refused with the lease left held.
+        const bare = await table.claimGroup([t], { path: 'x' }, { owner: 'c', nowMs: 20 * S });
+        if (!bare.ok) throw new Error(`claim failed: ${bare.reason}`);
+        expect(await table.releaseGroup([t], bare.token, { nowMs: 21 * S, answers: { input: input(2), settled: [t] } })).toEqual({ ok: false, reason: 'corrupt', corrupt: { id: answerRecordId(t), detail: expect.any(String) } });
+        expect((await rawRecord(store, table, 'target', answerRecordId(t)))?.equals(bytes)).toBe(true);
+        expect(await table.releaseGroup([t], bare.token)).toEqual({ ok: true });
+      }
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('honours answers a lease record of an older table carries, and moves them into the answer record with the first answer released', async () => {
+    try {
+      const root = await tempRoot();
+      const table = await target(root);
+      // Records as symfence wrote them before answer records: a released member with its answers.
+      const older = (t: bigint, extra: Record<string, unknown>) => canonicalJsonBytes({
+        attempts: 1, completedMs: 5 * S, id: targetRecordId(t), kind: 'target', owner: 'old', payload: {}, previousOwner: '', schema: 1, status: 'done', steals: 0,
+        target: t.toString(10), targets: [t.toString(10)], token: 'tok', updatedMs: 5 * S, worker: 0, ...extra,
+      });
+      await rawRecord(store, table, 'target', targetRecordId(31n), older(31n, { answered: true, settled: [input(1)], open: [[input(2), 2, 5 * S]] }));
+      await rawRecord(store, table, 'target', targetRecordId(32n), older(32n, { answered: true, settled: [input(1)] }));
+      expect(await table.claimGroup([31n, 32n], { path: 'x' }, { owner: 'c', nowMs: 10 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [31n, 32n].sort((x, y) => (targetRecordId(x) < targetRecordId(y) ? -1 : 1)) });
+      const policy = { baseMs: 100 * S, maxAttempts: 5 };
+      expect(await table.claimGroup([31n], { path: 'x' }, { owner: 'c', nowMs: 10 * S, input: input(2), backoff: policy })).toMatchObject({ ok: false, reason: 'backoff', open: [{ target: 31n, attempts: 2 }] });
+      // Claimed on another input, the lease record carries the older answers on; a bare release keeps them.
+      const held = await table.claimGroup([31n, 32n], { path: 'x' }, { owner: 'c', nowMs: 10 * S, input: input(3) });
+      if (!held.ok) throw new Error(`claim failed: ${held.reason}`);
+      expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(32n))?.record).toMatchObject({ status: 'leased', answered: true, settled: [input(1)] });
+      expect(await table.releaseGroup([32n, 31n], held.token, { nowMs: 11 * S, answers: { input: input(3), settled: [31n] } })).toEqual({ ok: true });
+      const records = new Map((await table.snapshotRecords()).map((e) => [e.id, e.record]));
+      // 31 answered now: its older answers and the new one are in its answer record, its lease record gone.
+      expect(records.has(targetRecordId(31n))).toBe(false);
+      expect(records.get(answerRecordId(31n))).toMatchObject({ role: 'answers', answered: true, settled: [input(1), input(3)], open: [[input(2), 2, 5 * S]] });
+      // 32 learnt nothing now: it stays a `done` lease record with its answers, as before.
+      expect(records.get(targetRecordId(32n))).toMatchObject({ status: 'done', answered: true, settled: [input(1)] });
+      expect(records.has(answerRecordId(32n))).toBe(false);
+      for (const [t, on] of [[31n, input(1)], [31n, input(3)], [32n, input(1)]] as const) {
+        expect(await table.claimGroup([t], { path: 'x' }, { owner: 'c', nowMs: 12 * S, input: on })).toMatchObject({ ok: false, reason: 'answered' });
+      }
+    } finally {
+      await closeAll();
+    }
+  });
+
   it('counts a question left open across coordinators, refuses it while the claimer\'s back-off lasts, and forgets it once answered', async () => {
     try {
       const root = await tempRoot();
@@ -375,23 +448,24 @@ describeEachStore('lease store conformance', (store) => {
       const policy = { baseMs: 10 * S, maxAttempts: 3 };
       const claim = await a.claimGroup([1n, 2n, 3n], { path: 'a' }, { owner: 'coord-a', nowMs: 10 * S, input: input(1), backoff: policy });
       if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
-      // Member 1 answered, member 2 left open, member 3 neither (not reached): only 3 is deleted.
+      // Member 1 answered, member 2 left open, member 3 neither (not reached): every lease record
+      // goes, and members 1 and 2 get answer records.
       expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n], open: [2n] } })).toEqual({ ok: true });
       const records = new Map((await b.snapshotRecords()).map((e) => [e.id, e.record]));
-      expect([...records.keys()].sort()).toEqual([targetRecordId(1n), targetRecordId(2n)].sort());
-      expect(records.get(targetRecordId(2n))).toMatchObject({ status: 'done', open: [[input(1), 1, 11 * S]], completedMs: 11 * S });
-      expect(records.get(targetRecordId(2n))?.answered).toBeUndefined();
-      expect(records.get(targetRecordId(1n))?.open).toBeUndefined();
+      expect([...records.keys()].sort()).toEqual([answerRecordId(1n), answerRecordId(2n)].sort());
+      expect(records.get(answerRecordId(2n))).toMatchObject({ role: 'answers', status: 'done', open: [[input(1), 1, 11 * S]], completedMs: 11 * S });
+      expect(records.get(answerRecordId(2n))?.answered).toBeUndefined();
+      expect(records.get(answerRecordId(1n))?.open).toBeUndefined();
 
       // Another coordinator asking member 2 on that input within the back-off is refused, writing nothing.
-      const before = await store.readRaw(root, targetRecordId(2n));
+      const before = await store.readRaw(root, answerRecordId(2n));
       expect(await b.claimGroup([2n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 20 * S, input: input(1), backoff: policy })).toEqual({
         ok: false,
         reason: 'backoff',
         open: [{ target: 2n, attempts: 1, lastOpenMs: 11 * S }],
       });
-      expect((await store.readRaw(root, targetRecordId(2n)))?.equals(before!)).toBe(true);
-      expect(await store.readRaw(root, targetRecordId(4n))).toBeNull();
+      expect((await store.readRaw(root, answerRecordId(2n)))?.equals(before!)).toBe(true);
+      for (const id of [targetRecordId(2n), targetRecordId(4n), answerRecordId(4n)]) expect(await store.readRaw(root, id)).toBeNull();
       // Without a policy, or on another input, the claim is not about that open question.
       for (const options of [{ input: input(1) }, { input: input(2), backoff: policy }]) {
         const held = await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 20 * S, ...options });
@@ -401,7 +475,7 @@ describeEachStore('lease store conformance', (store) => {
       // The back-off ends 10 s after the release; the second open release counts attempt 2.
       const second = await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 21 * S, input: input(1), backoff: policy });
       if (!second.ok) throw new Error(`claim failed: ${second.reason}`);
-      expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record).toMatchObject({ status: 'leased', open: [[input(1), 1, 11 * S]] });
+      expect((await a.snapshotRecords()).find((e) => e.id === answerRecordId(2n))?.record).toMatchObject({ status: 'done', open: [[input(1), 1, 11 * S]] });
       expect(await b.releaseGroup([2n], second.token, { nowMs: 22 * S, answers: { input: input(1), settled: [], open: [2n] } })).toEqual({ ok: true });
       // Attempt 2 waits 2 · 10 s.
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 41 * S, input: input(1), backoff: policy })).toMatchObject({ ok: false, reason: 'backoff', open: [{ target: 2n, attempts: 2, lastOpenMs: 22 * S }] });
@@ -414,7 +488,7 @@ describeEachStore('lease store conformance', (store) => {
       if (!lax.ok) throw new Error(`claim failed: ${lax.reason}`);
       // Answered at last: the open row goes, the answer stays, and the question is refused `answered`.
       expect(await b.releaseGroup([2n], lax.token, { nowMs: 1001 * S, answers: { input: input(1), settled: [2n] } })).toEqual({ ok: true });
-      const answered = (await a.snapshotRecords()).find((e) => e.id === targetRecordId(2n))?.record;
+      const answered = (await a.snapshotRecords()).find((e) => e.id === answerRecordId(2n))?.record;
       expect(answered).toMatchObject({ status: 'done', answered: true, settled: [input(1)] });
       expect(answered?.open).toBeUndefined();
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 1002 * S, input: input(1), backoff: policy })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
@@ -433,7 +507,7 @@ describeEachStore('lease store conformance', (store) => {
         if (!claim.ok) throw new Error(`claim ${i} failed: ${claim.reason}`);
         expect(await table.releaseGroup([9n], claim.token, { nowMs: i * S, answers: { input: input(i), settled: [], open: [9n] } })).toEqual({ ok: true });
       }
-      const open = (await table.snapshotRecords())[0]!.record.open!;
+      const open = (await table.snapshotRecords()).find((e) => e.id === answerRecordId(9n))!.record.open!;
       expect(open).toHaveLength(MAX_OPEN_INPUTS);
       expect(open[0]).toEqual([input(3), 1, 3 * S]);
       expect(open[MAX_OPEN_INPUTS - 1]).toEqual([input(cycles), 1, cycles * S]);
@@ -444,14 +518,16 @@ describeEachStore('lease store conformance', (store) => {
       await table.releaseGroup([5n], first.token, { nowMs: 2 * S, answers: { input: input(1), settled: [], open: [5n] } });
       const again = await table.claimGroup([5n], { path: 'c' }, { owner: 'c', nowMs: 3 * S, input: input(2) });
       if (!again.ok) throw new Error('claim failed');
-      expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))?.record).toMatchObject({ status: 'leased', open: [[input(1), 1, 2 * S]] });
+      const row = [[input(1), 1, 2 * S]];
+      expect((await table.snapshotRecords()).find((e) => e.id === answerRecordId(5n))?.record).toMatchObject({ status: 'done', open: row });
       expect(await table.releaseGroup([5n], again.token)).toEqual({ ok: true });
-      expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))?.record).toMatchObject({ status: 'done', open: [[input(1), 1, 2 * S]] });
+      expect((await table.snapshotRecords()).find((e) => e.id === answerRecordId(5n))?.record).toMatchObject({ status: 'done', open: row });
+      expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))).toBeUndefined();
       // Answered on its open input: the row gives way to the answer.
       const last = await table.claimGroup([5n], { path: 'c' }, { owner: 'c', nowMs: 4 * S, input: input(1) });
       if (!last.ok) throw new Error('claim failed');
       expect(await table.releaseGroup([5n], last.token, { nowMs: 5 * S, answers: { input: input(1), settled: [5n], open: [5n] } })).toEqual({ ok: true });
-      const settled = (await table.snapshotRecords()).find((e) => e.id === targetRecordId(5n))?.record;
+      const settled = (await table.snapshotRecords()).find((e) => e.id === answerRecordId(5n))?.record;
       expect(settled).toMatchObject({ status: 'done', answered: true, settled: [input(1)] });
       expect(settled?.open).toBeUndefined();
     } finally {

@@ -8,8 +8,8 @@
  *
  * Batches are optimistic (backend-contract.ts):
  *   - `lock` takes nothing;
- *   - `read` is one read transaction per up to `MAX_TXN_OPS` keys: each record with its
- *     `mod_revision` (0 for an absent one);
+ *   - `read` is one read transaction per up to `MAX_TXN_OPS` keys, every one at the first one's
+ *     revision: each record with its `mod_revision` (0 for an absent one);
  *   - `commit` is ONE transaction: for every record it writes or deletes, compare `mod_revision`
  *     with the read one (an absent record: `create_revision == 0`), then every put and delete. A
  *     failed compare writes nothing → `BatchConflictError` (the executor re-runs the batch).
@@ -22,14 +22,16 @@
  *
  * Expiry: `leased` target records are attached to the writer's session lease (etcd-connection.ts)
  * and vanish when it expires on the server, besides expiring by their own TTL as in every store —
- * except a target record carrying answers, which must outlive its holder and expires by its TTL.
+ * except a lease record of an older table that still carries answers (docs/lease-format.md
+ * "Answers"), which must outlive its holder and expires by its TTL. Answer records are `done`.
  * Leased work records expire by their TTL only, so that their payload survives for a takeover
  * (`recoverExpired`); this process still remembers which of its sessions wrote them, for the
  * offline answers (etcd-batch.ts). `committing` and `done` records are attached to no
  * lease: they are never lost to an expiry.
  *
  * Limits: a transaction carries at most `MAX_TXN_OPS` (etcd's default `--max-txn-ops`) compares
- * and as many writes; a batch touches at most `MAX_BATCH_RECORDS` = 64 records (a full group);
+ * and as many writes; a batch touches at most `MAX_BATCH_RECORDS` = 128 records (a full group and
+ * its answer records);
  * its writes may total at most `MAX_TXN_BYTES` (under etcd's default 1.5 MiB request limit). A
  * record or batch above that is refused with `ERR_LEASE_RECORD_TOO_LARGE` before anything is
  * written (a commit manifest too big for etcd is never silently dropped).
@@ -151,12 +153,19 @@ export class EtcdRecordBackend implements RecordBackend {
     return new EtcdBatch(this);
   }
 
-  /** Reads the records of `ids` (at most `MAX_TXN_OPS` per request). */
+  /**
+   * Reads the records of `ids` (at most `MAX_TXN_OPS` per request), all at the revision of the
+   * first request: one snapshot, so a batch that decides from a record it does not write (a claim
+   * reading a branch's answer record) sees it as it was when the records it does write were read.
+   */
   async readRecords(ids: readonly string[]): Promise<Map<string, ReadRecord>> {
     const out = new Map<string, ReadRecord>();
+    let revision: string | undefined;
     for (let start = 0; start < ids.length; start += MAX_TXN_OPS) {
       const slice = ids.slice(start, start + MAX_TXN_OPS);
-      const result = await this.connection.client.kv.txn({ compare: [], success: slice.map((id) => ({ request_range: { key: this.recordKey(id) } })), failure: [] }, this.connection.call());
+      const at = revision === undefined ? {} : { revision };
+      const result = await this.connection.client.kv.txn({ compare: [], success: slice.map((id) => ({ request_range: { key: this.recordKey(id), ...at } })), failure: [] }, this.connection.call());
+      revision ??= String(result.header.revision);
       slice.forEach((id, i) => {
         const kv = result.responses[i]?.response_range?.kvs[0];
         if (!kv) {

@@ -10,8 +10,12 @@ import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedR
 
 /** etcd's default `--max-txn-ops`: compares, and separately writes, per transaction. */
 export const MAX_TXN_OPS = 128;
-/** Records per batch: a full target group (each record is one compare and one write). */
-export const MAX_BATCH_RECORDS = MAX_TXN_OPS / 2;
+/**
+ * Records per batch: a full target group with its answer records. Only a record the batch writes
+ * costs a compare (and its write), and etcd counts compares and writes separately against
+ * `MAX_TXN_OPS`; reads are split into requests of `MAX_TXN_OPS` at one revision.
+ */
+export const MAX_BATCH_RECORDS = MAX_TXN_OPS;
 /** Largest total of keys and values one commit writes (etcd's default request limit is 1.5 MiB). */
 export const MAX_TXN_BYTES = 1024 * 1024 + 256 * 1024;
 export interface ReadRecord {
