@@ -46,8 +46,8 @@ export interface TableInspection {
    * Target tables: the campaign's shared answers (docs/leases.md "Shared answers") — branches
    * answered on some input, (input, branch) pairs remembered as answered, and (input, branch)
    * questions runs left open (attempts and back-off kept); `bytes`: what those fields take in the
-   * records that carry them (their JSON, as every claim, heartbeat and release of the record
-   * rewrites it).
+   * records that carry them (their JSON, as a release that records an answer for the branch
+   * writes it again): answer records, and lease records of tables written before them.
    */
   readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number; readonly bytes: number };
 }
