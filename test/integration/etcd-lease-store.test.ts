@@ -165,6 +165,55 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
+  it('decides from the answer records it last saw without reading them again, and a stale one costs a conflict, never a wrong claim', async () => {
+    const prefix = nextPrefix();
+    const a = await openTarget(await tempRoot(), base(prefix));
+    const b = await openTarget(await tempRoot(), base(prefix));
+    const x = 'a'.repeat(64);
+    const y = 'b'.repeat(64);
+    const z = 'd'.repeat(64);
+    try {
+      const kv = (a as unknown as { backend: { connection: { client: { kv: { txn: (...args: unknown[]) => Promise<unknown> } } } } }).backend.connection.client.kv;
+      const txn = kv.txn.bind(kv);
+      // Both tables share this process's etcd client: only the requests of a's calls are counted.
+      let counting = true;
+      const requests: { reads: number; compares: number }[] = [];
+      kv.txn = async (...args: unknown[]) => {
+        const request = args[0] as { compare: unknown[]; success: { request_range?: unknown }[] };
+        if (counting) requests.push({ reads: request.success.filter((op) => op.request_range !== undefined).length, compares: request.compare.length });
+        return txn(...args);
+      };
+      // a answers 50 on x; its own release leaves it knowing both records of 50.
+      const first = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
+      if (!first.ok) throw new Error('claim failed');
+      expect(await a.releaseGroup([50n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [50n] } })).toEqual({ ok: true });
+      requests.length = 0;
+      // Refused on x from what it knows, confirmed by compares alone: nothing read.
+      expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
+      expect(requests).toEqual([{ reads: 0, compares: 2 }]);
+      requests.length = 0;
+      // b answers 50 on y: a's knowledge of the answer record is now stale.
+      counting = false;
+      const other = await b.claimGroup([50n], { path: 'b' }, { owner: 'b', nowMs: 13 * S, input: y });
+      if (!other.ok) throw new Error('claim failed');
+      expect(await b.releaseGroup([50n], other.token, { nowMs: 14 * S, answers: { input: y, settled: [50n] } })).toEqual({ ok: true });
+      counting = true;
+      // a asks 50 on y: its commit compares the stale record and fails; the run again reads from
+      // the server and refuses. Nothing was written.
+      expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 15 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
+      expect(requests).toEqual([{ reads: 0, compares: 2 }, { reads: 2, compares: 0 }]);
+      expect((await a.snapshotRecords()).map((e) => e.id)).toEqual([answerRecordId(50n)]);
+      // On a third input the claim holds, deciding from what it read last.
+      requests.length = 0;
+      const held = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 16 * S, input: z });
+      expect(held.ok).toBe(true);
+      expect(requests).toEqual([{ reads: 0, compares: 2 }]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('claims a 64-member group in one transaction and refuses a manifest too large for etcd without writing', async () => {
     const prefix = nextPrefix();
     const targets = await openTarget(await tempRoot(), base(prefix));

@@ -52,6 +52,35 @@ import type { RecordBackend, ScanEntry, StoreBatch } from '../backend-contract.j
 import { ensureStoreRoot } from '../table-root.js';
 
 
+/** Entries `QuietRecords` keeps. */
+const QUIET_RECORDS = 65_536;
+
+/** Records last seen absent or `done`, least recently used first out (`EtcdRecordBackend.quiet`). */
+export class QuietRecords {
+  readonly #entries = new Map<string, ReadRecord>();
+
+  get(id: string): ReadRecord | undefined {
+    const hit = this.#entries.get(id);
+    if (hit === undefined) return undefined;
+    this.#entries.delete(id);
+    this.#entries.set(id, hit);
+    return hit;
+  }
+
+  /** Keeps `record` as `id`'s value when it is a target table's absent or `done` record; forgets `id` otherwise. */
+  note(kind: RecordKind, id: string, record: ReadRecord): void {
+    this.#entries.delete(id);
+    const quiet = record.read.state === 'absent' || (record.read.state === 'valid' && record.read.record.status === 'done');
+    if (kind !== 'target' || !quiet) return;
+    if (this.#entries.size >= QUIET_RECORDS) this.#entries.delete(this.#entries.keys().next().value as string);
+    this.#entries.set(id, record);
+  }
+
+  forget(ids: Iterable<string>): void {
+    for (const id of ids) this.#entries.delete(id);
+  }
+}
+
 /** Keys listed per scan request. */
 const SCAN_PAGE = 256;
 
@@ -101,6 +130,13 @@ export class EtcdRecordBackend implements RecordBackend {
   readonly base: string;
   /** Last known session lease of each record this process read or wrote ('0': none). */
   readonly attachedLease = new Map<string, string>();
+  /**
+   * Target records as this process last read or wrote them while absent or `done` (answer records,
+   * free targets), with their revision. A batch takes these from here instead of the server and
+   * compares every one it took at commit (etcd-batch.ts), so a stale entry costs a conflict and a
+   * fresh read, never a decision on an old value.
+   */
+  readonly quiet = new QuietRecords();
   #closed = false;
 
   constructor(
@@ -169,12 +205,16 @@ export class EtcdRecordBackend implements RecordBackend {
       slice.forEach((id, i) => {
         const kv = result.responses[i]?.response_range?.kvs[0];
         if (!kv) {
-          out.set(id, { read: { state: 'absent' }, modRevision: '0', lease: '0' });
+          const absent: ReadRecord = { read: { state: 'absent' }, modRevision: '0', lease: '0' };
+          out.set(id, absent);
+          this.quiet.note(this.kind, id, absent);
           this.attachedLease.delete(id);
           return;
         }
         const read = this.parse(kv.value, id);
-        out.set(id, { read, modRevision: String(kv.mod_revision), lease: String(kv.lease) });
+        const record = { read, modRevision: String(kv.mod_revision), lease: String(kv.lease) };
+        out.set(id, record);
+        this.quiet.note(this.kind, id, record);
         // Target records: the server's attachment is the truth. Work records are never attached
         // on the server; what this process wrote under its session is remembered at commit.
         if (this.kind === 'target' && String(kv.lease) !== '0') this.attachedLease.set(id, String(kv.lease));

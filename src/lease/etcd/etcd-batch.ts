@@ -3,6 +3,7 @@
  * with revisions, staging within the transaction limits, and one compare-and-write commit.
  */
 import { LeaseRecordTooLargeError } from '../../errors.js';
+import type { ICompare } from 'etcd3/lib/rpc.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { carriesAnswers, type RecordRead } from '../lease-record.js';
@@ -31,6 +32,8 @@ export class EtcdBatch implements StoreBatch {
   readonly #reads = new Map<string, ReadRecord>();
   /** Read without the server (it could not be reached): answers only, no commit with writes. */
   #offline = false;
+  /** Ids this batch took from the backend's quiet records instead of the server (compared at commit). */
+  readonly #served = new Set<string>();
 
   constructor(backend: EtcdRecordBackend) {
     this.#backend = backend;
@@ -39,16 +42,35 @@ export class EtcdBatch implements StoreBatch {
   /** Optimistic: nothing is taken; the commit compares what was read. */
   async lock(): Promise<void> {}
 
+  /**
+   * Reads `ids`: those the backend knows quiet (absent or `done`, `EtcdRecordBackend.quiet`) from
+   * there, the rest from the server. Every record taken from there is compared at commit (written
+   * or not), so the commit lands only if each was still what this batch decided from. A batch that
+   * writes nothing has decided only refusals on them (`answered`, `backoff`), which a newer value
+   * of an answer record would only confirm: answers are added, open rows only move later.
+   */
   async fetch(ids: readonly string[]): Promise<Map<string, FetchedRead>> {
+    const fetched = new Map<string, FetchedRead>();
+    const ask: string[] = [];
+    for (const id of ids) {
+      const known = this.#backend.quiet.get(id);
+      if (known === undefined) ask.push(id);
+      else {
+        this.#reads.set(id, known);
+        this.#served.add(id);
+        fetched.set(id, known.read);
+      }
+    }
+    if (ask.length === 0) return fetched;
     let reads: Map<string, ReadRecord>;
     try {
-      reads = await this.#backend.readRecords(ids);
+      reads = await this.#backend.readRecords(ask);
     } catch (error) {
-      const offline = this.answerOffline(ids, error);
-      if (offline !== undefined) return offline;
-      throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: ids.slice(0, 8), restored: true }, error);
+      const offline = this.answerOffline(ask, error);
+      if (offline === undefined) throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: ask.slice(0, 8), restored: true }, error);
+      for (const [id, read] of offline) fetched.set(id, read);
+      return fetched;
     }
-    const fetched = new Map<string, FetchedRead>();
     for (const [id, read] of reads) {
       this.#reads.set(id, read);
       fetched.set(id, read.read);
@@ -98,7 +120,10 @@ export class EtcdBatch implements StoreBatch {
   }
 
   async commit(changes: readonly StagedChange[]): Promise<BatchReport> {
-    if (changes.length === 0) return EMPTY_BATCH_REPORT;
+    if (changes.length === 0) {
+      await this.confirmServed();
+      return EMPTY_BATCH_REPORT;
+    }
     const backend = this.#backend;
     const connection = backend.connection;
     const staged = new Map(changes.map((change) => [change.id, change.next]));
@@ -113,13 +138,17 @@ export class EtcdBatch implements StoreBatch {
         throw leaseIoError(`cannot open an etcd session: ${(error as Error).message}; nothing was written`, { step: 'session', ids: ids.slice(0, 8), restored: true }, error);
       }
     }
-    const compare = [];
+    const compare: ICompare[] = [];
     const success = [];
     const attached = new Set<string>();
+    const compareRead = (id: string): void => {
+      compare.push(this.unchangedSinceRead(id));
+    };
+    // Records taken from the quiet ones and not written: compared all the same (`fetch`).
+    for (const id of this.#served) if (!staged.has(id)) compareRead(id);
     for (const id of ids) {
-      const read = this.#reads.get(id)!;
+      compareRead(id);
       const key = backend.recordKey(id);
-      compare.push(read.modRevision === '0' ? { key, target: 'Create' as const, result: 'Equal' as const, create_revision: 0 } : { key, target: 'Mod' as const, result: 'Equal' as const, mod_revision: read.modRevision });
       const next = staged.get(id);
       // Only leased *target* records ride the session on the server (a dead coordinator's targets
       // are freed at once); a leased work record keeps its payload until its TTL ends, so another
@@ -134,10 +163,20 @@ export class EtcdBatch implements StoreBatch {
     try {
       result = await connection.client.kv.txn({ compare, success, failure: [] }, connection.call());
     } catch (error) {
+      backend.quiet.forget([...ids, ...this.#served]);
       const restored = await this.unchanged(ids);
       throw leaseIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
     }
-    if (!result.succeeded) throw new BatchConflictError(ids);
+    if (!result.succeeded) {
+      // Some record was not what this batch read: the run again reads them all from the server.
+      backend.quiet.forget([...ids, ...this.#served]);
+      throw new BatchConflictError(ids);
+    }
+    const revision = String(result.header.revision);
+    for (const id of ids) {
+      const next = staged.get(id);
+      backend.quiet.note(backend.kind, id, next ? { read: { state: 'valid', record: next.record, bytes: next.bytes }, modRevision: revision, lease: attached.has(id) ? leaseId : '0' } : { read: { state: 'absent' }, modRevision: '0', lease: '0' });
+    }
     // Leased records written under a session are remembered with it (offline answers): target
     // records the server attached, and work records, which a given-up session makes ours no more
     // either; a target record with answers rode no session, so losing one says nothing of it. The
@@ -148,6 +187,36 @@ export class EtcdBatch implements StoreBatch {
       else backend.attachedLease.delete(id);
     }
     return { published: ids.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
+  }
+
+  /**
+   * A batch that writes nothing but decided from records taken from the quiet ones: one
+   * transaction of compares alone confirms they are still current, so what it answered (a refusal
+   * `answered` rather than `backoff`, say) is what a read now would give; otherwise
+   * `BatchConflictError`, and the run again reads them from the server.
+   */
+  private async confirmServed(): Promise<void> {
+    if (this.#served.size === 0 || this.#offline) return;
+    const backend = this.#backend;
+    const compare = [...this.#served].map((id) => this.unchangedSinceRead(id));
+    let succeeded: boolean;
+    try {
+      succeeded = (await backend.connection.client.kv.txn({ compare, success: [], failure: [] }, backend.connection.call())).succeeded;
+    } catch (error) {
+      backend.quiet.forget(this.#served);
+      throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: [...this.#served].slice(0, 8), restored: true }, error);
+    }
+    if (!succeeded) {
+      backend.quiet.forget(this.#served);
+      throw new BatchConflictError([...this.#served]);
+    }
+  }
+
+  /** The compare that holds while `id` is as this batch read it (absent: never created since). */
+  private unchangedSinceRead(id: string): ICompare {
+    const key = this.#backend.recordKey(id);
+    const read = this.#reads.get(id)!;
+    return read.modRevision === '0' ? { key, target: 'Create', result: 'Equal', create_revision: 0 } : { key, target: 'Mod', result: 'Equal', mod_revision: read.modRevision };
   }
 
   /** After an unknown outcome: true when every staged record is still as read (nothing applied). */
