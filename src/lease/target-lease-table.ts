@@ -119,8 +119,10 @@ function validRecord(read: RecordRead): LeaseRecord | undefined {
 }
 
 /** A member's answers: its answer record's and, for a table written before those, its lease record's. */
-function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | undefined): { answered: boolean; settled: string[]; open: OpenQuestion[] } {
+function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | undefined): { answered: boolean; settled: readonly string[]; open: readonly OpenQuestion[] } {
   const older = answerFields(lease);
+  // The common case: a lease record of this version carries none (a valid record's lists hold no input twice).
+  if (older.answered === undefined && older.open === undefined) return { answered: answers?.answered === true, settled: answers?.settled ?? [], open: answers?.open ?? [] };
   const settled = [...(older.settled ?? []), ...(answers?.settled ?? [])];
   const newest = new Map<string, OpenQuestion>();
   for (const row of [...(older.open ?? []), ...(answers?.open ?? [])]) {
