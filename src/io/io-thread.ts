@@ -162,6 +162,11 @@ export class IoClient {
     return this.#channel?.drained() ?? Promise.resolve();
   }
 
+  /** Resolves once the thread has received every request sent so far (submit-channel.ts, fences). */
+  protected fenced(): Promise<void> {
+    return this.#channel?.fence() ?? Promise.resolve();
+  }
+
   /** Detaches this client from its port (the thread keeps running). Idempotent. */
   detach(): void {
     if (this.#detached) return;
@@ -258,6 +263,9 @@ export class IoThread extends IoClient {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       try {
+        // Requests travel on their own port, which close's port may overtake: the thread must
+        // have queued every request sent before close() so that close answers them.
+        await this.fenced();
         await this.remote.close();
         // Every queued request was answered before close() returned, but on the request
         // channel's own port: those answers may still be on their way here.

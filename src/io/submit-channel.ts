@@ -18,11 +18,13 @@ import type { MessagePort } from 'node:worker_threads';
 import { ClosedError, fromErrorData, isErrorData, toErrorData, type ErrorData } from '../errors.js';
 import type { IoRequest } from './io-requests.js';
 
-/** A request, client → thread. */
-interface SubmitMessage {
-  readonly id: number;
-  readonly request: IoRequest;
-}
+/**
+ * A request, client → thread; or a fence: answered as soon as it arrives, so once its answer is
+ * back every request sent before it is in the thread's queue. Messages on two ports are not
+ * ordered with each other, so whatever the thread receives on another port (comlink's `close`)
+ * and must come after the requests waits for a fence first.
+ */
+type SubmitMessage = { readonly id: number; readonly request: IoRequest } | { readonly id: number; readonly fence: true };
 
 /** The answer to request `id`, thread → client: its value, or the error it failed with. */
 type SubmitReply = { readonly id: number; readonly value: unknown } | { readonly id: number; readonly error: ErrorData };
@@ -40,6 +42,10 @@ export function serveSubmits(port: MessagePort, submit: (request: IoRequest) => 
     }
   };
   port.on('message', (message: SubmitMessage) => {
+    if ('fence' in message) {
+      reply({ id: message.id, value: undefined });
+      return;
+    }
     let answer: Promise<unknown>;
     try {
       answer = submit(message.request);
@@ -76,10 +82,20 @@ export class SubmitChannel {
   /** Sends `request`; resolves with its answer, rejects with the thread's error (class and code kept). */
   submit(request: IoRequest): Promise<unknown> {
     if (this.#closed) return Promise.reject(new ClosedError('I/O request channel is closed', { kind: request.kind }));
+    return this.#send((id) => ({ id, request }));
+  }
+
+  /** Resolves once the thread has received every request sent before this call (see `SubmitMessage`). */
+  async fence(): Promise<void> {
+    if (this.#closed) throw new ClosedError('I/O request channel is closed', {});
+    await this.#send((id) => ({ id, fence: true }));
+  }
+
+  #send(message: (id: number) => SubmitMessage): Promise<unknown> {
     const id = this.#nextId++;
     return new Promise<unknown>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      this.#port.postMessage({ id, request } satisfies SubmitMessage);
+      this.#port.postMessage(message(id));
     });
   }
 

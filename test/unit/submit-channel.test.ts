@@ -52,6 +52,20 @@ describe('SubmitChannel', () => {
     expect(await codeOfAsync(channel.submit(request('w')))).toBe('ERR_INTERNAL');
   });
 
+  it('answers a fence once every request sent before it has reached the thread, before their own answers', async () => {
+    const received: string[] = [];
+    const channel = connected((r) => {
+      received.push((r as { workId: string }).workId);
+      return new Promise(() => {});
+    });
+    // Never answered: the channel's close at the end rejects them.
+    const left = [channel.submit(request('a')), channel.submit(request('b'))].map((p) => p.catch(() => undefined));
+    await channel.fence();
+    expect(received).toEqual(['a', 'b']);
+    channel.close();
+    await Promise.all(left);
+  });
+
   it('rejects the requests still waiting and every later one with ERR_CLOSED once closed, and drained() resolves', async () => {
     const channel = connected(() => new Promise(() => {}));
     const waiting = channel.submit(request('w'));
