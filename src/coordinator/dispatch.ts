@@ -113,7 +113,9 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
 
   if (ctx.stopping()) return rollback('shutting down');
   if (pending.recovered) counters.leaseSteals++;
-  const logger: Logger = childLogger(ctx.log, { workId, targets: decimal(job.group) });
+  // The job's logger is made at its first use: most jobs never log, and a child logger costs a
+  // parse and a serialisation of its bindings (telemetry/logger.ts), on the main thread, per job.
+  let logger: Logger | undefined;
   const startMs = ctx.clock.now();
   return {
     workId,
@@ -123,7 +125,9 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     tx,
     controller: new AbortController(),
     startMs,
-    logger,
+    get logger(): Logger {
+      return (logger ??= childLogger(ctx.log, { workId, targets: decimal(job.group) }));
+    },
     phase: 'active',
     solverRunning: true,
     busyAccruedUntilMs: startMs,

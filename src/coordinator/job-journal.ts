@@ -62,7 +62,7 @@ export class JobJournal {
       ...(members !== undefined && active.work.job.group.length > 0 ? { settled: decimal(members.settled), open: decimal(members.open) } : {}),
       ...this.#breakdown(active),
     };
-    this.#write(entry, active.logger);
+    this.#write(entry, () => active.logger);
   }
 
   /** The time-breakdown fields of a run whose solver measured its timing (see `JobLogEntry`). */
@@ -106,14 +106,15 @@ export class JobJournal {
       generated: manifest.items.length,
       interesting: entries.filter((e) => e.kind === 'queue').length,
     };
-    this.#write(entry, log);
+    this.#write(entry, () => log);
   }
 
-  #write(entry: JobLogEntry, log: Logger): void {
+  /** `log`: the job's logger, asked for only when there is something to log (dispatch.ts makes it lazily). */
+  #write(entry: JobLogEntry, log: () => Logger): void {
     try {
       this.#ctx.jobLog?.append(entry);
     } catch (error) {
-      log.error({ err: error }, 'writing jobs.jsonl failed');
+      log().error({ err: error }, 'writing jobs.jsonl failed');
     }
     this.#ctx.jobFinished?.(entry);
   }

@@ -21,6 +21,7 @@ import { workerEntry } from '../util/paths.js';
 import type { DirectoryFiles, IoAnswer, IoRequest, IoRequestKind, IoStats, GroupClaimRequest, GroupFence, PublishedFile, RequestOf } from './io-requests.js';
 import type { IoRemoteApi, IoWorkerData } from './io-worker-main.js';
 import { releaseRemote, wrapPort, type Remote } from './rpc.js';
+import { SubmitChannel } from './submit-channel.js';
 import { createLogCounters, receiveLogRecords } from './io-log-channel.js';
 import type { Logger } from '../telemetry/logger.js';
 
@@ -28,10 +29,13 @@ type Table = 'work' | 'target';
 
 export class IoClient {
   readonly #remote: Remote<IoRemoteApi>;
+  /** Where requests go when the thread serves them on a port of their own (submit-channel.ts). */
+  readonly #channel: SubmitChannel | undefined;
   #detached = false;
 
-  protected constructor(remote: Remote<IoRemoteApi>) {
+  protected constructor(remote: Remote<IoRemoteApi>, channel?: SubmitChannel) {
     this.#remote = remote;
+    this.#channel = channel;
   }
 
   /** A client over a port made by `IoThread.createPort()` (typically inside a solver thread). */
@@ -46,6 +50,7 @@ export class IoClient {
   /** Sends one request; resolves with its answer. Prefer the typed methods below. */
   async request<K extends IoRequestKind>(request: RequestOf<K>): Promise<IoAnswer<K>> {
     if (this.#detached) throw new ClosedError('I/O client is closed', { kind: request.kind });
+    if (this.#channel !== undefined) return (await this.#channel.submit(request as IoRequest)) as IoAnswer<K>;
     return (await this.#remote.submit(request as IoRequest)) as IoAnswer<K>;
   }
 
@@ -152,10 +157,21 @@ export class IoClient {
     return this.#remote.stats();
   }
 
+  /** Resolves once every request sent has its answer (immediately without a request channel). */
+  protected drained(): Promise<void> {
+    return this.#channel?.drained() ?? Promise.resolve();
+  }
+
+  /** Resolves once the thread has received every request sent so far (submit-channel.ts, fences). */
+  protected fenced(): Promise<void> {
+    return this.#channel?.fence() ?? Promise.resolve();
+  }
+
   /** Detaches this client from its port (the thread keeps running). Idempotent. */
   detach(): void {
     if (this.#detached) return;
     this.#detached = true;
+    this.#channel?.close();
     releaseRemote(this.#remote);
   }
 }
@@ -188,8 +204,8 @@ export class IoThread extends IoClient {
   readonly #worker: Worker;
   #closing: Promise<void> | undefined;
 
-  private constructor(remote: Remote<IoRemoteApi>, worker: Worker) {
-    super(remote);
+  private constructor(remote: Remote<IoRemoteApi>, worker: Worker, channel: SubmitChannel) {
+    super(remote, channel);
     this.#worker = worker;
   }
 
@@ -222,7 +238,17 @@ export class IoThread extends IoClient {
       await worker.terminate();
       throw error;
     }
-    return new IoThread(wrapPort<IoRemoteApi>(worker), worker);
+    const remote = wrapPort<IoRemoteApi>(worker);
+    const { port1, port2 } = new MessageChannel();
+    try {
+      await remote.connectSubmits(Comlink.transfer(port2, [port2 as never]));
+    } catch (error) {
+      port1.close();
+      releaseRemote(remote);
+      await worker.terminate();
+      throw error;
+    }
+    return new IoThread(remote, worker, new SubmitChannel(port1));
   }
 
   /** A new port served by the I/O thread; hand it to a solver thread (`IoClient.fromPort`). */
@@ -237,7 +263,13 @@ export class IoThread extends IoClient {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       try {
+        // Requests travel on their own port, which close's port may overtake: the thread must
+        // have queued every request sent before close() so that close answers them.
+        await this.fenced();
         await this.remote.close();
+        // Every queued request was answered before close() returned, but on the request
+        // channel's own port: those answers may still be on their way here.
+        await this.drained();
       } finally {
         this.detach();
         await this.#worker.terminate();

@@ -17,6 +17,7 @@ import { effectiveFileBarrier, IO_OPTIONS } from './io-options.js';
 import type { IoRequest, IoStats } from './io-requests.js';
 import { IoService } from './io-service.js';
 import { exposeOnPort } from './rpc.js';
+import { serveSubmits } from './submit-channel.js';
 
 /** Startup data of the I/O thread (structured-clone safe). */
 export interface IoWorkerData {
@@ -45,6 +46,8 @@ export interface IoRemoteApi {
   stats(): IoStats;
   /** Serves this API on another port (for a solver thread). */
   connect(port: MessagePort): void;
+  /** Serves `submit` alone on `port`, without comlink (submit-channel.ts): the per-job path. */
+  connectSubmits(port: MessagePort): void;
   /** Drains the queue, answers everything, stops the service. Idempotent. */
   close(): Promise<void>;
 }
@@ -90,6 +93,7 @@ export async function runIoWorker(data: IoWorkerData, parent: MessagePort): Prom
       submit: (request) => service.submit(request as never),
       stats: () => service.stats(),
       connect: (port) => exposeOnPort(api, port),
+      connectSubmits: (port) => serveSubmits(port, (request) => service.submit(request as never)),
       close: async () => {
         await service.close();
         // Close the lock fds the tables keep open between batches while the thread is still

@@ -260,6 +260,11 @@ export class Scheduler {
     return this.#frontier;
   }
 
+  /** The admission's counters alone (`stats().admission`, without the lanes', ledger's and frontier's figures). */
+  admissionStats(): Readonly<AdmissionStats> {
+    return this.#admission.stats();
+  }
+
   stats(): SchedulerStats {
     const lane = this.lane('frontier');
     return {

@@ -31,6 +31,8 @@ interface CollectedFile {
 
 export interface CollectedOutputs {
   readonly files: readonly CollectedFile[];
+  /** Every regular file the listing found, read or not (sorted): what the run left in the directory. */
+  readonly names: readonly string[];
   readonly totalGenerated: number;
   readonly duplicatesDropped: number;
   readonly ignoredEntries: number;
@@ -80,7 +82,7 @@ export function collectOutputs(outputDir: string, caps: OutputCaps, options: Col
   try {
     dir = opendirSync(outputDir);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0, entriesRead: 0 };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], names: [], totalGenerated: 0, duplicatesDropped: 0, ignoredEntries: 0, entriesRead: 0 };
     throw error;
   }
   let ignoredEntries = 0;
@@ -127,7 +129,7 @@ export function collectOutputs(outputDir: string, caps: OutputCaps, options: Col
     seen.add(sha256);
     files.push({ name, sha256, bytes });
   }
-  return { files, totalGenerated, duplicatesDropped, ignoredEntries, entriesRead };
+  return { files, names, totalGenerated, duplicatesDropped, ignoredEntries, entriesRead };
 }
 
 /** Reads at most `limit + 1` bytes; null when the entry is not a regular file after all. */

@@ -9,9 +9,11 @@
  *        ▼
  *   classify exit → collect outputs under caps → read telemetry (triage follows in the pool)
  *        ▼
- *   run dir moved aside into the trash directory (one rename, always, also on every failure path),
- *   then removed there — unless the run was aborted: then the task settles at once and the pool's
- *   close() or the next pool's sweep removes it (docs/solver.md, "Where a run's directory goes")
+ *   run dir disposed of: the files a completed run is known to have left unlinked by name, then
+ *   two rmdirs; anything else moved aside into the trash directory (one rename, also on every
+ *   failure path), then removed there — unless the run was aborted: then the task settles at once
+ *   and the pool's close() or the next pool's sweep removes it (docs/solver.md, "Where a run's
+ *   directory goes")
  *
  * Run-directory bookkeeping uses synchronous fs calls on purpose. This code runs on a solver
  * worker thread that serves one task at a time, so blocking it for a microsecond syscall costs
@@ -59,36 +61,64 @@ export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Prom
   const receivedMs = performance.now();
   const cell = new TaskAbortCell(task.abortBuffer);
   const runDir = path.join(ctx.workerDir, `run-${ctx.nextRunId()}`);
+  const left: string[] = [];
   try {
     if (cell.abortRequested) return failedBeforeStart(null, true);
     mkdirSync(runDir);
     mkdirSync(path.join(runDir, 'output'));
-    return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'), receivedMs);
+    return await runInDir(task, ctx, cell, runDir, path.join(runDir, 'output'), receivedMs, left);
   } catch (error) {
     // Setup failures (unreadable input path, full disk …) come back as typed results: a thrown
     // error would cross the thread boundary without its code.
     return failedBeforeStart(toErrorData(error), cell.abortRequested);
   } finally {
     // The cell keeps taking aborts until finish(): an abort during the removal stops it.
-    disposeRunDir(runDir, ctx, cell);
+    disposeRunDir(runDir, ctx, cell, left);
     cell.finish();
   }
 }
 
+/** Unlinks checked for an abort between them, so a removal by name stops as the trash's would. */
+const ABORT_CHECK_EVERY = 64;
+
 /**
- * Disposes of a run directory. Fast path for the common empty case (two `rmdir`s instead of the
- * lstat/readdir walk of a recursive `rm`, measured in `bench/dispatch`). Anything left inside
- * (outputs, input copy, telemetry — possibly a flood) is first moved aside into the trash with one
- * rename, so the run's slot path is free whatever happens next. An aborted run leaves it there: a
- * shutdown must not wait for a flood's unlinks (the pool's close() removes the trash within a
- * budget, the next pool's sweep the rest). Any other run removes it now, stopping if an abort
- * arrives meanwhile. A failed rename falls back to removing the directory in place.
+ * Unlinks `files` (paths this run is known to have left: its input copy, job files, telemetry,
+ * the outputs its collection listed) and says whether all of them are gone. Stops, leaving the
+ * rest for the trash, at an abort or at an entry that is not a plain file any more (the solver
+ * may have replaced one with a directory).
  */
-function disposeRunDir(runDir: string, ctx: SolverRunContext, cell: TaskAbortCell): void {
+function removeKnownFiles(files: readonly string[], cell: TaskAbortCell): boolean {
+  for (let i = 0; i < files.length; i++) {
+    if (i % ABORT_CHECK_EVERY === ABORT_CHECK_EVERY - 1 && cell.abortRequested) return false;
+    try {
+      unlinkSync(files[i]!);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * Disposes of a run directory. Fast path for the common case: the files a completed run is known
+ * to have left (`left`: its input copy, job files and telemetry, and the outputs its collection
+ * listed — at most `maxOutputFiles`) are unlinked by name, then the two directories go with two
+ * `rmdir`s. That is a handful of syscalls, where listing the directories costs a `Dir` (and its
+ * promisified methods) per pass of the bounded walk: about a quarter of a slot thread's CPU per
+ * run on 20-ms jobs. Anything else left inside (an aborted run's outputs, entries the collection
+ * ignored, a flood) is first moved aside into the trash with one rename, so the run's slot path is
+ * free whatever happens next. An aborted run leaves it there: a shutdown must not wait for a
+ * flood's unlinks (the pool's close() removes the trash within a budget, the next pool's sweep the
+ * rest). Any other run removes it now, stopping if an abort arrives meanwhile. A failed rename
+ * falls back to removing the directory in place.
+ */
+function disposeRunDir(runDir: string, ctx: SolverRunContext, cell: TaskAbortCell, left: readonly string[]): void {
   try {
-    rmdirSync(path.join(runDir, 'output'));
-    rmdirSync(runDir);
-    return;
+    if (left.length === 0 || (!cell.abortRequested && removeKnownFiles(left, cell))) {
+      rmdirSync(path.join(runDir, 'output'));
+      rmdirSync(runDir);
+      return;
+    }
   } catch {
     // ENOTEMPTY / ENOENT: something was left behind, or the directory was never created.
   }
@@ -120,10 +150,11 @@ function removeRunDirInPlace(runDir: string): void {
  * The run's input in `runDir`: a private copy named by the argv (file mode), or a descriptor for
  * stdin (the caller closes `stdinFd` once the process has started and exited).
  */
-function prepareInput(task: WireTask, runDir: string): { stdinFd: number | null; inputFile: string | null } {
+function prepareInput(task: WireTask, runDir: string, left: string[]): { stdinFd: number | null; inputFile: string | null } {
   if (task.inputMode === 'file') {
     // A private copy: the solver must not be able to modify the queue entry it was given.
     const inputFile = path.join(runDir, 'input');
+    left.push(inputFile);
     if ('path' in task.input) copyFileSync(task.input.path, inputFile);
     else writeFileSync(inputFile, task.input.bytes);
     return { stdinFd: null, inputFile };
@@ -140,15 +171,17 @@ function prepareInput(task: WireTask, runDir: string): { stdinFd: number | null;
 }
 
 /** A directed job's action and wanted-branch files in `runDir` (null where the job has none). */
-function writeJobFiles(task: WireTask, runDir: string): { actionsFile: string | null; wantedFile: string | null } {
+function writeJobFiles(task: WireTask, runDir: string, left: string[]): { actionsFile: string | null; wantedFile: string | null } {
   let actionsFile: string | null = null;
   if (task.job !== null && task.job.actions.length > 0) {
     actionsFile = path.join(runDir, 's2f_actions');
+    left.push(actionsFile);
     writeFileSync(actionsFile, task.job.actions.map((a) => `${a.branch.toString(10)} ${a.kind}\n`).join(''));
   }
   let wantedFile: string | null = null;
   if (task.job?.wanted !== undefined && task.job.wanted.length > 0) {
     wantedFile = path.join(runDir, 'wanted');
+    left.push(wantedFile);
     writeFileSync(wantedFile, task.job.wanted.map((b) => `${b.toString(10)}\n`).join(''));
   }
   return { actionsFile, wantedFile };
@@ -176,9 +209,10 @@ function statusOf(outcome: { code: number | null; signal: NodeJS.Signals | null;
   }
 }
 
-async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string, receivedMs: number): Promise<WireResult> {
-  const { stdinFd, inputFile } = prepareInput(task, runDir);
-  const { actionsFile, wantedFile } = writeJobFiles(task, runDir);
+/** `left` collects the paths of the files the run is known to have left in `runDir` (see `disposeRunDir`). */
+async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCell, runDir: string, outputDir: string, receivedMs: number, left: string[]): Promise<WireResult> {
+  const { stdinFd, inputFile } = prepareInput(task, runDir, left);
+  const { actionsFile, wantedFile } = writeJobFiles(task, runDir, left);
   const telemetryOut = task.telemetry || task.job !== null ? path.join(runDir, 'telemetry.json') : null;
 
   // Under the preload library the coordinator decides what is solved; QSYM's own pruning map
@@ -240,14 +274,22 @@ async function runInDir(task: WireTask, ctx: SolverRunContext, cell: TaskAbortCe
   const cpu = outcome.usage === null ? {} : { solverCpuMs: outcome.usage.userMs + outcome.usage.systemMs };
   const timing = (): RunTiming => ({ spawnMs, solverMs, collectMs: drainMs + (performance.now() - settledMs), triageMs: 0, ...cpu, ...idle });
 
-  return finishRun(task, cell, outcome, outputDir, telemetryOut, timing);
+  return finishRun(task, cell, outcome, outputDir, telemetryOut, timing, left);
 }
 
 /**
  * The result of a run that was launched: its status, and (unless it was aborted) its outputs and
- * telemetry, collected within the task's caps.
+ * telemetry, collected within the task's caps. The files it read are added to `left`.
  */
-function finishRun(task: WireTask, cell: TaskAbortCell, outcome: Awaited<ReturnType<typeof runInProcessGroup>>, outputDir: string, telemetryOut: string | null, timing: () => RunTiming): WireResult {
+function finishRun(
+  task: WireTask,
+  cell: TaskAbortCell,
+  outcome: Awaited<ReturnType<typeof runInProcessGroup>>,
+  outputDir: string,
+  telemetryOut: string | null,
+  timing: () => RunTiming,
+  left: string[],
+): WireResult {
   const common = {
     exitCode: outcome.code,
     signal: outcome.signal,
@@ -291,7 +333,9 @@ function finishRun(task: WireTask, cell: TaskAbortCell, outcome: Awaited<ReturnT
     };
   }
 
+  for (const name of collected.names) left.push(path.join(outputDir, name));
   const telemetry = telemetryOut === null ? {} : readTelemetry(telemetryOut);
+  if (telemetryOut !== null && (telemetry.telemetryText !== undefined || telemetry.telemetryReadError !== undefined)) left.push(telemetryOut);
   // Coverage triage is not done here: the pool triages after this slot was given back
   // (result-triage.ts), so the outputs' bytes travel with the result whenever it asked for triage.
   const withBytes = task.includeBytes || task.triage !== null;

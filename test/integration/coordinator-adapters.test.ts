@@ -160,6 +160,24 @@ describe('SchedulerAdapter', () => {
     expect(scheduler.stats().telemetryRejected).toBe(1);
   });
 
+  it('drops a whole-run replay of an input whose whole run it committed, and admits one of an input that was only traced', async () => {
+    const { adapter, seed } = setup();
+    adapter.addSeed(seed, 0);
+    const interesting = [{ kind: 'queue' as const, name: 'id:000001', path: '/q/id:000001', sha256: sha('found') }];
+    // Nothing left open: the fallback lane's only job for this input is a replay of the whole run.
+    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: telemetry([], []), findings: interesting }, 0);
+    expect(await adapter.admit(4, 0)).toEqual([]);
+    expect(adapter.wholeRunReplaysDropped).toBe(1);
+
+    const traced = { ...seed, path: `${seed.path}-traced`, sha256: sha('traced') };
+    writeFileSync(traced.path, 'traced');
+    adapter.addSeed(traced, 0);
+    adapter.observe({ job: untargetedJob(traced, 'trace'), workId: 't', status: 'ok', telemetry: telemetry([], []), findings: interesting }, 0);
+    const admitted = await adapter.admit(4, 0);
+    expect(admitted.map((a) => [a.job.inputSha256, a.job.targetBranch, a.job.actions.length, a.job.mode])).toEqual([[traced.sha256, 0n, 0, undefined]]);
+    expect(adapter.wholeRunReplaysDropped).toBe(1);
+  });
+
   it('routes reservations it did not admit straight to the in-flight set', () => {
     const { inflight, adapter } = setup();
     expect(adapter.tryReserveGroup([9n], RECOVERY_OWNER)).toBe(true);

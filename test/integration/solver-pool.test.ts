@@ -241,6 +241,25 @@ describe.each(SPAWN_METHODS)('SolverPool with spawnMethod %s', (spawnMethod) => 
       expect(result.totalGenerated).toBe(3);
     });
 
+    it('leaves no run directory, at the slot path or in the trash, after runs that left collected outputs, job files or entries the collection ignored', async () => {
+      const parent = mkdtempSync(path.join(os.tmpdir(), 'symfence-pool-rundirs-'));
+      const own = new SolverPool({ solver: { workers: 1, spawnMethod }, scratchParent: parent });
+      try {
+        const runs = [
+          { input: { bytes: Buffer.from('file mode') }, command: sh('echo-solver.sh', '@@') },
+          { input: { bytes: Buffer.from('directed') }, command: sh('echo-solver.sh', '@@'), job: { targetBranch: 7n, actions: [{ branch: 9n, kind: 'solve' as const }] } },
+          { input: { bytes: Buffer.from('x') }, command: sh('messy-output-solver.sh') },
+        ];
+        for (const task of runs) expect((await own.run(task)).status).toBe('ok');
+        const [root] = readdirSync(parent);
+        const left = readdirSync(path.join(parent, root!), { recursive: true, encoding: 'utf8' }).filter((name) => /(^|\/)run-\d+|^trash\//.test(name));
+        expect(left).toEqual([]);
+      } finally {
+        await own.close();
+        rmSync(parent, { recursive: true, force: true });
+      }
+    });
+
     it('keeps only a bounded tail of a noisy stderr', async () => {
       const result = await pool.run({
         input: { bytes: Buffer.from('x') },

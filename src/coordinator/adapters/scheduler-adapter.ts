@@ -41,6 +41,17 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   readonly #hintGroups = new Map<number, readonly bigint[]>();
   #hintClaims = 0;
   #hintClaimsRefused = 0;
+  /**
+   * Inputs whose whole run — untargeted, no actions, not a trace — this coordinator committed.
+   * A whole-run replay of such an input (the fallback lane's, once a record has no open branch
+   * left) has that run's work id: the id is made of the input, target, actions and mode
+   * (work-identity.ts), not of the lane. Its claim can only be refused `done`, again each time the
+   * lane's cooldown lets it through, so it is dropped at admission instead of costing a claim's
+   * round trip to the lease store and a dispatch rollback. The lane took the admission as it did
+   * when the claim refused it.
+   */
+  readonly #wholeRunsDone = new Set<string>();
+  #wholeRunReplaysDropped = 0;
 
   /**
    * `counters`, when given, receives the admission's conflicts and back-fills. `ports.shared`:
@@ -56,6 +67,11 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   /** Dispatch-time claims of hint targets: granted, and refused (the job then ran untargeted). */
   hintStats(): { readonly claims: number; readonly refused: number } {
     return { claims: this.#hintClaims, refused: this.#hintClaimsRefused };
+  }
+
+  /** Whole-run replays dropped at admission because that run was committed here already. */
+  get wholeRunReplaysDropped(): number {
+    return this.#wholeRunReplaysDropped;
   }
 
   wantedFor(inputSha256: string, limit: number): readonly bigint[] {
@@ -75,10 +91,10 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   }
 
   async admit(limit: number, now: number): Promise<readonly AdmittedWork[]> {
-    const before = this.#scheduler.stats().admission;
+    const before = this.#scheduler.admissionStats();
     const admitted = await this.#scheduler.admit(limit, now);
     if (this.#counters) {
-      const after = this.#scheduler.stats().admission;
+      const after = this.#scheduler.admissionStats();
       this.#counters.conflicts += after.sharedConflicts - before.sharedConflicts;
       this.#counters.backFills += after.backFills - before.backFills;
       this.#counters.answeredElsewhere += after.sharedAnswered - before.sharedAnswered;
@@ -94,6 +110,11 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
       }
       this.#admitted.set(a.owner, a);
       const dispatched = await this.#applyHints(a, now);
+      if (dispatched.group.length === 0 && isWholeRun(dispatched.job) && this.#wholeRunsDone.has(seed.sha256)) {
+        this.#wholeRunReplaysDropped += 1;
+        this.releaseGroup([], a.owner);
+        continue;
+      }
       const job: CoordinatorJob = {
         inputPath: seed.path,
         inputSha256: seed.sha256,
@@ -135,6 +156,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
 
   observe(feedback: JobFeedback, now: number): void {
     const { job } = feedback;
+    if (job.group.length === 0 && job.mode !== 'trace' && isWholeRun(job)) this.#wholeRunsDone.add(job.inputSha256);
     if (!this.#seeds.has(job.inputSha256)) {
       this.addSeed({ path: job.inputPath, sha256: job.inputSha256, depth: job.depth, origin: 'afl' }, now);
       if (!this.#seeds.has(job.inputSha256)) return;
@@ -175,4 +197,9 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     }
     return this.#inflight.releaseGroup(targets, owner);
   }
+}
+
+/** A run of the whole input: no target and no actions (for a job, also not a trace: see `observe`). */
+function isWholeRun(job: Pick<ReplayJob, 'targetBranch' | 'actions'>): boolean {
+  return job.targetBranch === 0n && job.actions.length === 0;
 }
