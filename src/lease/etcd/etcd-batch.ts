@@ -141,20 +141,17 @@ export class EtcdBatch implements StoreBatch {
     const compare: ICompare[] = [];
     const success = [];
     const attached = new Set<string>();
-    const compareRead = (id: string): void => {
-      compare.push(this.unchangedSinceRead(id));
-    };
     // Records taken from the quiet ones and not written: compared all the same (`fetch`).
-    for (const id of this.#served) if (!staged.has(id)) compareRead(id);
+    for (const id of this.#served) if (!staged.has(id)) compare.push(this.unchangedSinceRead(id));
     for (const id of ids) {
-      compareRead(id);
+      compare.push(this.unchangedSinceRead(id));
       const key = backend.recordKey(id);
       const next = staged.get(id);
       // Only leased *target* records ride the session on the server (a dead coordinator's targets
       // are freed at once); a leased work record keeps its payload until its TTL ends, so another
-      // coordinator can take the work over (recoverExpired), as in every store. A target record
-      // that carries answers or open questions (docs/lease-format.md "Answers") rides no session either: the
-      // server would delete its answers with it. Its lease ends by its TTL.
+      // coordinator can take the work over (recoverExpired), as in every store. A lease record
+      // of an older table that still carries answers (docs/lease-format.md "Answers") rides no
+      // session either: the server would delete its answers with it. Its lease ends by its TTL.
       const attach = next?.record.status === 'leased' && backend.kind === 'target' && !carriesAnswers(next.record);
       if (attach) attached.add(id);
       success.push(next ? { request_put: { key, value: next.bytes, lease: attach ? leaseId : 0 } } : { request_delete_range: { key } });
