@@ -111,6 +111,43 @@ describe('scheduler lane state on disk', () => {
     expect(prefix.propose(4, 4, 25_000, others).map((p) => p.job.targetBranch)).toEqual([dispatched]);
   });
 
+  it('keeps which inputs the lanes learnt a whole run of, across a save, and loads a file written before it kept them', async () => {
+    const file = path.join(dir, 'state', 'scheduler.json');
+    const s = fresh({ lanes: 'frontier' });
+    s.addSeed('killed', { bytes: 4, sha256: sha(2), path: '/q/killed' }, 0);
+    s.addSeed('directed', { bytes: 4, sha256: sha(3), path: '/q/directed' }, 0);
+    s.observe({ seed: 'seed', telemetry: tel({ open: [456] }), reward: 0 }, 0);
+    s.observe({ seed: 'killed', telemetry: tel({ open: [457] }), reward: 0, killed: true }, 0);
+    s.observe({ seed: 'directed', job: normalizeJob({ seed: 'directed', targetBranch: 458 }), telemetry: tel({ target: 458, reached: true, status: 'sat' }), reward: 1 }, 0);
+    expect(['seed', 'killed', 'directed'].map((seed) => s.knowsInput(seed))).toEqual([true, false, false]);
+    await s.saveState(file, 10);
+    expect((JSON.parse(await readFile(file, 'utf8')) as { traced: unknown }).traced).toEqual(['seed']);
+
+    const after = fresh({ lanes: 'frontier' });
+    expect(after.knowsInput('seed')).toBe(false);
+    await after.loadState(file, 0);
+    expect(after.knowsInput('seed')).toBe(true);
+    // A file without `traced` restores the lanes; no input's trace is known.
+    const older = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+    delete older.traced;
+    await writeFile(file, JSON.stringify(older));
+    const fromOlder = fresh({ lanes: 'frontier' });
+    await fromOlder.loadState(file, 0);
+    expect(fromOlder.knowsInput('seed')).toBe(false);
+    expect(fromOlder.lane('frontier')!.openOf('seed')).toEqual([456n]);
+  });
+
+  it('rejects a traced list that is not strings with ERR_LANE_STATE and restores nothing of the file', async () => {
+    const file = path.join(dir, 'scheduler.json');
+    const source = fresh({ lanes: 'frontier' });
+    source.observe({ seed: 'seed', telemetry: tel({ open: [456] }), reward: 0 }, 0);
+    await writeFile(file, JSON.stringify({ ...(source.toJSON(0) as object), traced: ['seed', 7] }));
+    const s = fresh({ lanes: 'frontier' });
+    await expect(s.loadState(file, 0)).rejects.toMatchObject({ code: 'ERR_LANE_STATE', details: { path: 'traced[1]' } });
+    expect(s.knowsInput('seed')).toBe(false);
+    expect(s.lane('frontier')!.openOf('seed')).toEqual([]);
+  });
+
   it('reports a missing state file as "nothing loaded"', async () => {
     expect(await fresh().loadState(path.join(dir, 'none.json'), 0)).toBe(false);
   });
