@@ -49,12 +49,14 @@ export interface CampaignCounters {
   /**
    * Shared traces (docs/campaign.md "Shared traces"): inputs whose trace another coordinator of the
    * campaign had already made, learned from its stored trace instead of tracing again; stored
-   * traces that could not be read or parsed (the input is then not traced by us either); and trace
-   * claims put off because another coordinator was tracing the input at that moment.
+   * traces that could not be read or parsed (the input is then not traced by us either); trace
+   * claims put off because another coordinator was tracing the input at that moment; and traces of
+   * our own, made in an earlier life after its last lane-state save, learned again from the store.
    */
   tracesAdopted: number;
   traceAdoptFailures: number;
   tracesDeferred: number;
+  tracesRelearned: number;
   /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
   dispatchRollbacks: number;
   /** Expired work of other coordinators taken over. */
@@ -170,6 +172,7 @@ export function createCounters(): CampaignCounters {
     tracesAdopted: 0,
     traceAdoptFailures: 0,
     tracesDeferred: 0,
+    tracesRelearned: 0,
     dispatchRollbacks: 0,
     leaseSteals: 0,
     leaseExpiries: 0,
@@ -286,6 +289,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'tracesAdopted',
   'traceAdoptFailures',
   'tracesDeferred',
+  'tracesRelearned',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */
