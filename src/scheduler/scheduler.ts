@@ -312,9 +312,8 @@ export class Scheduler {
   /**
    * Restores lanes, the target ledger and the traced inputs from a `toJSON` document. Lanes absent
    * from the document keep their state, and so do the ledger and the traced inputs; lanes in it
-   * that are disabled here are ignored. Every
-   * present part is validated before any is replaced, so a bad document changes nothing
-   * (`ERR_LANE_STATE`).
+   * that are disabled here are ignored. Every present part is validated before any is replaced, so
+   * a bad document changes nothing (`ERR_LANE_STATE`).
    */
   restore(document: unknown, now: number): void {
     checkNow(now);
@@ -326,7 +325,7 @@ export class Scheduler {
     const present = this.#lanes.filter((l) => (lanes as Record<string, unknown>)[l.name] !== undefined);
     // A document written before the ledger was saved has none: the ledger keeps its state.
     const ledger = (document as { ledger?: unknown }).ledger;
-    // Nor does one written before the traced inputs were: the lanes then know no input's trace.
+    // Nor `traced`, one written before the traced inputs were: the set keeps its state (empty at start).
     const traced = (document as { traced?: unknown }).traced;
     // Dry run on scratch lanes and the ledger first: restore must be all-or-nothing.
     for (const lane of present) {

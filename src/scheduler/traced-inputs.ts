@@ -7,7 +7,7 @@
  * stored trace instead (docs/campaign.md "Shared traces").
  *
  * Bounded, oldest forgotten first: a forgotten input is one whose own trace may be learnt a second
- * time if it is met again, which costs a read of that trace and nothing else.
+ * time if it is met again, which costs a read of that trace and the lanes seeing it twice.
  */
 import { strings } from './lanes/state-codec.js';
 
