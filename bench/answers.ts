@@ -6,11 +6,12 @@
  * of K group claims (`--k`, default 16 groups of `--group` 8 targets, disjoint), then one batch of
  * their K releases.
  * - `plain`: claims name no input, releases answer nothing (records deleted): the cost before.
- * - `answers`: every claim names a fresh input (so the table checks each member's answers), and
- *   every release answers half of its members on that input. From the second round on, each
- *   member's record is a released `done` record carrying answers, so the claim reads and rewrites
- *   it and the release rewrites instead of deleting — the steady state of a campaign, where the
- *   same branches are asked on input after input.
+ * - `answers`: every claim names a fresh input (an input's SHA-256, as in a campaign), so the
+ *   table reads each member's answer record beside its lease record; every release answers half
+ *   of its members on that input, so it deletes the lease records and writes those answer
+ *   records. From the second round on, every member has an answer record that lists the inputs
+ *   of the rounds before — the steady state of a campaign, where the same branches are asked on
+ *   input after input.
  *
  * Rounds interleave the two modes (order alternating), medians. `--store files,sqlite,etcd`
  * (etcd: a local member started here). Last line: one JSON object with, per store,
