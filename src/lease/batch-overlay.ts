@@ -30,6 +30,8 @@ export interface RecordView {
   remove(id: string): void;
 }
 
+const NO_IDS: ReadonlySet<string> = new Set();
+
 /** A programming error in the use of a batch (an id used out of phase): never a store failure. */
 function misuse(message: string): Error {
   return new InternalError(`lease batch misuse: ${message}`);
@@ -55,13 +57,16 @@ export class BatchOverlay {
     for (const id of list) this.named.add(id);
   }
 
-  /** Reads the records of locked ids not read yet in this batch. */
-  async read(ids: Iterable<string>): Promise<void> {
+  /**
+   * Reads the records of `ids` not read yet in this batch: each locked, or in `guarded`, the ids
+   * whose writers another lock of the batch orders (lease-operation.ts, `readIds`).
+   */
+  async read(ids: Iterable<string>, guarded: ReadonlySet<string> = NO_IDS): Promise<void> {
     this.assertOpen();
     const wanted = new Set<string>();
     for (const id of ids) {
       if (this.reads.has(id)) continue;
-      if (!this.named.has(id)) throw misuse(`read of ${id} without its lock`);
+      if (!this.named.has(id) && !guarded.has(id)) throw misuse(`read of ${id} without its lock`);
       wanted.add(id);
     }
     if (wanted.size === 0) return;

@@ -37,8 +37,15 @@ import { serializeRecord, type LeaseRecord } from './lease-record.js';
 export interface LeaseOperation<R> {
   /** For logs and errors. */
   readonly name: string;
-  /** Every record the operation reads or writes. */
+  /** Every record the operation writes, and those it reads that need its own lock. */
   readonly lockIds: readonly string[];
+  /**
+   * Records the operation only reads, without locking them: each is written only by operations
+   * that lock one of this operation's `lockIds` as well, so that lock already orders the writes
+   * and this read (a target's answer record, written only by releases that hold its lease record:
+   * target-lease-table.ts). Read in the same batch as the rest, at the same snapshot or revision.
+   */
+  readonly readIds?: readonly string[];
   /**
    * Decides under the locks, synchronously and without acting outside the store (a publication
    * runs between two operations, never inside one), so an optimistic store may run it again.
@@ -74,7 +81,7 @@ export async function executeOperations(backend: RecordBackend, operations: read
     runIds = new Set();
   };
   for (const op of operations) {
-    const own = new Set(op.lockIds);
+    const own = new Set(op.readIds ? [...op.lockIds, ...op.readIds] : op.lockIds);
     if (own.size > limit) {
       await flush();
       outcomes.push({ ok: false, error: new InvalidJobError(`${op.name} touches ${own.size} lease records; the ${backend.store} store takes at most ${limit} in one transaction`, { records: own.size, limit }) });
@@ -130,8 +137,9 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
   const encode = backend.encoder?.(memo) ?? ((record: LeaseRecord): StagedRecord => ({ record, bytes: serializeRecord(record, memo) }));
   try {
     const ids = operations.flatMap((op) => op.lockIds);
+    const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
-    await batch.read(ids);
+    await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
     const { outcomes, dependsOnCommit } = decide(batch, operations, encode);
     try {
       const report = await batch.commit();
@@ -157,7 +165,7 @@ function decide(batch: BatchOverlay, operations: readonly LeaseOperation<unknown
   const dependsOnCommit: number[] = [];
   const stagedIds = new Set<string>();
   for (const [index, op] of operations.entries()) {
-    const readStaged = op.lockIds.some((id) => stagedIds.has(id));
+    const readStaged = op.lockIds.some((id) => stagedIds.has(id)) || (op.readIds?.some((id) => stagedIds.has(id)) ?? false);
     const view = batch.scope(op.name, op.lockIds, encode);
     try {
       const value = op.apply(view);

@@ -19,9 +19,11 @@
  * input in `settled`. A claim that names its input is refused `answered` when a member's answer
  * record lists it, so a question answered by any coordinator is not asked again on that input
  * anywhere in the campaign. A release that records answers locks and writes the lease record and
- * the answer record in one batch, and a claim that names its input locks and reads both: the same
- * locks (files), transaction (SQLite) or compare on the lease record (etcd, which reads both at
- * one revision) order them, so a release and a claim can never both miss each other.
+ * the answer record in one batch, and a claim that names its input locks the lease record and
+ * reads both (`readIds`: the answer record itself is not locked, since every write of it holds the
+ * lease record's lock). The lease record's lock (files), the transaction (SQLite) or the compare
+ * on the lease record (etcd, which reads both at one revision) orders them, so a release and a
+ * claim can never both miss each other.
  *
  * Open questions count the same way: a release may say which members its run left open on its
  * input; each keeps `[input, attempts, lastOpenMs]` in its answer record's `open`, attempts counted
@@ -177,7 +179,10 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const answerIds = asksAnswers ? members.map((m) => answerRecordId(m.target)) : [];
     return {
       name: 'claimGroup',
-      lockIds: [...members.map((m) => m.id), ...answerIds],
+      lockIds: members.map((m) => m.id),
+      // Read, not locked: only a release writes an answer record, and it holds the member's lease
+      // record lock, which this claim takes too.
+      ...(asksAnswers ? { readIds: answerIds } : {}),
       apply: (view): GroupClaimResult => {
         const corrupt: { id: string; target: bigint; detail: string }[] = [];
         const holders: { id: string; target: bigint; status: LeaseRecord['status']; owner: string; updatedMs: number }[] = [];

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
-import { targetRecordId } from '../../src/lease/identity.js';
+import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, bytesOf, exists, listFiles, openTarget, recordJson, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOfAsync as codeOf } from '../helpers/error-code.js';
@@ -359,4 +359,48 @@ describe('FencedTargetLeaseTable (file store: barriers and file faults)', () => 
     expect(fsLayer.barriers().directory).toBe(5);
   });
 
+});
+
+describe('answer records on the files store', () => {
+  const input = 'c'.repeat(64);
+
+  it('a claim reads the answer records under the lease records\' locks alone: it creates no lock file of its own for them', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    const group = range(201, 204);
+    const claim = await table.claimGroup(group, {}, { owner: 'c1', nowMs: 10 * S, input });
+    if (!claim.ok) throw new Error('claim failed');
+    for (const t of group) {
+      expect(await exists(table.lockPath(targetRecordId(t)))).toBe(true);
+      expect(await exists(table.lockPath(answerRecordId(t)))).toBe(false);
+    }
+    // The release that writes them locks them.
+    expect(await table.releaseGroup(group, claim.token, { nowMs: 11 * S, answers: { input, settled: [201n] } })).toEqual({ ok: true });
+    expect(await exists(table.lockPath(answerRecordId(201n)))).toBe(true);
+    expect(await exists(table.lockPath(answerRecordId(202n)))).toBe(false);
+    expect(await table.claimGroup(group, {}, { owner: 'c2', nowMs: 12 * S, input })).toMatchObject({ ok: false, reason: 'answered', answered: [201n] });
+  });
+
+  it('a claim after a release in the same batch sees the answer the release staged, and its refusal rests on the batch\'s commit', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root);
+    const group = range(211, 213);
+    const token = await claimed(table, group, 10 * S);
+    const result = await table.executeBatch([
+      table.planReleaseGroup(group, token, { nowMs: 11 * S, answers: { input, settled: [212n] } }),
+      table.planClaimGroup(group, {}, { owner: 'c2', nowMs: 12 * S, input }),
+    ]);
+    expect(result.outcomes.map((o) => (o.ok ? o.value : o.error))).toEqual([{ ok: true }, { ok: false, reason: 'answered', answered: [212n] }]);
+
+    // The same pair whose commit fails: the refusal described a state that never existed, so it fails too.
+    const fsLayer = new FaultInjectingFsLayer();
+    const failing = await openTarget(await tempRoot(), {}, { fsLayer });
+    const again = await claimed(failing, group, 10 * S);
+    fsLayer.fail({ op: 'syncDirectory' });
+    const failed = await failing.executeBatch([
+      failing.planReleaseGroup(group, again, { nowMs: 11 * S, answers: { input, settled: [212n] } }),
+      failing.planClaimGroup(group, {}, { owner: 'c2', nowMs: 12 * S, input }),
+    ]);
+    expect(failed.outcomes.map((o) => o.ok)).toEqual([false, false]);
+  });
 });

@@ -87,6 +87,18 @@ describe('BatchOverlay', () => {
     expect(() => batch.view('x')).toThrow(/was not read/);
   });
 
+  it('reads a guarded id without its lock, and still refuses to stage it', async () => {
+    const { store, log } = recordingStore({ g: { state: 'valid', record: record('g') } });
+    const batch = new BatchOverlay(store);
+    await batch.lock(['x']);
+    await expect(batch.read(['x', 'y'], new Set(['g']))).rejects.toThrow(/read of y without its lock/);
+    await batch.read(['x', 'g'], new Set(['g']));
+    expect(log.locks).toEqual([['x']]);
+    expect(log.fetches).toEqual([['x', 'g']]);
+    expect(batch.view('g')).toEqual({ state: 'valid', record: record('g') });
+    expect(() => batch.stageAll([['g', staged('g')]])).toThrow(/without its lock/);
+  });
+
   it('lets the store refuse changes before any is staged', async () => {
     const { store } = recordingStore({}, (changes) => {
       if (changes.length > 1) throw new Error('too big');
