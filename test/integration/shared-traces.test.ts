@@ -124,8 +124,8 @@ function traceRuns(node: { readonly solver: FakeSolver }): CoordinatorJob[] {
  * One life of coordinator `id` as a campaign wires it: the seed work source over the scheduler,
  * whose lanes are loaded from `stateFile` first (as `LaneStateKeeper.load` does at start).
  */
-async function startLife(leaseRoot: string, outDir: string, id: string, clock: ManualClock, stateFile: string, seeds: readonly SeedInput[]) {
-  const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { lanes: 'frontier' } });
+async function startLife(leaseRoot: string, outDir: string, id: string, clock: ManualClock, stateFile: string, seeds: readonly SeedInput[], lanes = 'frontier') {
+  const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { lanes } });
   await scheduler.loadState(stateFile, clock.now());
   const reservations = new SchedulerAdapter(scheduler, new FakeReservations());
   const source = new SeedWorkSource({ scheduler: reservations, initialSeeds: seeds, firstRun: 'trace' });
@@ -263,6 +263,43 @@ describeEachStore('shared traces', (store) => {
       expect(current.counters).toMatchObject({ tracesRelearned: 0, tracesAdopted: 0, traceAdoptFailures: 0, tracesDeferred: 0 });
     } finally {
       await current.service.close();
+    }
+  });
+
+  it('gives a coordinator that adopts the traces the same coverage frontier as the one that ran them', async () => {
+    const root = await tempRoot('symfence-traces-frontier-');
+    const leaseRoot = path.join(root, 'leases');
+    const clock = new ManualClock(T0);
+    const jobs = [traceJob('input-9'), traceJob('input-10')];
+    const seeds: SeedInput[] = jobs.map((job) => ({ path: job.inputPath, sha256: job.inputSha256, depth: 0, origin: 'afl' }));
+    // The second input takes other sites, one of them three times (another hit bucket).
+    const other = parseTelemetry(telemetryJson({ trace: [[1, 20, 21, 8, 1, 0], [20, 22, 23, 9, 0, 1], [22, 24, 25, 9, 0, 1], [24, 26, 27, 9, 0, 1]], open: [21, 23] }));
+    const outcomes: SolverOutcome[] = [TRACED, { ...TRACED, telemetry: other }];
+    // No lane that turns the traces into directed runs: the traces alone make the frontier here.
+    const a = await startLife(leaseRoot, path.join(root, 'a'), 'a', clock, path.join(root, 'a-state', SCHEDULER_STATE_FILE), seeds, 'concurrency');
+    const b = await startLife(leaseRoot, path.join(root, 'b'), 'b', clock, path.join(root, 'b-state', SCHEDULER_STATE_FILE), seeds, 'concurrency');
+    try {
+      // Each run is answered once it starts; the next one may start the moment one exits.
+      const outcomeOf = new Map(seeds.map((seed, i) => [seed.sha256, outcomes[i]!]));
+      for (const n of [1, 2]) {
+        await a.coordinator.tick();
+        await a.solver.started(n);
+        const run = a.solver.runs[n - 1]!;
+        run.resolve(outcomeOf.get(run.task.job.inputSha256)!);
+      }
+      await a.coordinator.settled();
+      expect(traceRuns(a).map((job) => job.inputSha256)).toEqual(seeds.map((seed) => seed.sha256));
+      const ran = a.scheduler.coverageFrontier.stats();
+      expect(ran).toMatchObject({ takenPairs: 4, traces: 2 });
+
+      await tickToEnd(b);
+      await tickToEnd(b);
+      expect(traceRuns(b)).toEqual([]);
+      expect(b.counters.tracesAdopted).toBe(2);
+      expect(b.scheduler.coverageFrontier.stats()).toEqual(ran);
+      expect(b.scheduler.coverageFrontier.toJSON()).toEqual(a.scheduler.coverageFrontier.toJSON());
+    } finally {
+      await Promise.all([a.service.close(), b.service.close()]);
     }
   });
 
