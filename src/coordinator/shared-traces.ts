@@ -13,15 +13,17 @@
  *   tracing it now, or died doing so)         delay, until the trace is done or its lease expires
  *                                             and the claim takes it over    (`tracesDeferred`)
  *
- * A trace that cannot be read or parsed is counted (`traceAdoptFailures`) and logged; the input
- * is not traced again (its work is done), so its branches are learned only from the runs that
- * reach them. Nothing here throws.
+ * A trace that cannot be read or parsed is counted (`traceAdoptFailures`) and logged; one no
+ * longer stored (evicted by the trace store's cap) is counted apart (`traceAdoptMissing`). Either
+ * way the input is not traced again (its work is done), so its branches are learned only from the
+ * runs that reach them. Nothing here throws.
  */
 import type { Logger } from 'pino';
 import type { ClaimRefused } from '../lease/claim-outcome.js';
 import { parseTelemetry, type Telemetry } from '../scheduler/telemetry.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import type { CoordinatorJob, ResultCommits } from './ports.js';
+import { isTraceGone } from './trace-gone.js';
 
 /** Where an adopted trace goes and where a deferred trace waits (the work source). */
 export interface TraceSink {
@@ -35,7 +37,7 @@ export interface SharedTraceContext {
   readonly coordinatorId: string;
   readonly commits: Pick<ResultCommits, 'loadTrace'>;
   readonly sink: TraceSink;
-  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred'>;
+  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred' | 'traceAdoptMissing'>;
   readonly log: Logger;
 }
 
@@ -54,6 +56,11 @@ export async function traceClaimRefused(ctx: SharedTraceContext, job: Coordinato
     if (bytes === undefined) return; // the trace run crashed, timed out or wrote no telemetry
     telemetry = parseTelemetry(new TextDecoder().decode(bytes));
   } catch (error) {
+    if (isTraceGone(error)) {
+      ctx.counters.traceAdoptMissing++;
+      ctx.log.debug({ workId, tracer: finished.owner }, 'the shared trace of another coordinator was evicted; not adopted');
+      return;
+    }
     ctx.counters.traceAdoptFailures++;
     ctx.log.warn({ err: error, workId, tracer: finished.owner }, 'the shared trace of another coordinator is unreadable; not adopted');
     return;

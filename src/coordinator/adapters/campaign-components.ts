@@ -248,9 +248,15 @@ function solverPort(context: CampaignContext, spec: ComponentSpec, telemetry: So
   });
 }
 
-/** The result commits over the I/O thread, staging findings in etcd when `staging` is given. */
-function openResultCommits(io: IoThread, leaseRoot: string, publisher: QueuePublisher, staging: EtcdStagedFindings | undefined): Promise<IoResultCommits> {
-  return staging ? IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, {}, staging.readFile) : IoResultCommits.open(leaseRoot, io, publisher);
+/**
+ * The result commits over the I/O thread, staging findings in etcd when `staging` is given (the
+ * traces' last uses then live in etcd too).
+ */
+function openResultCommits(context: CampaignContext, io: IoThread, leaseRoot: string, publisher: QueuePublisher, staging: EtcdStagedFindings | undefined): Promise<IoResultCommits> {
+  const traces = { traceStoreMaxBytes: context.options.traceStoreMaxBytes, clock: context.clock };
+  return staging
+    ? IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, { ...traces, traceUse: staging }, staging.readFile)
+    : IoResultCommits.open(leaseRoot, io, publisher, traces);
 }
 
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
@@ -270,7 +276,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     // Findings are staged where every coordinator sharing the leases can replay them: under the
     // lease root, or with the etcd store in etcd (the lease root is this host's own there).
     staging = store === 'etcd' ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), leaseRoot) : undefined;
-    const commits = await openResultCommits(io, leaseRoot, publisher, staging);
+    const commits = await openResultCommits(context, io, leaseRoot, publisher, staging);
     pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).
