@@ -202,10 +202,11 @@ export function register(program: Command, io: CliIo): void {
       const staleTempAgeMs = resolveStaleTempAgeMs(flags.staleTempAge);
       const capBytes = traceCapOf(flags);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
+      // The traces directory is read (and refused with ERR_USAGE naming it when it cannot be)
+      // before its temps are swept, in text mode too.
+      const traces = await tracesOf(tables, capBytes);
       const temps = await sweepTemps(tables, nowMs, staleTempAgeMs);
       const corrupt = tables.flatMap((t) => t.corrupt);
-      // The traces directory is read (and refused when it cannot be) in text mode too.
-      const traces = await tracesOf(tables, capBytes);
       if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, traces, temps));
       else {
         for (const bad of corrupt) io.stdout(`corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}\n`);
