@@ -14,7 +14,7 @@ import { LeaseCorruptError, UsageError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
-import { formatDuration, parseOptionValue } from '../../config/schema.js';
+import { formatDuration, formatSize, parseOptionValue } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import { escapeForTerminal } from '../../util/terminal-text.js';
 import type { CliIo } from '../program.js';
@@ -143,8 +143,8 @@ const ttlOption = (): Option =>
 
 const traceCapOption = (): Option =>
   new Option(
-    `--${TRACE_STORE_MAX.flag} <bytes>`,
-    `the shared traces' size cap the coordinators run with, shown beside the traces (default: ${TRACE_STORE_MAX.default} bytes; env: ${TRACE_STORE_MAX.env})`,
+    `--${TRACE_STORE_MAX.flag} <size>`,
+    `the shared traces' size cap the coordinators run with, shown beside the traces (default: ${formatSize(TRACE_STORE_MAX.default)}; env: ${TRACE_STORE_MAX.env})`,
   );
 
 export function register(program: Command, io: CliIo): void {
