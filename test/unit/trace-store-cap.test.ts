@@ -1,10 +1,14 @@
-// The trace store's cap (docs/campaign.md "Shared traces"): the pure eviction plan, and the option
-// that sets the cap (API, environment variable, flag), validated like every campaign option.
+// The trace store's cap (docs/campaign.md "Shared traces"): the pure eviction plan, the option
+// that sets the cap (API, environment variable, flag), validated like every campaign option, and
+// its counters in stats.json and `symfence status`.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { MAX_TRACE_EVICTIONS_PER_PASS, TRACE_EVICTION_LOW_WATER, planTraceEviction, type KeptTrace } from '../../src/commit/trace-store-cap.js';
 import { CAMPAIGN_OPTIONS } from '../../src/coordinator/campaign-options.js';
 import { optionsFromEnv, optionsFromFlags } from '../../src/config/schema.js';
+import { createCounters } from '../../src/telemetry/counters.js';
+import { makeSnapshot, parseStatsFile } from '../../src/telemetry/stats-file.js';
+import { formatCampaignStatus } from '../../src/telemetry/campaign-status.js';
 
 const trace = (i: number, bytes = 100): KeptTrace => ({ workId: `w${i}`, name: `w${i}.t`, bytes });
 
@@ -75,5 +79,21 @@ describe('traceStoreMaxBytes', () => {
     expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION' });
     expect((error as Error).message).toContain(option);
     expect((error as Error).message).toContain(value);
+  });
+});
+
+describe('trace store counters in stats.json and symfence status', () => {
+  it('round-trips tracesEvicted and traceAdoptMissing and prints them beside the adopted traces, and reads an older file without them as 0', () => {
+    const counters = { ...createCounters(), tracesAdopted: 7, traceAdoptFailures: 1, traceAdoptMissing: 3, tracesEvicted: 12 };
+    const snap = makeSnapshot({ coordinator: 'c', name: 'symfence', state: 'running', startedMs: 0, updatedMs: 60_000, statsIntervalMs: 5000, workers: 1, counters });
+    const stats = parseStatsFile('stats.json', JSON.stringify(snap));
+    expect(stats.counters).toMatchObject({ traceAdoptMissing: 3, tracesEvicted: 12 });
+    const text = formatCampaignStatus({ path: 'stats.json', liveness: 'running', stats });
+    expect(text).toContain('traces adopted 7 (deferred 0, failed 1, evicted before adoption 3)');
+    expect(text).toContain('traces evicted 12');
+    const older = JSON.parse(JSON.stringify(snap)) as { counters: Record<string, unknown> };
+    delete older.counters['traceAdoptMissing'];
+    delete older.counters['tracesEvicted'];
+    expect(parseStatsFile('stats.json', JSON.stringify(older)).counters).toMatchObject({ traceAdoptMissing: 0, tracesEvicted: 0 });
   });
 });
