@@ -6,11 +6,12 @@
  * of K group claims (`--k`, default 16 groups of `--group` 8 targets, disjoint), then one batch of
  * their K releases.
  * - `plain`: claims name no input, releases answer nothing (records deleted): the cost before.
- * - `answers`: every claim names a fresh input (so the table checks each member's answers), and
- *   every release answers half of its members on that input. From the second round on, each
- *   member's record is a released `done` record carrying answers, so the claim reads and rewrites
- *   it and the release rewrites instead of deleting — the steady state of a campaign, where the
- *   same branches are asked on input after input.
+ * - `answers`: every claim names a fresh input (an input's SHA-256, as in a campaign), so the
+ *   table reads each member's answer record beside its lease record; every release answers half
+ *   of its members on that input, so it deletes the lease records and writes those answer
+ *   records. From the second round on, every member has an answer record that lists the inputs
+ *   of the rounds before — the steady state of a campaign, where the same branches are asked on
+ *   input after input.
  *
  * Rounds interleave the two modes (order alternating), medians. `--store files,sqlite,etcd`
  * (etcd: a local member started here). Last line: one JSON object with, per store,
@@ -19,6 +20,7 @@
  *
  * Usage: npm run bench -- answers [--rounds 15] [--k 16] [--group 8] [--store files,sqlite] [--dir <tmp>]
  */
+import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -72,7 +74,8 @@ const median = (samples: number[]): number => {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 };
 const round2 = (n: number): number => Math.round(n * 100) / 100;
-const inputOf = (n: number): string => n.toString(16).padStart(64, '0');
+/** An input's name as a campaign has it: the SHA-256 of its bytes (here, of a counter). */
+const inputOf = (n: number): string => createHash('sha256').update(String(n)).digest('hex');
 
 let clock = 1_000_000;
 let inputs = 0;

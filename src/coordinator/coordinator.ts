@@ -123,7 +123,19 @@ export class Coordinator {
       stopping: () => this.#stopping,
       claimFailed: (error) => this.#claimFailed(error),
       ...(source.adoptTrace && source.deferTrace
-        ? { traces: { coordinatorId: options.coordinatorId, commits, counters, log, sink: { adoptTrace: source.adoptTrace.bind(source), deferTrace: source.deferTrace.bind(source) } } }
+        ? {
+            traces: {
+              coordinatorId: options.coordinatorId,
+              commits,
+              counters,
+              log,
+              sink: {
+                adoptTrace: source.adoptTrace.bind(source),
+                deferTrace: source.deferTrace.bind(source),
+                knowsTrace: source.knowsTrace ? source.knowsTrace.bind(source) : () => true,
+              },
+            },
+          }
         : {}),
     };
     this.#commit = {

@@ -228,11 +228,18 @@ export interface WorkSource {
   observe(feedback: JobFeedback, now: number): void;
   /**
    * Shared traces (docs/campaign.md "Shared traces"), for a source that makes trace runs: the lanes
-   * learn another coordinator's trace of the job's input (no run of ours, so no yield to count)...
+   * learn a stored trace of the job's input, another coordinator's or an earlier life's of ours
+   * (no run now, so no yield to count)...
    */
   adoptTrace?(job: CoordinatorJob, workId: string, telemetry: Telemetry, now: number): void;
   /** ...and an input whose trace another coordinator is making right now is offered again later. */
   deferTrace?(job: CoordinatorJob, now: number): void;
+  /**
+   * Do the lanes know the trace of `job`'s input already? Asked when a trace of our own is met
+   * again: a restarted coordinator whose saved lane state predates that trace adopts it. Absent:
+   * they do (nothing is adopted).
+   */
+  knowsTrace?(job: CoordinatorJob): boolean;
 }
 
 export interface JobFeedback {
@@ -276,6 +283,8 @@ export interface TargetScheduler {
   observe(feedback: JobFeedback, now: number): void;
   /** Branches a trace run of the input should also answer (at most `limit`); absent or empty: a plain trace run. */
   wantedFor?(inputSha256: string, limit: number): readonly bigint[];
+  /** Did the lanes learn a whole run of the input (its trace), in this life or from the saved lane state? */
+  knowsInput?(inputSha256: string): boolean;
 }
 
 /** A `committing` work record as a recovering coordinator sees it. */

@@ -153,12 +153,18 @@ export class SeedWorkSource implements WorkSource {
   }
 
   /**
-   * Another coordinator's trace of `job`'s input: the lanes learn it as they learn one of ours. No
-   * run of ours happened, so the first-run yield is not touched and nothing is published.
+   * A stored trace of `job`'s input (another coordinator's, or ours from a life whose lane state
+   * was not saved after it): the lanes learn it as they learn a run of ours. No run happened now,
+   * so the first-run yield is not touched and nothing is published.
    */
   adoptTrace(job: CoordinatorJob, workId: string, telemetry: Telemetry, now: number): void {
     this.#forgetDeferral(job.inputSha256);
     this.#scheduler?.observe({ job, workId, status: 'ok', telemetry, findings: [] }, now);
+  }
+
+  /** Do the lanes know `job`'s input's trace? (A scheduler that cannot tell is taken to know it.) */
+  knowsTrace(job: CoordinatorJob): boolean {
+    return this.#scheduler?.knowsInput?.(job.inputSha256) ?? true;
   }
 
   /** `job`'s input is being traced elsewhere: offered again after a delay that doubles per refusal. */

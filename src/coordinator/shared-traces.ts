@@ -7,11 +7,18 @@
  *
  *   done, finished by another coordinator ──▶ load its trace (size and SHA-256 checked, telemetry
  *                                             parsed strictly) ──▶ the lanes learn it  (`tracesAdopted`)
- *   done, finished by us                  ──▶ nothing: our lanes learnt it when it ran (or from
- *                                             the saved lane state)
+ *   done, finished by us, and the lanes   ──▶ nothing: they learnt it when it ran, or from the
+ *   know the input                            saved lane state
+ *   done, finished by us, and the lanes   ──▶ load and learn our own trace          (`tracesRelearned`)
+ *   do not know the input
  *   conflict (another coordinator is      ──▶ the input is offered again later, with a growing
  *   tracing it now, or died doing so)         delay, until the trace is done or its lease expires
  *                                             and the claim takes it over    (`tracesDeferred`)
+ *
+ * Why our own trace can be unknown to our lanes: the lane state is saved every
+ * `--scheduler-state-interval` and at stop, the trace's done record at its commit. A coordinator
+ * killed in between restarts (same `--coordinator-id`) from a save older than its trace; its trace
+ * claim is refused `done`, so without the adoption it would never learn that input's branches.
  *
  * A trace that cannot be read or parsed is counted (`traceAdoptFailures`) and logged; one no
  * longer stored (evicted by the trace store's cap) is counted apart (`traceAdoptMissing`). Either
@@ -27,17 +34,19 @@ import { isTraceGone } from './trace-gone.js';
 
 /** Where an adopted trace goes and where a deferred trace waits (the work source). */
 export interface TraceSink {
-  /** The lanes learn another coordinator's trace of `job`'s input, as if the run had been ours. */
+  /** The lanes learn a stored trace of `job`'s input (another coordinator's, or ours from an earlier life), as if the run had been now. */
   adoptTrace(job: CoordinatorJob, workId: string, telemetry: Telemetry, now: number): void;
   /** `job`'s input is offered again later: its trace is being made elsewhere right now. */
   deferTrace(job: CoordinatorJob, now: number): void;
+  /** Do the lanes know `job`'s input's trace already (learnt in this life, or loaded with the lane state)? */
+  knowsTrace(job: CoordinatorJob): boolean;
 }
 
 export interface SharedTraceContext {
   readonly coordinatorId: string;
   readonly commits: Pick<ResultCommits, 'loadTrace'>;
   readonly sink: TraceSink;
-  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred' | 'traceAdoptMissing'>;
+  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred' | 'tracesRelearned' | 'traceAdoptMissing'>;
   readonly log: Logger;
 }
 
@@ -49,7 +58,9 @@ export async function traceClaimRefused(ctx: SharedTraceContext, job: Coordinato
     return;
   }
   const finished = refusal.reason === 'done' ? refusal.finished : undefined;
-  if (finished === undefined || finished.owner === ctx.coordinatorId || finished.commit === undefined) return;
+  if (finished === undefined || finished.commit === undefined) return;
+  const ours = finished.owner === ctx.coordinatorId;
+  if (ours && ctx.sink.knowsTrace(job)) return;
   let telemetry: Telemetry;
   try {
     const bytes = await ctx.commits.loadTrace(workId, finished.commit);
@@ -58,16 +69,17 @@ export async function traceClaimRefused(ctx: SharedTraceContext, job: Coordinato
   } catch (error) {
     if (isTraceGone(error)) {
       ctx.counters.traceAdoptMissing++;
-      ctx.log.debug({ workId, tracer: finished.owner }, 'the shared trace of another coordinator was evicted; not adopted');
+      ctx.log.debug({ workId, tracer: finished.owner }, ours ? 'our own stored trace was evicted; not learnt again' : 'the shared trace of another coordinator was evicted; not adopted');
       return;
     }
     ctx.counters.traceAdoptFailures++;
-    ctx.log.warn({ err: error, workId, tracer: finished.owner }, 'the shared trace of another coordinator is unreadable; not adopted');
+    ctx.log.warn({ err: error, workId, tracer: finished.owner }, ours ? 'our own stored trace is unreadable; not learnt again' : 'the shared trace of another coordinator is unreadable; not adopted');
     return;
   }
   try {
     ctx.sink.adoptTrace(job, workId, telemetry, now);
-    ctx.counters.tracesAdopted++;
+    if (ours) ctx.counters.tracesRelearned++;
+    else ctx.counters.tracesAdopted++;
   } catch (error) {
     ctx.counters.traceAdoptFailures++;
     ctx.log.error({ err: error, workId }, 'feeding a shared trace to the lanes failed');

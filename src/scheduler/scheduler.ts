@@ -7,6 +7,7 @@
  *   admit                     up to `limit` admitted jobs (async: one shared claim per pass)
  *   planDispatch              hints applied under the target contract
  *   release                   the job finished or was abandoned: drop its local reservation
+ *   knowsInput                whether the lanes learnt an input's whole run (its trace)
  *   saveState / loadState     lane state as JSON (never leases)
  */
 import { InvalidJobError, LaneStateError } from '../errors.js';
@@ -33,6 +34,7 @@ import { answeredBy, TargetLedger, type LedgerStats } from './target-ledger.js';
 import { CoverageFrontier, type CoverageFrontierStats, type QuestionTier } from './coverage-frontier.js';
 import type { BranchTraceEntry } from './telemetry.js';
 import { targetGroup } from './replay-job.js';
+import { TracedInputs } from './traced-inputs.js';
 
 export interface SeedInfo {
   /** Input length in bytes. */
@@ -85,6 +87,7 @@ export class Scheduler {
   readonly #logger: Logger | undefined;
   readonly #ledger: TargetLedger;
   readonly #frontier: CoverageFrontier;
+  readonly #traced: TracedInputs;
   #observations = 0;
   #telemetryRejected = 0;
 
@@ -102,6 +105,8 @@ export class Scheduler {
     }
     this.#ledger = new TargetLedger({ maxAttempts: this.options.targetAttempts, retryBaseMs: this.options.cooldownMs });
     this.#frontier = new CoverageFrontier({ saturationAsks: this.options.frontierSaturation });
+    // As many inputs as the lanes remember records of.
+    this.#traced = new TracedInputs(this.options.replayRecords);
     const common = { cooldownMs: this.options.cooldownMs, seedLive: (seed: string) => this.#seeds.has(seed), ...(init.scoring ? { scoring: init.scoring } : {}) };
     const distances = init.guidance ?? new Map<bigint, number>();
     const build = (name: string): Lane => {
@@ -204,10 +209,21 @@ export class Scheduler {
     if (feedback.telemetry !== null || feedback.job !== undefined) {
       const group = feedback.job ? targetGroup(feedback.job) : [];
       if (group.length > 0) this.#ledger.record(feedback.job!, group, feedback.telemetry, feedback.killed === true, now);
-      else if (feedback.telemetry !== null && feedback.killed !== true) this.#ledger.noteAnswered(feedback.seed, answeredBy(feedback.telemetry));
+      else if (feedback.telemetry !== null && feedback.killed !== true) {
+        this.#ledger.noteAnswered(feedback.seed, answeredBy(feedback.telemetry));
+        this.#traced.add(feedback.seed);
+      }
     }
     for (const lane of this.#lanes) lane.observe(feedback.seed, feedback.telemetry, feedback.reward, now, context);
     this.#observations += 1;
+  }
+
+  /**
+   * True once the lanes learnt a whole run of `seedId` that was not killed (its trace, or a full
+   * first run), in this life or in the one whose lane state was loaded (traced-inputs.ts).
+   */
+  knowsInput(seedId: string): boolean {
+    return this.#traced.has(seedId);
   }
 
   /** Default backlog depth: the largest lane (every candidate may be needed for back-fill). */
@@ -279,17 +295,25 @@ export class Scheduler {
     };
   }
 
-  /** Lane state and the target ledger as one JSON-safe document (times as ages before `now`). */
+  /**
+   * Lane state, the target ledger and the inputs whose whole run the lanes learnt, as one JSON-safe
+   * document (times as ages before `now`).
+   */
   toJSON(now: number): unknown {
     checkNow(now);
-    return { schema: SCHEDULER_STATE_SCHEMA, lanes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.toJSON(now)])), ledger: this.#ledger.toJSON(now) };
+    return {
+      schema: SCHEDULER_STATE_SCHEMA,
+      lanes: Object.fromEntries(this.#lanes.map((l) => [l.name, l.toJSON(now)])),
+      ledger: this.#ledger.toJSON(now),
+      traced: this.#traced.toJSON(),
+    };
   }
 
   /**
-   * Restores lanes and the target ledger from a `toJSON` document. Lanes absent from the document
-   * keep their state, and so does the ledger; lanes in it that are disabled here are ignored. Every
-   * present part is validated before any is replaced, so a bad document changes nothing
-   * (`ERR_LANE_STATE`).
+   * Restores lanes, the target ledger and the traced inputs from a `toJSON` document. Lanes absent
+   * from the document keep their state, and so do the ledger and the traced inputs; lanes in it
+   * that are disabled here are ignored. Every present part is validated before any is replaced, so
+   * a bad document changes nothing (`ERR_LANE_STATE`).
    */
   restore(document: unknown, now: number): void {
     checkNow(now);
@@ -301,14 +325,18 @@ export class Scheduler {
     const present = this.#lanes.filter((l) => (lanes as Record<string, unknown>)[l.name] !== undefined);
     // A document written before the ledger was saved has none: the ledger keeps its state.
     const ledger = (document as { ledger?: unknown }).ledger;
+    // Nor `traced`, one written before the traced inputs were: the set keeps its state (empty at start).
+    const traced = (document as { traced?: unknown }).traced;
     // Dry run on scratch lanes and the ledger first: restore must be all-or-nothing.
     for (const lane of present) {
       const scratch = new (lane.constructor as new () => Lane)();
       scratch.restore((lanes as Record<string, unknown>)[lane.name], now);
     }
     if (ledger !== undefined) TargetLedger.check(ledger, now);
+    if (traced !== undefined) TracedInputs.check(traced);
     for (const lane of present) lane.restore((lanes as Record<string, unknown>)[lane.name], now);
     if (ledger !== undefined) this.#ledger.restore(ledger, now);
+    if (traced !== undefined) this.#traced.restore(traced);
   }
 
   /** Writes `toJSON(now)` to `file` durably: a failure at any step leaves the previous file whole. */
@@ -322,7 +350,10 @@ export class Scheduler {
     if (document === undefined) return false;
     this.restore(document, now);
     const stats = this.stats();
-    this.#logger?.info({ file, lanes: stats.laneSizes, settledPairs: stats.targets.settledPairs, retryingPairs: stats.targets.retryingPairs }, 'scheduler lane state loaded');
+    this.#logger?.info(
+      { file, lanes: stats.laneSizes, settledPairs: stats.targets.settledPairs, retryingPairs: stats.targets.retryingPairs, tracedInputs: this.#traced.size },
+      'scheduler lane state loaded',
+    );
     return true;
   }
 }

@@ -49,8 +49,9 @@ export interface CampaignCounters {
   /**
    * Shared traces (docs/campaign.md "Shared traces"): inputs whose trace another coordinator of the
    * campaign had already made, learned from its stored trace instead of tracing again; stored
-   * traces that could not be read or parsed (the input is then not traced by us either); and trace
-   * claims put off because another coordinator was tracing the input at that moment.
+   * traces that could not be read or parsed (the input is then not traced by us either); trace
+   * claims put off because another coordinator was tracing the input at that moment; and traces of
+   * our own, made in an earlier life after its last lane-state save, learned again from the store.
    */
   tracesAdopted: number;
   traceAdoptFailures: number;
@@ -62,6 +63,7 @@ export interface CampaignCounters {
    */
   traceAdoptMissing: number;
   tracesEvicted: number;
+  tracesRelearned: number;
   /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
   dispatchRollbacks: number;
   /** Expired work of other coordinators taken over. */
@@ -179,6 +181,7 @@ export function createCounters(): CampaignCounters {
     tracesDeferred: 0,
     traceAdoptMissing: 0,
     tracesEvicted: 0,
+    tracesRelearned: 0,
     dispatchRollbacks: 0,
     leaseSteals: 0,
     leaseExpiries: 0,
@@ -297,6 +300,7 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'tracesDeferred',
   'traceAdoptMissing',
   'tracesEvicted',
+  'tracesRelearned',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

@@ -150,6 +150,11 @@ const sqliteStore: LeaseStoreUnderTest = {
     try {
       // The row then holds the whole record as a blob (no group row), as a schema-1 row does.
       db.transaction(() => {
+        // A row of the answer table is replaced where it is (an answer record, docs/lease-format.md "SQLite store").
+        if (db.prepare('SELECT 1 FROM answer_records WHERE id = ?').get(id) !== undefined) {
+          db.prepare('UPDATE answer_records SET record = ? WHERE id = ?').run(Buffer.from(bytes), id);
+          return;
+        }
         const old = db.prepare('SELECT group_id FROM lease_records WHERE id = ?').get(id) as { group_id: number | null } | undefined;
         db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = NULL').run(id, Buffer.from(bytes));
         if (typeof old?.group_id === 'number') {
@@ -165,6 +170,8 @@ const sqliteStore: LeaseStoreUnderTest = {
     try {
       // A member of a target group keeps its group's payload and targets in its group row: joined
       // here, the record is the exact bytes a record file of it would hold.
+      const answer = db.prepare('SELECT record FROM answer_records WHERE id = ?').get(id) as { record: Buffer | string } | undefined;
+      if (answer !== undefined) return typeof answer.record === 'string' ? Buffer.from(`${answer.record}\n`) : Buffer.from(answer.record);
       const row = db.prepare('SELECT r.record, r.group_id, g.content FROM lease_records r LEFT JOIN lease_groups g ON g.id = r.group_id WHERE r.id = ?').get(id) as
         | { record: Buffer | string; group_id: number | null; content: string | null }
         | undefined;
@@ -179,7 +186,7 @@ const sqliteStore: LeaseStoreUnderTest = {
   async storedIds(root) {
     const db = connect(root);
     try {
-      return (db.prepare('SELECT id FROM lease_records ORDER BY id').all() as { id: string }[]).map((r) => r.id);
+      return (db.prepare('SELECT id FROM lease_records UNION ALL SELECT id FROM answer_records ORDER BY id').all() as { id: string }[]).map((r) => r.id);
     } finally {
       db.close();
     }
@@ -199,7 +206,9 @@ const sqliteStore: LeaseStoreUnderTest = {
     const db = connect(root);
     try {
       for (const op of ['INSERT', 'UPDATE', 'DELETE']) {
-        db.exec(`CREATE TRIGGER test_fail_${op.toLowerCase()} BEFORE ${op} ON lease_records BEGIN SELECT RAISE(ABORT, 'injected write failure'); END`);
+        for (const table of ['lease_records', 'answer_records']) {
+          db.exec(`CREATE TRIGGER test_fail_${op.toLowerCase()}_${table} BEFORE ${op} ON ${table} BEGIN SELECT RAISE(ABORT, 'injected write failure'); END`);
+        }
       }
     } finally {
       db.close();
@@ -207,7 +216,7 @@ const sqliteStore: LeaseStoreUnderTest = {
     return async () => {
       const again = connect(root);
       try {
-        for (const op of ['insert', 'update', 'delete']) again.exec(`DROP TRIGGER IF EXISTS test_fail_${op}`);
+        for (const op of ['insert', 'update', 'delete']) for (const table of ['lease_records', 'answer_records']) again.exec(`DROP TRIGGER IF EXISTS test_fail_${op}_${table}`);
       } finally {
         again.close();
       }

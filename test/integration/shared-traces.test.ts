@@ -2,9 +2,10 @@
 // coordinator that wins an input's trace claim stores the trace beside its result under
 // <lease-root>/traces/; another coordinator whose claim is refused by the done record loads it
 // (size and SHA-256 checked) and its lanes learn it without a run; one refused while the trace is
-// being made puts the input off and offers it again later. Real lease table, I/O service and result
-// commits on every store, in-process, on a fault-injecting filesystem layer; a fake solver and an
-// injected clock.
+// being made puts the input off and offers it again later; a coordinator restarted from a lane state
+// saved before its own trace learns that trace from the store. Real lease table, I/O service and
+// result commits on every store, in-process, on a fault-injecting filesystem layer; a fake solver
+// and an injected clock.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { readFile, readdir, unlink, writeFile } from 'node:fs/promises';
@@ -15,7 +16,11 @@ import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { IoResultCommits } from '../../src/coordinator/adapters/io-result-commits.js';
 import { IoWorkLeases } from '../../src/coordinator/adapters/io-lease-adapters.js';
 import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordinator.js';
-import type { AdmittedWork, CoordinatorJob, SolverOutcome } from '../../src/coordinator/ports.js';
+import type { AdmittedWork, CoordinatorJob, LocalReservations, SeedInput, SolverOutcome, WorkSource } from '../../src/coordinator/ports.js';
+import { SchedulerAdapter } from '../../src/coordinator/adapters/scheduler-adapter.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { MapLocalReservations } from '../../src/scheduler/map-local-reservations.js';
+import { SCHEDULER_STATE_FILE } from '../../src/scheduler/lane-state-keeper.js';
 import { SeedWorkSource, TRACE_RETRY_FIRST_MS, TRACE_RETRY_MAX_MS, untargetedJob } from '../../src/coordinator/seed-work-source.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
@@ -75,7 +80,14 @@ interface Node {
   readonly fsLayer: FaultInjectingFsLayer;
 }
 
-async function startNode(leaseRoot: string, outDir: string, id: string, clock: ManualClock, hooks?: CoordinatorHooks): Promise<Node> {
+/** A coordinator `id` over the shared lease root, with `source` and `reservations` as its work source and local reservations. */
+async function startCoordinator<S extends WorkSource>(
+  leaseRoot: string,
+  outDir: string,
+  id: string,
+  clock: ManualClock,
+  parts: { readonly source: S; readonly reservations: LocalReservations; readonly hooks?: CoordinatorHooks },
+): Promise<Omit<Node, 'source'> & { readonly source: S }> {
   const fsLayer = new FaultInjectingFsLayer();
   const table = await openWork(path.join(leaseRoot, 'work'), { leaseTtlMs: TTL_MS, fileBarrier: 'fsync', ...storeOfTest().options() }, { fsLayer });
   const service = await IoService.start({ coordinatorId: id, work: table, fsLayer, options: { fileBarrier: 'fsync' } }, T0);
@@ -83,13 +95,41 @@ async function startNode(leaseRoot: string, outDir: string, id: string, clock: M
   const publisher = await QueuePublisher.open(outDir, new IoDurableWriter(client));
   const commits = await IoResultCommits.open(leaseRoot, client, publisher, { fsLayer });
   const solver = new FakeSolver();
-  const source = new TraceRecordingSource([]);
   const counters = createCounters();
+  const { source, reservations, hooks } = parts;
   const coordinator = new Coordinator(
     { coordinatorId: id, workers: 1, workLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: true },
-    { clock, logger: silentLogger(), counters, workLeases: new IoWorkLeases(client), reservations: new FakeReservations(), solver, source, commits, ...(hooks ? { hooks } : {}) },
+    { clock, logger: silentLogger(), counters, workLeases: new IoWorkLeases(client), reservations, solver, source, commits, ...(hooks ? { hooks } : {}) },
   );
   return { coordinator, solver, source, counters, service, table, fsLayer };
+}
+
+function startNode(leaseRoot: string, outDir: string, id: string, clock: ManualClock, hooks?: CoordinatorHooks): Promise<Node> {
+  return startCoordinator(leaseRoot, outDir, id, clock, { source: new TraceRecordingSource([]), reservations: new FakeReservations(), ...(hooks ? { hooks } : {}) });
+}
+
+/** One round of `node`: the runs it starts (directed runs at what its lanes know) end without findings. */
+async function tickToEnd(node: { readonly coordinator: Coordinator; readonly solver: FakeSolver }): Promise<void> {
+  await node.coordinator.tick();
+  for (const run of node.solver.runs) run.resolve({ status: 'ok', elapsedMs: 5, generated: [] });
+  await node.coordinator.settled();
+}
+
+/** The trace runs `node` started. */
+function traceRuns(node: { readonly solver: FakeSolver }): CoordinatorJob[] {
+  return node.solver.runs.map((r) => r.task.job).filter((job) => job.mode === 'trace');
+}
+
+/**
+ * One life of coordinator `id` as a campaign wires it: the seed work source over the scheduler,
+ * whose lanes are loaded from `stateFile` first (as `LaneStateKeeper.load` does at start).
+ */
+async function startLife(leaseRoot: string, outDir: string, id: string, clock: ManualClock, stateFile: string, seeds: readonly SeedInput[]) {
+  const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { lanes: 'frontier' } });
+  await scheduler.loadState(stateFile, clock.now());
+  const reservations = new SchedulerAdapter(scheduler, new FakeReservations());
+  const source = new SeedWorkSource({ scheduler: reservations, initialSeeds: seeds, firstRun: 'trace' });
+  return { scheduler, ...(await startCoordinator(leaseRoot, outDir, id, clock, { source, reservations })) };
 }
 
 /** Where the inputs live (a crashing run publishes its parent, read from here). */
@@ -170,6 +210,59 @@ describeEachStore('shared traces', (store) => {
       expect(a.counters.tracesAdopted).toBe(0);
     } finally {
       await close();
+    }
+  });
+
+  it('learns its own stored trace again when restarted from a lane state saved before that trace, and nothing when the saved state has it', async () => {
+    const root = await tempRoot('symfence-traces-restart-');
+    const leaseRoot = path.join(root, 'leases');
+    const outDir = path.join(root, 'out');
+    const clock = new ManualClock(T0);
+    const job = traceJob('input-8');
+    const seed: SeedInput = { path: job.inputPath, sha256: job.inputSha256, depth: 0, origin: 'afl' };
+    const before = path.join(root, 'before', SCHEDULER_STATE_FILE);
+    const after = path.join(root, 'after', SCHEDULER_STATE_FILE);
+
+    // First life: the lane state is saved, then the input's trace runs and commits, and the
+    // process is killed before its next save.
+    const first = await startLife(leaseRoot, outDir, 'a', clock, before, [seed]);
+    try {
+      await first.scheduler.saveState(before, clock.now());
+      await first.coordinator.tick();
+      await first.solver.started(1);
+      expect(first.solver.runs[0]!.task.job).toMatchObject({ inputSha256: seed.sha256, mode: 'trace' });
+      first.solver.runs[0]!.resolve(TRACED);
+      await first.coordinator.settled();
+      expect(first.scheduler.knowsInput(seed.sha256)).toBe(true);
+      expect(first.scheduler.lane('frontier')!.openOf(seed.sha256)).toEqual([3n, 6n]);
+      await first.scheduler.saveState(after, clock.now());
+    } finally {
+      await first.service.close();
+    }
+
+    // Restarted from the older save: our own done record refuses the trace claim, and the lanes,
+    // which do not know the input, learn the stored trace instead of never learning it.
+    const stale = await startLife(leaseRoot, outDir, 'a', clock, before, [seed]);
+    try {
+      expect(stale.scheduler.knowsInput(seed.sha256)).toBe(false);
+      await tickToEnd(stale);
+      expect(traceRuns(stale)).toEqual([]);
+      expect(stale.counters).toMatchObject({ tracesRelearned: 1, tracesAdopted: 0, traceAdoptFailures: 0, tracesDeferred: 0 });
+      expect(stale.scheduler.knowsInput(seed.sha256)).toBe(true);
+      expect(stale.scheduler.lane('frontier')!.openOf(seed.sha256)).toEqual([3n, 6n]);
+    } finally {
+      await stale.service.close();
+    }
+
+    // Restarted from the save that has the trace: the lanes know the input, nothing is learnt again.
+    const current = await startLife(leaseRoot, outDir, 'a', clock, after, [seed]);
+    try {
+      expect(current.scheduler.knowsInput(seed.sha256)).toBe(true);
+      await tickToEnd(current);
+      expect(traceRuns(current)).toEqual([]);
+      expect(current.counters).toMatchObject({ tracesRelearned: 0, tracesAdopted: 0, traceAdoptFailures: 0, tracesDeferred: 0 });
+    } finally {
+      await current.service.close();
     }
   });
 

@@ -89,7 +89,7 @@ describe('trace store counters in stats.json and symfence status', () => {
     const stats = parseStatsFile('stats.json', JSON.stringify(snap));
     expect(stats.counters).toMatchObject({ traceAdoptMissing: 3, tracesEvicted: 12 });
     const text = formatCampaignStatus({ path: 'stats.json', liveness: 'running', stats });
-    expect(text).toContain('traces adopted 7 (deferred 0, failed 1, evicted before adoption 3)');
+    expect(text).toContain('traces adopted 7 (deferred 0, failed 1, own relearned 0, evicted before adoption 3)');
     expect(text).toContain('traces evicted 12');
     const older = JSON.parse(JSON.stringify(snap)) as { counters: Record<string, unknown> };
     delete older.counters['traceAdoptMissing'];

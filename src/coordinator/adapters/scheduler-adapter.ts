@@ -78,6 +78,10 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     return this.#scheduler.wantedFor(inputSha256, limit);
   }
 
+  knowsInput(inputSha256: string): boolean {
+    return this.#scheduler.knowsInput(inputSha256);
+  }
+
   addSeed(seed: SeedInput, now: number): void {
     if (this.#seeds.has(seed.sha256)) return;
     let bytes = 0;

@@ -41,7 +41,7 @@ import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
-import { isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
+import { hasAnswerTable, isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
 
 /**
@@ -60,7 +60,8 @@ export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind)
 
 function scanSnapshot(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
   const v1 = isSchemaV1(db);
-  const rows = db.prepare(v1 ? 'SELECT id, record, NULL AS group_id FROM lease_records ORDER BY id' : 'SELECT id, record, group_id FROM lease_records ORDER BY id').all() as Row[];
+  const records = v1 ? 'SELECT id, record, NULL AS group_id FROM lease_records' : 'SELECT id, record, group_id FROM lease_records';
+  const rows = db.prepare(hasAnswerTable(db) ? `${records} UNION ALL SELECT id, record, group_id FROM answer_records ORDER BY id` : `${records} ORDER BY id`).all() as Row[];
   const groups = new Map<number, { hash: unknown; content: unknown }>();
   if (!v1) for (const { id, hash, content } of db.prepare('SELECT id, hash, content FROM lease_groups').all() as { id: number; hash: unknown; content: unknown }[]) groups.set(id, { hash, content });
   const parsed = new Map<number, GroupEntry | string>();
@@ -131,10 +132,20 @@ export function scanSqliteRoot(root: string, kind: RecordKind): ScanEntry[] {
   }
 }
 
+/** A row as read, and whether it lives in `answer_records` (1) or `lease_records` (0). */
+interface SelectedRow {
+  readonly record: unknown;
+  readonly group_id: unknown;
+  readonly answers: number;
+}
+
 interface Statements {
-  readonly select: BetterSqlite3.Statement<[string], { record: unknown; group_id: unknown }>;
+  /** A record's row in either table (an answer record of schema 2 may still be in `lease_records`). */
+  readonly select: BetterSqlite3.Statement<[string, string], SelectedRow>;
   readonly upsert: BetterSqlite3.Statement<[string, string, number | null]>;
+  readonly upsertAnswer: BetterSqlite3.Statement<[string, string]>;
   readonly remove: BetterSqlite3.Statement<[string]>;
+  readonly removeAnswer: BetterSqlite3.Statement<[string]>;
   readonly removeChunk: BetterSqlite3.Statement<string[]>;
   readonly selectGroup: BetterSqlite3.Statement<[number], { hash: unknown; content: unknown }>;
   readonly addGroup: BetterSqlite3.Statement<[Buffer, string], { id: number }>;
@@ -144,13 +155,22 @@ interface Statements {
 }
 
 /**
- * A row as this connection knows it: its record (valid or absent), the group row it names, and
- * its stored text (null: no row), which a commit compares to find out whether it changed.
+ * A row as this connection knows it: its record (valid or absent), the group row it names, its
+ * stored text (null: no row), which a commit compares to find out whether it changed, and its
+ * table (true: `answer_records`).
  */
 interface KnownRow {
   readonly read: RecordRead;
   readonly groupId: number | null;
   readonly text: unknown;
+  readonly answers: boolean;
+}
+
+const ABSENT_ROW: KnownRow = Object.freeze({ read: Object.freeze({ state: 'absent' as const }), groupId: null, text: null, answers: false });
+
+/** True for a record that lives in `answer_records` (sqlite-database.ts, file comment). */
+function isAnswerRecord(record: LeaseRecord): boolean {
+  return record.role === 'answers';
 }
 
 /** Ids per multi-row DELETE. */
@@ -191,9 +211,12 @@ class SqliteRecordBackend implements RecordBackend {
     this.file = path.join(root, SQLITE_FILE);
     this.conflictRetryMs = lockAcquireTimeoutMs;
     this.statements = {
-      select: db.prepare('SELECT record, group_id FROM lease_records WHERE id = ?'),
+      // The answer table first: a row there is the record (file comment of sqlite-database.ts).
+      select: db.prepare('SELECT record, group_id, 1 AS answers FROM answer_records WHERE id = ? UNION ALL SELECT record, group_id, 0 FROM lease_records WHERE id = ?'),
       upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
+      upsertAnswer: db.prepare('INSERT INTO answer_records (id, record, group_id) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record'),
       remove: db.prepare('DELETE FROM lease_records WHERE id = ?'),
+      removeAnswer: db.prepare('DELETE FROM answer_records WHERE id = ?'),
       removeChunk: db.prepare(`DELETE FROM lease_records WHERE id IN (${Array.from({ length: REMOVE_CHUNK }, () => '?').join(', ')})`),
       selectGroup: db.prepare('SELECT hash, content FROM lease_groups WHERE id = ?'),
       // An existing row of the same content is the same group row: its id is returned.
@@ -324,7 +347,7 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 /** One optimistic batch: reads, then one synchronous write transaction (file comment). */
 class SqliteRecordBatch implements StoreBatch {
   /** The row each id held when this batch read it. */
-  private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown }>();
+  private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown; readonly answers: boolean }>();
   /**
    * `data_version` and this connection's commit count before the first read: both unchanged at
    * commit → no connection, this one included, has committed since, and no row can have changed.
@@ -345,7 +368,7 @@ class SqliteRecordBatch implements StoreBatch {
     if (this.backend.lost() !== undefined) {
       // The table's leases went with its database: nothing of the old file is read.
       this.readLost = true;
-      for (const id of ids) this.rows.set(id, { groupId: null, text: null });
+      for (const id of ids) this.rows.set(id, ABSENT_ROW);
       return new Map(ids.map((id) => [id, { state: 'absent' }]));
     }
     const { select } = this.backend.statements;
@@ -366,17 +389,17 @@ class SqliteRecordBatch implements StoreBatch {
         this.rows.set(id, hit);
         continue;
       }
-      let row: { record: unknown; group_id: unknown } | undefined;
+      let row: SelectedRow | undefined;
       let read: RecordRead;
       try {
-        row = select.get(id);
+        row = select.get(id, id);
         read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId));
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
       }
       const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
       const text = row?.record ?? null;
-      const seen: KnownRow = { read, groupId, text };
+      const seen: KnownRow = { read, groupId, text, answers: row?.answers === 1 };
       reads.set(id, read);
       this.rows.set(id, seen);
       // A corrupt row is read again every time: an operator may repair it.
@@ -394,9 +417,9 @@ class SqliteRecordBatch implements StoreBatch {
     const { select } = this.backend.statements;
     const changed: string[] = [];
     for (const [id, seen] of this.rows) {
-      const row = select.get(id);
+      const row = select.get(id, id);
       const groupId = row !== undefined && typeof row.group_id === 'number' ? row.group_id : null;
-      if ((row?.record ?? null) !== seen.text || groupId !== seen.groupId) changed.push(id);
+      if ((row?.record ?? null) !== seen.text || groupId !== seen.groupId || (row?.answers === 1) !== seen.answers) changed.push(id);
     }
     return changed;
   }
@@ -431,11 +454,11 @@ class SqliteRecordBatch implements StoreBatch {
     this.backend.commits += 1;
     for (const { id, staged, named } of rows) {
       if (staged === null) {
-        this.backend.rememberRow(id, { read: { state: 'absent' }, groupId: null, text: null });
+        this.backend.rememberRow(id, ABSENT_ROW);
         continue;
       }
       const group = staged.group;
-      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named, text: staged.text });
+      this.backend.rememberRow(id, { read: { state: 'valid', record: staged.record }, groupId: named, text: staged.text, answers: isAnswerRecord(staged.record) });
       if (group !== null && named !== null) this.backend.groupCache.remember(named, group.hex, group.fields, group.content.length);
     }
     return { published: list.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
@@ -461,8 +484,19 @@ class SqliteRecordBatch implements StoreBatch {
       const rows = planned.map(({ id, staged, kept }) => ({ id, staged, named: staged?.group ? (kept ?? groupIds.get(staged.group.hex)!) : null }));
       const removed: string[] = [];
       for (const { id, staged, named } of rows) {
-        if (staged === null) removed.push(id);
-        else statements.upsert.run(id, staged.text, named);
+        const seen = this.rows.get(id);
+        if (staged === null) {
+          if (seen?.answers === true) statements.removeAnswer.run(id);
+          else removed.push(id);
+        } else if (isAnswerRecord(staged.record)) {
+          statements.upsertAnswer.run(id, staged.text);
+          // An answer record a schema-2 table kept with the lease records moves to its own table.
+          if (seen !== undefined && !seen.answers && seen.text !== null) statements.remove.run(id);
+        } else {
+          statements.upsert.run(id, staged.text, named);
+          // Only a row written into the answer table by hand can be another record: it goes, or it would hide this one.
+          if (seen?.answers === true) statements.removeAnswer.run(id);
+        }
       }
       // Deletions in statements of REMOVE_CHUNK ids (a released group is one), the rest singly.
       let next = 0;

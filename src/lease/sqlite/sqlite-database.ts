@@ -9,12 +9,20 @@
  * the calling thread, which for the I/O thread stalls every other request. Contention is
  * retried asynchronously by the caller instead, until a monotonic deadline (`retryBusy`).
  *
- * Schema 2: `PRAGMA application_id` = `SQLITE_APPLICATION_ID` marks the file as symfence's,
- * `PRAGMA user_version` = 2 is the schema, table `symfence_table` records the table kind, table
+ * Schema 3: `PRAGMA application_id` = `SQLITE_APPLICATION_ID` marks the file as symfence's,
+ * `PRAGMA user_version` = 3 is the schema, table `symfence_table` records the table kind, table
  * `lease_records` holds one row per record and `lease_groups` the part every member of a target
- * group shares, once per group (the row layout is sqlite-rows.ts). Schema 1 (no `lease_groups`,
- * every row a whole record) is upgraded in place by the first writer that opens it, in the same
- * transaction that checks it; its rows stay valid as they are.
+ * group shares, once per group (the row layout is sqlite-rows.ts). Table `answer_records` (the
+ * same columns) holds the answer records (docs/lease-format.md "Answers"), apart from the lease
+ * records: a branch's answers stay for the table's life while its lease record lives only while
+ * the branch is held, and in one B-tree the many answer rows would spread the few held lease
+ * rows over many pages, each of which a claim or heartbeat then writes again.
+ *
+ * Older schemas are upgraded in place by the first writer that opens them, in the same
+ * transaction that checks them, and their rows stay valid as they are: schema 1 (no
+ * `lease_groups`, every row a whole record) gets the schema-2 tables, schema 2 gets
+ * `answer_records` (answer records written before it stay in `lease_records`, where reads still
+ * find them, until their next write moves them).
  */
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -32,9 +40,10 @@ export const SQLITE_FILE = 'lease-table.sqlite';
 /** `PRAGMA application_id`: ASCII `SYMF`. */
 export const SQLITE_APPLICATION_ID = 0x53594d46;
 /** `PRAGMA user_version` of the schema this version writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 2;
-/** The older schema a writer upgrades (and a reader still reads). */
+export const SQLITE_SCHEMA_VERSION = 3;
+/** The older schemas a writer upgrades (and a reader still reads). */
 const SQLITE_SCHEMA_V1 = 1;
+const SQLITE_SCHEMA_V2 = 2;
 /** Pause between attempts on a busy database, ms (the flock locker's retry period too). */
 const BUSY_RETRY_MS = 1;
 
@@ -44,6 +53,7 @@ const SCHEMA_SQL = `
 CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
 ${RECORDS_SQL('lease_records')}
 ${GROUPS_SQL}
+${RECORDS_SQL('answer_records')}
 `;
 /** Schema 1 → 2: the records table rebuilt with the new columns; every row keeps its whole record. */
 const UPGRADE_V1_SQL = `
@@ -53,6 +63,8 @@ DROP TABLE lease_records;
 ALTER TABLE lease_records_v2 RENAME TO lease_records;
 ${GROUPS_SQL}
 `;
+/** Schema 2 → 3: the answer records' own table (file comment). */
+const UPGRADE_V2_SQL = RECORDS_SQL('answer_records');
 
 /** One object of `sqlite_schema` as a schema has it: `sql` null for SQLite's own automatic indexes. */
 interface SchemaObject {
@@ -68,6 +80,15 @@ const autoIndex = (tblName: string): SchemaObject => ({ type: 'index', name: `sq
 const stripSemicolon = (sql: string): string => sql.trim().replace(/;$/, '');
 const KIND_TABLE = table('symfence_table', 'CREATE TABLE symfence_table (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT');
 
+const SCHEMA_V2_OBJECTS: readonly SchemaObject[] = [
+  KIND_TABLE,
+  autoIndex('symfence_table'),
+  table('lease_records', stripSemicolon(RECORDS_SQL('lease_records'))),
+  table('lease_groups', stripSemicolon(GROUPS_SQL)),
+  autoIndex('lease_groups'),
+  table('sqlite_sequence', 'CREATE TABLE sqlite_sequence(name,seq)'),
+];
+
 /**
  * Every object of `sqlite_schema` per schema version, and nothing else: a trigger, a view, another
  * table or index, or a table of other columns or constraints (a missing primary key) is refused
@@ -76,17 +97,8 @@ const KIND_TABLE = table('symfence_table', 'CREATE TABLE symfence_table (key TEX
  */
 const EXPECTED_OBJECTS: ReadonlyMap<number, readonly SchemaObject[]> = new Map([
   [SQLITE_SCHEMA_V1, [KIND_TABLE, autoIndex('symfence_table'), table('lease_records', 'CREATE TABLE lease_records (id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL) STRICT'), autoIndex('lease_records')]],
-  [
-    SQLITE_SCHEMA_VERSION,
-    [
-      KIND_TABLE,
-      autoIndex('symfence_table'),
-      table('lease_records', stripSemicolon(RECORDS_SQL('lease_records'))),
-      table('lease_groups', stripSemicolon(GROUPS_SQL)),
-      autoIndex('lease_groups'),
-      table('sqlite_sequence', 'CREATE TABLE sqlite_sequence(name,seq)'),
-    ],
-  ],
+  [SQLITE_SCHEMA_V2, SCHEMA_V2_OBJECTS],
+  [SQLITE_SCHEMA_VERSION, [...SCHEMA_V2_OBJECTS, table('answer_records', stripSemicolon(RECORDS_SQL('answer_records')))]],
 ]);
 
 let loaded: typeof BetterSqlite3 | null | undefined;
@@ -283,8 +295,9 @@ function checkOrCreateSchema(db: SqliteDatabase, file: string, kind: RecordKind)
     return;
   }
   checkSchema(db, file, kind, header);
-  if (header.version === SQLITE_SCHEMA_V1) {
-    db.exec(UPGRADE_V1_SQL);
+  if (header.version === SQLITE_SCHEMA_V1) db.exec(UPGRADE_V1_SQL);
+  if (header.version === SQLITE_SCHEMA_V1 || header.version === SQLITE_SCHEMA_V2) {
+    db.exec(UPGRADE_V2_SQL);
     db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }
 }
@@ -328,9 +341,19 @@ function sameSql(sql: unknown, want: SchemaObject): boolean {
   return typeof sql === 'string' && want.sql.startsWith(prefix) && sql === `CREATE TABLE "${want.name}" ${want.sql.slice(prefix.length)}`;
 }
 
-/** True when `db` has schema 1 (read-only readers read it as it is; a writer upgrades it). */
+/** The schema of `db` (read-only readers read an older one as it is; a writer upgrades it). */
+export function schemaVersion(db: SqliteDatabase): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+/** True when `db` has schema 1: no group rows, no answer table. */
 export function isSchemaV1(db: SqliteDatabase): boolean {
-  return (db.pragma('user_version', { simple: true }) as number) === SQLITE_SCHEMA_V1;
+  return schemaVersion(db) === SQLITE_SCHEMA_V1;
+}
+
+/** True when `db` has the answer records' own table (schema 3). */
+export function hasAnswerTable(db: SqliteDatabase): boolean {
+  return schemaVersion(db) >= SQLITE_SCHEMA_VERSION;
 }
 
 /**

@@ -1,0 +1,103 @@
+// The SQLite store keeps answer records (docs/lease-format.md "Answers") in their own table,
+// `answer_records`, apart from the lease records a claim or heartbeat writes: checked on the
+// database itself (a second connection) and through fresh tables. A schema-2 database, whose
+// answer records sit among the lease records, is upgraded in place by the first writer; its
+// answers are honoured where they are and moved by their next write.
+import { describe, expect, it } from 'vitest';
+import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
+import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
+import { SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite/sqlite-database.js';
+import { openTarget, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
+import { withDb } from '../helpers/sqlite-tables.js';
+
+const sqlite = leaseStoreUnderTest('sqlite');
+
+const INPUT_A = 'a'.repeat(64);
+const INPUT_B = 'b'.repeat(64);
+const TARGETS = [11n, 12n, 13n];
+
+/** The ids of the rows of `table`, sorted. */
+const idsIn = (root: string, table: 'lease_records' | 'answer_records'): string[] =>
+  withDb(root, (db) => (db.prepare(`SELECT id FROM ${table} ORDER BY id`).all() as { id: string }[]).map((r) => r.id));
+
+/** The stored text of `id`'s row in `table`, or undefined. */
+const rowText = (root: string, table: 'lease_records' | 'answer_records', id: string): string | undefined =>
+  withDb(root, (db) => (db.prepare(`SELECT record FROM ${table} WHERE id = ?`).get(id) as { record: string } | undefined)?.record);
+
+const answerIds = (targets: readonly bigint[]): string[] => targets.map((t) => answerRecordId(t)).sort();
+
+describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 'true')('SQLite answer table', () => {
+  it('writes answer records into answer_records and lease records into lease_records; claims and heartbeats leave the answer rows untouched', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    try {
+      const first = await table.claimGroup(TARGETS, {}, { owner: 'c1', nowMs: 10 * S, input: INPUT_A });
+      if (!first.ok) throw new Error('claim failed');
+      expect(idsIn(root, 'lease_records')).toEqual(TARGETS.map((t) => targetRecordId(t)).sort());
+      expect(idsIn(root, 'answer_records')).toEqual([]);
+      expect(await table.releaseGroup(TARGETS, first.token, { nowMs: 11 * S, answers: { input: INPUT_A, settled: [11n, 12n], open: [13n] } })).toEqual({ ok: true });
+      expect(idsIn(root, 'lease_records')).toEqual([]);
+      expect(idsIn(root, 'answer_records')).toEqual(answerIds(TARGETS));
+      const before = answerIds(TARGETS).map((id) => rowText(root, 'answer_records', id));
+      expect(JSON.parse(before[answerIds(TARGETS).indexOf(answerRecordId(11n))]!)).toMatchObject({ role: 'answers', answered: true, settled: [INPUT_A] });
+
+      // Another input: a claim and a heartbeat write lease rows only.
+      const second = await table.claimGroup(TARGETS, {}, { owner: 'c2', nowMs: 20 * S, input: INPUT_B });
+      if (!second.ok) throw new Error('second claim failed');
+      expect(await table.heartbeatGroup(TARGETS, second.token, { nowMs: 21 * S })).toEqual({ ok: true });
+      expect(idsIn(root, 'lease_records')).toHaveLength(3);
+      expect(answerIds(TARGETS).map((id) => rowText(root, 'answer_records', id))).toEqual(before);
+      expect(await table.releaseGroup(TARGETS, second.token)).toEqual({ ok: true });
+    } finally {
+      await table.close();
+    }
+    // A fresh table (no cache) reads the answers from their table.
+    const fresh = await openTarget(root, { store: 'sqlite' });
+    try {
+      expect(await fresh.claimGroup(TARGETS, {}, { owner: 'c3', nowMs: 30 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'answered', answered: [11n, 12n] });
+      const inspected = await inspectLeaseTable(root, { nowMs: 30 * S, leaseTtlMs: 60 * S });
+      expect(inspected.counts).toMatchObject({ corrupt: 0 });
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('upgrades a schema-2 database: its answer records are honoured where they are and moved to answer_records by their next write', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    const claim = await table.claimGroup(TARGETS, {}, { owner: 'c1', nowMs: 10 * S, input: INPUT_A });
+    if (!claim.ok) throw new Error('claim failed');
+    expect(await table.releaseGroup(TARGETS, claim.token, { nowMs: 11 * S, answers: { input: INPUT_A, settled: [11n] } })).toEqual({ ok: true });
+    await table.close();
+    const moved = answerRecordId(11n);
+    const text = rowText(root, 'answer_records', moved)!;
+    // The database as schema 2 had it: the answer record among the lease records, no answer table.
+    withDb(root, (db) => {
+      db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL)').run(moved, text);
+      db.exec('DROP TABLE answer_records');
+      db.pragma('user_version = 2');
+    });
+    // A read-only reader (symfence leases) reads schema 2 as it is.
+    expect((await inspectLeaseTable(root, { nowMs: 12 * S, leaseTtlMs: 60 * S })).counts).toMatchObject({ corrupt: 0 });
+
+    const upgraded = await openTarget(root, { store: 'sqlite' });
+    try {
+      expect(withDb(root, (db) => db.pragma('user_version', { simple: true }))).toBe(SQLITE_SCHEMA_VERSION);
+      expect(idsIn(root, 'answer_records')).toEqual([]);
+      expect(idsIn(root, 'lease_records')).toEqual([moved]);
+      // Honoured where it is.
+      expect(await upgraded.claimGroup(TARGETS, {}, { owner: 'c2', nowMs: 20 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'answered', answered: [11n] });
+      // Its next write moves it, with the new answer, to the answer table.
+      const next = await upgraded.claimGroup(TARGETS, {}, { owner: 'c2', nowMs: 21 * S, input: INPUT_B });
+      if (!next.ok) throw new Error('claim on another input failed');
+      expect(await upgraded.releaseGroup(TARGETS, next.token, { nowMs: 22 * S, answers: { input: INPUT_B, settled: [11n] } })).toEqual({ ok: true });
+      expect(idsIn(root, 'lease_records')).toEqual([]);
+      expect(idsIn(root, 'answer_records')).toEqual([moved]);
+      expect(JSON.parse(rowText(root, 'answer_records', moved)!)).toMatchObject({ role: 'answers', answered: true, settled: [INPUT_A, INPUT_B] });
+      expect(await upgraded.claimGroup([11n], {}, { owner: 'c3', nowMs: 23 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'answered' });
+    } finally {
+      await upgraded.close();
+    }
+  });
+});
