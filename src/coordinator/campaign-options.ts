@@ -3,6 +3,7 @@
  * `symfence run`/`demo` and the `SYMFENCE_*` environment variables.
  */
 import { defineOptionSchema, type ResolvedOptions } from '../config/schema.js';
+import { DEFAULT_TRACE_STORE_MAX_BYTES, MAX_TRACE_STORE_MAX_BYTES, MIN_TRACE_STORE_MAX_BYTES } from '../commit/trace-store-cap.js';
 
 /**
  * Most solver slots of one campaign: the solver pool's own bound (`SOLVER_OPTIONS.workers`), so a
@@ -192,6 +193,20 @@ export const CAMPAIGN_OPTIONS = defineOptionSchema('campaign', {
     flag: 'max-setup-failures',
     env: 'SYMFENCE_MAX_SETUP_FAILURES',
     description: 'set-up failures in a row (solver or afl-showmap cannot start) before the campaign stops',
+  },
+  /**
+   * Size cap of the campaign's shared traces, bytes: over it, the least recently used traces (of
+   * work done for a whole work TTL) are evicted; their `done` records stay (docs/campaign.md
+   * "Shared traces"). 1 MiB..1 TiB. Default 512 MiB.
+   */
+  traceStoreMaxBytes: {
+    kind: 'size',
+    default: DEFAULT_TRACE_STORE_MAX_BYTES,
+    min: MIN_TRACE_STORE_MAX_BYTES,
+    max: MAX_TRACE_STORE_MAX_BYTES,
+    flag: 'trace-store-max',
+    env: 'SYMFENCE_TRACE_STORE_MAX',
+    description: 'size cap of the shared traces under the lease directory (etcd: under the prefix); over it the least recently used are evicted',
   },
   /** Take over other coordinators' expired work. Default true. */
   recoverExpiredWork: {

@@ -6,7 +6,8 @@
  *              ours from a previous life (same coordinator id)      → replay at once
  *              another's, silent for a whole work TTL (and takeover on) → replay
  *            replay = load staged findings (verified) ──▶ fenced publish + done ──▶ discard staged
- *        ──▶ sweep staged files of work done for a TTL ──▶ sweep temps of writers provably gone
+ *        ──▶ sweep staged files of work done for a TTL ──▶ evict traces over the cap (least
+ *            recently used, of work done for a TTL) ──▶ sweep temps of writers provably gone
  *
  * Contract: a record is published exactly once whoever claims its publication first — the owner,
  * or any replaying coordinator — because a publication is claimed in the record before anything
@@ -80,15 +81,21 @@ export class CommitRecovery {
       if (!mine && (!ctx.recoverExpiredWork || !isStaleSince(record.updatedMs, ctx.workLeaseTtlMs, now))) continue;
       if (await this.#replay(record)) replayed++;
     }
+    // Only records done for a whole work TTL: the scan reads without locks, and a `done` just
+    // written can still be rolled back to `committing` by its batch (a failed barrier), which
+    // needs its staged files again. A rollback happens within its batch, long before a TTL.
+    const settled = new Set<string>();
+    for (const [workId, completedMs] of scan.done) if (isStaleSince(completedMs, ctx.workLeaseTtlMs, now)) settled.add(workId);
     try {
-      // Only records done for a whole work TTL: the scan reads without locks, and a `done` just
-      // written can still be rolled back to `committing` by its batch (a failed barrier), which
-      // needs its staged files again. A rollback happens within its batch, long before a TTL.
-      const settled = new Set<string>();
-      for (const [workId, completedMs] of scan.done) if (isStaleSince(completedMs, ctx.workLeaseTtlMs, now)) settled.add(workId);
       counters.stagedSwept += await ctx.commits.sweep(settled, scan.traces);
     } catch (error) {
       ctx.log.warn({ err: error }, 'sweeping staged findings failed');
+    }
+    try {
+      // The trace store's cap (docs/campaign.md "Shared traces"): the same settled records only.
+      if (ctx.commits.evictTraces) counters.tracesEvicted += await ctx.commits.evictTraces(scan, settled);
+    } catch (error) {
+      ctx.log.warn({ err: error, code: codeOf(error) }, 'evicting shared traces over the cap failed');
     }
     try {
       // Temps of crashed writers (docs/leases.md "Leftover temp files"): never a live writer's.

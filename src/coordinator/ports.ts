@@ -310,6 +310,8 @@ export interface CommitScan {
    * it names none; absent when the scan cannot tell (its trace files are then never swept).
    */
   readonly traces?: ReadonlyMap<string, string | null>;
+  /** Work id → the size, bytes, of the trace file in `traces`, as its manifest names it (the trace store's cap). */
+  readonly traceBytes?: ReadonlyMap<string, number>;
 }
 
 /** `completed`: published now by this call; `already`: someone else finished it; else refused. */
@@ -362,6 +364,12 @@ export interface ResultCommits {
    * traces); resolves with how many.
    */
   sweep(done: ReadonlySet<string>, keptTraces?: ReadonlyMap<string, string | null>): Promise<number>;
+  /**
+   * Evicts the least recently used traces kept by `scan`'s done records while they take more than
+   * the trace store's cap, only traces of work in `settled` (docs/campaign.md "Shared traces");
+   * resolves with how many. Optional: fakes may omit it.
+   */
+  evictTraces?(scan: CommitScan, settled: ReadonlySet<string>): Promise<number>;
   /**
    * Removes leftover temp files whose writer is provably gone (docs/leases.md "Leftover temp
    * files"); resolves with how many. Optional: fakes may omit it.

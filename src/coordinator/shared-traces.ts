@@ -20,15 +20,17 @@
  * killed in between restarts (same `--coordinator-id`) from a save older than its trace; its trace
  * claim is refused `done`, so without the adoption it would never learn that input's branches.
  *
- * A trace that cannot be read or parsed is counted (`traceAdoptFailures`) and logged; the input
- * is not traced again (its work is done), so its branches are learned only from the runs that
- * reach them. Nothing here throws.
+ * A trace that cannot be read or parsed is counted (`traceAdoptFailures`) and logged; one no
+ * longer stored (evicted by the trace store's cap) is counted apart (`traceAdoptMissing`). Either
+ * way the input is not traced again (its work is done), so its branches are learned only from the
+ * runs that reach them. Nothing here throws.
  */
 import type { Logger } from 'pino';
 import type { ClaimRefused } from '../lease/claim-outcome.js';
 import { parseTelemetry, type Telemetry } from '../scheduler/telemetry.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import type { CoordinatorJob, ResultCommits } from './ports.js';
+import { isTraceGone } from './trace-gone.js';
 
 /** Where an adopted trace goes and where a deferred trace waits (the work source). */
 export interface TraceSink {
@@ -44,7 +46,7 @@ export interface SharedTraceContext {
   readonly coordinatorId: string;
   readonly commits: Pick<ResultCommits, 'loadTrace'>;
   readonly sink: TraceSink;
-  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred' | 'tracesRelearned'>;
+  readonly counters: Pick<CampaignCounters, 'tracesAdopted' | 'traceAdoptFailures' | 'tracesDeferred' | 'tracesRelearned' | 'traceAdoptMissing'>;
   readonly log: Logger;
 }
 
@@ -65,6 +67,11 @@ export async function traceClaimRefused(ctx: SharedTraceContext, job: Coordinato
     if (bytes === undefined) return; // the trace run crashed, timed out or wrote no telemetry
     telemetry = parseTelemetry(new TextDecoder().decode(bytes));
   } catch (error) {
+    if (isTraceGone(error)) {
+      ctx.counters.traceAdoptMissing++;
+      ctx.log.debug({ workId, tracer: finished.owner }, ours ? 'our own stored trace was evicted; not learnt again' : 'the shared trace of another coordinator was evicted; not adopted');
+      return;
+    }
     ctx.counters.traceAdoptFailures++;
     ctx.log.warn({ err: error, workId, tracer: finished.owner }, ours ? 'our own stored trace is unreadable; not learnt again' : 'the shared trace of another coordinator is unreadable; not adopted');
     return;

@@ -227,6 +227,10 @@ export class FaultInjectingFsLayer implements FsLayer {
     return this.run('readdir', path, () => this.inner.readdir(path));
   }
 
+  utimes(path: string, atimeMs: number, mtimeMs: number): Promise<void> {
+    return this.run('utimes', path, () => this.inner.utimes(path, atimeMs, mtimeMs));
+  }
+
   async syncDirectory(path: string): Promise<void> {
     await this.run('syncDirectory', path, () => this.inner.syncDirectory(path));
     this.directoryBarriers += 1;

@@ -45,7 +45,8 @@ export type FsOperation =
   | 'unlink'
   | 'mkdir'
   | 'readdir'
-  | 'syncDirectory';
+  | 'syncDirectory'
+  | 'utimes';
 
 export interface FsLayer {
   /** `open(2)`; `flags` are `fs.constants` bits. Resolves to a file descriptor. */
@@ -79,6 +80,11 @@ export interface FsLayer {
   mkdir(path: string, mode?: number): Promise<void>;
   readdir(path: string): Promise<string[]>;
   /**
+   * `utimes(2)`: sets a file's access and modification times, ms since the epoch (a shared trace's
+   * last use, docs/campaign.md "Shared traces"). No barrier: a lost update only ages the file.
+   */
+  utimes(path: string, atimeMs: number, mtimeMs: number): Promise<void>;
+  /**
    * Directory barrier: open the directory `O_RDONLY|O_DIRECTORY`, `fsync` it, close it. Makes the
    * names created, renamed or removed in it durable.
    */
@@ -96,6 +102,7 @@ const renameAsync = promisify(fs.rename);
 const unlinkAsync = promisify(fs.unlink);
 const mkdirAsync = promisify(fs.mkdir);
 const readdirAsync = promisify(fs.readdir);
+const utimesAsync = promisify(fs.utimes);
 
 /**
  * First read of `readAll`: larger than a lease record, and small enough that `allocUnsafe` carves it
@@ -200,6 +207,11 @@ export class NodeFsLayer implements FsLayer {
 
   readdir(path: string): Promise<string[]> {
     return readdirAsync(path);
+  }
+
+  utimes(path: string, atimeMs: number, mtimeMs: number): Promise<void> {
+    // Node takes seconds (fractions kept) for numbers.
+    return utimesAsync(path, atimeMs / 1000, mtimeMs / 1000);
   }
 
   async syncDirectory(path: string): Promise<void> {

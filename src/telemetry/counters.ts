@@ -56,6 +56,13 @@ export interface CampaignCounters {
   tracesAdopted: number;
   traceAdoptFailures: number;
   tracesDeferred: number;
+  /**
+   * Shared traces a done record names that were no longer stored (evicted by the trace store's
+   * cap): not adopted, not a failure, the input not traced again; and the traces this
+   * coordinator's sweep evicted (docs/campaign.md "Shared traces").
+   */
+  traceAdoptMissing: number;
+  tracesEvicted: number;
   tracesRelearned: number;
   /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
   dispatchRollbacks: number;
@@ -172,6 +179,8 @@ export function createCounters(): CampaignCounters {
     tracesAdopted: 0,
     traceAdoptFailures: 0,
     tracesDeferred: 0,
+    traceAdoptMissing: 0,
+    tracesEvicted: 0,
     tracesRelearned: 0,
     dispatchRollbacks: 0,
     leaseSteals: 0,
@@ -289,6 +298,8 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'tracesAdopted',
   'traceAdoptFailures',
   'tracesDeferred',
+  'traceAdoptMissing',
+  'tracesEvicted',
   'tracesRelearned',
 ]);
 

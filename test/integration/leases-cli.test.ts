@@ -75,7 +75,7 @@ describeEachStore('symfence leases', (store) => {
     expect(out).toContain('answers: 2 branches answered, 2 (input, branch) pairs, 1 open questions, 287 bytes');
     // The traces live in the lease directory whatever the store, but for etcd (kept in etcd).
     if (store.name === 'etcd') expect(out).not.toContain('traces:');
-    else expect(out).toContain(`${path.join(dir, 'traces')}\n  traces: 2 stored (123 bytes)`);
+    else expect(out).toContain(`${path.join(dir, 'traces')}\n  traces: 2 stored (123 bytes, cap ${512 * 1024 * 1024} bytes)`);
   });
 
   it('prints machine-readable JSON with --json', async () => {
@@ -89,7 +89,7 @@ describeEachStore('symfence leases', (store) => {
     expect(work.owners.beta).toEqual({ leased: 0, expired: 0, committing: 1, done: 1 });
     expect(work).not.toHaveProperty('answers');
     expect(parsed.tables.find((t) => t.kind === 'target')).toMatchObject({ answers: { branches: 2, pairs: 2, open: 1, bytes: 287 } });
-    expect((parsed as unknown as { traces: unknown[] }).traces).toEqual(store.name === 'etcd' ? [] : [{ dir: path.join(dir, 'traces'), count: 2, bytes: 123 }]);
+    expect((parsed as unknown as { traces: unknown[] }).traces).toEqual(store.name === 'etcd' ? [] : [{ dir: path.join(dir, 'traces'), count: 2, bytes: 123, capBytes: 512 * 1024 * 1024 }]);
   });
 
   it('check lists every corrupt record and exits 1', async () => {
@@ -128,7 +128,9 @@ describeEachStore('symfence leases', (store) => {
   it('documents both commands, their flags and their exit codes in --help, exiting 0', async () => {
     const top = await run('leases', '--help');
     expect(top.code).toBe(0);
-    for (const text of ['check', '--json', '--lease-ttl', 'Exit codes', 'leased, expired, committing, done']) expect(top.out).toContain(text);
+    for (const text of ['check', '--json', '--lease-ttl', '--trace-store-max <size>', 'Exit codes', 'leased, expired, committing, done']) expect(top.out).toContain(text);
+    // commander wraps the descriptions: compared with the line breaks folded.
+    expect(top.out.replace(/\s+/g, ' ')).toContain('default: 512M; env: SYMFENCE_TRACE_STORE_MAX');
     const check = await run('leases', 'check', '--help');
     expect(check.code).toBe(0);
     for (const text of ['<dir>', '--json', 'Exit codes: 0 no corrupt record, 1 at least one']) expect(check.out).toContain(text);
@@ -163,6 +165,45 @@ describeEachStore('symfence leases', (store) => {
     const json = await run('leases', root, '--json');
     const parsed = JSON.parse(json.out) as { tables: { owners: Record<string, unknown> }[] };
     expect(Object.keys(parsed.tables[0]!.owners)).toEqual([owner]);
+  });
+
+  it('shows the traces\' cap from --trace-store-max, else SYMFENCE_TRACE_STORE_MAX, in text and --json, for leases and check', async () => {
+    const { dir } = await campaignDir(store);
+    const flagged = await run('leases', dir, '--trace-store-max', '64M');
+    expect(flagged.code).toBe(0);
+    if (store.name !== 'etcd') expect(flagged.out).toContain(`traces: 2 stored (123 bytes, cap ${64 * 1024 * 1024} bytes)`);
+    storeEnv = { ...storeEnv, SYMFENCE_TRACE_STORE_MAX: '2M' };
+    const json = JSON.parse((await run('leases', 'check', dir, '--json')).out) as { traces: { capBytes: number }[] };
+    expect(json.traces.map((t) => t.capBytes)).toEqual(store.name === 'etcd' ? [] : [2 * 1024 * 1024]);
+    const checked = await run('leases', 'check', dir);
+    if (store.name !== 'etcd') expect(checked.out).toContain(`traces: 2 stored in ${path.join(dir, 'traces')} (123 bytes, cap ${2 * 1024 * 1024} bytes)\ntemps: `);
+  });
+
+  it.each([
+    ['12q', '12q'],
+    ['1k', '1024'], // below one trace of the largest size; the range error names the value in bytes
+  ])('rejects --trace-store-max %s naming the option and the value, exit 2', async (value, named) => {
+    const root = await tempRoot();
+    await openWork(root, { coordination: 'single', ...store.options() });
+    for (const argv of [['leases', root], ['leases', 'check', root]]) {
+      const { code, err } = await run(...argv, '--trace-store-max', value);
+      expect(code).toBe(2);
+      expect(err).toContain('ERR_INVALID_OPTION');
+      expect(err).toContain('--trace-store-max');
+      expect(err).toContain(named);
+    }
+  });
+
+  it('check refuses a traces path that is not a directory with exit 2, naming it', async () => {
+    if (store.name === 'etcd') return; // the traces are in etcd: the lease root's traces/ is not read
+    const root = await tempRoot();
+    await openWork(path.join(root, 'work'), { coordination: 'single', ...store.options() });
+    await writeFile(path.join(root, 'traces'), 'not a directory');
+    const { code, err } = await run('leases', 'check', root);
+    expect(code).toBe(2);
+    expect(err).toContain('ERR_USAGE');
+    expect(err).toContain(path.join(root, 'traces'));
+    expect(err.trim().split('\n')).toHaveLength(1);
   });
 
   it('check names a missing directory with exit 2 and one stderr line', async () => {

@@ -14,7 +14,8 @@ import { LeaseCorruptError, UsageError } from '../../errors.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
-import { formatDuration } from '../../config/schema.js';
+import { formatDuration, formatSize, parseOptionValue } from '../../config/schema.js';
+import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import { escapeForTerminal } from '../../util/terminal-text.js';
 import type { CliIo } from '../program.js';
 
@@ -22,6 +23,7 @@ interface LeasesFlags {
   readonly json?: boolean;
   readonly leaseTtl?: string;
   readonly staleTempAge?: string;
+  readonly traceStoreMax?: string;
 }
 
 function definedOnly(flags: LeasesFlags): LeasesFlags {
@@ -30,6 +32,16 @@ function definedOnly(flags: LeasesFlags): LeasesFlags {
 
 function ttlOf(flags: LeasesFlags): number {
   return flags.leaseTtl === undefined ? LEASE_TABLE_OPTIONS.defaults.leaseTtlMs : parseDurationMs('--lease-ttl', flags.leaseTtl);
+}
+
+const TRACE_STORE_MAX = CAMPAIGN_OPTIONS.specs.traceStoreMaxBytes;
+
+/** The traces' cap the coordinators run with: `--trace-store-max`, else its variable, else the default. */
+function traceCapOf(flags: LeasesFlags, env: NodeJS.ProcessEnv = process.env): number {
+  if (flags.traceStoreMax !== undefined) return parseOptionValue(`--${TRACE_STORE_MAX.flag}`, TRACE_STORE_MAX, flags.traceStoreMax) as number;
+  const fromEnv = env[TRACE_STORE_MAX.env];
+  if (fromEnv !== undefined && fromEnv !== '') return parseOptionValue(TRACE_STORE_MAX.env, TRACE_STORE_MAX, fromEnv) as number;
+  return TRACE_STORE_MAX.default;
 }
 
 /** The shared terminal escaping (src/util/terminal-text.ts), under the name this module exported first. */
@@ -54,19 +66,21 @@ export interface TracesInspection {
   readonly dir: string;
   readonly count: number;
   readonly bytes: number;
+  /** The cap the coordinators evict down from (`--trace-store-max`), bytes. */
+  readonly capBytes: number;
 }
 
 /**
  * Counts the shared traces of the lease root `leaseRoot` (`<leaseRoot>/traces/`, trace files only:
  * temps and other names are not counted); none when the directory does not exist.
  */
-export async function inspectTraces(leaseRoot: string, fsLayer: FsLayer = nodeFsLayer): Promise<TracesInspection> {
+export async function inspectTraces(leaseRoot: string, fsLayer: FsLayer = nodeFsLayer, capBytes: number = TRACE_STORE_MAX.default): Promise<TracesInspection> {
   const dir = path.join(path.resolve(leaseRoot), TRACES_DIR);
   let names: string[];
   try {
     names = await fsLayer.readdir(dir);
   } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return { dir, count: 0, bytes: 0 };
+    if (errnoCode(error) === 'ENOENT') return { dir, count: 0, bytes: 0, capBytes };
     throw new UsageError(`cannot read trace directory ${dir}: ${errnoCode(error) ?? (error as Error).message}`, { path: dir });
   }
   let count = 0;
@@ -82,11 +96,11 @@ export async function inspectTraces(leaseRoot: string, fsLayer: FsLayer = nodeFs
       if (errnoCode(error) !== 'ENOENT') throw error;
     }
   }
-  return { dir, count, bytes };
+  return { dir, count, bytes, capBytes };
 }
 
 function renderTraces(t: TracesInspection): string {
-  return `${escapeControl(t.dir)}\n  traces: ${t.count} stored (${t.bytes} bytes)\n`;
+  return `${escapeControl(t.dir)}\n  traces: ${t.count} stored (${t.bytes} bytes, cap ${t.capBytes} bytes)\n`;
 }
 
 function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number, traces: readonly TracesInspection[], temps?: TempsReport): string {
@@ -97,9 +111,9 @@ function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: n
  * The shared traces of every lease root holding a directory-store table (an etcd campaign keeps
  * its traces in etcd): the lease root is the parent of a campaign's tables.
  */
-async function tracesOf(tables: readonly TableInspection[]): Promise<TracesInspection[]> {
+async function tracesOf(tables: readonly TableInspection[], capBytes: number): Promise<TracesInspection[]> {
   const roots = new Set(tables.filter((t) => t.store !== 'etcd').map((t) => path.dirname(t.root)));
-  return Promise.all([...roots].map((root) => inspectTraces(root)));
+  return Promise.all([...roots].map((root) => inspectTraces(root, nodeFsLayer, capBytes)));
 }
 
 interface TempsReport extends TempSweepReport {
@@ -127,6 +141,12 @@ async function sweepTemps(tables: readonly TableInspection[], nowMs: number, sta
 const ttlOption = (): Option =>
   new Option('--lease-ttl <duration>', `TTL after which a leased record without its own stored TTL counts as expired (default: ${formatDuration(LEASE_TABLE_OPTIONS.defaults.leaseTtlMs)})`);
 
+const traceCapOption = (): Option =>
+  new Option(
+    `--${TRACE_STORE_MAX.flag} <size>`,
+    `the shared traces' size cap the coordinators run with, shown beside the traces (default: ${formatSize(TRACE_STORE_MAX.default)}; env: ${TRACE_STORE_MAX.env})`,
+  );
+
 export function register(program: Command, io: CliIo): void {
   const leases = program
     .command('leases')
@@ -134,6 +154,7 @@ export function register(program: Command, io: CliIo): void {
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
+    .addOption(traceCapOption())
     .addHelpText(
       'after',
       '\nRead-only and lock-free: safe next to running coordinators. A leased record counts as expired\n' +
@@ -143,8 +164,9 @@ export function register(program: Command, io: CliIo): void {
     .action(async (dir: string, flags: LeasesFlags) => {
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
+      const capBytes = traceCapOf(flags);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
-      const traces = await tracesOf(tables);
+      const traces = await tracesOf(tables, capBytes);
       io.stdout(flags.json ? toJson(tables, nowMs, leaseTtlMs, traces) : [...tables.map(renderTable), ...traces.filter((t) => t.count > 0).map(renderTraces)].join(''));
     });
   leases
@@ -153,6 +175,7 @@ export function register(program: Command, io: CliIo): void {
     .argument('<dir>', 'a lease table root, or a directory holding table roots')
     .option('--json', 'print JSON instead of text')
     .addOption(ttlOption())
+    .addOption(traceCapOption())
     .addOption(
       new Option(
         '--stale-temp-age <duration>',
@@ -177,16 +200,21 @@ export function register(program: Command, io: CliIo): void {
       const nowMs = Date.now();
       const leaseTtlMs = ttlOf(flags);
       const staleTempAgeMs = resolveStaleTempAgeMs(flags.staleTempAge);
+      const capBytes = traceCapOf(flags);
       const tables = await inspectLeaseDirectory(dir, { nowMs, leaseTtlMs });
+      // The traces directory is read (and refused with ERR_USAGE naming it when it cannot be)
+      // before its temps are swept, in text mode too.
+      const traces = await tracesOf(tables, capBytes);
       const temps = await sweepTemps(tables, nowMs, staleTempAgeMs);
       const corrupt = tables.flatMap((t) => t.corrupt);
-      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, await tracesOf(tables), temps));
+      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, traces, temps));
       else {
         for (const bad of corrupt) io.stdout(`corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}\n`);
         if (corrupt.length === 0) {
           const records = tables.reduce((n, t) => n + t.counts.leased + t.counts.committing + t.counts.done, 0);
           io.stdout(`ok: ${tables.length} table(s), ${records} record(s), no corrupt record\n`);
         }
+        for (const t of traces) io.stdout(`traces: ${t.count} stored in ${escapeControl(t.dir)} (${t.bytes} bytes, cap ${t.capBytes} bytes)\n`);
         io.stdout(`temps: swept ${temps.swept} leftover temp file(s) of writers that are gone, kept ${temps.kept} of live or possibly live writers\n`);
       }
       if (corrupt.length > 0) {

@@ -46,7 +46,8 @@ import type { CampaignComponents, CampaignContext } from '../campaign-context.js
 import type { CampaignOptions } from '../campaign-options.js';
 import { decideSolverTelemetry, resolveOnPath, type SolverTelemetryDecision } from '../../solver/solver-telemetry.js';
 import { preloadLibraryPath } from '../../solver/preload-library.js';
-import type { SeedInput } from '../ports.js';
+import type { Clock, SeedInput } from '../ports.js';
+import type { FsLayer } from '../../fs/fs-layer.js';
 import { SeedWorkSource } from '../seed-work-source.js';
 import { probeSolverCommand, type SolverProbeSpec } from './solver-probe.js';
 import { IoTargetLeases, IoWorkLeases } from './io-lease-adapters.js';
@@ -100,7 +101,7 @@ export function campaignTelemetry(options: CampaignOptions, command: CommandTemp
 }
 
 /** The I/O client with its staging requests served by etcd instead (publication stays on the thread). */
-function withStaging(io: IoThread, staging: EtcdStagedFindings): Parameters<typeof IoResultCommits.open>[1] {
+export function withStaging(io: Pick<IoThread, 'publishCommitted' | 'snapshotRecords'>, staging: EtcdStagedFindings): Parameters<typeof IoResultCommits.open>[1] {
   return {
     publishCommitted: (...args) => io.publishCommitted(...args),
     snapshotRecords: (...args) => io.snapshotRecords(...args),
@@ -248,9 +249,20 @@ function solverPort(context: CampaignContext, spec: ComponentSpec, telemetry: So
   });
 }
 
-/** The result commits over the I/O thread, staging findings in etcd when `staging` is given. */
-function openResultCommits(io: IoThread, leaseRoot: string, publisher: QueuePublisher, staging: EtcdStagedFindings | undefined): Promise<IoResultCommits> {
-  return staging ? IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, {}, staging.readFile) : IoResultCommits.open(leaseRoot, io, publisher);
+/**
+ * The result commits over the I/O thread, staging findings in etcd when `staging` is given (the
+ * traces' last uses then live in etcd too).
+ */
+export function openResultCommits(
+  io: Parameters<typeof IoResultCommits.open>[1],
+  leaseRoot: string,
+  publisher: QueuePublisher,
+  staging: EtcdStagedFindings | undefined,
+  traces: { readonly traceStoreMaxBytes: number; readonly clock: Clock; readonly fsLayer?: FsLayer },
+): Promise<IoResultCommits> {
+  return staging
+    ? IoResultCommits.open(leaseRoot, withStaging(io, staging), publisher, { ...traces, traceUse: staging }, staging.readFile)
+    : IoResultCommits.open(leaseRoot, io, publisher, traces);
 }
 
 export async function buildCampaignComponents(context: CampaignContext, spec: ComponentSpec): Promise<CampaignComponents & { readonly pool: SolverPool<Telemetry> }> {
@@ -270,7 +282,7 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
     // Findings are staged where every coordinator sharing the leases can replay them: under the
     // lease root, or with the etcd store in etcd (the lease root is this host's own there).
     staging = store === 'etcd' ? await EtcdStagedFindings.open(LEASE_TABLE_OPTIONS.resolve({ ...context.lease }), leaseRoot) : undefined;
-    const commits = await openResultCommits(io, leaseRoot, publisher, staging);
+    const commits = await openResultCommits(io, leaseRoot, publisher, staging, { traceStoreMaxBytes: context.options.traceStoreMaxBytes, clock: context.clock });
     pool = new SolverPool<Telemetry>({
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).

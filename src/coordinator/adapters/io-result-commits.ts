@@ -2,10 +2,13 @@
  * `ResultCommits` over the I/O thread: staged findings under the lease root (`StagedFindings`),
  * fenced publication into this coordinator's AFL directories (`QueuePublisher.publishGuarded` +
  * the I/O thread's `publishCommitted`, which publishes and marks the record done under the
- * record's lock), and recovery scans of the work table.
+ * record's lock), recovery scans of the work table, and the shared traces' size cap
+ * (src/commit/trace-store-cap.ts).
  */
 import { TRACES_DIR, parseStagedName, type CommitManifest } from '../../commit/commit-manifest.js';
 import { StagedFindings, type StageInfo, type StagingClient } from '../../commit/staged-findings.js';
+import { DEFAULT_TRACE_STORE_MAX_BYTES, evictLeastRecentlyUsedTraces, fileTraceUse, type KeptTrace, type TraceUse } from '../../commit/trace-store-cap.js';
+import { systemClock } from '../../core/clock.js';
 import type { DirectoryFiles } from '../../io/io-requests.js';
 import type { ReplayResult, SnapshotEntry } from '../../lease/lease-results.js';
 import { nodeFsLayer, type FsLayer } from '../../fs/fs-layer.js';
@@ -13,7 +16,7 @@ import { findLeaseTables } from '../../lease/lease-inspect.js';
 import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { resolveStaleTempAgeMs, sweepLeaseTableTemps } from '../../lease/temp-sweep.js';
 import type { QueuePublisher } from '../../triage/queue-publisher.js';
-import type { CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
+import type { Clock, CommitFinding, CommitPublication, CommitScan, CommittingWork, FindingItem, PublishedEntry, ResultCommits, StagedResult } from '../ports.js';
 
 /** The I/O-thread requests this adapter uses (an `IoClient` has them). */
 interface ResultCommitsClient extends StagingClient {
@@ -29,6 +32,16 @@ interface TempSweepSettings {
   readonly fsLayer?: FsLayer;
 }
 
+/** The shared traces' size cap (docs/campaign.md "Shared traces"). */
+interface TraceStoreSettings {
+  /** See `CAMPAIGN_OPTIONS.traceStoreMaxBytes`. Default 512 MiB. */
+  readonly traceStoreMaxBytes?: number;
+  /** Where last uses live: default the files' mtimes through `fsLayer`; the etcd store's use keys. */
+  readonly traceUse?: TraceUse;
+  /** The time an adoption marks a trace used. Default: the system clock. */
+  readonly clock?: Clock;
+}
+
 export class IoResultCommits implements ResultCommits {
   readonly staged: StagedFindings;
   readonly #client: ResultCommitsClient;
@@ -36,9 +49,12 @@ export class IoResultCommits implements ResultCommits {
   readonly #leaseRoot: string;
   readonly #staleTempAgeMs: number;
   readonly #fsLayer: FsLayer;
+  readonly #traceStoreMaxBytes: number;
+  readonly #traceUse: TraceUse;
+  readonly #clock: Clock;
   #tablesSwept = false;
 
-  private constructor(staged: StagedFindings, client: ResultCommitsClient, publisher: QueuePublisher, leaseRoot: string, temps: TempSweepSettings) {
+  private constructor(staged: StagedFindings, client: ResultCommitsClient, publisher: QueuePublisher, leaseRoot: string, temps: TempSweepSettings & TraceStoreSettings) {
     this.staged = staged;
     this.#client = client;
     this.#publisher = publisher;
@@ -46,6 +62,9 @@ export class IoResultCommits implements ResultCommits {
     this.#staleTempAgeMs =
       temps.staleTempAgeMs === undefined ? resolveStaleTempAgeMs(undefined) : LEASE_TABLE_OPTIONS.resolve({ staleTempAgeMs: temps.staleTempAgeMs }).staleTempAgeMs;
     this.#fsLayer = temps.fsLayer ?? nodeFsLayer;
+    this.#traceStoreMaxBytes = temps.traceStoreMaxBytes ?? DEFAULT_TRACE_STORE_MAX_BYTES;
+    this.#traceUse = temps.traceUse ?? fileTraceUse(this.#fsLayer);
+    this.#clock = temps.clock ?? systemClock;
   }
 
   /**
@@ -53,7 +72,13 @@ export class IoResultCommits implements ResultCommits {
    * `readFile`: how finding files are read (default from disk; the etcd store reads staged ones
    * from the cluster, commit/etcd-staged-findings.ts).
    */
-  static async open(leaseRoot: string, client: ResultCommitsClient, publisher: QueuePublisher, temps: TempSweepSettings = {}, readFile?: (file: string) => Promise<Uint8Array>): Promise<IoResultCommits> {
+  static async open(
+    leaseRoot: string,
+    client: ResultCommitsClient,
+    publisher: QueuePublisher,
+    temps: TempSweepSettings & TraceStoreSettings = {},
+    readFile?: (file: string) => Promise<Uint8Array>,
+  ): Promise<IoResultCommits> {
     return new IoResultCommits(await StagedFindings.open(leaseRoot, client, ...(readFile ? [readFile] : [])), client, publisher, leaseRoot, temps);
   }
 
@@ -76,24 +101,37 @@ export class IoResultCommits implements ResultCommits {
     const committing: CommittingWork[] = [];
     const done = new Map<string, number>();
     const traces = new Map<string, string | null>();
+    const traceBytes = new Map<string, number>();
     for (const { id, record } of records) {
       if (record.status === 'done') {
         done.set(id, record.completedMs ?? record.updatedMs);
         const kept = tracedName(record.commit);
         if (kept !== undefined) traces.set(id, kept);
+        const size = (record.commit as { trace?: { size?: unknown } } | undefined)?.trace?.size;
+        if (kept && Number.isSafeInteger(size) && (size as number) >= 0) traceBytes.set(id, size as number);
       } else if (record.status === 'committing') {
         committing.push({ workId: id, token: record.token, owner: record.owner, updatedMs: record.updatedMs, payload: record.payload, commit: record.commit });
       }
     }
-    return { committing, done, traces };
+    return { committing, done, traces, traceBytes };
   }
 
   load(workId: string, commit: unknown): Promise<StagedResult> {
     return this.staged.load(workId, commit);
   }
 
-  loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined> {
-    return this.staged.loadTrace(workId, commit);
+  /** Also marks the trace used (the trace store's cap evicts the least recently used). */
+  async loadTrace(workId: string, commit: unknown): Promise<Uint8Array | undefined> {
+    const bytes = await this.staged.loadTrace(workId, commit);
+    const name = bytes === undefined ? undefined : tracedName(commit);
+    if (name) {
+      try {
+        await this.#traceUse.touch(this.staged.tracesDir, name, this.#clock.now());
+      } catch {
+        // A use not recorded only makes the trace look older to the cap; the adoption stands.
+      }
+    }
+    return bytes;
   }
 
   async discard(manifest: CommitManifest): Promise<void> {
@@ -102,6 +140,16 @@ export class IoResultCommits implements ResultCommits {
 
   sweep(done: ReadonlySet<string>, keptTraces?: ReadonlyMap<string, string | null>): Promise<number> {
     return this.staged.sweep(done, keptTraces);
+  }
+
+  evictTraces(scan: CommitScan, settled: ReadonlySet<string>): Promise<number> {
+    const kept: KeptTrace[] = [];
+    for (const [workId, name] of scan.traces ?? []) {
+      const bytes = scan.traceBytes?.get(workId);
+      if (name !== null && bytes !== undefined) kept.push({ workId, name, bytes });
+    }
+    const ctx = { client: this.#client, use: this.#traceUse, dir: this.staged.tracesDir, capBytes: this.#traceStoreMaxBytes };
+    return evictLeastRecentlyUsedTraces(ctx, kept, settled);
   }
 
   /**
