@@ -90,8 +90,14 @@ export interface StoreBatch {
    * that takes locks orders them itself). On failure nothing is held and nothing was written.
    */
   lock(ids: readonly string[]): Promise<void>;
-  /** Reads the records of locked ids (each once per batch), validated. */
-  fetch(ids: readonly string[]): Promise<ReadonlyMap<string, FetchedRead>>;
+  /**
+   * Reads the records of `ids` (each once per batch), validated: each locked, or in `guarded`, ids
+   * read without their own lock because another lock of the batch orders their writes
+   * (lease-operation.ts, `readIds`). A store whose commit does not otherwise check what it read
+   * must check the guarded ids: an optimistic store cannot rely on that other record alone, which
+   * may be absent at the read and absent again at the commit with writes in between.
+   */
+  fetch(ids: readonly string[], guarded?: ReadonlySet<string>): Promise<ReadonlyMap<string, FetchedRead>>;
   /**
    * Refuses, by throwing, changes this store cannot take (a transaction's size limit) before any
    * of them is staged; `staged` is what the batch holds so far.

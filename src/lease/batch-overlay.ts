@@ -71,7 +71,7 @@ export class BatchOverlay {
     }
     if (wanted.size === 0) return;
     const pending = [...wanted];
-    const fetched = await this.store.fetch(pending);
+    const fetched = await this.store.fetch(pending, guarded);
     for (const id of pending) {
       const read = fetched.get(id);
       if (read === undefined) throw misuse(`the store returned no read of ${id}`);

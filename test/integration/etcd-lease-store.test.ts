@@ -140,6 +140,36 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
+  it('refuses a claim whose answer record changed after its read, even when the lease record is absent again by its commit', async () => {
+    const prefix = nextPrefix();
+    const a = await openTarget(await tempRoot(), base(prefix));
+    const b = await openTarget(await tempRoot(), base(prefix));
+    const x = 'a'.repeat(64);
+    try {
+      const kv = (a as unknown as { backend: { connection: { client: { kv: { txn: (...args: unknown[]) => Promise<unknown> } } } } }).backend.connection.client.kv;
+      const txn = kv.txn.bind(kv);
+      // Right after a's read of branch 60 (lease record and answer record absent), b claims 60,
+      // answers it on x and releases it: its lease record is absent again when a commits.
+      let armed = true;
+      kv.txn = async (...args: unknown[]) => {
+        const result = await txn(...args);
+        if (armed) {
+          armed = false;
+          const other = await b.claimGroup([60n], { path: 'b' }, { owner: 'b', nowMs: 10 * S, input: x });
+          if (!other.ok) throw new Error('claim of b failed');
+          expect(await b.releaseGroup([60n], other.token, { nowMs: 11 * S, answers: { input: x, settled: [60n] } })).toEqual({ ok: true });
+        }
+        return result;
+      };
+      expect(await a.claimGroup([60n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [60n] });
+      expect((await a.snapshotRecords()).map((e) => e.id)).toEqual([answerRecordId(60n)]);
+      kv.txn = txn;
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('reads a batch\'s records at one revision, however many requests the reads take', async () => {
     const prefix = nextPrefix();
     const table = await openTarget(await tempRoot(), base(prefix));

@@ -34,6 +34,13 @@ export class EtcdBatch implements StoreBatch {
   #offline = false;
   /** Ids this batch took from the backend's quiet records instead of the server (compared at commit). */
   readonly #served = new Set<string>();
+  /**
+   * Ids read without their own lock (`fetch`'s `guarded`): compared at commit like served ones.
+   * The record that guards them elsewhere proves nothing here: absent at the read and absent
+   * again at the commit, it passes its compare though another coordinator claimed and released it
+   * in between, and wrote the guarded record.
+   */
+  readonly #guarded = new Set<string>();
 
   constructor(backend: EtcdRecordBackend) {
     this.#backend = backend;
@@ -49,7 +56,8 @@ export class EtcdBatch implements StoreBatch {
    * writes nothing has decided only refusals on them (`answered`, `backoff`), which a newer value
    * of an answer record would only confirm: answers are added, open rows only move later.
    */
-  async fetch(ids: readonly string[]): Promise<Map<string, FetchedRead>> {
+  async fetch(ids: readonly string[], guarded?: ReadonlySet<string>): Promise<Map<string, FetchedRead>> {
+    if (guarded !== undefined) for (const id of ids) if (guarded.has(id)) this.#guarded.add(id);
     const fetched = new Map<string, FetchedRead>();
     const ask: string[] = [];
     for (const id of ids) {
@@ -143,6 +151,7 @@ export class EtcdBatch implements StoreBatch {
     const attached = new Set<string>();
     // Records taken from the quiet ones and not written: compared all the same (`fetch`).
     for (const id of this.#served) if (!staged.has(id)) compare.push(this.unchangedSinceRead(id));
+    for (const id of this.#guarded) if (!staged.has(id) && !this.#served.has(id)) compare.push(this.unchangedSinceRead(id));
     for (const id of ids) {
       compare.push(this.unchangedSinceRead(id));
       const key = backend.recordKey(id);
