@@ -9,6 +9,7 @@ import { LaneStateError } from '../errors.js';
 import { readBoundedFile } from '../fs/bounded-read.js';
 import { writeFileDurably } from '../fs/durable-files.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
+import { systemProcessProbe, type ProcessProbe } from '../lease/temp-writer.js';
 
 export const SCHEDULER_STATE_SCHEMA = 'symfence-scheduler-state/1';
 
@@ -26,6 +27,37 @@ export async function writeStateFile(file: string, document: unknown, maxBytes: 
     if (errnoCode(error) !== 'EEXIST') throw error;
   }
   await writeFileDurably(fsLayer, file, text);
+}
+
+/**
+ * Removes the hidden temps a save killed before its rename left beside `file`
+ * (`.<name>.<pid>.<n>.tmp`, fs/durable-files.ts) whose writer is provably gone (`kill(pid, 0)` →
+ * ESRCH). A live writer's temp is kept: only the coordinator holding the out-dir lock saves this
+ * file, and it calls this before its first save. Returns the names removed; a temp that cannot be
+ * removed is left for the next start.
+ */
+export async function sweepStateTemps(file: string, fsLayer: FsLayer = nodeFsLayer, probe: Pick<ProcessProbe, 'isAlive'> = systemProcessProbe): Promise<string[]> {
+  const prefix = `.${path.basename(file)}.`;
+  let names: string[];
+  try {
+    names = await fsLayer.readdir(path.dirname(file));
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return [];
+    throw error;
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith('.tmp')) continue;
+    const pid = Number(name.slice(prefix.length).split('.')[0]);
+    if (!Number.isSafeInteger(pid) || pid < 1 || probe.isAlive(pid)) continue;
+    try {
+      await fsLayer.unlink(path.join(path.dirname(file), name));
+      removed.push(name);
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') continue;
+    }
+  }
+  return removed;
 }
 
 /**

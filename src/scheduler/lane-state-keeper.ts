@@ -11,6 +11,7 @@
 import { rename } from 'node:fs/promises';
 import type { Logger } from '../telemetry/logger.js';
 import type { Scheduler } from './scheduler.js';
+import { sweepStateTemps } from './lane-state-file.js';
 
 export const SCHEDULER_STATE_FILE = 'scheduler-state.json';
 
@@ -40,9 +41,18 @@ export class LaneStateKeeper {
     return this.#init.file;
   }
 
-  /** Loads the state file if there is one. Never throws: an unusable file is set aside. */
+  /**
+   * Loads the state file if there is one, after removing the temps of saves killed before their
+   * rename (`sweepStateTemps`). Never throws: an unusable file is set aside.
+   */
   async load(): Promise<LoadOutcome> {
     const { scheduler, file, logger } = this.#init;
+    try {
+      const swept = await sweepStateTemps(file);
+      if (swept.length > 0) logger.info({ file, swept }, 'removed the temps of lane-state saves killed before their rename');
+    } catch (error) {
+      logger.warn({ file, err: error }, 'could not look for leftover lane-state temps; they stay');
+    }
     try {
       return { state: (await scheduler.loadState(file, this.#init.now())) ? 'loaded' : 'absent' };
     } catch (error) {

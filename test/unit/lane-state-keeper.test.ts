@@ -69,4 +69,23 @@ describe('lane state keeper', () => {
     expect(readdirSync(dir)).toEqual(['scheduler-state.json.corrupt-1234']);
     expect(warnings).toEqual([expect.objectContaining({ file, code: 'ERR_LANE_STATE' })]);
   });
+
+  it('removes, before loading, the temps of saves whose writer is gone, and keeps a live writer\'s and every other file', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'symfence-keeper-'));
+    dirs.push(dir);
+    const file = path.join(dir, 'scheduler-state.json');
+    // Above the largest pid Linux hands out (2^22): no process has it.
+    const gone = `.scheduler-state.json.${2 ** 22 + 17}.123456789.tmp`;
+    const live = `.scheduler-state.json.${process.pid}.987654321.tmp`;
+    const other = '.stats.json.4194321.1.tmp';
+    for (const name of ['scheduler-state.json', gone, live, other]) writeFileSync(path.join(dir, name), '{}');
+    const loads: string[] = [];
+    const { scheduler } = fakeScheduler(async () => {
+      loads.push(...readdirSync(dir).sort());
+      return true;
+    });
+    const keeper = new LaneStateKeeper({ scheduler, file, intervalMs: 0, now: () => 1, logger: silentLogger() });
+    expect(await keeper.load()).toEqual({ state: 'loaded' });
+    expect(loads).toEqual([live, other, 'scheduler-state.json'].sort());
+  });
 });
