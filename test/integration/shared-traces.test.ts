@@ -27,15 +27,16 @@ import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { IoService } from '../../src/io/io-service.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { parseTelemetry, telemetryToJson, type Telemetry } from '../../src/scheduler/telemetry.js';
+import { parseTelemetry, telemetryToJson } from '../../src/scheduler/telemetry.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
-import { FakeReservations, FakeSolver, FakeSource, ManualClock, sha } from '../helpers/coordinator-fakes.js';
+import { FakeReservations, FakeSolver, ManualClock, sha } from '../helpers/coordinator-fakes.js';
 import { LocalIoClient } from '../helpers/local-io-client.js';
 import { openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore, type LeaseStoreHooks } from '../helpers/lease-stores.js';
 import { telemetryJson } from '../unit/scheduler-fixtures.js';
+import { TELEMETRY, TRACED, TraceRecordingSource } from '../helpers/trace-fixtures.js';
 
 let currentStore: (LeaseStoreHooks & { options(): Record<string, unknown> }) | undefined;
 function storeOfTest(): LeaseStoreHooks & { options(): Record<string, unknown> } {
@@ -45,30 +46,6 @@ function storeOfTest(): LeaseStoreHooks & { options(): Record<string, unknown> }
 
 const TTL_MS = 10 * S;
 const T0 = 5_000_000;
-
-const TELEMETRY: Telemetry = parseTelemetry(
-  telemetryJson({
-    target: 0,
-    reached: false,
-    status: 'none',
-    trace: [[1, 2, 3, 4, 1, 0], [2, 5, 6, 7, 0, 1]],
-    open: [3, 6],
-    counters: { queries: 0, sat: 0, unsat: 0, unknown: 0, solverTimeUs: 0, generated: 0 },
-  }),
-);
-const TRACED: SolverOutcome = { status: 'ok', elapsedMs: 5, generated: [], telemetry: TELEMETRY };
-
-/** A work source that records what the shared traces hand it. */
-class TraceRecordingSource extends FakeSource {
-  readonly adopted: { job: CoordinatorJob; workId: string; telemetry: Telemetry }[] = [];
-  readonly deferred: CoordinatorJob[] = [];
-  adoptTrace(job: CoordinatorJob, workId: string, telemetry: Telemetry): void {
-    this.adopted.push({ job, workId, telemetry });
-  }
-  deferTrace(job: CoordinatorJob): void {
-    this.deferred.push(job);
-  }
-}
 
 interface Node {
   readonly coordinator: Coordinator;

@@ -16,7 +16,7 @@ import { openResultCommits } from '../../src/coordinator/adapters/campaign-compo
 import type { IoResultCommits } from '../../src/coordinator/adapters/io-result-commits.js';
 import { IoWorkLeases } from '../../src/coordinator/adapters/io-lease-adapters.js';
 import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordinator.js';
-import type { CoordinatorJob, SolverOutcome } from '../../src/coordinator/ports.js';
+import type { CoordinatorJob } from '../../src/coordinator/ports.js';
 import { untargetedJob } from '../../src/coordinator/seed-work-source.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
@@ -24,38 +24,17 @@ import { IoDurableWriter } from '../../src/io/io-adapters.js';
 import { IoService } from '../../src/io/io-service.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { parseTelemetry, type Telemetry } from '../../src/scheduler/telemetry.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
-import { FakeReservations, FakeSolver, FakeSource, ManualClock, sha } from '../helpers/coordinator-fakes.js';
+import { FakeReservations, FakeSolver, ManualClock, sha } from '../helpers/coordinator-fakes.js';
 import { LocalIoClient } from '../helpers/local-io-client.js';
 import { openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
-import { telemetryJson } from '../unit/scheduler-fixtures.js';
+import { TELEMETRY, TRACED, TraceRecordingSource } from '../helpers/trace-fixtures.js';
 
 const TTL_MS = 10 * S;
 const T0 = 5_000_000;
-
-const TELEMETRY: Telemetry = parseTelemetry(
-  telemetryJson({
-    target: 0,
-    reached: false,
-    status: 'none',
-    trace: [[1, 2, 3, 4, 1, 0], [2, 5, 6, 7, 0, 1]],
-    open: [3, 6],
-    counters: { queries: 0, sat: 0, unsat: 0, unknown: 0, solverTimeUs: 0, generated: 0 },
-  }),
-);
-const TRACED: SolverOutcome = { status: 'ok', elapsedMs: 5, generated: [], telemetry: TELEMETRY };
-
-class TraceRecordingSource extends FakeSource {
-  readonly adopted: string[] = [];
-  adoptTrace(_job: CoordinatorJob, workId: string): void {
-    this.adopted.push(workId);
-  }
-  deferTrace(): void {}
-}
 
 interface Node {
   readonly coordinator: Coordinator;
@@ -212,7 +191,7 @@ describeEachStore('trace store cap', (store: StoreContext) => {
       // b meets input-1: not run, nothing adopted, counted as missing, not as a failure.
       await offer(b, traceJob('input-1'));
       expect(b.solver.runs).toHaveLength(0);
-      expect(b.source.adopted).toEqual([jobWorkId(probe)]);
+      expect(b.source.adopted.map((a) => a.workId)).toEqual([jobWorkId(probe)]);
       expect(b.counters).toMatchObject({ tracesAdopted: 1, traceAdoptMissing: 1, traceAdoptFailures: 0 });
       // …and a trace still stored is adopted as before.
       await offer(b, traceJob('input-2'));
