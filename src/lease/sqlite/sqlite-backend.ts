@@ -347,7 +347,7 @@ function asSqliteStaged(staged: StagedRecord): SqliteStagedRecord {
 /** One optimistic batch: reads, then one synchronous write transaction (file comment). */
 class SqliteRecordBatch implements StoreBatch {
   /** The row each id held when this batch read it. */
-  private readonly rows = new Map<string, { readonly groupId: number | null; readonly text: unknown; readonly answers: boolean }>();
+  private readonly rows = new Map<string, Pick<KnownRow, 'groupId' | 'text' | 'answers'>>();
   /**
    * `data_version` and this connection's commit count before the first read: both unchanged at
    * commit → no connection, this one included, has committed since, and no row can have changed.
