@@ -28,6 +28,8 @@ export interface RecordView {
   put(record: LeaseRecord): void;
   /** Stages the deletion of a record. */
   remove(id: string): void;
+  /** As `get`, for a record this batch may not have read: undefined when it has not. */
+  peek(id: string): RecordRead | undefined;
 }
 
 const NO_IDS: ReadonlySet<string> = new Set();
@@ -77,6 +79,11 @@ export class BatchOverlay {
       if (read === undefined) throw misuse(`the store returned no read of ${id}`);
       this.reads.set(id, read);
     }
+  }
+
+  /** `view(id)` when this batch has read `id`; undefined otherwise. */
+  viewIfRead(id: string): RecordRead | undefined {
+    return this.reads.has(id) ? this.view(id) : undefined;
   }
 
   /** A read record, overlaid with what this batch staged. */
@@ -161,6 +168,12 @@ class OperationView implements RecordView {
     const next = this.own.get(id);
     if (next !== undefined) return next === null ? { state: 'absent' } : { state: 'valid', record: next.record };
     return this.batch.view(id);
+  }
+
+  peek(id: string): RecordRead | undefined {
+    const next = this.own.get(id);
+    if (next !== undefined) return next === null ? { state: 'absent' } : { state: 'valid', record: next.record };
+    return this.batch.viewIfRead(id);
   }
 
   put(record: LeaseRecord): void {

@@ -99,6 +99,16 @@ export function answerRecordId(target: bigint): string {
   return answerIds.idOf(target);
 }
 
+const ANSWER_GENERATION_ID = sha256Hex('answers-generation');
+
+/**
+ * The answer generation record's id (the one record that counts every write of an answer record,
+ * docs/lease-format.md "Answer generation"): SHA-256 of `answers-generation`.
+ */
+export function answerGenerationRecordId(): string {
+  return ANSWER_GENERATION_ID;
+}
+
 /** Shard of a record id: its first 32 bits, modulo the shard count. */
 export function shardOf(id: string, shardCount: number): number {
   assertRecordId(id);

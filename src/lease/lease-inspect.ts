@@ -49,7 +49,7 @@ export interface TableInspection {
    * records that carry them (their JSON, as a release that records an answer for the branch
    * writes it again): answer records, and lease records of tables written before them.
    */
-  readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number; readonly bytes: number };
+  readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number; readonly bytes: number; readonly generation: number };
 }
 
 export interface InspectOptions {
@@ -138,11 +138,16 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
-  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0 };
+  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0, generation: 0 };
   for (const entry of entries) {
     if (entry.state === 'corrupt') {
       counts.corrupt += 1;
       corrupt.push({ id: entry.id ?? null, path: entry.path, reason: entry.reason });
+      continue;
+    }
+    // The answer generation record counts writes of answer records; it is no lease and no answer.
+    if (entry.record.role === 'answers-generation') {
+      answers.generation = entry.record.generation as number;
       continue;
     }
     if (entry.record.answered === true) answers.branches += 1;

@@ -27,7 +27,7 @@
  * (order kept, so a later operation still sees an earlier one's result, committed or not).
  */
 import { invalidOption } from '../config/values.js';
-import { InvalidJobError, LockTimeoutError } from '../errors.js';
+import { InternalError, InvalidJobError, LockTimeoutError } from '../errors.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './backend-contract.js';
 import { BatchOverlay, type RecordView } from './batch-overlay.js';
 import { canonicalJsonMemo } from './canonical-json.js';
@@ -46,6 +46,20 @@ export interface LeaseOperation<R> {
    * target-lease-table.ts). Read in the same batch as the rest, at the same snapshot or revision.
    */
   readonly readIds?: readonly string[];
+  /**
+   * Records to read once the first reads (`lockIds`, `readIds`) are in, before any operation's
+   * `apply`: a second read in the same batch, as `readIds` are (a claim reads the answer records its
+   * table's view does not hold at the answer generation it just read: answers-view.ts). Sees the
+   * records as read, nothing staged yet; may run again with the batch. Never on a store with
+   * `maxBatchRecords` (a batch there is sized from `lockIds` and `readIds` before it runs).
+   */
+  readMore?(view: RecordView): readonly string[];
+  /**
+   * Called after the batch this operation's `apply` last ran in has committed, in operation order.
+   * `changed`: the commit wrote something, so every record the batch read was checked at commit
+   * by an optimistic store. Not called when the commit failed. Acts on nothing but memory.
+   */
+  committed?(changed: boolean): void;
   /**
    * Decides under the locks, synchronously and without acting outside the store (a publication
    * runs between two operations, never inside one), so an optimistic store may run it again.
@@ -140,9 +154,12 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
     await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
+    await readMore(backend, batch, operations, encode);
     const { outcomes, dependsOnCommit } = decide(batch, operations, encode);
     try {
       const report = await batch.commit();
+      const changed = report.published > 0;
+      for (const [index, op] of operations.entries()) if (outcomes[index]!.ok) op.committed?.(changed);
       return { outcomes, report };
     } catch (error) {
       if (error instanceof BatchConflictError) throw error;
@@ -152,6 +169,18 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
   } finally {
     await batch.release();
   }
+}
+
+/**
+ * The second read of a batch (`LeaseOperation.readMore`). Only for stores without
+ * `maxBatchRecords`: a batch is sized before it runs, from `lockIds` and `readIds` alone.
+ */
+async function readMore(backend: RecordBackend, batch: BatchOverlay, operations: readonly LeaseOperation<unknown>[], encode: (record: LeaseRecord) => StagedRecord): Promise<void> {
+  const more = new Set<string>();
+  for (const op of operations) if (op.readMore) for (const id of op.readMore(batch.scope(op.name, [], encode))) more.add(id);
+  if (more.size === 0) return;
+  if (backend.maxBatchRecords !== undefined) throw new InternalError(`lease batch misuse: a second read on the ${backend.store} store, whose batches are sized before they run`);
+  await batch.read(more, more);
 }
 
 /**

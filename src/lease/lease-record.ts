@@ -17,7 +17,7 @@
  * and before one is written.
  */
 import { canonicalJsonBytes, type CanonicalJsonMemo } from './canonical-json.js';
-import { MAX_GROUP_TARGETS, MAX_TARGET, answerRecordId, isRecordId, targetRecordId } from './identity.js';
+import { MAX_GROUP_TARGETS, MAX_TARGET, answerGenerationRecordId, answerRecordId, isRecordId, targetRecordId } from './identity.js';
 
 const RECORD_SCHEMA = 1;
 
@@ -52,6 +52,11 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 /** Most inputs a target record remembers a question left open on; the least recently left open is forgotten first. */
 export const MAX_OPEN_INPUTS = 64;
+/**
+ * Targets the answer generation record lists at most, the newest writes (answers-view.ts); a
+ * table's view older than its list starts over.
+ */
+export const MAX_GENERATION_CHANGES = 256;
 
 /**
  * One question a run left open on a target record's branch: `[input, attempts, lastOpenMs]` —
@@ -114,9 +119,11 @@ export interface LeaseRecord {
   /**
    * Target records: `"answers"` on a branch's answer record, the `done` record at
    * `answerRecordId(target)` that keeps `answered`, `settled` and `open` apart from the record
-   * that fences the branch's lease (docs/lease-format.md "Answers"). Absent on a lease record.
+   * that fences the branch's lease (docs/lease-format.md "Answers"). `"answers-generation"` on
+   * the one record that counts every write of an answer record (`answerGenerationRecordId()`,
+   * docs/lease-format.md "Answer generation"). Absent on a lease record.
    */
-  readonly role?: 'answers';
+  readonly role?: 'answers' | 'answers-generation';
   /**
    * Target records: the inputs (SHA-256, lowercase hex) on which this branch's question was
    * answered (sat or unsat), oldest first, at most `MAX_SETTLED_INPUTS` (docs/lease-format.md
@@ -186,6 +193,7 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
   if (value.completedMs !== undefined && !isTime(value.completedMs)) return 'completedMs is not a finite non-negative number';
   if (value.takenOverMs !== undefined && !isTime(value.takenOverMs)) return 'takenOverMs is not a finite non-negative number';
   if (kind === 'target') {
+    if (value.role === 'answers-generation') return generationProblem(value, expectedId);
     // `done`: released, kept only for the answers it carries (docs/lease-format.md "Answers").
     if (value.status === 'committing') return 'target record status committing is not leased or done';
     const settled = value.settled;
@@ -209,7 +217,7 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
     if (value.status === 'done' && value.answered !== true && open === undefined) return 'a done target record carries no answer';
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';
     if (value.role !== undefined) {
-      if (value.role !== 'answers') return `role ${JSON.stringify(value.role)} is not "answers"`;
+      if (value.role !== 'answers') return `role ${JSON.stringify(value.role)} is not "answers" or "answers-generation"`;
       if (value.status !== 'done') return 'an answer record is not done';
       if (answerRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to answer record id ${expectedId}`;
       if (value.targets !== undefined) return 'an answer record lists targets';
@@ -221,6 +229,29 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
       return 'targets is not a list of 1..64 decimal u64 strings';
     }
     if (!targets.includes(value.target)) return 'targets does not contain target';
+  }
+  return undefined;
+}
+
+/** Why a record with `role: "answers-generation"` is not a valid answer generation record (answers-view.ts). */
+function generationProblem(value: Record<string, unknown>, expectedId: string): string | undefined {
+  if (expectedId !== answerGenerationRecordId()) return `id ${expectedId} is not the answer generation record's`;
+  if (value.status !== 'done') return 'the answer generation record is not done';
+  if (value.target !== undefined || value.targets !== undefined) return 'the answer generation record names targets';
+  if (value.answered !== undefined || value.settled !== undefined || value.open !== undefined) return 'the answer generation record carries answers';
+  if (typeof value.epoch !== 'string' || !/^[0-9a-f]{16}$/.test(value.epoch)) return 'epoch is not 16 lowercase hex characters';
+  const { generation, since, changed } = value;
+  if (!isCount(generation) || generation < 1) return 'generation is not a positive integer';
+  if (!isCount(since) || since >= generation) return 'since is not a non-negative integer below generation';
+  if (!Array.isArray(changed) || changed.length > MAX_GENERATION_CHANGES) return `changed is not a list of at most ${MAX_GENERATION_CHANGES} rows`;
+  const seen = new Set<string>();
+  let last = since;
+  for (const row of changed as unknown[]) {
+    if (!Array.isArray(row) || row.length !== 2 || !isCount(row[0]) || !isDecimalTarget(row[1])) return 'changed is not a list of [generation, decimal target] rows';
+    if (row[0] <= since || row[0] > generation || row[0] < last) return 'changed lists generations out of order or outside since..generation';
+    if (seen.has(row[1])) return 'changed lists a target twice';
+    seen.add(row[1]);
+    last = row[0];
   }
   return undefined;
 }

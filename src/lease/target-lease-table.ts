@@ -21,7 +21,9 @@
  * anywhere in the campaign. A release that records answers locks and writes the lease record and
  * the answer record in one batch, and a claim that names its input locks the lease record and
  * reads both (`readIds`: the answer record itself is not locked, since every write of it holds the
- * lease record's lock). The lease record's lock (files), the transaction (SQLite) or the compare
+ * lease record's lock). On files and SQLite the claim takes the answer record from its table's view
+ * when the answer generation it reads says the view is current (answers-view.ts), and the release
+ * also moves that generation on. The lease record's lock (files), the transaction (SQLite) or the compare
  * on the lease record (etcd, which reads both at one revision) orders them, so a release and a
  * claim can never both miss each other.
  *
@@ -35,7 +37,9 @@
  * still honoured by every claim, carried on by claims that do not look at answers, and moved into
  * the answer record by the first release that records an answer for the branch.
  */
-import { answerRecordId, groupMembers, type GroupMember } from './identity.js';
+import { answerGenerationRecordId, answerRecordId, groupMembers, type GroupMember } from './identity.js';
+import { AnswerEntry, AnswersView, generationOf, inputKey, nextGeneration, type AnswerGeneration } from './answers-view.js';
+import type { RecordView } from './batch-overlay.js';
 import { checkNowMs, type LeaseOperation } from './lease-operation.js';
 import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion, type RecordRead } from './lease-record.js';
 import { invalidOption } from '../config/values.js';
@@ -115,6 +119,19 @@ function answerFields(record: LeaseRecord | undefined): { answered?: boolean; op
   };
 }
 
+/**
+ * True when `inputs` (SHA-256 hex digests) holds `input`. A claim looks up its input in every
+ * member's `settled` list (up to `MAX_SETTLED_INPUTS` each); comparing the first character before
+ * the strings skips the string comparison for 15 of 16 entries, several times cheaper than
+ * `includes` on digests, which differ in their first character that often.
+ */
+function listsInput(inputs: readonly string[] | undefined, input: string): boolean {
+  if (inputs === undefined) return false;
+  const first = input.charCodeAt(0);
+  for (const entry of inputs) if (entry.charCodeAt(0) === first && entry === input) return true;
+  return false;
+}
+
 /** The valid record of a read, if any. */
 function validRecord(read: RecordRead): LeaseRecord | undefined {
   return read.state === 'valid' ? read.record : undefined;
@@ -141,10 +158,20 @@ function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | un
   };
 }
 
+const ANSWER_GENERATION_ID = answerGenerationRecordId();
+
 /** The payload of an answer record (a record's payload is an object; an answer record has none of its own). */
 const EMPTY_PAYLOAD = Object.freeze({});
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
+  /**
+   * The answer records as of one answer generation, for claims that name their input
+   * (answers-view.ts). None on a store that bounds its batches (etcd: `maxBatchRecords`), where the
+   * generation record would take a 64-member group's release past the bound: there a claim reads
+   * each member's answer record, and a release writes no generation record.
+   */
+  private readonly answersView = this.backend.maxBatchRecords === undefined ? new AnswersView() : undefined;
+
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
   static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
     return new FencedTargetLeaseTable(await openCore(root, options, deps, 'target'));
@@ -174,32 +201,76 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const skewMs = this.options.maxClockSkewMs;
     const token = makeToken(owner, worker, nowMs);
     const groupTargets = Object.freeze(members.map((m) => m.target.toString(10)));
-    // Only a claim that asks about answers reads the answer records.
+    // Only a claim that asks about answers looks at the answer records.
     const asksAnswers = input !== undefined || anyInput;
     const answerIds = asksAnswers ? members.map((m) => answerRecordId(m.target)) : [];
+    // Per attempt (the batch may run again): the generation read, each member's answer record
+    // from the view (undefined: read in this batch), and what this batch read for the view.
+    let readGeneration: AnswerGeneration | undefined;
+    let fromView: (AnswerEntry | undefined)[] = [];
+    const key = input === undefined ? 0 : inputKey(input);
+    let learnt: (readonly [bigint, RecordRead])[] = [];
+    const answersView = this.answersView;
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
-      // Read, not locked: only a release writes an answer record, and it holds the member's lease
-      // record lock, which this claim takes too.
-      ...(asksAnswers ? { readIds: answerIds } : {}),
+      // Read, not locked: the generation record, and (`readMore`) the answer records the view does
+      // not hold at that generation; without a view, every member's answer record. Only a release
+      // writes an answer record, and it holds the member's lease record lock, which this claim
+      // takes too; it bumps the generation in the same batch (answers-view.ts has why the view is
+      // then exact).
+      ...(asksAnswers && answersView === undefined ? { readIds: answerIds } : {}),
+      ...(asksAnswers && answersView !== undefined
+        ? {
+            readIds: [ANSWER_GENERATION_ID],
+            readMore: (view: RecordView): readonly string[] => {
+              readGeneration = generationOf(view.get(ANSWER_GENERATION_ID));
+              // A corrupt generation record: every member's answer record is read.
+              if (readGeneration !== undefined) answersView.advance(readGeneration);
+              const usable = readGeneration !== undefined && answersView.at(readGeneration);
+              fromView = members.map((m) => (usable ? answersView.lookup(m.target) : undefined));
+              return answerIds.filter((_, i) => fromView[i] === undefined);
+            },
+            committed: (changed: boolean): void => {
+              if (!changed || readGeneration === undefined) return;
+              for (const [target, read] of learnt) answersView.learn(readGeneration, target, read);
+            },
+          }
+        : {}),
       apply: (view): GroupClaimResult => {
         const corrupt: { id: string; target: bigint; detail: string }[] = [];
         const holders: { id: string; target: bigint; status: LeaseRecord['status']; owner: string; updatedMs: number }[] = [];
         const answered: bigint[] = [];
         const open: OpenMember[] = [];
+        learnt = [];
         members.forEach((member, i) => {
           const read = view.get(member.id);
-          const answerRead: RecordRead = asksAnswers ? view.get(answerIds[i]!) : { state: 'absent' };
+          let answerRead: RecordRead = { state: 'absent' };
+          let entry: AnswerEntry | undefined;
+          if (asksAnswers) {
+            // What this batch read (and staged) first: an earlier release in the batch may have written it.
+            const inBatch = view.peek(answerIds[i]!);
+            if (inBatch !== undefined) {
+              answerRead = inBatch;
+              if (fromView[i] === undefined) learnt.push([member.target, inBatch]);
+            } else {
+              entry = fromView[i]!;
+              answerRead = entry.read;
+            }
+          }
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
           if (answerRead.state === 'corrupt') corrupt.push({ id: answerIds[i]!, target: member.target, detail: answerRead.reason });
           if (read.state === 'corrupt' || answerRead.state === 'corrupt') return;
           const lease = validRecord(read);
           if (asksAnswers) {
-            const known = memberAnswers(lease, validRecord(answerRead));
-            if ((anyInput && known.answered) || (input !== undefined && known.settled.includes(input))) answered.push(member.target);
+            const answers = validRecord(answerRead);
+            // The common case reads the answer record as it is: a lease record of this version carries no answers.
+            const older = lease !== undefined && (lease.answered !== undefined || lease.open !== undefined);
+            const known = older ? memberAnswers(lease, answers) : answers;
+            const settledOn = input !== undefined && (!older && entry !== undefined ? entry.settles(input, key) : listsInput(known?.settled, input));
+            if ((anyInput && known?.answered === true) || settledOn) answered.push(member.target);
             else if (backoff !== undefined) {
-              const row = known.open.find((q) => q[0] === input);
+              const row = known?.open?.find((q) => q[0] === input);
               if (row !== undefined && backingOff(backoff, row[1], row[2], nowMs)) open.push({ target: member.target, attempts: row[1], lastOpenMs: row[2] });
             }
           }
@@ -304,16 +375,33 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     }
     // The members whose answer record this release writes, with its id.
     const learnt = new Map(members.filter((m) => answeredNow.has(m.target) || openNow.has(m.target)).map((m) => [m.target, answerRecordId(m.target)]));
+    // Per attempt: the generation record and answer records this release staged (for the view).
+    let wrote: { generation: LeaseRecord; records: (readonly [bigint, LeaseRecord])[] } | undefined;
+    const answersView = this.answersView;
+    // Writing answer records bumps the answer generation in the same batch (answers-view.ts).
+    const generationIds = learnt.size > 0 && answersView !== undefined ? [ANSWER_GENERATION_ID] : [];
     return {
       name: 'releaseGroup',
-      lockIds: [...members.map((m) => m.id), ...learnt.values()],
+      lockIds: [...members.map((m) => m.id), ...learnt.values(), ...generationIds],
+      ...(answersView !== undefined && generationIds.length > 0
+        ? {
+            committed: (): void => {
+              if (wrote === undefined) return;
+              const generation = generationOf({ state: 'valid', record: wrote.generation })!;
+              answersView.advance(generation);
+              for (const [target, record] of wrote.records) answersView.learn(generation, target, { state: 'valid', record });
+            },
+          }
+        : {}),
       apply: (view): FenceResult => {
+        wrote = undefined;
         const records = this.validateHeld(view, members, token);
         if (!Array.isArray(records)) return records;
-        for (const id of learnt.values()) {
+        for (const id of [...learnt.values(), ...generationIds]) {
           const read = view.get(id);
           if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: { id, detail: read.reason } };
         }
+        const written: (readonly [bigint, LeaseRecord])[] = [];
         records.forEach((record, i) => {
           const target = members[i]!.target;
           const answerId = learnt.get(target);
@@ -329,14 +417,14 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           const before = known.open.find((q) => q[0] === input);
           let open = known.open.filter((q) => q[0] !== input);
           // A question already answered on the input stays answered: it is not open as well.
-          if (!settledHere && !known.settled.includes(input!)) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
+          if (!settledHere && !listsInput(known.settled, input!)) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
           if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
           let settled = known.settled;
           if (settledHere) settled = [...settled.filter((s) => s !== input), input!];
           if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
           const answered = known.answered || settledHere;
           // Keys in canonical order (see planClaimGroup).
-          view.put({
+          const answerRecord: LeaseRecord = {
             ...(answered ? { answered: true } : {}),
             attempts: 0,
             completedMs,
@@ -355,9 +443,17 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             token: record.token,
             updatedMs: completedMs,
             worker: record.worker,
-          });
+          };
+          view.put(answerRecord);
+          written.push([target, answerRecord]);
           view.remove(record.id);
         });
+        if (generationIds.length > 0) {
+          const previous = generationOf(view.get(ANSWER_GENERATION_ID))!;
+          const generation = nextGeneration(previous, [...learnt.keys()], { owner: records[0]!.owner, token, worker: records[0]!.worker, nowMs: completedMs });
+          view.put(generation);
+          wrote = { generation, records: written };
+        }
         return { ok: true };
       },
     };

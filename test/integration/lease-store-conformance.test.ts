@@ -9,12 +9,17 @@
  */
 import { expect, it } from 'vitest';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
-import { answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
+import { answerGenerationRecordId, answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, type RecordKind } from '../../src/lease/lease-record.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
+
+const GENERATION = answerGenerationRecordId();
+/** The stores with an answer generation record: all but etcd, whose batches are bounded (answers-view.ts). */
+const hasGeneration = (store: StoreContext): boolean => store.name !== 'etcd';
+const generationIds = (store: StoreContext): string[] => (hasGeneration(store) ? [GENERATION] : []);
 
 type Table = FencedWorkLeaseTable | FencedTargetLeaseTable;
 
@@ -268,12 +273,15 @@ describeEachStore('lease store conformance', (store) => {
       const claim = await a.claimGroup([1n, 2n, 3n], { path: 'a' }, { owner: 'coord-a', nowMs: 10 * S, input: input(1) });
       if (!claim.ok) throw new Error(`claim failed: ${claim.reason}`);
       expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n, 2n] } })).toEqual({ ok: true });
-      // Every lease record is gone; each answered member has an answer record with the input.
-      const kept = await b.snapshotRecords();
-      expect(kept.map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n)].sort());
+      // Every lease record is gone; each answered member has an answer record with the input, and
+      // the answer generation record counts the release's write of them.
+      const all = await b.snapshotRecords();
+      expect(all.map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
+      if (hasGeneration(store)) expect(all.find((e) => e.id === GENERATION)!.record).toMatchObject({ role: 'answers-generation', status: 'done', generation: 1, since: 0, changed: [[1, '1'], [1, '2']] });
+      const kept = all.filter((e) => e.id !== GENERATION);
       for (const e of kept) expect(e.record).toMatchObject({ role: 'answers', status: 'done', answered: true, settled: [input(1)], completedMs: 11 * S, owner: 'coord-a' });
       for (const e of kept) expect(e.record.targets).toBeUndefined();
-      expect(await b.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 2, corrupt: 0 });
+      expect(await b.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 2 + generationIds(store).length, corrupt: 0 });
 
       // Another coordinator asking member 2 on the same input is refused, and nothing is written.
       const ids24 = [targetRecordId(2n), targetRecordId(4n), answerRecordId(2n), answerRecordId(4n)];
@@ -295,7 +303,7 @@ describeEachStore('lease store conformance', (store) => {
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toMatchObject({ ok: false, reason: 'answered' });
       expect(await b.releaseGroup([2n, 4n], other.token)).toEqual({ ok: true });
       expect((await store.readRaw(root, answerRecordId(2n)))?.equals(before[2]!)).toBe(true);
-      expect((await a.snapshotRecords()).map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n)].sort());
+      expect((await a.snapshotRecords()).map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
       // A lane that asks a branch once in the campaign is refused it on any input.
       expect(await a.claimGroup([2n, 4n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(3), anyInput: true })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
       expect(() => a.planClaimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, anyInput: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
@@ -317,8 +325,10 @@ describeEachStore('lease store conformance', (store) => {
         expect(await table.releaseGroup([7n], claim.token, { nowMs: i * S, answers: { input: input(i), settled: [7n] } })).toEqual({ ok: true });
       }
       const records = await table.snapshotRecords();
-      expect(records.map((e) => e.id)).toEqual([answerRecordId(7n)]);
-      const record = records[0]!.record;
+      expect(records.map((e) => e.id).sort()).toEqual([answerRecordId(7n), ...generationIds(store)].sort());
+      // One generation per release that wrote the record; the target listed once, at the newest.
+      if (hasGeneration(store)) expect(records.find((e) => e.id === GENERATION)!.record).toMatchObject({ generation: cycles, changed: [[cycles, '7']] });
+      const record = records.find((e) => e.id === answerRecordId(7n))!.record;
       expect(record.settled).toHaveLength(MAX_SETTLED_INPUTS);
       expect(record.settled![0]).toBe(input(3));
       expect(record.settled![MAX_SETTLED_INPUTS - 1]).toBe(input(cycles));
@@ -452,7 +462,7 @@ describeEachStore('lease store conformance', (store) => {
       // goes, and members 1 and 2 get answer records.
       expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n], open: [2n] } })).toEqual({ ok: true });
       const records = new Map((await b.snapshotRecords()).map((e) => [e.id, e.record]));
-      expect([...records.keys()].sort()).toEqual([answerRecordId(1n), answerRecordId(2n)].sort());
+      expect([...records.keys()].sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
       expect(records.get(answerRecordId(2n))).toMatchObject({ role: 'answers', status: 'done', open: [[input(1), 1, 11 * S]], completedMs: 11 * S });
       expect(records.get(answerRecordId(2n))?.answered).toBeUndefined();
       expect(records.get(answerRecordId(1n))?.open).toBeUndefined();

@@ -4,7 +4,7 @@
 // answer records sit among the lease records, is upgraded in place by the first writer; its
 // answers are honoured where they are and moved by their next write.
 import { describe, expect, it } from 'vitest';
-import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
+import { answerGenerationRecordId, answerRecordId, targetRecordId } from '../../src/lease/identity.js';
 import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import { SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite/sqlite-database.js';
 import { openTarget, S, tempRoot } from '../helpers/lease-fixtures.js';
@@ -38,7 +38,8 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       expect(idsIn(root, 'answer_records')).toEqual([]);
       expect(await table.releaseGroup(TARGETS, first.token, { nowMs: 11 * S, answers: { input: INPUT_A, settled: [11n, 12n], open: [13n] } })).toEqual({ ok: true });
       expect(idsIn(root, 'lease_records')).toEqual([]);
-      expect(idsIn(root, 'answer_records')).toEqual(answerIds(TARGETS));
+      // The answer records, and the answer generation record that counts their writes.
+      expect(idsIn(root, 'answer_records')).toEqual([...answerIds(TARGETS), answerGenerationRecordId()].sort());
       const before = answerIds(TARGETS).map((id) => rowText(root, 'answer_records', id));
       expect(JSON.parse(before[answerIds(TARGETS).indexOf(answerRecordId(11n))]!)).toMatchObject({ role: 'answers', answered: true, settled: [INPUT_A] });
 
@@ -93,7 +94,7 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       if (!next.ok) throw new Error('claim on another input failed');
       expect(await upgraded.releaseGroup(TARGETS, next.token, { nowMs: 22 * S, answers: { input: INPUT_B, settled: [11n] } })).toEqual({ ok: true });
       expect(idsIn(root, 'lease_records')).toEqual([]);
-      expect(idsIn(root, 'answer_records')).toEqual([moved]);
+      expect(idsIn(root, 'answer_records')).toEqual([moved, answerGenerationRecordId()].sort());
       expect(JSON.parse(rowText(root, 'answer_records', moved)!)).toMatchObject({ role: 'answers', answered: true, settled: [INPUT_A, INPUT_B] });
       expect(await upgraded.claimGroup([11n], {}, { owner: 'c3', nowMs: 23 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'answered' });
     } finally {

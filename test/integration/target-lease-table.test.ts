@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
-import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
+import { answerGenerationRecordId, answerRecordId, targetRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, bytesOf, exists, listFiles, openTarget, recordJson, recordFiles, snapshotTree, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOfAsync as codeOf } from '../helpers/error-code.js';
@@ -402,5 +402,30 @@ describe('answer records on the files store', () => {
       failing.planClaimGroup(group, {}, { owner: 'c2', nowMs: 12 * S, input }),
     ]);
     expect(failed.outcomes.map((o) => o.ok)).toEqual([false, false]);
+  });
+
+  it('writes the answer records and the answer generation record in one batch: a failed publish restores both byte for byte, and the view learns nothing', async () => {
+    for (const fault of [{ op: 'rename', nth: 2 }, { op: 'syncDirectory' }] as const) {
+      const root = await tempRoot();
+      const fsLayer = new FaultInjectingFsLayer();
+      const table = await openTarget(root, {}, { fsLayer });
+      const group = range(221, 224);
+      // An earlier answer: the generation record exists, and the table's view is at it.
+      const first = await claimed(table, group, 10 * S);
+      expect(await table.releaseGroup(group, first, { nowMs: 11 * S, answers: { input, settled: [221n] } })).toEqual({ ok: true });
+      const token = await claimed(table, [222n, 223n], 12 * S);
+      // Record bytes (the release takes lock files of the answer records it writes, which stay).
+      const records = async (): Promise<Map<string, string>> => new Map([...(await snapshotTree(root))].filter(([file]) => file.endsWith('.json')));
+      const before = await records();
+      fsLayer.fail(fault);
+      expect(await codeOf(table.releaseGroup([222n, 223n], token, { nowMs: 13 * S, answers: { input, settled: [222n, 223n] } }))).toBe('ERR_LEASE_IO');
+      expect(await records()).toEqual(before);
+      expect(before.has(path.relative(root, table.recordPath(answerGenerationRecordId())))).toBe(true);
+      // Nothing was answered: the same table (its view) and a fresh one both still ask 222 and 223.
+      expect(await table.releaseGroup([222n, 223n], token)).toEqual({ ok: true });
+      const fresh = await openTarget(root);
+      for (const t of [table, fresh]) expect(await t.claimGroup(group, {}, { owner: 'c2', nowMs: 14 * S, input })).toEqual({ ok: false, reason: 'answered', answered: [221n] });
+      await fresh.close();
+    }
   });
 });

@@ -168,9 +168,12 @@ interface KnownRow {
 
 const ABSENT_ROW: KnownRow = Object.freeze({ read: Object.freeze({ state: 'absent' as const }), groupId: null, text: null, answers: false });
 
-/** True for a record that lives in `answer_records` (sqlite-database.ts, file comment). */
+/**
+ * True for a record that lives in `answer_records` (sqlite-database.ts, file comment): an answer
+ * record, and the answer generation record that counts their writes.
+ */
 function isAnswerRecord(record: LeaseRecord): boolean {
-  return record.role === 'answers';
+  return record.role !== undefined;
 }
 
 /** Ids per multi-row DELETE. */

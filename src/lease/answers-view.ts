@@ -1,0 +1,186 @@
+/**
+ * The answer generation record and each table's local view of the answer records
+ * (docs/lease-format.md "Answer generation", docs/leases.md "Shared answers").
+ *
+ * A claim that names its input must know each member's answer record as the store holds it when
+ * the claim commits. Reading every member's answer record in every claim costs the claim a second
+ * record per member. Instead, one record counts every write of any answer record: the *answer
+ * generation record* (`answerGenerationRecordId()`), which each release that writes answer records
+ * locks and rewrites in the same batch, one generation further, listing the targets it wrote.
+ *
+ * A table keeps the answer records it has read or written (`AnswersView`), valid as of one
+ * generation. A claim reads the generation record; when the view is at that generation, the view's
+ * entries are the store's answer records and only the members the view does not hold are read
+ * (a second read in the same batch, `LeaseOperation.readMore`). When the store has moved on, the
+ * view drops exactly the targets the record lists as written since (`changed`), so another
+ * coordinator's answers cost this one a read of the branches they touched, not of everything. A
+ * view older than the record's list reaches (`since`) starts over.
+ *
+ * Why the view is exact: every write of an answer record bumps the generation in the same atomic
+ * batch, and a claim reads the generation record under its members' locks (files) or checks it
+ * at commit (SQLite re-reads it in the write transaction, etcd compares its revision). A view entry
+ * is only added from a read made after the generation it is filed under was read (the member reads
+ * come in the second read), or from a committed write. A generation never repeats within an
+ * `epoch`; a record written afresh (none yet, or a new table) starts a new random epoch, and a view
+ * of another epoch starts over.
+ */
+import { randomBytes } from 'node:crypto';
+import { answerGenerationRecordId } from './identity.js';
+import { MAX_GENERATION_CHANGES, type LeaseRecord, type RecordRead } from './lease-record.js';
+/** Answer records a table's view keeps; the least recently learnt goes first. */
+export const ANSWERS_VIEW_ENTRIES = 8192;
+
+/** `[generation, target (decimal)]`: the target's answer record was last written at that generation. */
+export type GenerationChange = readonly [number, string];
+
+/** What a generation record says (an absent record: epoch `""`, generation 0). */
+export interface AnswerGeneration {
+  readonly epoch: string;
+  readonly generation: number;
+  /** Every answer write after this generation is in `changed`. */
+  readonly since: number;
+  readonly changed: readonly GenerationChange[];
+}
+
+const NO_GENERATION: AnswerGeneration = Object.freeze({ epoch: '', generation: 0, since: 0, changed: Object.freeze([]) });
+
+/** The generation a read of the generation record shows; undefined when it is corrupt. */
+export function generationOf(read: RecordRead): AnswerGeneration | undefined {
+  if (read.state === 'absent') return NO_GENERATION;
+  if (read.state === 'corrupt') return undefined;
+  const record = read.record as LeaseRecord & Partial<AnswerGeneration>;
+  return { epoch: record.epoch!, generation: record.generation!, since: record.since!, changed: record.changed! };
+}
+
+/**
+ * The generation record after a release wrote the answer records of `targets`: one generation
+ * further (a new epoch when there was none), `targets` listed at it, the oldest entries dropped
+ * beyond `MAX_GENERATION_CHANGES` (and `since` moved past them).
+ */
+export function nextGeneration(previous: AnswerGeneration, targets: readonly bigint[], writer: { readonly owner: string; readonly token: string; readonly worker: number; readonly nowMs: number }): LeaseRecord {
+  const fresh = previous.epoch === '';
+  const epoch = fresh ? randomBytes(8).toString('hex') : previous.epoch;
+  const generation = fresh ? 1 : previous.generation + 1;
+  const written = new Set(targets.map((t) => t.toString(10)));
+  let changed: GenerationChange[] = fresh ? [] : previous.changed.filter(([, t]) => !written.has(t));
+  for (const t of written) changed.push([generation, t]);
+  let since = fresh ? 0 : previous.since;
+  if (changed.length > MAX_GENERATION_CHANGES) {
+    since = changed[changed.length - MAX_GENERATION_CHANGES - 1]![0];
+    // Every entry of a generation goes with it: `since` means "all of it is listed, or none".
+    changed = changed.filter(([g]) => g > since);
+  }
+  // Keys in canonical order (canonical-json.ts).
+  return {
+    attempts: 0,
+    changed,
+    epoch,
+    generation,
+    id: answerGenerationRecordId(),
+    kind: 'target',
+    owner: writer.owner,
+    payload: {},
+    previousOwner: '',
+    role: 'answers-generation',
+    schema: 1,
+    since,
+    status: 'done',
+    steals: 0,
+    token: writer.token,
+    updatedMs: writer.nowMs,
+    worker: writer.worker,
+  } as LeaseRecord;
+}
+
+/** The first 32 bits of an input's SHA-256 (lowercase hex): what `AnswerEntry.settles` compares first. */
+export function inputKey(input: string): number {
+  let key = 0;
+  for (let i = 0; i < 8; i += 1) {
+    const c = input.charCodeAt(i);
+    key = key * 16 + (c <= 57 ? c - 48 : c - 87);
+  }
+  return key;
+}
+
+/** An answer record in the view, with what a claim compares kept together. */
+export class AnswerEntry {
+  /**
+   * `inputKey` of each input of `settled`, in order. A claim looks its input up in every member's
+   * list: one small array per branch instead of up to `MAX_SETTLED_INPUTS` strings spread over
+   * the heap, each a likely cache miss by the time a claim comes (most of a lookup's cost).
+   */
+  readonly #keys: Uint32Array;
+
+  constructor(readonly read: RecordRead & { state: 'valid' | 'absent' }) {
+    const settled = read.state === 'valid' ? (read.record.settled ?? []) : [];
+    this.#keys = new Uint32Array(settled.length);
+    settled.forEach((input, i) => {
+      this.#keys[i] = inputKey(input);
+    });
+  }
+
+  /** True when the record lists `input` (whose `inputKey` is `key`) as settled. */
+  settles(input: string, key: number): boolean {
+    const keys = this.#keys;
+    for (let i = 0; i < keys.length; i += 1) {
+      if (keys[i] === key && this.read.state === 'valid' && this.read.record.settled![i] === input) return true;
+    }
+    return false;
+  }
+}
+
+/** A table's answer records as of one generation (file comment). Dropping an entry is always safe. */
+export class AnswersView {
+  #epoch: string | undefined;
+  #generation = 0;
+  /** Answer records (valid or absent) by target, least recently learnt first. */
+  readonly #entries = new Map<bigint, AnswerEntry>();
+
+  constructor(private readonly capacity = ANSWERS_VIEW_ENTRIES) {}
+
+  /** Entries held (for tests and `leases`). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** True when the view is exactly at `g`: its entries are the store's answer records then. */
+  at(g: AnswerGeneration): boolean {
+    return this.#epoch === g.epoch && this.#generation === g.generation;
+  }
+
+  /**
+   * Moves the view forward to `g`, a generation record read from the store or committed by this
+   * table: drops the targets written since the view's generation, or everything when `g` is of
+   * another epoch or lists too little. An older `g` (a slower batch's read) changes nothing.
+   */
+  advance(g: AnswerGeneration): void {
+    if (this.#epoch === g.epoch) {
+      if (g.generation <= this.#generation) return;
+      if (this.#generation >= g.since) {
+        for (const [at, target] of g.changed) if (at > this.#generation) this.#entries.delete(BigInt(target));
+      } else this.#entries.clear();
+    } else this.#entries.clear();
+    this.#epoch = g.epoch;
+    this.#generation = g.generation;
+  }
+
+  /** The answer record of `target` the view holds, if any. */
+  lookup(target: bigint): AnswerEntry | undefined {
+    return this.#entries.get(target);
+  }
+
+  /** Files `read` (read after `g` was, or written at `g`) under `target` when the view is at `g`. */
+  learn(g: AnswerGeneration, target: bigint, read: RecordRead): void {
+    if (!this.at(g) || read.state === 'corrupt') return;
+    this.#entries.delete(target);
+    if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value as bigint);
+    this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
+  }
+
+  /** Forgets everything (a failed commit: what the store holds is not known). */
+  clear(): void {
+    this.#entries.clear();
+    this.#epoch = undefined;
+    this.#generation = 0;
+  }
+}

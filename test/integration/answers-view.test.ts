@@ -1,0 +1,145 @@
+/**
+ * Each table's local view of the answer records (src/lease/answers-view.ts): a claim that names
+ * its input reads the answer generation record and only the answer records its view does not hold
+ * at that generation; etcd, whose batches are bounded, reads every member's answer record.
+ */
+import { expect, it } from 'vitest';
+import type { LeaseOperation } from '../../src/lease/lease-operation.js';
+import type { GroupClaimResult } from '../../src/lease/lease-results.js';
+import { answerGenerationRecordId, answerRecordId } from '../../src/lease/identity.js';
+import { MAX_GENERATION_CHANGES } from '../../src/lease/lease-record.js';
+import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
+import { S, openTarget, tempRoot } from '../helpers/lease-fixtures.js';
+import { describeEachStore } from '../helpers/lease-stores.js';
+
+const input = (n: number): string => n.toString(16).padStart(64, '0');
+
+describeEachStore('answers view', (store) => {
+  const tables: FencedTargetLeaseTable[] = [];
+  const open = async (root: string): Promise<FencedTargetLeaseTable> => {
+    const table = await openTarget(root, store.options());
+    tables.push(table);
+    return table;
+  };
+  const closeAll = async (): Promise<void> => {
+    await Promise.all(tables.splice(0).map((t) => t.close()));
+  };
+  const bounded = store.name === 'etcd';
+
+  /** Claims `targets` on `on` through `table`; returns the outcome and the answer records the claim read. */
+  async function claim(table: FencedTargetLeaseTable, targets: bigint[], on: string, owner: string, nowMs: number): Promise<{ result: GroupClaimResult; read: string[] }> {
+    const op = table.planClaimGroup(targets, { t: 1 }, { owner, nowMs, input: on });
+    const read: string[] = [];
+    const spied: LeaseOperation<GroupClaimResult> = {
+      ...op,
+      ...(op.readMore
+        ? {
+            readMore: (view) => {
+              const ids = op.readMore!(view);
+              read.push(...ids);
+              return ids;
+            },
+          }
+        : {}),
+    };
+    const { outcomes } = await table.executeBatch([spied as LeaseOperation<unknown>]);
+    const outcome = outcomes[0]!;
+    if (!outcome.ok) throw outcome.error;
+    // Without a view, every member's answer record is read with the lease records.
+    if (bounded) {
+      expect(op.readMore).toBeUndefined();
+      read.push(...(op.readIds ?? []));
+    }
+    return { result: outcome.value as GroupClaimResult, read: read.sort() };
+  }
+
+  async function answer(table: FencedTargetLeaseTable, targets: bigint[], on: string, settled: bigint[], nowMs: number): Promise<void> {
+    const held = await table.claimGroup(targets, { t: 1 }, { owner: 'writer', nowMs });
+    if (!held.ok) throw new Error(`claim failed: ${held.reason}`);
+    expect(await table.releaseGroup(targets, held.token, { nowMs, answers: { input: on, settled } })).toEqual({ ok: true });
+  }
+
+  const ids = (targets: bigint[]): string[] => targets.map(answerRecordId).sort();
+
+  it('reads only the answer records written since its view, and refuses a question another coordinator answered a moment ago', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await open(root);
+      const b = await open(root);
+      const group = [1n, 2n, 3n, 4n];
+      // A first answer elsewhere starts the generation record's epoch (a view of none starts over then).
+      await answer(b, [99n], input(9), [99n], 9 * S);
+      // First claim: nothing known, every member's answer record read.
+      const first = await claim(a, group, input(1), 'a', 10 * S);
+      expect(first.result.ok).toBe(true);
+      expect(first.read).toEqual(ids(group));
+      if (first.result.ok) expect(await a.releaseGroup(group, first.result.token)).toEqual({ ok: true });
+      // Nothing written since: the view answers for every member.
+      const second = await claim(a, group, input(2), 'a', 11 * S);
+      expect(second.read).toEqual(bounded ? ids(group) : []);
+      if (second.result.ok) expect(await a.releaseGroup(group, second.result.token)).toEqual({ ok: true });
+      // b answers member 2 on input 1 and leaves member 5 open there.
+      const held = await b.claimGroup([2n, 5n], { t: 1 }, { owner: 'b', nowMs: 12 * S });
+      if (!held.ok) throw new Error('claim of b failed');
+      expect(await b.releaseGroup([2n, 5n], held.token, { nowMs: 12 * S, answers: { input: input(1), settled: [2n], open: [5n] } })).toEqual({ ok: true });
+      // a reads member 2's record again, and only it, and is refused on input 1.
+      const third = await claim(a, group, input(1), 'a', 13 * S);
+      expect(third.result).toEqual({ ok: false, reason: 'answered', answered: [2n] });
+      expect(third.read).toEqual(bounded ? ids(group) : ids([2n]));
+      // A fresh table (no view) reads every member and decides the same.
+      const fresh = await open(root);
+      const cold = await claim(fresh, group, input(1), 'fresh', 14 * S);
+      expect(cold.result).toEqual(third.result);
+      expect(cold.read).toEqual(ids(group));
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it('starts over when more answers were written elsewhere than the generation record lists', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await open(root);
+      const b = await open(root);
+      const watched = [1n, 2n, 3n];
+      const warm = await claim(a, watched, input(1), 'a', 10 * S);
+      if (!warm.result.ok) throw new Error('claim failed');
+      expect(await a.releaseGroup(watched, warm.result.token)).toEqual({ ok: true });
+      // b answers member 1 on input 1, then so many other branches that the record no longer lists member 1.
+      await answer(b, [1n], input(1), [1n], 11 * S);
+      const others = Array.from({ length: MAX_GENERATION_CHANGES }, (_, i) => BigInt(1000 + i));
+      for (let i = 0; i < others.length; i += 64) await answer(b, others.slice(i, i + 64), input(9), others.slice(i, i + 64), 12 * S);
+      if (!bounded) {
+        const generation = (await b.snapshotRecords()).find((e) => e.id === answerGenerationRecordId())!.record;
+        expect((generation.changed as unknown[][]).some(([, t]) => t === '1')).toBe(false);
+      }
+      const after = await claim(a, watched, input(1), 'a', 13 * S);
+      expect(after.result).toEqual({ ok: false, reason: 'answered', answered: [1n] });
+      expect(after.read).toEqual(ids(watched));
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it.skipIf(bounded)('with a corrupt generation record, decides from every answer record and writes no answer until an operator repairs it', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await open(root);
+      await answer(a, [7n], input(1), [7n], 10 * S);
+      const generation = answerGenerationRecordId();
+      await store.writeRaw(root, generation, '{"schema":1');
+      const before = await store.readRaw(root, answerRecordId(7n));
+      const refused = await claim(a, [7n, 8n], input(1), 'a', 11 * S);
+      expect(refused.result).toEqual({ ok: false, reason: 'answered', answered: [7n] });
+      expect(refused.read).toEqual(ids([7n, 8n]));
+      const held = await a.claimGroup([7n, 8n], { t: 1 }, { owner: 'a', nowMs: 12 * S, input: input(2) });
+      if (!held.ok) throw new Error(`claim failed: ${held.reason}`);
+      expect(await a.releaseGroup([7n, 8n], held.token, { nowMs: 13 * S, answers: { input: input(2), settled: [7n, 8n] } })).toEqual({ ok: false, reason: 'corrupt', corrupt: { id: generation, detail: expect.any(String) } });
+      expect((await store.readRaw(root, answerRecordId(7n)))?.equals(before!)).toBe(true);
+      expect(await store.readRaw(root, answerRecordId(8n))).toBeNull();
+      expect((await store.readRaw(root, generation))?.toString()).toBe('{"schema":1');
+    } finally {
+      await closeAll();
+    }
+  });
+});
