@@ -188,7 +188,7 @@ export abstract class LeaseTableBase {
     return picked.map(({ id, record }) => ({ id, payload: record.payload, owner: record.owner, token: record.token, updatedMs: record.updatedMs }));
   }
 
-  /** Counts by status; `expired` ⊆ `leased` under the table TTL; corrupt entries counted apart. */
+  /** Counts by status; `expired` ⊆ `leased` under the table TTL; corrupt entries counted apart; the answer generation record not at all. */
   async snapshotCounts(options: AtTime): Promise<LeaseCounts> {
     checkCallOptions(options);
     const nowMs = checkNowMs(options.nowMs);
@@ -199,6 +199,8 @@ export abstract class LeaseTableBase {
         counts.corrupt += 1;
         continue;
       }
+      // The answer generation record (answers-view.ts) is no lease and no answer: not counted, as in `symfence leases`.
+      if (entry.record.role === 'answers-generation') continue;
       counts[entry.record.status] += 1;
       if (isExpiredLease(entry.record, nowMs, this.options.leaseTtlMs, this.options.maxClockSkewMs)) counts.expired += 1;
     }
