@@ -21,6 +21,37 @@ if (!skip) {
       expect(report).toMatchObject({ rounds: 6, single_winner_rounds: 6, double_winner_rounds: 0, partial_publications: 0, residual_records: 0, hangs: 0 });
     });
 
+    it('refuses, in every process, a question another process answered, though each process decides from its own view of the answers', async () => {
+      const root = await tempRoot();
+      const children = [0, 1, 2].map((i) => spawnLeaseChild(root, 8, `p${i}`, 'multi', store.options()));
+      try {
+        for (const child of children) expect(await nextMessage(child, 'ready', 30_000)).toBeDefined();
+        const group = ['1', '2', '3', '4'];
+        type Claimed = { ok: boolean; token?: string; reason?: string };
+        const ask = async (askers: typeof children, round: number, input: string, nowMs: number): Promise<Claimed[]> => {
+          for (const child of askers) child.process.send({ type: 'claim', round, targets: group, nowMs, input });
+          return Promise.all(askers.map(async (child) => (await nextMessage<Claimed>(child, 'claimed', 30_000))!));
+        };
+        for (let round = 1; round <= 6; round += 1) {
+          const input = round.toString(16).padStart(64, '0');
+          // A different process each round asks the group on a new input first and gets it; the
+          // two others, asking at once, see it held.
+          const winner = children[round % 3]!;
+          const [won] = await ask([winner], round, input, round * 10 * S);
+          expect(won).toMatchObject({ ok: true });
+          expect((await ask(children.filter((c) => c !== winner), round, input, round * 10 * S)).map((r) => r.reason)).toEqual(['conflict', 'conflict']);
+          // The winner answers every member there…
+          winner.process.send({ type: 'release', round, targets: group, token: won!.token, nowMs: round * 10 * S + 1, answers: { input, settled: group } });
+          expect(await nextMessage(winner, 'released', 30_000)).toMatchObject({ ok: true });
+          // …and every process, its view warmed by the rounds before, is refused the question now.
+          const again = await ask(children, round, input, round * 10 * S + 2);
+          expect(again.map((r) => r.reason)).toEqual(['answered', 'answered', 'answered']);
+        }
+      } finally {
+        for (const child of children) child.process.kill('SIGKILL');
+      }
+    });
+
     it('never double-admits a target when 4 processes race over a chain of overlapping groups', async () => {
       const root = await tempRoot();
       const report = await runOverlapRace({ root, processes: 4, rounds: 3, shardCount: 8, storeOptions: store.options() });
