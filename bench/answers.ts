@@ -13,12 +13,13 @@
  *   of the rounds before — the steady state of a campaign, where the same branches are asked on
  *   input after input.
  *
- * Rounds interleave the two modes (order alternating), medians. `--store files,sqlite,etcd`
+ * Rounds interleave the two modes (order alternating), medians (41 rounds by default: a claim
+ * batch on SQLite takes a few ms, and fewer rounds let one slow moment of a busy machine move it). `--store files,sqlite,etcd`
  * (etcd: a local member started here). Last line: one JSON object with, per store,
  * `<store>_plain_ms`, `<store>_answers_ms` and `<store>_overhead` (answers / plain) for the whole
  * round, and `<store>_claim_…` for its claim batch alone (the answer lookup is part of the claim).
  *
- * Usage: npm run bench -- answers [--rounds 15] [--k 16] [--group 8] [--store files,sqlite] [--dir <tmp>]
+ * Usage: npm run bench -- answers [--rounds 41] [--k 16] [--group 8] [--store files,sqlite] [--dir <tmp>]
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -38,7 +39,7 @@ type Mode = 'plain' | 'answers';
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '15' },
+    rounds: { type: 'string', default: '41' },
     k: { type: 'string', default: '16' },
     group: { type: 'string', default: '8' },
     store: { type: 'string', default: 'files,sqlite' },
