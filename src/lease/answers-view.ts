@@ -138,7 +138,7 @@ export class AnswersView {
 
   constructor(private readonly capacity = ANSWERS_VIEW_ENTRIES) {}
 
-  /** Entries held (for tests and `leases`). */
+  /** Entries held. */
   get size(): number {
     return this.#entries.size;
   }
@@ -175,12 +175,5 @@ export class AnswersView {
     this.#entries.delete(target);
     if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value as bigint);
     this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
-  }
-
-  /** Forgets everything (a failed commit: what the store holds is not known). */
-  clear(): void {
-    this.#entries.clear();
-    this.#epoch = undefined;
-    this.#generation = 0;
   }
 }

@@ -81,9 +81,9 @@ export class BatchOverlay {
     }
   }
 
-  /** `view(id)` when this batch has read `id`; undefined otherwise. */
-  viewIfRead(id: string): RecordRead | undefined {
-    return this.reads.has(id) ? this.view(id) : undefined;
+  /** True when this batch has read `id`. */
+  hasRead(id: string): boolean {
+    return this.reads.has(id);
   }
 
   /** A read record, overlaid with what this batch staged. */
@@ -171,9 +171,8 @@ class OperationView implements RecordView {
   }
 
   peek(id: string): RecordRead | undefined {
-    const next = this.own.get(id);
-    if (next !== undefined) return next === null ? { state: 'absent' } : { state: 'valid', record: next.record };
-    return this.batch.viewIfRead(id);
+    // Staged implies read (a stage needs the lock and the read).
+    return this.batch.hasRead(id) ? this.get(id) : undefined;
   }
 
   put(record: LeaseRecord): void {

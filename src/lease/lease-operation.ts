@@ -156,16 +156,17 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
     await readMore(backend, batch, operations, encode);
     const { outcomes, dependsOnCommit } = decide(batch, operations, encode);
+    let report: BatchReport;
     try {
-      const report = await batch.commit();
-      const changed = report.published > 0;
-      for (const [index, op] of operations.entries()) if (outcomes[index]!.ok) op.committed?.(changed);
-      return { outcomes, report };
+      report = await batch.commit();
     } catch (error) {
       if (error instanceof BatchConflictError) throw error;
       for (const index of dependsOnCommit) outcomes[index] = { ok: false, error };
       return { outcomes, report: EMPTY_BATCH_REPORT };
     }
+    const changed = report.published > 0;
+    for (const [index, op] of operations.entries()) if (outcomes[index]!.ok) op.committed?.(changed);
+    return { outcomes, report };
   } finally {
     await batch.release();
   }

@@ -119,19 +119,6 @@ function answerFields(record: LeaseRecord | undefined): { answered?: boolean; op
   };
 }
 
-/**
- * True when `inputs` (SHA-256 hex digests) holds `input`. A claim looks up its input in every
- * member's `settled` list (up to `MAX_SETTLED_INPUTS` each); comparing the first character before
- * the strings skips the string comparison for 15 of 16 entries, several times cheaper than
- * `includes` on digests, which differ in their first character that often.
- */
-function listsInput(inputs: readonly string[] | undefined, input: string): boolean {
-  if (inputs === undefined) return false;
-  const first = input.charCodeAt(0);
-  for (const entry of inputs) if (entry.charCodeAt(0) === first && entry === input) return true;
-  return false;
-}
-
 /** The valid record of a read, if any. */
 function validRecord(read: RecordRead): LeaseRecord | undefined {
   return read.state === 'valid' ? read.record : undefined;
@@ -209,7 +196,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     let readGeneration: AnswerGeneration | undefined;
     let fromView: (AnswerEntry | undefined)[] = [];
     const key = input === undefined ? 0 : inputKey(input);
-    let learnt: (readonly [bigint, RecordRead])[] = [];
+    let readForView: (readonly [bigint, RecordRead])[] = [];
     const answersView = this.answersView;
     return {
       name: 'claimGroup',
@@ -233,7 +220,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             },
             committed: (changed: boolean): void => {
               if (!changed || readGeneration === undefined) return;
-              for (const [target, read] of learnt) answersView.learn(readGeneration, target, read);
+              for (const [target, read] of readForView) answersView.learn(readGeneration, target, read);
             },
           }
         : {}),
@@ -242,7 +229,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         const holders: { id: string; target: bigint; status: LeaseRecord['status']; owner: string; updatedMs: number }[] = [];
         const answered: bigint[] = [];
         const open: OpenMember[] = [];
-        learnt = [];
+        readForView = [];
         members.forEach((member, i) => {
           const read = view.get(member.id);
           let answerRead: RecordRead = { state: 'absent' };
@@ -252,7 +239,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             const inBatch = view.peek(answerIds[i]!);
             if (inBatch !== undefined) {
               answerRead = inBatch;
-              if (fromView[i] === undefined) learnt.push([member.target, inBatch]);
+              if (fromView[i] === undefined) readForView.push([member.target, inBatch]);
             } else {
               entry = fromView[i]!;
               answerRead = entry.read;
@@ -267,7 +254,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             // The common case reads the answer record as it is: a lease record of this version carries no answers.
             const older = lease !== undefined && (lease.answered !== undefined || lease.open !== undefined);
             const known = older ? memberAnswers(lease, answers) : answers;
-            const settledOn = input !== undefined && (!older && entry !== undefined ? entry.settles(input, key) : listsInput(known?.settled, input));
+            const settledOn = input !== undefined && (!older && entry !== undefined ? entry.settles(input, key) : known?.settled?.includes(input) === true);
             if ((anyInput && known?.answered === true) || settledOn) answered.push(member.target);
             else if (backoff !== undefined) {
               const row = known?.open?.find((q) => q[0] === input);
@@ -417,7 +404,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           const before = known.open.find((q) => q[0] === input);
           let open = known.open.filter((q) => q[0] !== input);
           // A question already answered on the input stays answered: it is not open as well.
-          if (!settledHere && !listsInput(known.settled, input!)) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
+          if (!settledHere && !known.settled.includes(input!)) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
           if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
           let settled = known.settled;
           if (settledHere) settled = [...settled.filter((s) => s !== input), input!];
