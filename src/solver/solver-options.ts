@@ -4,7 +4,10 @@
  * library (`SolverPool`), the CLI flags and the `SYMFENCE_SOLVER_*` environment variables.
  */
 import { defineOptionSchema, omitOptions, type ResolvedOptions } from '../config/schema.js';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import path from 'node:path';
 import { invalidOption } from '../config/values.js';
+import { userPathError } from '../config/user-paths.js';
 
 export const SOLVER_OPTIONS = defineOptionSchema('solver', {
   /** Number of solver worker threads (one SymCC subprocess each at a time). Default 2. */
@@ -153,6 +156,20 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     env: 'SYMFENCE_SOLVER_CLOSE_REMOVAL_ENTRIES',
     description: 'scratch entries removed at shutdown at most; the next start removes the rest',
   },
+  /**
+   * Parent of the pool's scratch directory, where every run gets a fresh directory for its input
+   * copy and outputs (docs/solver.md "Scratch directories"): an existing, writable directory.
+   * Default: `/dev/shm` when it is a writable directory, else the tmp directory. Each run creates
+   * and removes two directories, which costs several times the CPU on a disk filesystem.
+   */
+  scratchDir: {
+    kind: 'string',
+    default: undefined,
+    flag: 'solver-scratch-dir',
+    env: 'SYMFENCE_SOLVER_SCRATCH_DIR',
+    description: 'existing, writable directory under which each solver run gets its scratch directory (memory-backed is fastest)',
+    defaultHelp: '/dev/shm when writable, else the tmp directory',
+  },
   /** The time `close()` spends removing the scratch directory at most, in ms. Default 2 s. */
   closeRemovalMs: {
     kind: 'duration',
@@ -190,4 +207,19 @@ export function resolveSolverOptions(input: object = {}): SolverOptions {
     throw invalidOption('mapSizeBytes', 'a multiple of 8 bytes', options.mapSizeBytes);
   }
   return options;
+}
+
+/**
+ * The option `scratchDir`, checked to be a writable directory (resolved to an absolute path): a
+ * wrong one is refused as `ERR_INVALID_OPTION` naming it, before a pool makes anything.
+ */
+export function checkScratchDir(dir: string | undefined): string | undefined {
+  if (dir === undefined) return undefined;
+  try {
+    if (!statSync(dir).isDirectory()) throw Object.assign(new Error(`${dir} is not a directory`), { code: 'ENOTDIR' });
+    accessSync(dir, fsConstants.W_OK);
+  } catch (error) {
+    throw userPathError('scratchDir (--solver-scratch-dir)', dir, 'solver scratch directory', error);
+  }
+  return path.resolve(dir);
 }

@@ -23,7 +23,7 @@ import { workerEntry } from '../util/paths.js';
 import { CoverageBitmap } from './coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
 import { MainThreadSolverRunner } from './main-thread-runner.js';
-import { resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
+import { checkScratchDir, resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
 import type { GeneratedInput, SolverResult, SolverTask, WireResult, WireTask } from './solver-types.js';
 import { TriageQueue, TriageSlots } from './result-triage.js';
 import type { SolverWorkerData } from './solver-worker-main.js';
@@ -42,9 +42,17 @@ export interface SolverPoolOptions<T> {
   readonly parseTelemetry?: TelemetryParser<T>;
   /**
    * Parent directory of the pool's scratch directory (per-run directories, pruning maps); default
-   * `/dev/shm` when it is a writable directory, else `os.tmpdir()`.
+   * the solver option `scratchDir`, else `/dev/shm` when it is a writable directory, else
+   * `os.tmpdir()`.
    */
   readonly scratchParent?: string;
+  /**
+   * Parent of the directory that coverage triage works in (its candidate and map files); default
+   * the scratch directory itself. afl-showmap takes an output path under `/dev/` for a device and
+   * writes there only to a file that exists, so triage with afl-showmap must not work under
+   * `/dev/shm`. A separate parent gets a pool-owned directory swept and removed like the scratch one.
+   */
+  readonly triageParent?: string;
   readonly logger?: Logger;
 }
 
@@ -94,6 +102,8 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly #mainRunner: MainThreadSolverRunner | null;
   readonly #parseTelemetry: TelemetryParser<T>;
   readonly #scratchRoot: string;
+  /** The directories this pool made and removes at close: the scratch directory, and the triage one when apart. */
+  readonly #ownedRoots: string[] = [];
   readonly #logger: Logger;
   readonly #inFlight = new Map<number, { cell: TaskAbortCell; settled: Promise<unknown> }>();
   readonly #counters: SolverPoolCounters = {
@@ -121,14 +131,22 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
-    const scratchParent = options.scratchParent ?? defaultScratchParent();
+    const scratchParent = options.scratchParent ?? checkScratchDir(this.options.scratchDir) ?? defaultScratchParent();
     // Leftovers of coordinators that died without close() (SIGKILL): their owner pid is gone; and
     // what closed pools left beyond their close-time budget.
     const swept = sweepStaleScratch(scratchParent);
     if (swept.length > 0) this.#logger.info({ scratchParent, swept: swept.length }, 'removed scratch directories of closed pools and dead coordinators');
     this.#scratchRoot = mkdtempSync(ownedScratchPrefix(scratchParent));
+    this.#ownedRoots.push(this.#scratchRoot);
+    const triageParent = options.triageParent === undefined ? scratchParent : path.resolve(options.triageParent);
+    if (triageParent !== path.resolve(scratchParent)) {
+      const sweptTriage = sweepStaleScratch(triageParent);
+      if (sweptTriage.length > 0) this.#logger.info({ triageParent, swept: sweptTriage.length }, 'removed triage directories of closed pools and dead coordinators');
+      this.#ownedRoots.push(mkdtempSync(ownedScratchPrefix(triageParent)));
+    }
+    const triageRoot = this.#ownedRoots.at(-1)!;
     // As many triages at once as solver slots: each slot's triage overlaps the slot's next run.
-    this.#triage = new TriageQueue(new TriageSlots(this.#scratchRoot, this.options.workers), { bitmap: this.bitmap, baseEnv: this.#baseEnv, batching: { supported: true } });
+    this.#triage = new TriageQueue(new TriageSlots(triageRoot, this.options.workers), { bitmap: this.bitmap, baseEnv: this.#baseEnv, batching: { supported: true } });
     const workerData: SolverWorkerData = {
       scratchRoot: this.#scratchRoot,
       bitmapBuffer: this.bitmap.buffer,
@@ -302,28 +320,31 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   }
 
   /**
-   * The scratch directory is first renamed to its closed name, which any pool's sweep removes
-   * (docs/solver.md, *Where a run's directory goes*), then removed in batches (bounded-remove.ts:
-   * the trash may hold a flood) until the budget runs out. Never throws: what is left is swept.
+   * Each directory the pool owns is first renamed to its closed name, which any pool's sweep
+   * removes (docs/solver.md, *Where a run's directory goes*), then removed in batches
+   * (bounded-remove.ts: the trash may hold a flood) until the budget runs out. Never throws: what
+   * is left is swept.
    */
   #removeScratchRoot(): void {
-    let root = this.#scratchRoot + CLOSED_SUFFIX;
-    try {
-      renameSync(this.#scratchRoot, root);
-    } catch (error) {
-      // Not renamed: removed under its own name, and a remainder waits until this process is gone.
-      this.#logger.warn({ err: error, scratchRoot: this.#scratchRoot }, 'cannot rename the scratch directory to its closed name');
-      root = this.#scratchRoot;
-    }
     const budget = removalBudget(this.options.closeRemovalEntries, this.options.closeRemovalMs);
-    let complete = false;
-    try {
-      complete = removeTreeBounded(root, budget);
-    } catch (error) {
-      this.#logger.warn({ err: error, scratchRoot: root }, 'cannot remove the scratch directory');
-      return;
+    for (const owned of this.#ownedRoots) {
+      let root = owned + CLOSED_SUFFIX;
+      try {
+        renameSync(owned, root);
+      } catch (error) {
+        // Not renamed: removed under its own name, and a remainder waits until this process is gone.
+        this.#logger.warn({ err: error, scratchRoot: owned }, 'cannot rename the scratch directory to its closed name');
+        root = owned;
+      }
+      let complete = false;
+      try {
+        complete = removeTreeBounded(root, budget);
+      } catch (error) {
+        this.#logger.warn({ err: error, scratchRoot: root }, 'cannot remove the scratch directory');
+        continue;
+      }
+      if (!complete) this.#logger.info({ scratchRoot: root, entries: this.options.closeRemovalEntries, ms: this.options.closeRemovalMs }, 'scratch directory partly removed at close; the next pool removes the rest');
     }
-    if (!complete) this.#logger.info({ scratchRoot: root, entries: this.options.closeRemovalEntries, ms: this.options.closeRemovalMs }, 'scratch directory partly removed at close; the next pool removes the rest');
   }
 }
 

@@ -10,7 +10,7 @@
  * so the assertion is on what is left on disk: with a stop that unlinks the flood before it exits,
  * nothing would be left. The only time bounds are hang guards.
  */
-import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
@@ -26,9 +26,9 @@ const FLOODER = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'flooding-solver.sh'
 const HANDSHAKE_GUARD_MS = 120_000;
 const HANG_GUARD_MS = 90_000;
 
-function runArgs(out: string, name: string, duration: string): string[] {
+function runArgs(out: string, name: string, duration: string, scratch: string): string[] {
   return [
-    'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name,
+    'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name, '--solver-scratch-dir', scratch,
     '--workers', '1', '--duration', duration, '--solver-telemetry', 'off', '--solver-kill-grace', '200ms',
     '--stats-interval', '200ms', '--json', '--log-level', 'warn',
     '--showmap', `${process.execPath} ${REFERENCE_SOLVER} showmap`,
@@ -56,9 +56,12 @@ it('a campaign stopped while its solver is flooding its output stops without unl
   dirs.push(root);
   const out = fakeAflOut(root, ['seed-a', 'seed-b'], 'builtin:demo @@');
   const pidFile = path.join(root, 'flood.pid');
+  // The solver's scratch under the test's directory (by default it is memory-backed, shared by every pool).
+  const scratch = path.join(root, 'scratch');
+  mkdirSync(scratch);
   const started = Date.now();
   // The duration is only a bound: the test stops the campaign itself once the flood is complete.
-  const run = runCliProcess(runArgs(out, 'flood', '10m'), {
+  const run = runCliProcess(runArgs(out, 'flood', '10m', scratch), {
     env: { SYMFENCE_TEST_FILES: String(FLOOD_FILES), SYMFENCE_TEST_PIDFILE: pidFile, SYMFENCE_SOLVER_CLOSE_REMOVAL_ENTRIES: '0' },
   });
   children.push(run.child);
@@ -72,16 +75,16 @@ it('a campaign stopped while its solver is flooding its output stops without unl
   expect(isAlive(solverPid)).toBe(false);
 
   // What the stop left: the closed scratch directory, the whole flood still in its trash.
-  const closed = scratchDirs(root).filter((d) => d.endsWith('.closed'));
+  const closed = scratchDirs(scratch).filter((d) => d.endsWith('.closed'));
   expect(closed).toHaveLength(1);
   expect(trashedFloods(closed[0]!)).toContain(FLOOD_FILES);
 
   // The next start on the same out-dir sweeps it (its own solver floods nothing this time).
-  const again = runCliProcess(runArgs(out, 'flood', '1s'), { env: { SYMFENCE_TEST_FILES: '0' } });
+  const again = runCliProcess(runArgs(out, 'flood', '1s', scratch), { env: { SYMFENCE_TEST_FILES: '0' } });
   children.push(again.child);
   const second = await Promise.race([again.exit, new Promise<'hang'>((resolve) => setTimeout(() => resolve('hang'), HANG_GUARD_MS).unref())]);
   if (second === 'hang') throw new Error('the second run did not exit');
   expect(second, second.stderr).toMatchObject({ code: 0 });
-  expect(scratchDirs(root).filter((d) => d === closed[0])).toEqual([]);
-  for (const scratch of scratchDirs(root)) expect(trashedFloods(scratch).filter((n) => n > 0)).toEqual([]);
+  expect(scratchDirs(scratch).filter((d) => d === closed[0])).toEqual([]);
+  for (const dir of scratchDirs(scratch)) expect(trashedFloods(dir).filter((n) => n > 0)).toEqual([]);
 }, 240_000);

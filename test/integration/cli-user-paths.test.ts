@@ -1,6 +1,6 @@
 // Output and log paths the CLI cannot use end the command at once: exit 2, one stderr line with
 // `[ERR_INVALID_OPTION]`, the option's flag and the path — never a spin, never a stray directory.
-import { existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -60,6 +60,35 @@ describe('CLI user paths', () => {
     const showmap = `${process.execPath} ${REFERENCE_SOLVER} showmap`;
     const result = await cli(['run', '--afl-out', out, '--afl-instance', 'main', '--out-dir', '/proc/symfence-nope', '--duration', '5s', '--showmap', showmap, '--', process.execPath, REFERENCE_SOLVER, 'builtin:demo', '@@']);
     expectOneCodedLine(result, '--out-dir', '/proc/symfence-nope');
+  });
+
+  it('refuses a --solver-scratch-dir that is missing or a file before any job, and runs its solvers under a usable one', async () => {
+    const root = tempDir();
+    const file = path.join(root, 'plain-file');
+    writeFileSync(file, 'x');
+    for (const scratch of [path.join(root, 'missing'), file]) {
+      const outDir = path.join(root, `out-${path.basename(scratch)}`);
+      const result = await cli(['demo', '--out-dir', outDir, '--solver-scratch-dir', scratch, '--duration', '30s', '--workers', '1']);
+      expectOneCodedLine(result, '--solver-scratch-dir', scratch);
+      expect(existsSync(path.join(outDir, 'jobs.jsonl'))).toBe(false);
+    }
+    expect(existsSync(path.join(root, 'missing'))).toBe(false);
+    // A usable one: the pool's scratch directory is made there. With no removal budget at close,
+    // its closed directory stays behind for the next start's sweep, which shows where it was.
+    const scratch = path.join(root, 'scratch');
+    mkdirSync(scratch);
+    const outDir = path.join(root, 'out');
+    const run = runCliProcess(['demo', '--out-dir', outDir, '--solver-scratch-dir', scratch, '--duration', '30s', '--workers', '1', '--json'], {
+      env: { SYMFENCE_SOLVER_CLOSE_REMOVAL_ENTRIES: '0' },
+    });
+    children.push(run.child);
+    const exit = await run.exit;
+    expect(exit.code, exit.stderr).toBe(0);
+    expect(readFileSync(path.join(outDir, 'jobs.jsonl'), 'utf8').trim().split('\n').length).toBeGreaterThan(0);
+    const left = readdirSync(scratch);
+    expect(left).toHaveLength(1);
+    expect(left[0]).toMatch(/^symfence-solver-\d+-\d+-.*\.closed$/);
+    expect(readdirSync(path.join(scratch, left[0]!)).some((name) => name.startsWith('worker-') || name.startsWith('main-') || name === 'trash')).toBe(true);
   });
 
   it('refuses a --log-file whose directory is missing outside the output directory, under a file or on procfs, creating no directory', async () => {

@@ -1,6 +1,6 @@
 // The solver pool frees a run's slot when its solver exits, before coverage triage: the next run
 // on a one-slot pool starts and finishes while the first run's triage is held by a handshake.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -75,5 +75,35 @@ describe.each(['worker', 'main'] as const)('slot release before triage (spawnThr
     } finally {
       await pool.close();
     }
+  });
+});
+
+describe('triage apart from the run scratch (triageParent)', () => {
+  it('triages under its own pool-owned directory, sweeps dead owners there at start, and removes both directories at close', async () => {
+    const runs = mkdtempSync(path.join(os.tmpdir(), 'symfence-runs-'));
+    const triageParent = mkdtempSync(path.join(os.tmpdir(), 'symfence-triage-'));
+    dirs.push(runs, triageParent);
+    // A closed pool's leftover under the triage parent: swept by the next pool there.
+    const leftover = path.join(triageParent, `symfence-solver-${process.pid}-1-abcdef.closed`);
+    mkdirSync(path.join(leftover, 'triage-0'), { recursive: true });
+    const gate = path.join(runs, 'gate');
+    writeFileSync(gate, '');
+    const pool = new SolverPool({ solver: { workers: 1, spawnMethod: SPAWN_METHODS[0] }, scratchParent: runs, triageParent });
+    try {
+      expect(existsSync(leftover)).toBe(false);
+      const triage = { showmap: { binary: '/bin/sh', argv: [fixture('gated-showmap.sh'), gate] }, target: { binary: '/bin/true', argv: ['@@'] } };
+      const result = await pool.run({ input: { bytes: new TextEncoder().encode('x') }, command: { binary: '/bin/sh', argv: [fixture('echo-solver.sh'), '@@'] }, triage });
+      expect(result.generated.map((g) => g.showmap)).toEqual(['ok', 'ok']);
+      const [triageRoot, ...others] = readdirSync(triageParent);
+      expect(others).toEqual([]);
+      expect(triageRoot).toMatch(/^symfence-solver-/);
+      expect(readdirSync(path.join(triageParent, triageRoot!))).toEqual(['triage-0']);
+      const [runRoot] = readdirSync(runs).filter((name) => name.startsWith('symfence-solver-'));
+      expect(readdirSync(path.join(runs, runRoot!)).filter((name) => name.startsWith('triage-'))).toEqual([]);
+    } finally {
+      await pool.close();
+    }
+    expect(readdirSync(triageParent)).toEqual([]);
+    expect(readdirSync(runs).filter((name) => name.startsWith('symfence-solver-'))).toEqual([]);
   });
 });

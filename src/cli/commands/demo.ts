@@ -13,7 +13,7 @@ import { CAMPAIGN_OPTIONS, MAX_CAMPAIGN_WORKERS } from '../../coordinator/campai
 import { startDemo, type DemoSummary } from '../../coordinator/adapters/demo-campaign.js';
 import { addSchemaFlags } from '../flags.js';
 import { formatUtilisation } from '../../telemetry/counters.js';
-import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
+import { checkScratchDir, SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { LOGGER_OPTIONS } from '../../telemetry/logger.js';
 import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
 import { IO_OPTIONS } from '../../io/io-options.js';
@@ -64,6 +64,7 @@ export function register(program: Command, io: CliIo): void {
   command.action(async (flags: Record<string, unknown>) => {
     // Resolved first so a bad solver flag is reported before anything starts (as in `run`).
     const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
+    checkScratchDir(solver.scratchDir);
     const scheduler = SCHEDULER_OPTIONS.resolve({ ...optionsFromEnv(SCHEDULER_OPTIONS), ...optionsFromFlags(SCHEDULER_OPTIONS, flags) });
     const ioOptions = IO_OPTIONS.resolve({ ...optionsFromEnv(IO_OPTIONS), ...optionsFromFlags(IO_OPTIONS, flags) });
     const lease = CAMPAIGN_LEASE_OPTIONS.resolve({ ...optionsFromEnv(CAMPAIGN_LEASE_OPTIONS), ...optionsFromFlags(CAMPAIGN_LEASE_OPTIONS, flags) });

@@ -12,7 +12,7 @@ import { SCHEDULER_OPTIONS } from '../../scheduler/scheduler-options.js';
 import { IO_OPTIONS } from '../../io/io-options.js';
 import { CAMPAIGN_LEASE_OPTIONS } from '../../lease/lease-table-options.js';
 import { formatSlotTime, formatUtilisation, generatedPerQuery } from '../../telemetry/counters.js';
-import { SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
+import { checkScratchDir, SOLVER_CAMPAIGN_OPTIONS } from '../../solver/solver-options.js';
 import { addSchemaFlags } from '../flags.js';
 import type { CliIo } from '../program.js';
 import { runCampaignCli } from '../campaign-runner.js';
@@ -69,6 +69,7 @@ export function register(program: Command, io: CliIo): void {
     const options = { ...optionsFromEnv(CAMPAIGN_OPTIONS), ...optionsFromFlags(CAMPAIGN_OPTIONS, flags) };
     // Resolved here so a bad solver flag is reported before anything starts.
     const solver = SOLVER_CAMPAIGN_OPTIONS.resolve({ ...optionsFromEnv(SOLVER_CAMPAIGN_OPTIONS), ...optionsFromFlags(SOLVER_CAMPAIGN_OPTIONS, flags) });
+    checkScratchDir(solver.scratchDir);
     const scheduler = SCHEDULER_OPTIONS.resolve({ ...optionsFromEnv(SCHEDULER_OPTIONS), ...optionsFromFlags(SCHEDULER_OPTIONS, flags) });
     const ioOptions = IO_OPTIONS.resolve({ ...optionsFromEnv(IO_OPTIONS), ...optionsFromFlags(IO_OPTIONS, flags) });
     const lease = CAMPAIGN_LEASE_OPTIONS.resolve({ ...optionsFromEnv(CAMPAIGN_LEASE_OPTIONS), ...optionsFromFlags(CAMPAIGN_LEASE_OPTIONS, flags) });

@@ -195,7 +195,6 @@ async function decideTelemetry(context: CampaignContext, spec: ComponentSpec): P
       timeoutMs: context.options.solverTimeoutMs,
       ...(spec.inputMode ? { inputMode: spec.inputMode } : {}),
       ...(spec.solver ? { solver: spec.solver } : {}),
-      scratchParent: context.outDir,
     });
     solverLog.info({ evidence }, 'solver probe: the command shows SymCC');
   }
@@ -287,7 +286,10 @@ export async function buildCampaignComponents(context: CampaignContext, spec: Co
       solver: { ...spec.solver, workers: context.workers, timeoutMs: context.options.solverTimeoutMs },
       // The scheduler's strict parser, run once per result (the coordinator hands the parsed value on).
       parseTelemetry,
-      scratchParent: context.outDir,
+      // Run directories go under the solver's `scratchDir` (memory-backed by default); afl-showmap
+      // writes its map under /dev/ only to a file that exists (it takes the path for a device),
+      // so triage files stay on the out-dir's filesystem.
+      triageParent: context.outDir,
       logger: context.logger,
     });
     const solverPool = pool;
