@@ -162,6 +162,59 @@ function readablePin(view: RecordView, id: string): string | undefined | null {
 /** The payload of an answer record (a record's payload is an object; an answer record has none of its own). */
 const EMPTY_PAYLOAD = Object.freeze({});
 
+/** The fields of a claim's lease record that every claim sets. */
+interface LeasedFields {
+  readonly attempts: number;
+  readonly id: string;
+  readonly leaseTtlMs: number;
+  readonly owner: string;
+  readonly payload: LeaseRecord['payload'];
+  readonly previousOwner: string;
+  readonly steals: number;
+  readonly target: string;
+  readonly targets: readonly string[];
+  readonly token: string;
+  readonly updatedMs: number;
+  readonly worker: number;
+}
+
+/**
+ * A claim's lease record: `f`, the answer pin (answer-pins.ts) and the answers a lease record of
+ * an older table carries on. Keys in canonical order, so the serialiser skips sorting them
+ * (canonical-json.ts); the two common shapes are plain literals, because spreading optional
+ * fields into a record literal made building it tens of times slower on Node 20 (measured: over
+ * 30 µs a record, beside under 1 µs).
+ */
+function leasedRecord(f: LeasedFields, pin: string | undefined, older: ReturnType<typeof answerFields>): LeaseRecord {
+  if (older.answered === undefined && older.open === undefined && older.settled === undefined) {
+    if (pin === undefined) {
+      return { attempts: f.attempts, id: f.id, kind: 'target', leaseTtlMs: f.leaseTtlMs, owner: f.owner, payload: f.payload, previousOwner: f.previousOwner, schema: 1, status: 'leased', steals: f.steals, target: f.target, targets: f.targets, token: f.token, updatedMs: f.updatedMs, worker: f.worker };
+    }
+    return { answerToken: pin, attempts: f.attempts, id: f.id, kind: 'target', leaseTtlMs: f.leaseTtlMs, owner: f.owner, payload: f.payload, previousOwner: f.previousOwner, schema: 1, status: 'leased', steals: f.steals, target: f.target, targets: f.targets, token: f.token, updatedMs: f.updatedMs, worker: f.worker };
+  }
+  return {
+    ...(pin !== undefined ? { answerToken: pin } : {}),
+    ...(older.answered !== undefined ? { answered: older.answered } : {}),
+    attempts: f.attempts,
+    id: f.id,
+    kind: 'target',
+    leaseTtlMs: f.leaseTtlMs,
+    ...(older.open !== undefined ? { open: older.open } : {}),
+    owner: f.owner,
+    payload: f.payload,
+    previousOwner: f.previousOwner,
+    schema: 1,
+    ...(older.settled !== undefined ? { settled: older.settled } : {}),
+    status: 'leased',
+    steals: f.steals,
+    target: f.target,
+    targets: f.targets,
+    token: f.token,
+    updatedMs: f.updatedMs,
+    worker: f.worker,
+  };
+}
+
 /**
  * The released lease record a release leaves where lease records carry answer pins (answer-pins.ts):
  * `done`, pinned to `pin`, no payload, its own target as its group, the released lease's owner,
@@ -342,30 +395,22 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             const inBatch = asksAnswers ? view.peek(answerIds[i]!) : undefined;
             pin = inBatch !== undefined ? pinOfAnswer(inBatch) : pinOf(read);
           }
-          // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
           // Answers a lease record of an older table carries travel with it until a release moves them.
-          const { answered: wasAnswered, open: wasOpen, settled } = answerFields(previous);
-          view.put({
-            ...(pin !== undefined ? { answerToken: pin } : {}),
-            ...(wasAnswered !== undefined ? { answered: wasAnswered } : {}),
+          const lease: LeasedFields = {
             attempts: counters.attempts,
             id: member.id,
-            kind: 'target',
             leaseTtlMs: ttlMs,
-            ...(wasOpen !== undefined ? { open: wasOpen } : {}),
             owner,
             payload: stored,
             previousOwner: counters.previousOwner,
-            schema: 1,
-            ...(settled !== undefined ? { settled } : {}),
-            status: 'leased',
             steals: counters.steals,
             target: member.target.toString(10),
             targets: groupTargets,
             token,
             updatedMs: nowMs,
             worker,
-          });
+          };
+          view.put(leasedRecord(lease, pin, answerFields(previous)));
         });
         return { ok: true, token, ids: members.map((m) => m.id) };
       },
