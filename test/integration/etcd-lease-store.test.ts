@@ -21,6 +21,7 @@ import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { scanTableRoot } from '../../src/lease/open-backend.js';
+import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOf, codeOfAsync } from '../helpers/error-code.js';
 import type { GroupClaimResult } from '../../src/lease/lease-results.js';
@@ -338,8 +339,11 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         expect(records.get(targetRecordId(82n))).toMatchObject({ status: 'done', answerToken: '' });
         expect(records.has(answerRecordId(82n))).toBe(false);
         for (const t of [81n, 82n]) expect(String((await client.get(leaseKey(prefix, t)).exec()).kvs[0]!.lease)).toBe('0');
-        // Released lease records are no lease and no answer: not counted.
+        // Released lease records are no lease and no answer: not counted, by the table or by
+        // `symfence leases` (whose `check` lists no corrupt record).
         expect(await a.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 1, corrupt: 0 });
+        const inspected = await inspectLeaseTable(root, { nowMs: 12 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
+        expect(inspected).toMatchObject({ counts: { leased: 0, done: 1, corrupt: 0 }, owners: { a: { done: 1 } }, corrupt: [], answers: { branches: 1, pairs: 1 } });
         // A claim that names no input carries the pin on; one over a key without a pin writes none,
         // and its bare release deletes it as before.
         const bare = await a.claimGroup([81n, 83n], { path: 'a' }, { owner: 'a', nowMs: 12 * S });
