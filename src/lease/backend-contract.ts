@@ -95,9 +95,13 @@ export interface StoreBatch {
    * read without their own lock because another lock of the batch orders their writes
    * (lease-operation.ts, `readIds`). A store whose commit does not otherwise check what it read
    * must check the guarded ids: an optimistic store cannot rely on that other record alone, which
-   * may be absent at the read and absent again at the commit with writes in between.
+   * may be absent at the read and absent again at the commit with writes in between. Ids in
+   * `pinned` are read without a lock too, but the operation checks each itself against a record
+   * it locks, which names the version the read must be (an answer record and its lease record's
+   * answer pin, answer-pins.ts): a store reads them as they are now, never from a cache, and need
+   * not check them at commit.
    */
-  fetch(ids: readonly string[], guarded?: ReadonlySet<string>): Promise<ReadonlyMap<string, FetchedRead>>;
+  fetch(ids: readonly string[], guarded?: ReadonlySet<string>, pinned?: ReadonlySet<string>): Promise<ReadonlyMap<string, FetchedRead>>;
   /**
    * Refuses, by throwing, changes this store cannot take (a transaction's size limit) before any
    * of them is staged; `staged` is what the batch holds so far.

@@ -61,19 +61,20 @@ export class BatchOverlay {
 
   /**
    * Reads the records of `ids` not read yet in this batch: each locked, or in `guarded`, the ids
-   * whose writers another lock of the batch orders (lease-operation.ts, `readIds`).
+   * whose writers another lock of the batch orders (lease-operation.ts, `readIds`), or in
+   * `pinned`, ids an operation checks against a record it locks (`StoreBatch.fetch`).
    */
-  async read(ids: Iterable<string>, guarded: ReadonlySet<string> = NO_IDS): Promise<void> {
+  async read(ids: Iterable<string>, guarded: ReadonlySet<string> = NO_IDS, pinned: ReadonlySet<string> = NO_IDS): Promise<void> {
     this.assertOpen();
     const wanted = new Set<string>();
     for (const id of ids) {
       if (this.reads.has(id)) continue;
-      if (!this.named.has(id) && !guarded.has(id)) throw misuse(`read of ${id} without its lock`);
+      if (!this.named.has(id) && !guarded.has(id) && !pinned.has(id)) throw misuse(`read of ${id} without its lock`);
       wanted.add(id);
     }
     if (wanted.size === 0) return;
     const pending = [...wanted];
-    const fetched = await this.store.fetch(pending, guarded);
+    const fetched = await this.store.fetch(pending, guarded, pinned);
     for (const id of pending) {
       const read = fetched.get(id);
       if (read === undefined) throw misuse(`the store returned no read of ${id}`);

@@ -14,7 +14,7 @@ import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { CAMPAIGNS_DIR, META_FILE } from './table-layout.js';
-import { isExpiredLease, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
+import { isExpiredLease, isReleasedLease, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { scanTableRoot } from './open-backend.js';
@@ -150,6 +150,8 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
       answers.generation = entry.record.generation as number;
       continue;
     }
+    // A released lease record (etcd) keeps only its answer pin: no lease, no answer.
+    if (isReleasedLease(entry.record)) continue;
     if (entry.record.answered === true) answers.branches += 1;
     answers.pairs += entry.record.settled?.length ?? 0;
     answers.open += entry.record.open?.length ?? 0;

@@ -24,10 +24,13 @@
  * A store that never conflicts (files) runs every batch once.
  *
  * Size: a backend with `maxBatchRecords` gets runs of consecutive operations whose records fit
- * (order kept, so a later operation still sees an earlier one's result, committed or not).
+ * (order kept, so a later operation still sees an earlier one's result, committed or not). The
+ * records a store checks at commit are counted: `lockIds`, `readIds` and, once read, the guarded
+ * ids of `readMore` (pinned ones cost no check). A run that the second read takes past the bound
+ * has written nothing: it is split in two and each half runs again, in order.
  */
 import { invalidOption } from '../config/values.js';
-import { InternalError, InvalidJobError, LockTimeoutError } from '../errors.js';
+import { InvalidJobError, LockTimeoutError } from '../errors.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './backend-contract.js';
 import { BatchOverlay, type RecordView } from './batch-overlay.js';
 import { canonicalJsonMemo } from './canonical-json.js';
@@ -48,12 +51,12 @@ export interface LeaseOperation<R> {
   readonly readIds?: readonly string[];
   /**
    * Records to read once the first reads (`lockIds`, `readIds`) are in, before any operation's
-   * `apply`: a second read in the same batch, as `readIds` are (a claim reads the answer records its
-   * table's view does not hold at the answer generation it just read: answers-view.ts). Sees the
-   * records as read, nothing staged yet; may run again with the batch. Never on a store with
-   * `maxBatchRecords` (a batch there is sized from `lockIds` and `readIds` before it runs).
+   * `apply`: a second read in the same batch (a claim reads the answer records its table's view
+   * does not hold at the answer generation it just read, answers-view.ts, or that the answer pins
+   * of its lease records name, answer-pins.ts). Sees the records as read, nothing staged yet; may
+   * run again with the batch.
    */
-  readMore?(view: RecordView): readonly string[];
+  readMore?(view: RecordView): MoreReads;
   /**
    * Called after the batch this operation's `apply` last ran in has committed, in operation order.
    * `changed`: the commit wrote something, so every record the batch read was checked at commit
@@ -66,6 +69,18 @@ export interface LeaseOperation<R> {
    * Must stage nothing before it has validated everything it needs.
    */
   apply(view: RecordView): R;
+}
+
+/** What `LeaseOperation.readMore` asks for. */
+export interface MoreReads {
+  /** Read as `readIds` are: each guarded by a record the operation locks (`StoreBatch.fetch`). */
+  readonly guarded: readonly string[];
+  /**
+   * Read afresh and never checked at commit: the operation checks each against a record it locks,
+   * which names the version it must be (`StoreBatch.fetch`, `pinned`). Costs an optimistic store
+   * no compare.
+   */
+  readonly pinned?: readonly string[];
 }
 
 export type OperationOutcome<R> = { readonly ok: true; readonly value: R } | { readonly ok: false; readonly error: unknown };
@@ -88,7 +103,7 @@ export async function executeOperations(backend: RecordBackend, operations: read
   let runIds = new Set<string>();
   const flush = async (): Promise<void> => {
     if (run.length === 0) return;
-    const result = await executeWithRetries(backend, run);
+    const result = await executeSplitting(backend, run);
     outcomes.push(...result.outcomes);
     reports.push(result.report);
     run = [];
@@ -110,6 +125,33 @@ export async function executeOperations(backend: RecordBackend, operations: read
   }
   await flush();
   return { outcomes, report: mergeReports(reports) };
+}
+
+/**
+ * The second read of a batch (`readMore`) took it past the store's `maxBatchRecords`: nothing was
+ * decided or written. Never escapes the executor, which splits the run (`executeSplitting`).
+ */
+class BatchTooLargeError extends Error {
+  constructor(readonly records: number, readonly limit: number) {
+    super(`a lease batch would check ${records} records; the store takes at most ${limit}`);
+  }
+}
+
+/** Runs `run` as one batch, or, when its second read takes it past the bound, as two halves in order. */
+async function executeSplitting(backend: RecordBackend, run: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  try {
+    return await executeWithRetries(backend, run);
+  } catch (error) {
+    if (!(error instanceof BatchTooLargeError)) throw error;
+    if (run.length === 1) {
+      const op = run[0]!;
+      return { outcomes: [{ ok: false, error: new InvalidJobError(`${op.name} touches ${error.records} lease records; the ${backend.store} store takes at most ${error.limit} in one transaction`, { records: error.records, limit: error.limit }) }], report: EMPTY_BATCH_REPORT };
+    }
+    const half = run.length >> 1;
+    const first = await executeSplitting(backend, run.slice(0, half));
+    const second = await executeSplitting(backend, run.slice(half));
+    return { outcomes: [...first.outcomes, ...second.outcomes], report: mergeReports([first.report, second.report]) };
+  }
 }
 
 function mergeReports(reports: readonly BatchReport[]): BatchReport {
@@ -154,7 +196,7 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
     await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
-    await readMore(backend, batch, operations, encode);
+    await readMore(backend, batch, operations, encode, ids, readOnly);
     const { outcomes, dependsOnCommit } = decide(batch, operations, encode);
     let report: BatchReport;
     try {
@@ -173,15 +215,35 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
 }
 
 /**
- * The second read of a batch (`LeaseOperation.readMore`). Only for stores without
- * `maxBatchRecords`: a batch is sized before it runs, from `lockIds` and `readIds` alone.
+ * The second read of a batch (`LeaseOperation.readMore`). On a store with `maxBatchRecords`, the
+ * guarded ids count against the bound with the first reads (file comment "Size"); past it, the
+ * batch stops here with `BatchTooLargeError`, before any `apply`.
  */
-async function readMore(backend: RecordBackend, batch: BatchOverlay, operations: readonly LeaseOperation<unknown>[], encode: (record: LeaseRecord) => StagedRecord): Promise<void> {
-  const more = new Set<string>();
-  for (const op of operations) if (op.readMore) for (const id of op.readMore(batch.scope(op.name, [], encode))) more.add(id);
-  if (more.size === 0) return;
-  if (backend.maxBatchRecords !== undefined) throw new InternalError(`lease batch misuse: a second read on the ${backend.store} store, whose batches are sized before they run`);
-  await batch.read(more, more);
+async function readMore(
+  backend: RecordBackend,
+  batch: BatchOverlay,
+  operations: readonly LeaseOperation<unknown>[],
+  encode: (record: LeaseRecord) => StagedRecord,
+  lockIds: readonly string[],
+  readIds: readonly string[],
+): Promise<void> {
+  const guarded = new Set<string>();
+  const pinned = new Set<string>();
+  for (const op of operations) {
+    if (!op.readMore) continue;
+    const more = op.readMore(batch.scope(op.name, [], encode));
+    for (const id of more.guarded) guarded.add(id);
+    for (const id of more.pinned ?? []) pinned.add(id);
+  }
+  // An id another operation reads guarded is checked for both.
+  for (const id of guarded) pinned.delete(id);
+  if (guarded.size === 0 && pinned.size === 0) return;
+  const limit = backend.maxBatchRecords;
+  if (limit !== undefined && guarded.size > 0) {
+    const checked = new Set([...lockIds, ...readIds, ...guarded]).size;
+    if (checked > limit) throw new BatchTooLargeError(checked, limit);
+  }
+  await batch.read([...guarded, ...pinned], guarded, pinned);
 }
 
 /**

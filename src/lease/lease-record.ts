@@ -139,6 +139,12 @@ export interface LeaseRecord {
    * while the back-off lasts.
    */
   readonly open?: readonly OpenQuestion[];
+  /**
+   * Target lease records on the etcd store: the `token` of the branch's answer record when this
+   * record was written, `""` when it had none — the record's *answer pin* (docs/lease-format.md
+   * "Answer pins"). Absent where the writer did not know it.
+   */
+  readonly answerToken?: string;
   readonly [extra: string]: unknown;
 }
 
@@ -214,11 +220,14 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
       if (inputs.size !== open.length) return 'open lists an input twice';
       if (Array.isArray(settled) && settled.some((s) => inputs.has(s as string))) return 'open lists an input that settled lists';
     }
-    if (value.status === 'done' && value.answered !== true && open === undefined) return 'a done target record carries no answer';
+    if (value.answerToken !== undefined && typeof value.answerToken !== 'string') return 'answerToken is not a string';
+    // A released lease record (etcd) is `done` for the answer pin it keeps (docs/lease-format.md "Answer pins").
+    if (value.status === 'done' && value.answered !== true && open === undefined && value.answerToken === undefined) return 'a done target record carries no answer';
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';
     if (value.role !== undefined) {
       if (value.role !== 'answers') return `role ${JSON.stringify(value.role)} is not "answers" or "answers-generation"`;
       if (value.status !== 'done') return 'an answer record is not done';
+      if (value.answerToken !== undefined) return 'an answer record carries an answer pin';
       if (answerRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to answer record id ${expectedId}`;
       if (value.targets !== undefined) return 'an answer record lists targets';
       return undefined;
@@ -266,6 +275,15 @@ function isOpenQuestion(value: unknown): value is OpenQuestion {
  */
 export function carriesAnswers(record: LeaseRecord): boolean {
   return record.answered === true || (record.open !== undefined && record.open.length > 0);
+}
+
+/**
+ * True for a released lease record (the etcd store keeps one for its answer pin, docs/lease-format.md
+ * "Answer pins"): a `done` lease record that carries no answer. It is no lease and no answer, and
+ * counts as neither.
+ */
+export function isReleasedLease(record: LeaseRecord): boolean {
+  return record.kind === 'target' && record.status === 'done' && record.role === undefined && !carriesAnswers(record);
 }
 
 /** Parses and validates the bytes of a record file. */

@@ -20,12 +20,14 @@
  * record lists it, so a question answered by any coordinator is not asked again on that input
  * anywhere in the campaign. A release that records answers locks and writes the lease record and
  * the answer record in one batch, and a claim that names its input locks the lease record and
- * reads both (`readIds`: the answer record itself is not locked, since every write of it holds the
- * lease record's lock). On files and SQLite the claim takes the answer record from its table's view
+ * reads both (the answer record itself is not locked, since every write of it holds the lease
+ * record's lock). On files and SQLite the claim takes the answer record from its table's view
  * when the answer generation it reads says the view is current (answers-view.ts), and the release
- * also moves that generation on. The lease record's lock (files), the transaction (SQLite) or the compare
- * on the lease record (etcd, which reads both at one revision) orders them, so a release and a
- * claim can never both miss each other.
+ * also moves that generation on. On etcd the lease record pins the answer record (answer-pins.ts):
+ * a release keeps it, released, pinned to the answer record it wrote, and a claim takes the
+ * pinned record from its view or reads it. The lease record's lock (files), the transaction
+ * (SQLite) or the compare on the lease record (etcd) orders them, so a release and a claim can
+ * never both miss each other.
  *
  * Open questions count the same way: a release may say which members its run left open on its
  * input; each keeps `[input, attempts, lastOpenMs]` in its answer record's `open`, attempts counted
@@ -39,8 +41,9 @@
  */
 import { answerGenerationRecordId, answerRecordId, groupMembers, type GroupMember } from './identity.js';
 import { AnswerEntry, AnswersView, generationOf, inputKey, nextGeneration, type AnswerGeneration } from './answers-view.js';
+import { PinnedAnswers, pinOf, pinOfAnswer } from './answer-pins.js';
 import type { RecordView } from './batch-overlay.js';
-import { checkNowMs, type LeaseOperation } from './lease-operation.js';
+import { checkNowMs, type LeaseOperation, type MoreReads } from './lease-operation.js';
 import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion, type RecordRead } from './lease-record.js';
 import { invalidOption } from '../config/values.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
@@ -147,17 +150,107 @@ function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | un
 
 const ANSWER_GENERATION_ID = answerGenerationRecordId();
 
+/** The answer pin of a lease record in `view`; null when the record could not be read (etcd offline). */
+function readablePin(view: RecordView, id: string): string | undefined | null {
+  try {
+    return pinOf(view.get(id));
+  } catch {
+    return null;
+  }
+}
+
 /** The payload of an answer record (a record's payload is an object; an answer record has none of its own). */
 const EMPTY_PAYLOAD = Object.freeze({});
+
+/** The fields of a claim's lease record that every claim sets. */
+interface LeasedFields {
+  readonly attempts: number;
+  readonly id: string;
+  readonly leaseTtlMs: number;
+  readonly owner: string;
+  readonly payload: LeaseRecord['payload'];
+  readonly previousOwner: string;
+  readonly steals: number;
+  readonly target: string;
+  readonly targets: readonly string[];
+  readonly token: string;
+  readonly updatedMs: number;
+  readonly worker: number;
+}
+
+/**
+ * A claim's lease record: `f`, the answer pin (answer-pins.ts) and the answers a lease record of
+ * an older table carries on. Keys in canonical order, so the serialiser skips sorting them
+ * (canonical-json.ts); the two common shapes are plain literals, because spreading optional
+ * fields into a record literal made building it tens of times slower on Node 20 (measured: over
+ * 30 µs a record, beside under 1 µs).
+ */
+function leasedRecord(f: LeasedFields, pin: string | undefined, older: ReturnType<typeof answerFields>): LeaseRecord {
+  if (older.answered === undefined && older.open === undefined && older.settled === undefined) {
+    if (pin === undefined) {
+      return { attempts: f.attempts, id: f.id, kind: 'target', leaseTtlMs: f.leaseTtlMs, owner: f.owner, payload: f.payload, previousOwner: f.previousOwner, schema: 1, status: 'leased', steals: f.steals, target: f.target, targets: f.targets, token: f.token, updatedMs: f.updatedMs, worker: f.worker };
+    }
+    return { answerToken: pin, attempts: f.attempts, id: f.id, kind: 'target', leaseTtlMs: f.leaseTtlMs, owner: f.owner, payload: f.payload, previousOwner: f.previousOwner, schema: 1, status: 'leased', steals: f.steals, target: f.target, targets: f.targets, token: f.token, updatedMs: f.updatedMs, worker: f.worker };
+  }
+  return {
+    ...(pin !== undefined ? { answerToken: pin } : {}),
+    ...(older.answered !== undefined ? { answered: older.answered } : {}),
+    attempts: f.attempts,
+    id: f.id,
+    kind: 'target',
+    leaseTtlMs: f.leaseTtlMs,
+    ...(older.open !== undefined ? { open: older.open } : {}),
+    owner: f.owner,
+    payload: f.payload,
+    previousOwner: f.previousOwner,
+    schema: 1,
+    ...(older.settled !== undefined ? { settled: older.settled } : {}),
+    status: 'leased',
+    steals: f.steals,
+    target: f.target,
+    targets: f.targets,
+    token: f.token,
+    updatedMs: f.updatedMs,
+    worker: f.worker,
+  };
+}
+
+/**
+ * The released lease record a release leaves where lease records carry answer pins (answer-pins.ts):
+ * `done`, pinned to `pin`, no payload, its own target as its group, the released lease's owner,
+ * worker, token and last renewal.
+ */
+function releasedLease(record: LeaseRecord, pin: string): LeaseRecord {
+  // Keys in canonical order (see planClaimGroup).
+  return {
+    answerToken: pin,
+    attempts: 0,
+    id: record.id,
+    kind: 'target',
+    owner: record.owner,
+    payload: EMPTY_PAYLOAD,
+    previousOwner: '',
+    schema: 1,
+    status: 'done',
+    steals: 0,
+    target: record.target!,
+    targets: [record.target!],
+    token: record.token,
+    updatedMs: record.updatedMs,
+    worker: record.worker,
+  };
+}
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /**
    * The answer records as of one answer generation, for claims that name their input
    * (answers-view.ts). None on a store that bounds its batches (etcd: `maxBatchRecords`), where the
-   * generation record would take a 64-member group's release past the bound: there a claim reads
-   * each member's answer record, and a release writes no generation record.
+   * generation record would take a 64-member group's release past the bound: there lease records
+   * carry answer pins instead (`pinnedAnswers`), and a release writes no generation record.
    */
   private readonly answersView = this.backend.maxBatchRecords === undefined ? new AnswersView() : undefined;
+  /** The answer records a claim finds by its lease records' answer pins (answer-pins.ts), where there is no generation. */
+  private readonly pinnedAnswers = this.answersView === undefined ? new PinnedAnswers() : undefined;
 
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
   static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
@@ -198,25 +291,45 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const key = input === undefined ? 0 : inputKey(input);
     let readForView: (readonly [bigint, RecordRead])[] = [];
     const answersView = this.answersView;
+    const pinnedAnswers = this.pinnedAnswers;
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
       // Read, not locked: the generation record, and (`readMore`) the answer records the view does
-      // not hold at that generation; without a view, every member's answer record. Only a release
-      // writes an answer record, and it holds the member's lease record lock, which this claim
-      // takes too; it bumps the generation in the same batch (answers-view.ts has why the view is
-      // then exact).
-      ...(asksAnswers && answersView === undefined ? { readIds: answerIds } : {}),
+      // not hold at that generation. Only a release writes an answer record, and it holds the
+      // member's lease record lock, which this claim takes too; it bumps the generation in the
+      // same batch (answers-view.ts has why the view is then exact). Without a generation
+      // (`readMore` again): the answer records the lease records' pins name and the view does not
+      // hold, pinned; those of members whose lease record has no pin, guarded (answer-pins.ts).
+      ...(asksAnswers && pinnedAnswers !== undefined
+        ? {
+            readMore: (view: RecordView): MoreReads => {
+              const pinned: string[] = [];
+              const guarded: string[] = [];
+              fromView = members.map((m, i) => {
+                const pin = readablePin(view, m.id);
+                if (pin === null) return undefined; // unreadable: `apply` fails on the lease record
+                const entry = pin === undefined ? undefined : pinnedAnswers.lookup(m.target, pin);
+                if (entry === undefined) (pin === undefined ? guarded : pinned).push(answerIds[i]!);
+                return entry;
+              });
+              return { guarded, pinned };
+            },
+            committed: (): void => {
+              for (const [target, read] of readForView) pinnedAnswers.learn(target, read);
+            },
+          }
+        : {}),
       ...(asksAnswers && answersView !== undefined
         ? {
             readIds: [ANSWER_GENERATION_ID],
-            readMore: (view: RecordView): readonly string[] => {
+            readMore: (view: RecordView): MoreReads => {
               readGeneration = generationOf(view.get(ANSWER_GENERATION_ID));
               // A corrupt generation record: every member's answer record is read.
               if (readGeneration !== undefined) answersView.advance(readGeneration);
               const usable = readGeneration !== undefined && answersView.at(readGeneration);
               fromView = members.map((m) => (usable ? answersView.lookup(m.target) : undefined));
-              return answerIds.filter((_, i) => fromView[i] === undefined);
+              return { guarded: answerIds.filter((_, i) => fromView[i] === undefined) };
             },
             committed: (changed: boolean): void => {
               if (!changed || readGeneration === undefined) return;
@@ -270,34 +383,35 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         if (answered.length > 0) return { ok: false, reason: 'answered', answered };
         if (open.length > 0) return { ok: false, reason: 'backoff', open };
         if (holders.length > 0) return { ok: false, reason: 'conflict', holders };
-        for (const member of members) {
-          const previous = validRecord(view.get(member.id));
+        members.forEach((member, i) => {
+          const read = view.get(member.id);
+          const previous = validRecord(read);
           // A released (`done`) member is free: its counters start over, as an absent one's.
           const counters = claimCounters(previous?.status === 'leased' ? previous : undefined, owner);
-          // Keys in canonical order: the serialiser then skips sorting them (canonical-json.ts).
+          // The answer pin (answer-pins.ts): of the answer record this batch read or staged, else
+          // the one the previous record carries, compared at commit.
+          let pin: string | undefined;
+          if (pinnedAnswers !== undefined) {
+            const inBatch = asksAnswers ? view.peek(answerIds[i]!) : undefined;
+            pin = inBatch !== undefined ? pinOfAnswer(inBatch) : pinOf(read);
+          }
           // Answers a lease record of an older table carries travel with it until a release moves them.
-          const { answered: wasAnswered, open: wasOpen, settled } = answerFields(previous);
-          view.put({
-            ...(wasAnswered !== undefined ? { answered: wasAnswered } : {}),
+          const lease: LeasedFields = {
             attempts: counters.attempts,
             id: member.id,
-            kind: 'target',
             leaseTtlMs: ttlMs,
-            ...(wasOpen !== undefined ? { open: wasOpen } : {}),
             owner,
             payload: stored,
             previousOwner: counters.previousOwner,
-            schema: 1,
-            ...(settled !== undefined ? { settled } : {}),
-            status: 'leased',
             steals: counters.steals,
             target: member.target.toString(10),
             targets: groupTargets,
             token,
             updatedMs: nowMs,
             worker,
-          });
-        }
+          };
+          view.put(leasedRecord(lease, pin, answerFields(previous)));
+        });
         return { ok: true, token, ids: members.map((m) => m.id) };
       },
     };
@@ -363,8 +477,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     // The members whose answer record this release writes, with its id.
     const learnt = new Map(members.filter((m) => answeredNow.has(m.target) || openNow.has(m.target)).map((m) => [m.target, answerRecordId(m.target)]));
     // Per attempt: the generation record and answer records this release staged (for the view).
-    let wrote: { generation: LeaseRecord; records: (readonly [bigint, LeaseRecord])[] } | undefined;
+    let wrote: { generation: LeaseRecord | undefined; records: (readonly [bigint, LeaseRecord])[] } | undefined;
     const answersView = this.answersView;
+    const pinnedAnswers = this.pinnedAnswers;
     // Writing answer records bumps the answer generation in the same batch (answers-view.ts).
     const generationIds = learnt.size > 0 && answersView !== undefined ? [ANSWER_GENERATION_ID] : [];
     return {
@@ -373,10 +488,17 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       ...(answersView !== undefined && generationIds.length > 0
         ? {
             committed: (): void => {
-              if (wrote === undefined) return;
+              if (wrote?.generation === undefined) return;
               const generation = generationOf({ state: 'valid', record: wrote.generation })!;
               answersView.advance(generation);
               for (const [target, record] of wrote.records) answersView.learn(generation, target, { state: 'valid', record });
+            },
+          }
+        : {}),
+      ...(pinnedAnswers !== undefined && learnt.size > 0
+        ? {
+            committed: (): void => {
+              for (const [target, record] of wrote?.records ?? []) pinnedAnswers.learn(target, { state: 'valid', record });
             },
           }
         : {}),
@@ -393,10 +515,13 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           const target = members[i]!.target;
           const answerId = learnt.get(target);
           if (answerId === undefined) {
-            // Nothing learnt now: a lease record of an older table keeps its answers as a `done` record.
+            // Nothing learnt now: a lease record of an older table keeps its answers as a `done`
+            // record; one with an answer pin stays as a released lease record that keeps it.
             const older = answerFields(record);
-            if (older.answered === undefined && older.open === undefined) view.remove(record.id);
-            else view.put({ ...record, status: 'done' });
+            const pin = pinnedAnswers === undefined ? undefined : pinOf({ state: 'valid', record });
+            if (older.answered !== undefined || older.open !== undefined) view.put({ ...record, status: 'done' });
+            else if (pin !== undefined) view.put(releasedLease(record, pin));
+            else view.remove(record.id);
             return;
           }
           const known = memberAnswers(record, validRecord(view.get(answerId)));
@@ -433,14 +558,17 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           };
           view.put(answerRecord);
           written.push([target, answerRecord]);
-          view.remove(record.id);
+          // Without a generation, the lease record stays, pinned to the answer record just written.
+          if (pinnedAnswers !== undefined) view.put(releasedLease(record, record.token));
+          else view.remove(record.id);
         });
+        let generation: LeaseRecord | undefined;
         if (generationIds.length > 0) {
           const previous = generationOf(view.get(ANSWER_GENERATION_ID))!;
-          const generation = nextGeneration(previous, [...learnt.keys()], { owner: records[0]!.owner, token, worker: records[0]!.worker, nowMs: completedMs });
+          generation = nextGeneration(previous, [...learnt.keys()], { owner: records[0]!.owner, token, worker: records[0]!.worker, nowMs: completedMs });
           view.put(generation);
-          wrote = { generation, records: written };
         }
+        wrote = { generation, records: written };
         return { ok: true };
       },
     };

@@ -1,7 +1,9 @@
 /**
  * Each table's local view of the answer records (src/lease/answers-view.ts): a claim that names
  * its input reads the answer generation record and only the answer records its view does not hold
- * at that generation; etcd, whose batches are bounded, reads every member's answer record.
+ * at that generation; on etcd, whose batches are bounded, only those its lease records' answer
+ * pins name and its view does not hold, and those of members whose lease record has no pin
+ * (src/lease/answer-pins.ts).
  */
 import { expect, it } from 'vitest';
 import type { LeaseOperation } from '../../src/lease/lease-operation.js';
@@ -35,9 +37,9 @@ describeEachStore('answers view', (store) => {
       ...(op.readMore
         ? {
             readMore: (view) => {
-              const ids = op.readMore!(view);
-              read.push(...ids);
-              return ids;
+              const more = op.readMore!(view);
+              read.push(...more.guarded, ...(more.pinned ?? []));
+              return more;
             },
           }
         : {}),
@@ -45,11 +47,6 @@ describeEachStore('answers view', (store) => {
     const { outcomes } = await table.executeBatch([spied as LeaseOperation<unknown>]);
     const outcome = outcomes[0]!;
     if (!outcome.ok) throw outcome.error;
-    // Without a view, every member's answer record is read with the lease records.
-    if (bounded) {
-      expect(op.readMore).toBeUndefined();
-      read.push(...(op.readIds ?? []));
-    }
     return { result: outcome.value as GroupClaimResult, read: read.sort() };
   }
 
@@ -74,9 +71,9 @@ describeEachStore('answers view', (store) => {
       expect(first.result.ok).toBe(true);
       expect(first.read).toEqual(ids(group));
       if (first.result.ok) expect(await a.releaseGroup(group, first.result.token)).toEqual({ ok: true });
-      // Nothing written since: the view answers for every member.
+      // Nothing written since: the view (etcd: the answer pins, none) answers for every member.
       const second = await claim(a, group, input(2), 'a', 11 * S);
-      expect(second.read).toEqual(bounded ? ids(group) : []);
+      expect(second.read).toEqual([]);
       if (second.result.ok) expect(await a.releaseGroup(group, second.result.token)).toEqual({ ok: true });
       // b answers member 2 on input 1 and leaves member 5 open there.
       const held = await b.claimGroup([2n, 5n], { t: 1 }, { owner: 'b', nowMs: 12 * S });
@@ -85,12 +82,13 @@ describeEachStore('answers view', (store) => {
       // a reads member 2's record again, and only it, and is refused on input 1.
       const third = await claim(a, group, input(1), 'a', 13 * S);
       expect(third.result).toEqual({ ok: false, reason: 'answered', answered: [2n] });
-      expect(third.read).toEqual(bounded ? ids(group) : ids([2n]));
-      // A fresh table (no view) reads every member and decides the same.
+      expect(third.read).toEqual(ids([2n]));
+      // A fresh table (no view) reads every member and decides the same; on etcd, only the
+      // member whose pin names an answer record.
       const fresh = await open(root);
       const cold = await claim(fresh, group, input(1), 'fresh', 14 * S);
       expect(cold.result).toEqual(third.result);
-      expect(cold.read).toEqual(ids(group));
+      expect(cold.read).toEqual(bounded ? ids([2n]) : ids(group));
     } finally {
       await closeAll();
     }
@@ -115,7 +113,8 @@ describeEachStore('answers view', (store) => {
       }
       const after = await claim(a, watched, input(1), 'a', 13 * S);
       expect(after.result).toEqual({ ok: false, reason: 'answered', answered: [1n] });
-      expect(after.read).toEqual(ids(watched));
+      // etcd: the pins of members 2 and 3 still say they have no answer record.
+      expect(after.read).toEqual(bounded ? ids([1n]) : ids(watched));
     } finally {
       await closeAll();
     }

@@ -21,8 +21,10 @@ import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';
 import { nodeFsLayer } from '../../src/fs/fs-layer.js';
 import { scanTableRoot } from '../../src/lease/open-backend.js';
+import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
 import { codeOf, codeOfAsync } from '../helpers/error-code.js';
+import type { GroupClaimResult } from '../../src/lease/lease-results.js';
 import { runCliProcess } from '../helpers/cli-process.js';
 import { etcdUnavailable, freePort, freezeMember, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 
@@ -149,7 +151,9 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const kv = (a as unknown as { backend: { connection: { client: { kv: { txn: (...args: unknown[]) => Promise<unknown> } } } } }).backend.connection.client.kv;
       const txn = kv.txn.bind(kv);
       // Right after a's read of branch 60 (lease record and answer record absent), b claims 60,
-      // answers it on x and releases it: its lease record is absent again when a commits.
+      // answers it on x and releases it, then another coordinator claims 60 and dies: the server
+      // deletes its lease record with its session, so it is absent again when a commits, and only
+      // the compare of the answer record a read tells the change.
       let armed = true;
       kv.txn = async (...args: unknown[]) => {
         const result = await txn(...args);
@@ -158,6 +162,9 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
           const other = await b.claimGroup([60n], { path: 'b' }, { owner: 'b', nowMs: 10 * S, input: x });
           if (!other.ok) throw new Error('claim of b failed');
           expect(await b.releaseGroup([60n], other.token, { nowMs: 11 * S, answers: { input: x, settled: [60n] } })).toEqual({ ok: true });
+          expect((await b.claimGroup([60n], { path: 'c' }, { owner: 'c', nowMs: 11 * S })).ok).toBe(true);
+          // What the server does when that session expires (a and b share this process's session).
+          await client.delete().key(`${prefix}/target/r/${targetRecordId(60n)}`).exec();
         }
         return result;
       };
@@ -195,7 +202,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
-  it('decides from the answer records it last saw without reading them again, and a stale one costs a conflict, never a wrong claim', async () => {
+  it('decides from the answer records its lease records pin without reading or comparing them, and a stale pin costs a conflict, never a wrong claim', async () => {
     const prefix = nextPrefix();
     const a = await openTarget(await tempRoot(), base(prefix));
     const b = await openTarget(await tempRoot(), base(prefix));
@@ -213,35 +220,199 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         if (counting) requests.push({ reads: request.success.filter((op) => op.request_range !== undefined).length, compares: request.compare.length });
         return txn(...args);
       };
-      // a answers 50 on x; its own release leaves it knowing both records of 50.
+      // a answers 50 on x; its own release leaves it knowing both records of 50, and the released
+      // lease record pins the answer record it wrote.
       const first = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
       if (!first.ok) throw new Error('claim failed');
       expect(await a.releaseGroup([50n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [50n] } })).toEqual({ ok: true });
+      const released = (await a.snapshotRecords()).find((e) => e.id === targetRecordId(50n))!.record;
+      expect(released).toMatchObject({ status: 'done', answerToken: first.token, token: first.token, payload: {}, targets: ['50'] });
       requests.length = 0;
-      // Refused on x from what it knows, confirmed by compares alone: nothing read.
+      // Refused on x from what it knows, confirmed by the lease record's compare alone: nothing read.
       expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
-      expect(requests).toEqual([{ reads: 0, compares: 2 }]);
+      expect(requests).toEqual([{ reads: 0, compares: 1 }]);
       requests.length = 0;
-      // b answers 50 on y: a's knowledge of the answer record is now stale.
+      // b answers 50 on y: the pin a knows, and the answer record it holds, are now stale.
       counting = false;
       const other = await b.claimGroup([50n], { path: 'b' }, { owner: 'b', nowMs: 13 * S, input: y });
       if (!other.ok) throw new Error('claim failed');
       expect(await b.releaseGroup([50n], other.token, { nowMs: 14 * S, answers: { input: y, settled: [50n] } })).toEqual({ ok: true });
       counting = true;
-      // a asks 50 on y: its commit compares the stale record and fails; the run again reads from
-      // the server and refuses. Nothing was written.
+      // a asks 50 on y: its commit compares the stale lease record and fails; the run again reads
+      // it from the server, then the answer record its new pin names, and refuses. Nothing was written.
       expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 15 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
-      expect(requests).toEqual([{ reads: 0, compares: 2 }, { reads: 2, compares: 0 }]);
-      expect((await a.snapshotRecords()).map((e) => e.id)).toEqual([answerRecordId(50n)]);
-      // On a third input the claim holds, deciding from what it read last.
+      expect(requests).toEqual([{ reads: 0, compares: 1 }, { reads: 1, compares: 0 }, { reads: 1, compares: 0 }]);
+      expect((await a.snapshotRecords()).map((e) => e.id).sort()).toEqual([answerRecordId(50n), targetRecordId(50n)].sort());
+      // On a third input the claim holds, deciding from what it read last: one compare, of the lease record.
       requests.length = 0;
       const held = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 16 * S, input: z });
       expect(held.ok).toBe(true);
-      expect(requests).toEqual([{ reads: 0, compares: 2 }]);
+      expect(requests).toEqual([{ reads: 0, compares: 1 }]);
     } finally {
       await a.close();
       await b.close();
     }
+  });
+
+  describe('answer pins', () => {
+    type Kv = { txn: (...args: unknown[]) => Promise<unknown> };
+    const kvOf = (table: unknown): Kv => (table as { backend: { connection: { client: { kv: Kv } } } }).backend.connection.client.kv;
+    const isCommit = (request: unknown): boolean => (request as { success: { request_range?: unknown }[] }).success.some((op) => op.request_range === undefined);
+    const leaseKey = (prefix: string, t: bigint): string => `${prefix}/target/r/${targetRecordId(t)}`;
+
+    it('refuses a claim, never grants it, when another table answers its question between its read and its commit', async () => {
+      const prefix = nextPrefix();
+      const a = await openTarget(await tempRoot(), base(prefix));
+      const b = await openTarget(await tempRoot(), base(prefix));
+      const [p, x] = ['1'.repeat(64), '2'.repeat(64)];
+      const kv = kvOf(a);
+      const txn = kv.txn.bind(kv);
+      try {
+        // a knows 70 free, with no answers: its released lease record pins none.
+        const warm = await a.claimGroup([70n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: p });
+        if (!warm.ok) throw new Error('claim failed');
+        expect(await a.releaseGroup([70n], warm.token)).toEqual({ ok: true });
+        // a's claim on x decides from what it knows (nothing read); just before its commit goes
+        // out, b claims 70 on x, answers it and releases it.
+        let armed = true;
+        kv.txn = async (...args: unknown[]) => {
+          if (armed && isCommit(args[0])) {
+            armed = false;
+            const other = await b.claimGroup([70n], { path: 'b' }, { owner: 'b', nowMs: 11 * S, input: x });
+            if (!other.ok) throw new Error('claim of b failed');
+            expect(await b.releaseGroup([70n], other.token, { nowMs: 12 * S, answers: { input: x, settled: [70n] } })).toEqual({ ok: true });
+          }
+          return txn(...args);
+        };
+        expect(await a.claimGroup([70n], { path: 'a' }, { owner: 'a', nowMs: 13 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [70n] });
+        expect(armed).toBe(false);
+        expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(70n))?.record).toMatchObject({ status: 'done', owner: 'b' });
+
+        // A fresh table reads the lease record from the server; b answers between that read and
+        // the read of the answer record the pin names: the claim still sees the answer.
+        const c = await openTarget(await tempRoot(), base(prefix));
+        const kvC = kvOf(c);
+        const y = '3'.repeat(64);
+        armed = true;
+        kvC.txn = async (...args: unknown[]) => {
+          const result = await txn(...args);
+          if (armed) {
+            armed = false;
+            const other = await b.claimGroup([70n], { path: 'b' }, { owner: 'b', nowMs: 14 * S, input: y });
+            if (!other.ok) throw new Error('claim of b failed');
+            expect(await b.releaseGroup([70n], other.token, { nowMs: 15 * S, answers: { input: y, settled: [70n] } })).toEqual({ ok: true });
+          }
+          return result;
+        };
+        try {
+          expect(await c.claimGroup([70n], { path: 'c' }, { owner: 'c', nowMs: 16 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [70n] });
+          expect(armed).toBe(false);
+          // A claim on a question nobody answered holds, from what the pin now names.
+          expect((await c.claimGroup([70n], { path: 'c' }, { owner: 'c', nowMs: 17 * S, input: '4'.repeat(64) })).ok).toBe(true);
+        } finally {
+          await c.close();
+        }
+      } finally {
+        kv.txn = txn;
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('keeps a released member\'s lease record, pinned and on no session; a reopened table decides from the pins', async () => {
+      const prefix = nextPrefix();
+      const root = await tempRoot();
+      const a = await openTarget(root, base(prefix));
+      const [x, y] = ['5'.repeat(64), '6'.repeat(64)];
+      try {
+        // 81 and 82 asked on x: their lease records pin "no answer record" (none was read).
+        const held = await a.claimGroup([81n, 82n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
+        if (!held.ok) throw new Error('claim failed');
+        const leased = await client.getAll().prefix(`${prefix}/target/r/`).exec();
+        for (const kv of leased.kvs) expect(String(kv.lease)).not.toBe('0');
+        expect((await a.snapshotRecords()).map((e) => e.record.answerToken)).toEqual(['', '']);
+        // 81 answered: its answer record and its released lease record carry the release's token.
+        expect(await a.releaseGroup([81n, 82n], held.token, { nowMs: 11 * S, answers: { input: x, settled: [81n] } })).toEqual({ ok: true });
+        const records = new Map((await a.snapshotRecords()).map((e) => [e.id, e.record]));
+        expect(records.get(answerRecordId(81n))).toMatchObject({ role: 'answers', token: held.token });
+        expect(records.get(targetRecordId(81n))).toMatchObject({ status: 'done', answerToken: held.token, payload: {}, targets: ['81'] });
+        expect(records.get(targetRecordId(82n))).toMatchObject({ status: 'done', answerToken: '' });
+        expect(records.has(answerRecordId(82n))).toBe(false);
+        for (const t of [81n, 82n]) expect(String((await client.get(leaseKey(prefix, t)).exec()).kvs[0]!.lease)).toBe('0');
+        // Released lease records are no lease and no answer: not counted, by the table or by
+        // `symfence leases` (whose `check` lists no corrupt record).
+        expect(await a.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 1, corrupt: 0 });
+        const inspected = await inspectLeaseTable(root, { nowMs: 12 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
+        expect(inspected).toMatchObject({ counts: { leased: 0, done: 1, corrupt: 0 }, owners: { a: { done: 1 } }, corrupt: [], answers: { branches: 1, pairs: 1 } });
+        // A claim that names no input carries the pin on; one over a key without a pin writes none,
+        // and its bare release deletes it as before.
+        const bare = await a.claimGroup([81n, 83n], { path: 'a' }, { owner: 'a', nowMs: 12 * S });
+        if (!bare.ok) throw new Error('claim failed');
+        const bareRecords = new Map((await a.snapshotRecords()).map((e) => [e.id, e.record]));
+        expect(bareRecords.get(targetRecordId(81n))).toMatchObject({ status: 'leased', answerToken: held.token });
+        expect(bareRecords.get(targetRecordId(83n))?.answerToken).toBeUndefined();
+        expect(await a.releaseGroup([81n, 83n], bare.token)).toEqual({ ok: true });
+        expect((await client.get(leaseKey(prefix, 83n)).exec()).kvs).toEqual([]);
+        expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(81n))?.record).toMatchObject({ status: 'done', answerToken: held.token, token: bare.token });
+      } finally {
+        await a.close();
+      }
+      // Reopened: no view, no cache. The pins say which answer records to read: 81's only.
+      const again = await openTarget(root, base(prefix));
+      const kv = kvOf(again);
+      const txn = kv.txn.bind(kv);
+      const reads: number[] = [];
+      kv.txn = async (...args: unknown[]) => {
+        const request = args[0] as { success: { request_range?: unknown }[] };
+        if (!isCommit(request)) reads.push(request.success.length);
+        return txn(...args);
+      };
+      try {
+        expect(await again.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 13 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [81n] });
+        expect(reads).toEqual([2, 1]);
+        const held = await again.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 14 * S, input: y });
+        expect(held.ok).toBe(true);
+      } finally {
+        kv.txn = txn;
+        await again.close();
+      }
+    });
+
+    it('claims 16 groups of 8 in one transaction once their lease records carry pins, splitting the first batch that must compare answer records', async () => {
+      const prefix = nextPrefix();
+      const table = await openTarget(await tempRoot(), base(prefix));
+      const kv = kvOf(table);
+      const txn = kv.txn.bind(kv);
+      const commits: { compares: number; writes: number }[] = [];
+      kv.txn = async (...args: unknown[]) => {
+        const request = args[0] as { compare: unknown[]; success: { request_range?: unknown }[] };
+        if (isCommit(request)) commits.push({ compares: request.compare.length, writes: request.success.length });
+        return txn(...args);
+      };
+      const groups = Array.from({ length: 16 }, (_, g) => Array.from({ length: 8 }, (_, i) => BigInt(6000 + g * 8 + i)));
+      const round = async (n: number): Promise<void> => {
+        const input = n.toString(16).padStart(64, '0');
+        const claims = await table.executeBatch(groups.map((g) => table.planClaimGroup(g, { n }, { owner: 'c', nowMs: n * S, input })));
+        const tokens = claims.outcomes.map((o) => (o.ok && (o.value as GroupClaimResult).ok ? (o.value as { token: string }).token : undefined));
+        expect(tokens.every((t) => t !== undefined)).toBe(true);
+        const releases = await table.executeBatch(groups.map((g, i) => table.planReleaseGroup(g, tokens[i]!, { nowMs: n * S, answers: { input, settled: g.filter((_, j) => j % 2 === 0) } })));
+        expect(releases.outcomes.every((o) => o.ok && (o.value as { ok: boolean }).ok)).toBe(true);
+      };
+      try {
+        // First round: no pins yet, so each claim compares its members' answer records too; the
+        // batch would compare 256 records and runs as two of 128.
+        await round(1);
+        const firstClaims = commits.splice(0).slice(0, 2);
+        expect(firstClaims).toEqual([{ compares: 128, writes: 64 }, { compares: 128, writes: 64 }]);
+        // From then on the pins answer: one transaction, one compare per member.
+        await round(2);
+        expect(commits[0]).toEqual({ compares: 128, writes: 128 });
+        expect(commits.every((c) => c.compares <= 128 && c.writes <= 128)).toBe(true);
+      } finally {
+        kv.txn = txn;
+        await table.close();
+      }
+    });
   });
 
   it('claims a 64-member group in one transaction and refuses a manifest too large for etcd without writing', async () => {
@@ -258,10 +429,10 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const revisions = new Set((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => String(kv.mod_revision)));
       expect(revisions.size).toBe(1); // all 64 written by one transaction
       expect(Number([...revisions][0])).toBeGreaterThan(Number(before));
-      // Its release answers every member: 64 deletes and 64 answer records in one transaction.
+      // Its release answers every member: 64 released lease records and 64 answer records in one transaction.
       expect(await targets.releaseGroup(group, claim.token, { nowMs: 11 * S, answers: { input, settled: group } })).toEqual({ ok: true });
       const answers = (await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs;
-      expect(answers.map((kv) => String(kv.key).split('/').pop()).sort()).toEqual(group.map(answerRecordId).sort());
+      expect(answers.map((kv) => String(kv.key).split('/').pop()).sort()).toEqual([...group.map(answerRecordId), ...group.map(targetRecordId)].sort());
       expect(new Set(answers.map((kv) => String(kv.mod_revision))).size).toBe(1);
 
       const id = workIdOf({ job: 'big' });

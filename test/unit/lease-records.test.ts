@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, canonicalJsonBytes } from '../../src/lease/canonical-json.js';
-import { groupMembers, isRecordId, shardDirName, shardOf, targetRecordId, workIdOf } from '../../src/lease/identity.js';
-import { parseRecord, recordProblem, serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.js';
+import { answerRecordId, groupMembers, isRecordId, shardDirName, shardOf, targetRecordId, workIdOf } from '../../src/lease/identity.js';
+import { isReleasedLease, parseRecord, recordProblem, serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.js';
 import { codeOf } from '../helpers/error-code.js';
 
 const sample: LeaseRecord = {
@@ -136,5 +136,20 @@ describe('record validation', () => {
     expect(recordProblem({ ...target, target: '6', targets: ['6'] }, id, 'target')).toMatch(/hash/);
     expect(recordProblem({ ...target, targets: ['7'] }, id, 'target')).toBeTypeOf('string');
     expect(recordProblem({ ...target, status: 'done' }, id, 'target')).toBeTypeOf('string');
+  });
+
+  it('takes a done lease record that carries only an answer pin as a released lease, and no pin on an answer record', () => {
+    const id = targetRecordId(5n);
+    const released = { ...sample, kind: 'target' as const, id, status: 'done' as const, payload: {}, target: '5', targets: ['5'], answerToken: '' };
+    expect(recordProblem(released, id, 'target')).toBeUndefined();
+    expect(isReleasedLease(released)).toBe(true);
+    expect(recordProblem({ ...released, answerToken: 'c:0:1:2:ab' }, id, 'target')).toBeUndefined();
+    expect(recordProblem({ ...released, answerToken: 7 }, id, 'target')).toMatch(/answerToken/);
+    expect(isReleasedLease({ ...released, answered: true, settled: ['a'.repeat(64)] })).toBe(false);
+    expect(isReleasedLease({ ...released, kind: 'work' })).toBe(false);
+    const answerId = answerRecordId(5n);
+    const answers = { ...released, id: answerId, role: 'answers', targets: undefined, answered: true, settled: ['a'.repeat(64)] };
+    expect(recordProblem({ ...answers, answerToken: undefined }, answerId, 'target')).toBeUndefined();
+    expect(recordProblem(answers, answerId, 'target')).toMatch(/pin/);
   });
 });

@@ -23,15 +23,16 @@
  * Expiry: `leased` target records are attached to the writer's session lease (etcd-connection.ts)
  * and vanish when it expires on the server, besides expiring by their own TTL as in every store —
  * except a lease record of an older table that still carries answers (docs/lease-format.md
- * "Answers"), which must outlive its holder and expires by its TTL. Answer records are `done`.
+ * "Answers"), which must outlive its holder and expires by its TTL. Answer records and released
+ * lease records (pinning an answer record, docs/lease-format.md "Answer pins") are `done`.
  * Leased work records expire by their TTL only, so that their payload survives for a takeover
  * (`recoverExpired`); this process still remembers which of its sessions wrote them, for the
  * offline answers (etcd-batch.ts). `committing` and `done` records are attached to no
  * lease: they are never lost to an expiry.
  *
  * Limits: a transaction carries at most `MAX_TXN_OPS` (etcd's default `--max-txn-ops`) compares
- * and as many writes; a batch touches at most `MAX_BATCH_RECORDS` = 128 records (a full group and
- * its answer records);
+ * and as many writes; a batch compares at most `MAX_BATCH_RECORDS` = 128 records (a full group
+ * and its answer records; lease-operation.ts "Size");
  * its writes may total at most `MAX_TXN_BYTES` (under etcd's default 1.5 MiB request limit). A
  * record or batch above that is refused with `ERR_LEASE_RECORD_TOO_LARGE` before anything is
  * written (a commit manifest too big for etcd is never silently dropped).

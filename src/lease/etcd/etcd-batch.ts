@@ -12,8 +12,9 @@ import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedR
 /** etcd's default `--max-txn-ops`: compares, and separately writes, per transaction. */
 export const MAX_TXN_OPS = 128;
 /**
- * Records per batch: a full target group with its answer records. Only a record the batch writes
- * costs a compare (and its write), and etcd counts compares and writes separately against
+ * Records a batch compares: a full target group with its answer records. A record the batch writes
+ * costs a compare (and its write), as does one it took from the quiet records or read guarded;
+ * a pinned read costs none (answer-pins.ts). etcd counts compares and writes separately against
  * `MAX_TXN_OPS`; reads are split into requests of `MAX_TXN_OPS` at one revision.
  */
 export const MAX_BATCH_RECORDS = MAX_TXN_OPS;
@@ -55,13 +56,15 @@ export class EtcdBatch implements StoreBatch {
    * or not), so the commit lands only if each was still what this batch decided from. A batch that
    * writes nothing has decided only refusals on them (`answered`, `backoff`), which a newer value
    * of an answer record would only confirm: answers are added, open rows only move later.
+   * `pinned` ids always come from the server and are compared never: the operation checks them
+   * against the answer pins of its lease records, which are compared (answer-pins.ts).
    */
-  async fetch(ids: readonly string[], guarded?: ReadonlySet<string>): Promise<Map<string, FetchedRead>> {
+  async fetch(ids: readonly string[], guarded?: ReadonlySet<string>, pinned?: ReadonlySet<string>): Promise<Map<string, FetchedRead>> {
     if (guarded !== undefined) for (const id of ids) if (guarded.has(id)) this.#guarded.add(id);
     const fetched = new Map<string, FetchedRead>();
     const ask: string[] = [];
     for (const id of ids) {
-      const known = this.#backend.quiet.get(id);
+      const known = pinned?.has(id) === true ? undefined : this.#backend.quiet.get(id);
       if (known === undefined) ask.push(id);
       else {
         this.#reads.set(id, known);
