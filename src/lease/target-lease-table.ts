@@ -241,6 +241,44 @@ function releasedLease(record: LeaseRecord, pin: string): LeaseRecord {
   };
 }
 
+/**
+ * The answer record a release writes for `target`: `done`, role `answers`, the releasing lease's
+ * owner, token and worker, with `answered`, `open` and `settled` when they have anything. Built
+ * field by field in canonical key order (the serialiser then skips sorting, canonical-json.ts):
+ * a record literal that starts with a non-empty spread of an optional field cost 27–37 µs to
+ * build on Node 20, against 0.2 µs this way, once per member of every answering release.
+ */
+function answerRecordOf(
+  id: string,
+  target: bigint,
+  lease: LeaseRecord,
+  completedMs: number,
+  answered: boolean,
+  open: readonly OpenQuestion[],
+  settled: readonly string[],
+): LeaseRecord {
+  const r: { -readonly [K in keyof LeaseRecord]: LeaseRecord[K] } = {} as LeaseRecord;
+  if (answered) r.answered = true;
+  r.attempts = 0;
+  r.completedMs = completedMs;
+  r.id = id;
+  r.kind = 'target';
+  if (open.length > 0) r.open = open;
+  r.owner = lease.owner;
+  r.payload = EMPTY_PAYLOAD;
+  r.previousOwner = '';
+  r.role = 'answers';
+  r.schema = 1;
+  if (answered && settled.length > 0) r.settled = settled;
+  r.status = 'done';
+  r.steals = 0;
+  r.target = target.toString(10);
+  r.token = lease.token;
+  r.updatedMs = completedMs;
+  r.worker = lease.worker;
+  return r;
+}
+
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /**
    * The answer records as of one answer generation, for claims that name their input
@@ -535,27 +573,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           if (settledHere) settled = [...settled.filter((s) => s !== input), input!];
           if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
           const answered = known.answered || settledHere;
-          // Keys in canonical order (see planClaimGroup).
-          const answerRecord: LeaseRecord = {
-            ...(answered ? { answered: true } : {}),
-            attempts: 0,
-            completedMs,
-            id: answerId,
-            kind: 'target',
-            ...(open.length > 0 ? { open } : {}),
-            owner: record.owner,
-            payload: EMPTY_PAYLOAD,
-            previousOwner: '',
-            role: 'answers',
-            schema: 1,
-            ...(answered && settled.length > 0 ? { settled } : {}),
-            status: 'done',
-            steals: 0,
-            target: target.toString(10),
-            token: record.token,
-            updatedMs: completedMs,
-            worker: record.worker,
-          };
+          const answerRecord = answerRecordOf(answerId, target, record, completedMs, answered, open, settled);
           view.put(answerRecord);
           written.push([target, answerRecord]);
           // Without a generation, the lease record stays, pinned to the answer record just written.
