@@ -156,6 +156,11 @@ export class EtcdRecordBackend implements RecordBackend {
     return Buffer.from(`${this.base}r/${id}`);
   }
 
+  /** Bytes of `recordKey(id)` before the id. */
+  get recordKeyPrefixBytes(): number {
+    return Buffer.byteLength(`${this.base}r/`);
+  }
+
   /** Where a record lives, for scans and errors. */
   where(id: string): string {
     return `etcd:${this.base}r/${id}`;

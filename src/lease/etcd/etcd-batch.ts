@@ -116,7 +116,10 @@ export class EtcdBatch implements StoreBatch {
 
   /** A batch's writes must fit one transaction (`MAX_TXN_BYTES`): refused whole, before staging. */
   admit(changes: readonly (readonly [string, StagedRecord | null])[], staged: ReadonlyMap<string, StagedRecord | null>): void {
-    const sizeOf = (id: string, next: StagedRecord | null): number => this.#backend.recordKey(id).length + (next?.bytes.length ?? 0);
+    // Record ids are ASCII (identity.ts), so a key's size is the prefix's bytes plus the id's
+    // length: no key is built here, for every staged record on every operation of the batch.
+    const prefixBytes = this.#backend.recordKeyPrefixBytes;
+    const sizeOf = (id: string, next: StagedRecord | null): number => prefixBytes + id.length + (next?.bytes.length ?? 0);
     const incoming = new Map(changes);
     let bytes = 0;
     for (const [id, next] of staged) if (!incoming.has(id)) bytes += sizeOf(id, next);
