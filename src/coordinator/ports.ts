@@ -108,8 +108,9 @@ export interface WorkLeasePort {
    */
   beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean>;
   /**
-   * `committing → done`, permanent. False when stale. The coordinator completes its records
-   * through `ResultCommits.publish` (publication and `done` in one fenced step), never alone.
+   * `leased | committing → done`, permanent. False when stale. The coordinator completes a record
+   * alone only for a result with nothing to publish; any other goes through `beginCommit` and
+   * `ResultCommits.publish` (publication and `done` in one fenced step).
    */
   complete(workId: string, token: string, now: number): Promise<boolean>;
   /** Payloads of expired `leased` records, up to `limit`, for another coordinator to take over. */

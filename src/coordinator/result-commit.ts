@@ -6,6 +6,7 @@
  *   set-up failure ───────▶ roll back, count the streak                   (`abandoned`)
  *   otherwise: stage (a trace run: with its trace) ──▶ beginCommit(manifest) ──▶ publish + done (fenced) ──▶ discard staged
  *              ──▶ release target group (with the answers) and local reservation ──▶ count, feed back, journal
+ *   nothing to publish (no finding, no trace): leased ──▶ done (fenced, one write) ──▶ release … as above
  *
  * Contract:
  * - A result is published only after `beginCommit(workId, workToken, manifest)` accepted its work
@@ -13,7 +14,9 @@
  * - Staging failure: no manifest exists, so nothing can point at missing bytes; the dispatch is
  *   rolled back (work abandoned, target group and reservation released), `stagingFailures` counted,
  *   journal `aborted`.
- * - beginCommit refused or failed: the result is stale — rolled back, `staleResults` counted,
+ * - A result with nothing to publish completes its record (`leased → done`, fenced by the work
+ *   token) instead: there is nothing a crash could leave half published, so nothing to replay.
+ * - beginCommit (or that completion) refused or failed: the result is stale — rolled back, `staleResults` counted,
  *   journal `stale`. Its staged copies are left to the sweep: the work's new holder may have staged
  *   the very same names (same work id and content), and removing them could strand its manifest.
  * - After beginCommit nothing is rolled back (the record is irreversibly ours to finish). The
@@ -104,11 +107,16 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     return;
   }
 
+  // A result with nothing to publish (no finding, no trace) has nothing to replay either: its
+  // record goes from leased to done in one fenced step, one durable write instead of three.
+  const nothingToPublish = staged.manifest.items.length === 0 && staged.manifest.trace === undefined;
   let committed = false;
   try {
-    committed = await ctx.workLeases.beginCommit(active.workId, active.workToken, ctx.clock.now(), manifestJson(staged.manifest));
+    committed = nothingToPublish
+      ? await ctx.workLeases.complete(active.workId, active.workToken, ctx.clock.now())
+      : await ctx.workLeases.beginCommit(active.workId, active.workToken, ctx.clock.now(), manifestJson(staged.manifest));
   } catch (error) {
-    active.logger.error({ err: error }, 'beginCommit failed');
+    active.logger.error({ err: error }, nothingToPublish ? 'completing the work record failed' : 'beginCommit failed');
   }
   if (!committed) {
     counters.staleResults++;
@@ -120,13 +128,15 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   // From here on the work record is irreversibly ours to finish: nothing may be rolled back.
   active.phase = 'committing';
   active.tx.commit();
-  try {
-    await ctx.hooks?.afterBeginCommit?.({ workId: active.workId, findings: staged.manifest.items.length });
-  } catch (error) {
-    active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
+  let findings: PublishedEntry[] = [];
+  if (!nothingToPublish) {
+    try {
+      await ctx.hooks?.afterBeginCommit?.({ workId: active.workId, findings: staged.manifest.items.length });
+    } catch (error) {
+      active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
+    }
+    findings = await publishCommitted(ctx, active, staged);
   }
-
-  const findings = await publishCommitted(ctx, active, staged);
   const interesting = findings.filter((f) => f.kind === 'queue').length;
   const members = memberOutcomes(job.group, outcome.telemetry, outcome.status === 'timeout');
   if (active.targetToken !== undefined) {

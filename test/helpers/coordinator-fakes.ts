@@ -114,7 +114,9 @@ export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
   async complete(workId: string, token: string, now: number): Promise<boolean> {
     this.calls.push(`complete ${workId.slice(0, 8)}`);
     const rec = this.records.get(workId);
-    if (!rec || rec.token !== token || rec.status !== 'committing') return false;
+    // As the real table's completeOnce: leased or committing with this token → done; done → already.
+    if (!rec || rec.token !== token) return false;
+    if (rec.status === 'done') return true;
     rec.status = 'done';
     rec.completedMs = now;
     return true;

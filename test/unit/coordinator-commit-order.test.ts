@@ -1,7 +1,8 @@
 // The order of a crash-safe commit with in-memory fakes: findings staged before beginCommit (which
 // carries the manifest), published and completed in one fenced step, staged copies discarded only
 // once done; a staging failure drops the result and releases the work; a stale result stages but
-// never publishes and leaves its copies to the sweep.
+// never publishes and leaves its copies to the sweep; a result with nothing to publish completes its
+// record in one fenced step.
 import { describe, expect, it } from 'vitest';
 import { Coordinator, type CoordinatorHooks } from '../../src/coordinator/coordinator.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
@@ -39,14 +40,17 @@ function setup() {
 
 const found = new TextEncoder().encode('new coverage');
 const outcome = { status: 'ok' as const, elapsedMs: 1, generated: [{ bytes: found, sha256: sha(found), interesting: true }] };
+const boring = new TextEncoder().encode('nothing new');
+/** A result with nothing to publish: its only output is not interesting, and it is no trace. */
+const nothingNew = { status: 'ok' as const, elapsedMs: 1, generated: [{ bytes: boring, sha256: sha(boring), interesting: false }] };
 
-async function runOne(t: ReturnType<typeof setup>, before?: () => void): Promise<string> {
+async function runOne(t: ReturnType<typeof setup>, before?: () => void, result: typeof outcome | typeof nothingNew = outcome): Promise<string> {
   const job = makeJob('a');
   t.source.queue.push({ job, owner: 1 });
   await t.coordinator.tick();
   await t.solver.started(1);
   before?.();
-  t.solver.runs[0]!.resolve(outcome);
+  t.solver.runs[0]!.resolve(result);
   await t.coordinator.settled();
   return jobWorkId(job);
 }
@@ -58,6 +62,37 @@ describe('crash-safe commit order', () => {
     expect(t.log).toEqual(['stage 1', 'beginCommit', 'publish 1', 'discard']);
     expect(t.manifests[0]).toMatchObject({ schema: 'symfence-commit/1', items: [{ kind: 'queue', sha256: sha(found) }] });
     expect(t.counters).toMatchObject({ interesting: 1, jobsOk: 1, stagingFailures: 0 });
+  });
+
+  it('completes the record of a result with nothing to publish in one fenced step: no beginCommit, publication or hook', async () => {
+    const t = setup();
+    const completes: string[] = [];
+    const complete = t.workLeases.complete.bind(t.workLeases);
+    t.workLeases.complete = async (workId, token, now) => {
+      completes.push(workId);
+      return complete(workId, token, now);
+    };
+    let hooked = false;
+    t.hook.afterBeginCommit = () => {
+      hooked = true;
+    };
+    const workId = await runOne(t, undefined, nothingNew);
+    expect(completes).toEqual([workId]);
+    expect(t.log).toEqual(['stage 0']); // nothing staged, nothing to publish or discard
+    expect(hooked).toBe(false);
+    expect(t.workLeases.records.get(workId)).toMatchObject({ status: 'done' });
+    expect(t.workLeases.records.get(workId)!.commit).toBeUndefined();
+    expect(t.counters).toMatchObject({ jobsOk: 1, interesting: 0, staleResults: 0 });
+  });
+
+  it('drops a result with nothing to publish as stale when its work fence is gone, leaving the record to its new holder', async () => {
+    const t = setup();
+    const workId = jobWorkId(makeJob('a'));
+    await runOne(t, () => t.workLeases.steal(workId, t.clock.now()), nothingNew);
+    expect(t.log).toEqual(['stage 0']); // nothing staged, nothing to publish or discard
+    expect(t.workLeases.records.get(workId)).toMatchObject({ status: 'leased' });
+    expect(t.workLeases.records.get(workId)!.token).toMatch(/^thief/);
+    expect(t.counters).toMatchObject({ staleResults: 1, jobsOk: 0 });
   });
 
   it('drops the result and releases the work when staging fails, before any beginCommit', async () => {

@@ -259,13 +259,21 @@ describe('solver slots', () => {
   function gateCommits(t: ReturnType<typeof setup>) {
     const waiting: Array<() => void> = [];
     const arrivals: Array<() => void> = [];
-    const original = t.workLeases.beginCommit.bind(t.workLeases);
-    t.workLeases.beginCommit = async (workId, token, now, manifest) => {
-      await new Promise<void>((resolve) => {
+    const arrive = (): Promise<void> =>
+      new Promise<void>((resolve) => {
         waiting.push(resolve);
         for (const notify of arrivals.splice(0)) notify();
       });
-      return original(workId, token, now, manifest);
+    // A commit's first durable step: beginCommit, or the completion of a result with nothing to publish.
+    const begin = t.workLeases.beginCommit.bind(t.workLeases);
+    t.workLeases.beginCommit = async (workId, token, now, manifest) => {
+      await arrive();
+      return begin(workId, token, now, manifest);
+    };
+    const complete = t.workLeases.complete.bind(t.workLeases);
+    t.workLeases.complete = async (workId, token, now) => {
+      await arrive();
+      return complete(workId, token, now);
     };
     return {
       async reached(n: number): Promise<void> {
@@ -354,7 +362,7 @@ describe('solver slots', () => {
     t.solver.runs[2]!.resolve(ok());
     await gate.reached(3);
     await t.coordinator.tick();
-    // a, b and c wait in beginCommit: the slot is free but the commit path is saturated.
+    // a, b and c wait in their commits: the slot is free but the commit path is saturated.
     expect(t.solver.runs).toHaveLength(3);
     expect(t.coordinator.runningCount).toBe(0);
     expect(t.coordinator.readyCount).toBe(1); // d waits claimed

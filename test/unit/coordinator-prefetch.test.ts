@@ -374,16 +374,17 @@ describe('staging the next job in a busy slot (a port with stagesRuns)', () => {
 describe('time breakdown in jobs.jsonl', () => {
   it('writes queue, claim, prefetch, spawn, solver, collect, triage and commit times, and the gap since the slot\'s previous run', async () => {
     const t = setup();
-    // Each exact-work claim takes 3 ms, each beginCommit 4 ms, on the injected clock.
+    // Each exact-work claim takes 3 ms, each commit 4 ms (these results have nothing to publish:
+    // their records are completed in one step), on the injected clock.
     const claim = t.workLeases.claim.bind(t.workLeases);
     t.workLeases.claim = async (...args) => {
       t.clock.advance(3);
       return claim(...args);
     };
-    const beginCommit = t.workLeases.beginCommit.bind(t.workLeases);
-    t.workLeases.beginCommit = async (...args) => {
+    const complete = t.workLeases.complete.bind(t.workLeases);
+    t.workLeases.complete = async (...args) => {
       t.clock.advance(4);
-      return beginCommit(...args);
+      return complete(...args);
     };
     const a = makeJob('a', 1n);
     const b = makeJob('b', 2n);
