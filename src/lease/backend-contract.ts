@@ -103,6 +103,12 @@ export interface StoreBatch {
    */
   fetch(ids: readonly string[], guarded?: ReadonlySet<string>, pinned?: ReadonlySet<string>): Promise<ReadonlyMap<string, FetchedRead>>;
   /**
+   * Marks `ids`, already read in this batch, as guarded (see `fetch`): an operation relies on a
+   * record another operation's lock read, and that lock may write nothing. A store that checks
+   * guarded ids at commit checks these too, against the read the batch already holds.
+   */
+  guard?(ids: readonly string[]): void;
+  /**
    * Refuses, by throwing, changes this store cannot take (a transaction's size limit) before any
    * of them is staged; `staged` is what the batch holds so far.
    */

@@ -67,11 +67,17 @@ export class BatchOverlay {
   async read(ids: Iterable<string>, guarded: ReadonlySet<string> = NO_IDS, pinned: ReadonlySet<string> = NO_IDS): Promise<void> {
     this.assertOpen();
     const wanted = new Set<string>();
+    const guardedAgain: string[] = [];
     for (const id of ids) {
-      if (this.reads.has(id)) continue;
+      if (this.reads.has(id)) {
+        // Read earlier under a lock that wrote nothing: guarded now, it is checked at commit all the same.
+        if (guarded.has(id)) guardedAgain.push(id);
+        continue;
+      }
       if (!this.named.has(id) && !guarded.has(id) && !pinned.has(id)) throw misuse(`read of ${id} without its lock`);
       wanted.add(id);
     }
+    if (guardedAgain.length > 0) this.store.guard?.(guardedAgain);
     if (wanted.size === 0) return;
     const pending = [...wanted];
     const fetched = await this.store.fetch(pending, guarded, pinned);

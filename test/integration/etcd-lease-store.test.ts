@@ -260,6 +260,57 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     const isCommit = (request: unknown): boolean => (request as { success: { request_range?: unknown }[] }).success.some((op) => op.request_range === undefined);
     const leaseKey = (prefix: string, t: bigint): string => `${prefix}/target/r/${targetRecordId(t)}`;
 
+    // A batch holding a release of x that turns out stale (x's holder is gone) and a claim of x on
+    // input I: the release's lock reads x's answer record and writes nothing, and the claim relies
+    // on that read. Between the read and the commit, b answers x on I and c claims x and dies, so
+    // the server deletes x's lease record: absent at the read and absent at the commit. The
+    // answer record must be compared all the same, or the claim is granted with an empty pin.
+    for (const staleReleaseInBatch of [false, true]) {
+      it(`refuses a claim whose member's lease record is absent at its read and again at its commit, with answers written in between (a stale release in the batch: ${staleReleaseInBatch})`, async () => {
+        const prefix = nextPrefix();
+        const a = await openTarget(await tempRoot(), base(prefix));
+        const b = await openTarget(await tempRoot(), base(prefix));
+        // Its own connection (another spelling of the endpoint), so revoking c's session leaves a's alone.
+        const c = await openTarget(await tempRoot(), base(prefix, { etcdEndpoints: `http://${cluster.endpoints}` }));
+        const x = 900n;
+        const [i, j, k] = ['7'.repeat(64), '8'.repeat(64), '9'.repeat(64)];
+        const kv = kvOf(a);
+        const txn = kv.txn.bind(kv);
+        let armed = true;
+        kv.txn = async (...args: unknown[]) => {
+          if (armed && isCommit(args[0])) {
+            armed = false;
+            const bc = await b.claimGroup([x], { p: 'b' }, { owner: 'b', nowMs: 11 * S, input: j });
+            if (!bc.ok) throw new Error('b: claim failed');
+            expect(await b.releaseGroup([x], bc.token, { nowMs: 12 * S, answers: { input: i, settled: [x] } })).toEqual({ ok: true });
+            const cc = await c.claimGroup([x], { p: 'c' }, { owner: 'c', nowMs: 13 * S, input: k });
+            if (!cc.ok) throw new Error('c: claim failed');
+            const lease = (await client.get(leaseKey(prefix, x)).exec()).kvs[0]!.lease;
+            await client.leaseClient.leaseRevoke({ ID: lease });
+            expect((await client.get(leaseKey(prefix, x)).exec()).kvs).toEqual([]);
+          }
+          return txn(...args);
+        };
+        try {
+          const ops = [
+            ...(staleReleaseInBatch ? [a.planReleaseGroup([x], 'a:0:1:1:00', { nowMs: 10 * S, answers: { input: i, settled: [x] } })] : []),
+            a.planClaimGroup([x], { p: 'a' }, { owner: 'a', nowMs: 14 * S, input: i }),
+          ];
+          const { outcomes } = await a.executeBatch(ops);
+          expect(armed).toBe(false);
+          const claim = outcomes.at(-1)!;
+          expect(claim.ok && claim.value).toEqual({ ok: false, reason: 'answered', answered: [x] });
+          // Nothing written: x's lease record is still the one the server deleted.
+          expect((await client.get(leaseKey(prefix, x)).exec()).kvs).toEqual([]);
+        } finally {
+          kv.txn = txn;
+          await a.close();
+          await b.close();
+          await c.close();
+        }
+      });
+    }
+
     it('refuses a claim, never grants it, when another table answers its question between its read and its commit', async () => {
       const prefix = nextPrefix();
       const a = await openTarget(await tempRoot(), base(prefix));

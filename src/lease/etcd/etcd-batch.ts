@@ -114,6 +114,11 @@ export class EtcdBatch implements StoreBatch {
     return fetched;
   }
 
+  /** Ids read earlier in this batch, now relied on without their lock: compared at commit (`fetch`). */
+  guard(ids: readonly string[]): void {
+    for (const id of ids) if (this.#reads.has(id)) this.#guarded.add(id);
+  }
+
   /** A batch's writes must fit one transaction (`MAX_TXN_BYTES`): refused whole, before staging. */
   admit(changes: readonly (readonly [string, StagedRecord | null])[], staged: ReadonlyMap<string, StagedRecord | null>): void {
     // Record ids are ASCII (identity.ts), so a key's size is the prefix's bytes plus the id's
