@@ -14,7 +14,7 @@ import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { CAMPAIGNS_DIR, META_FILE } from './table-layout.js';
-import { isExpiredLease, isReleasedLease, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
+import { isExpiredLease, isReleasedLease, serializeRecord, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { scanTableRoot } from './open-backend.js';
@@ -48,8 +48,19 @@ export interface TableInspection {
    * questions runs left open (attempts and back-off kept); `bytes`: what those fields take in the
    * records that carry them (their JSON, as a release that records an answer for the branch
    * writes it again): answer records, and lease records of tables written before them.
+   * `released` (etcd): released lease records kept for their answer pins, one per branch claimed
+   * since pins and free now, with `releasedBytes` the size of their values (docs/lease-format.md
+   * "Answer pins"); they count toward the etcd cluster's space quota.
    */
-  readonly answers?: { readonly branches: number; readonly pairs: number; readonly open: number; readonly bytes: number; readonly generation: number };
+  readonly answers?: {
+    readonly branches: number;
+    readonly pairs: number;
+    readonly open: number;
+    readonly bytes: number;
+    readonly generation: number;
+    readonly released: number;
+    readonly releasedBytes: number;
+  };
 }
 
 export interface InspectOptions {
@@ -138,7 +149,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
-  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0, generation: 0 };
+  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0, generation: 0, released: 0, releasedBytes: 0 };
   for (const entry of entries) {
     if (entry.state === 'corrupt') {
       counts.corrupt += 1;
@@ -150,8 +161,12 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
       answers.generation = entry.record.generation as number;
       continue;
     }
-    // A released lease record (etcd) keeps only its answer pin: no lease, no answer.
-    if (isReleasedLease(entry.record)) continue;
+    // A released lease record (etcd) keeps only its answer pin: no lease, no answer; counted apart.
+    if (isReleasedLease(entry.record)) {
+      answers.released += 1;
+      answers.releasedBytes += serializeRecord(entry.record).length;
+      continue;
+    }
     if (entry.record.answered === true) answers.branches += 1;
     answers.pairs += entry.record.settled?.length ?? 0;
     answers.open += entry.record.open?.length ?? 0;

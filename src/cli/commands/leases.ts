@@ -54,7 +54,10 @@ function renderTable(t: TableInspection): string {
     `  leased ${c.leased} (expired ${c.expired})  committing ${c.committing}  done ${c.done}  corrupt ${c.corrupt}`,
   ];
   // Released target records are kept only for their answers (docs/leases.md "Shared answers").
-  if (t.answers !== undefined) lines.push(`  answers: ${t.answers.branches} branches answered, ${t.answers.pairs} (input, branch) pairs, ${t.answers.open} open questions, ${t.answers.bytes} bytes, generation ${t.answers.generation}`);
+  if (t.answers !== undefined) {
+    const released = t.answers.released > 0 ? `; ${t.answers.released} released lease records keep answer pins (${t.answers.releasedBytes} bytes)` : '';
+    lines.push(`  answers: ${t.answers.branches} branches answered, ${t.answers.pairs} (input, branch) pairs, ${t.answers.open} open questions, ${t.answers.bytes} bytes, generation ${t.answers.generation}${released}`);
+  }
   const owners = Object.entries(t.owners).sort(([a], [b]) => a.localeCompare(b));
   for (const [owner, o] of owners) lines.push(`  owner ${escapeControl(owner)}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);
   for (const bad of t.corrupt) lines.push(`  corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}`);
