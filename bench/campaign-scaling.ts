@@ -27,24 +27,23 @@
  * I/O threads loading their modules, the JIT), a one-off cost that a 24-job round measures as much
  * as the per-job one; `bench/soak` measures the per-job cost over a long run.
  *
+ * `coordinator_cpu_ms_per_job_<n>` is the CPU of the coordinator process (all its threads, start-up
+ * and shutdown included) per job, the median over rounds: on a saturated host it is solver CPU lost.
+ *
  * Machine baseline, in the same run: the same solver command on the same seeds, started directly
  * (no symfence) one at a time and two at a time. `raw_scaling` is what two cores of this machine
  * give this solver at all (process start-up contends for shared memory bandwidth and the kernel,
  * and on a VM the two vCPUs may share a physical core), and `scaling_vs_raw` is the share of it
  * the runtime keeps.
  */
-import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { buildCampaignComponents } from '../src/coordinator/adapters/campaign-components.js';
-import { DEMO_MAZE_SPEC, mazeClassifier } from '../src/coordinator/adapters/demo-campaign.js';
-import { Campaign } from '../src/coordinator/campaign.js';
-import { DEMO_MAZE } from '../src/reference/demo-maze.js';
+import { DEMO_MAZE_SPEC } from '../src/coordinator/adapters/demo-campaign.js';
 import { referenceSolverCommand } from '../src/reference/reference-commands.js';
 import { mazeSeeds } from './_maze-seeds.js';
 import { runInProcessGroup } from '../src/solver/process-group.js';
-import { readJobLog, type JobLogEntry } from '../src/telemetry/job-log.js';
+import { campaignRound, WARMUP_JOBS_PER_WORKER } from './_campaign-round.js';
 
 function flag(name: string, fallback: number, min = 1): number {
   const at = process.argv.indexOf(`--${name}`);
@@ -62,93 +61,6 @@ const rounds = flag('rounds', 3);
 const solveCpuMs = flag('solve-cpu-ms', 0, 0);
 // Inherited by every solver process, in the campaigns and in the raw baseline alike.
 if (solveCpuMs > 0) process.env.SYMFENCE_REFSOLVER_SOLVE_CPU_MS = String(solveCpuMs);
-
-const COMMITTED = new Set(['ok', 'timeout', 'crash', 'error']);
-
-
-function duplicateSolves(jobs: readonly JobLogEntry[]): number {
-  const committed = jobs.filter((j) => COMMITTED.has(j.status));
-  let duplicates = committed.length - new Set(committed.map((j) => j.workId)).size;
-  for (let i = 0; i < jobs.length; i++) {
-    for (let j = i + 1; j < jobs.length; j++) {
-      const a = jobs[i]!;
-      const b = jobs[j]!;
-      if (a.targets.some((t) => b.targets.includes(t)) && a.startMs < b.endMs && b.startMs < a.endMs) duplicates++;
-    }
-  }
-  return duplicates;
-}
-
-/** CPU ms of this process (all threads) and of its reaped children, from /proc (Linux). */
-function cpuMs(): { self: number; children: number } {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
-  const tick = 10; // USER_HZ is 100 on Linux
-  return { self: (Number(fields[11]) + Number(fields[12])) * tick, children: (Number(fields[13]) + Number(fields[14])) * tick };
-}
-
-/** Lease stores the rounds ran on (one expected: the default for this machine's temp directory). */
-const leaseStores = new Set<string>();
-
-/** Jobs per worker left out of the steady-state rate: a campaign's first runs overlap its start-up (threads loading, JIT). */
-const WARMUP_JOBS_PER_WORKER = 2;
-
-async function round(workers: number): Promise<{ jobsPerSec: number; steadyJobsPerSec: number; busyShare: number; duplicates: number; jobs: number; selfCpuMsPerJob: number; childCpuMsPerJob: number }> {
-  const cpuBefore = cpuMs();
-  const outDir = mkdtempSync(path.join(os.tmpdir(), 'symfence-bench-scaling-'));
-  try {
-    const seedDir = path.join(outDir, 'seeds');
-    mkdirSync(seedDir, { recursive: true });
-    const seeds = mazeSeeds(jobBudget).map((bytes, i) => {
-      const file = path.join(seedDir, `seed-${i}`);
-      writeFileSync(file, bytes);
-      return { path: file, sha256: createHash('sha256').update(bytes).digest('hex'), depth: 0, origin: 'seed' as const };
-    });
-    const campaign = await Campaign.start(
-      { outDir, workers, name: 'bench', statsIntervalMs: '1s' },
-      {
-        components: (context) =>
-          buildCampaignComponents(context, {
-            command: referenceSolverCommand(DEMO_MAZE_SPEC, 'file'),
-            classify: (bitmap) => mazeClassifier(DEMO_MAZE, bitmap),
-            initialSeeds: seeds,
-          }),
-      },
-    );
-    // Counted from the event itself: `campaign.counters()` per job would add a pass over the
-    // coverage map to every job the bench measures, work no campaign does on its own.
-    let finished = 0;
-    campaign.on('jobFinished', (entry) => {
-      if (COMMITTED.has(entry.status) && ++finished >= jobBudget) void campaign.stop();
-    });
-    await campaign.done;
-    // The store the campaign's default lease options (`auto`) gave its lease directory.
-    const meta = JSON.parse(readFileSync(path.join(outDir, 'leases', 'work', 'lease-table.json'), 'utf8')) as { store?: string };
-    leaseStores.add(meta.store ?? 'files');
-    const jobs = readJobLog(path.join(outDir, 'jobs.jsonl'));
-    const committed = jobs.filter((j) => COMMITTED.has(j.status)).slice(0, jobBudget);
-    const first = Math.min(...committed.map((j) => j.startMs));
-    const last = Math.max(...committed.map((j) => j.endMs));
-    const cpuAfter = cpuMs();
-    const ran = Math.max(1, jobs.length);
-    const spanMs = Math.max(1, last - first);
-    const solverMs = jobs.reduce((sum, j) => sum + (j.solverMs ?? 0), 0);
-    // Steady state: from the start of the first job after the warm-up ones to the last end.
-    const byStart = [...committed].sort((a, b) => a.startMs - b.startMs);
-    const warmup = Math.min(WARMUP_JOBS_PER_WORKER * workers, Math.max(0, byStart.length - 1));
-    const steadyMs = byStart.length === 0 ? 1 : Math.max(1, last - byStart[warmup]!.startMs);
-    return {
-      jobsPerSec: committed.length / Math.max(0.001, spanMs / 1000),
-      steadyJobsPerSec: (byStart.length - warmup) / Math.max(0.001, steadyMs / 1000),
-      busyShare: solverMs / (workers * spanMs),
-      duplicates: duplicateSolves(jobs),
-      jobs: committed.length,
-      selfCpuMsPerJob: (cpuAfter.self - cpuBefore.self) / ran,
-      childCpuMsPerJob: (cpuAfter.children - cpuBefore.children) / ran,
-    };
-  } finally {
-    rmSync(outDir, { recursive: true, force: true });
-  }
-}
 
 /** Runs the solver command once per seed, `concurrency` at a time, with no runtime around it. */
 async function rawRound(seeds: readonly Uint8Array[], concurrency: number): Promise<number> {
@@ -195,7 +107,10 @@ function median(values: readonly number[]): number {
 
 const cores = os.availableParallelism();
 const workerCounts = [...new Set([1, 2, cores])].sort((a, b) => a - b);
+/** Lease stores the rounds ran on (one expected: the default for this machine's temp directory). */
+const leaseStores = new Set<string>();
 const results = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
+const coordinatorCpu = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
 const steady = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
 const busy = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
 const raw = new Map<number, number[]>(workerCounts.map((w) => [w, []]));
@@ -204,10 +119,12 @@ let duplicates = 0;
 console.log(`campaign-scaling: demo maze, ${jobBudget} jobs per round, ${rounds} rounds, solve cpu ${solveCpuMs} ms per job, cores ${cores}, workers ${workerCounts.join('/')}`);
 for (let r = 0; r < rounds; r++) {
   for (const workers of workerCounts) {
-    const res = await round(workers);
+    const res = await campaignRound(workers, jobBudget);
+    leaseStores.add(res.leaseStore);
     results.get(workers)!.push(res.jobsPerSec);
     steady.get(workers)!.push(res.steadyJobsPerSec);
     busy.get(workers)!.push(res.busyShare);
+    coordinatorCpu.get(workers)!.push(res.selfCpuMsPerJob);
     duplicates += res.duplicates;
     console.log(
       `round ${r + 1} workers ${workers}: ${res.jobs} jobs, ${res.jobsPerSec.toFixed(2)} jobs/s, busy ${(res.busyShare * 100).toFixed(1)}% per worker, duplicate solves ${res.duplicates}, ` +
@@ -243,6 +160,7 @@ for (const w of workerCounts) {
   perWorkers[`raw_runs_per_sec_${w}`] = Number(median(raw.get(w)!).toFixed(3));
   perWorkers[`vs_raw_${w}`] = Number(vsRaw.toFixed(3));
   perWorkers[`steady_vs_raw_${w}`] = Number(perRound((r) => at(steady, w, r) / at(raw, w, r)).toFixed(3));
+  perWorkers[`coordinator_cpu_ms_per_job_${w}`] = Number(median(coordinatorCpu.get(w)!).toFixed(2));
   console.log(`${w} worker(s): ${rate.toFixed(2)} jobs/s, busy ${(median(busy.get(w)!) * 100).toFixed(1)}% per worker, ${(vsRaw * 100).toFixed(0)}% of the raw solver at ${w} at a time`);
 }
 console.log(

@@ -10,7 +10,7 @@ import { invalidOption } from '../config/values.js';
 import { userPathError } from '../config/user-paths.js';
 
 export const SOLVER_OPTIONS = defineOptionSchema('solver', {
-  /** Number of solver worker threads (one SymCC subprocess each at a time). Default 2. */
+  /** Number of solver slots (one SymCC subprocess each at a time). Default 2. */
   workers: {
     kind: 'integer',
     default: 2,
@@ -18,7 +18,7 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     max: 256,
     flag: 'solver-workers',
     env: 'SYMFENCE_SOLVER_WORKERS',
-    description: 'solver worker threads, each running one SymCC process at a time',
+    description: 'solver slots, each running one SymCC process at a time',
   },
   /** Wall-clock limit of one solver run, in ms. Default 30 s. */
   timeoutMs: {
@@ -93,13 +93,12 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     description: 'size of the AFL coverage map shared by the solver threads',
   },
   /**
-   * Which thread spawns the solver processes. `worker` (default, docs/solver.md "Per-run overhead"): each solver worker
-   * thread spawns and waits for its own runs. `main`: the pool's thread runs the same contract
-   * itself, `workers` runs at a time, with no worker threads — libuv spawns with fork(), and a fork
-   * from a process whose other threads are busy costs the parent about twice the CPU
-   * (`bench/dispatch`); the price is that run-directory bookkeeping and output reading (bounded by
-   * the output caps) happen synchronously on the calling thread. With native spawning
-   * (`spawnMethod`) there is no fork to save and `main` no longer pays off.
+   * Which thread serves the solver slots (docs/solver.md "Solver threads", "Per-run overhead").
+   * `worker` (default): solver threads, `slotsPerThread` slots each. `main`: the pool's calling
+   * thread serves every slot and no solver thread starts; it costs the least CPU (no isolate, no
+   * message per run, and with `child_process` spawning no fork from a process with busy threads),
+   * but the slots' run-directory bookkeeping and output reading (bounded by the output caps) then
+   * run synchronously on the calling thread.
    */
   spawnThread: {
     kind: 'enum',
@@ -107,7 +106,23 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
     default: 'worker',
     flag: 'solver-spawn-thread',
     env: 'SYMFENCE_SOLVER_SPAWN_THREAD',
-    description: 'thread that spawns solver processes: worker (solver threads) or main (calling thread, cheaper fork, no solver threads)',
+    description: 'thread that serves the solver slots: worker (solver threads) or main (the calling thread: least CPU, no solver threads, but output reading runs on it)',
+  },
+  /**
+   * How many solver slots one solver worker thread serves (docs/solver.md "Solver threads"): the
+   * pool starts ceil(workers / slotsPerThread) threads. A thread waits on its slots' processes
+   * through its event loop, so one thread keeps several slots busy; every extra thread costs an
+   * isolate of its own (its memory, its JIT and GC, a message hop per run). 1 gives every slot a
+   * thread of its own. Ignored with `spawnThread: 'main'`. Default 4.
+   */
+  slotsPerThread: {
+    kind: 'integer',
+    default: 4,
+    min: 1,
+    max: 256,
+    flag: 'solver-slots-per-thread',
+    env: 'SYMFENCE_SOLVER_SLOTS_PER_THREAD',
+    description: 'solver slots served by one solver thread (threads = workers / this, rounded up)',
   },
   /**
    * How solver and afl-showmap processes are started. `auto` (default): `native` when the addon

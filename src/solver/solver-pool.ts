@@ -1,7 +1,8 @@
 /**
- * `SolverPool`: a fixed-size piscina pool of solver worker threads; one task = one SymCC run.
- * With `spawnThread: 'main'` the same contract runs on the calling thread instead, `workers` runs
- * at a time and no threads are started (see main-thread-runner.ts for why).
+ * `SolverPool`: a fixed number of solver slots, each running one SymCC process at a time, served by
+ * piscina solver threads (`slotsPerThread` slots each); one task = one SymCC run. With
+ * `spawnThread: 'main'` the same handler runs every slot on the calling thread and no threads are
+ * started.
  *
  * Cancellation never goes through piscina's `signal` option: piscina terminates the worker thread
  * of an aborted running task, which would orphan the solver's process group. Each task instead
@@ -22,11 +23,10 @@ import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.
 import { workerEntry } from '../util/paths.js';
 import { CoverageBitmap } from './coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
-import { MainThreadSolverRunner } from './main-thread-runner.js';
 import { checkScratchDir, resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
 import type { GeneratedInput, SolverResult, SolverTask, WireResult, WireTask } from './solver-types.js';
 import { TriageQueue, TriageSlots } from './result-triage.js';
-import type { SolverWorkerData } from './solver-worker-main.js';
+import { createSolverTaskHandler, type SolverWorkerData } from './solver-worker-main.js';
 import { resolveSpawnMethod, type SpawnMethod } from './spawn-method.js';
 import { removalBudget, removeTreeBounded } from './bounded-remove.js';
 import { CLOSED_SUFFIX, ownedScratchPrefix, sweepStaleScratch } from './scratch-sweep.js';
@@ -95,11 +95,13 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly bitmap: CoverageBitmap;
   /** How this pool starts solvers: `options.spawnMethod` with `auto` decided. */
   readonly spawnMethod: SpawnMethod;
-  /** One single-thread pool per solver slot (a staged task waits in its slot's thread); empty with `spawnThread: 'main'`. */
+  /** One single-thread pool per solver thread, each serving `#slotsPerThread` slots; empty with `spawnThread: 'main'`. */
   readonly #slotThreads: Piscina[];
+  readonly #slotsPerThread: number;
   /** Tasks submitted to each slot and not yet settled (a task without a slot goes to the least loaded). */
   readonly #slotLoad: number[];
-  readonly #mainRunner: MainThreadSolverRunner | null;
+  /** With `spawnThread: 'main'`: the task handler a solver thread runs, on this thread, for every slot. */
+  readonly #mainRunner: ((task: WireTask) => Promise<WireResult>) | null;
   readonly #parseTelemetry: TelemetryParser<T>;
   readonly #scratchRoot: string;
   /** The directories this pool made and removes at close: the scratch directory, and the triage one when apart. */
@@ -155,24 +157,33 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     this.#slotLoad = new Array<number>(this.options.workers).fill(0);
     if (this.options.spawnThread === 'main') {
       this.#slotThreads = [];
-      this.#mainRunner = new MainThreadSolverRunner(workerData, this.options.workers, this.bitmap);
+      this.#slotsPerThread = this.options.workers;
+      this.#mainRunner = createSolverTaskHandler(workerData, this.bitmap);
     } else {
       this.#mainRunner = null;
-      // Two tasks per thread: the running one and the one staged behind it (docs/solver.md
-      // "Staged runs"); the slot's gate lets only one of them run a process.
+      // Slots 0..k-1 on the first thread, k..2k-1 on the second, and so on (docs/solver.md
+      // "Solver threads"). Two tasks per slot: the running one and the one staged behind it
+      // ("Staged runs"); the slot's gate lets only one of them run a process.
+      const perThread = this.options.slotsPerThread;
+      this.#slotsPerThread = perThread;
       this.#slotThreads = Array.from(
-        { length: this.options.workers },
-        () =>
+        { length: Math.ceil(this.options.workers / perThread) },
+        (_, thread) =>
           new Piscina({
             filename: workerEntry('solver-worker'),
             minThreads: 1,
             maxThreads: 1,
-            concurrentTasksPerWorker: STAGED_TASKS_PER_SLOT,
+            concurrentTasksPerWorker: STAGED_TASKS_PER_SLOT * Math.min(perThread, this.options.workers - thread * perThread),
             idleTimeout: Number.MAX_SAFE_INTEGER,
             workerData,
           }),
       );
     }
+  }
+
+  /** Solver worker threads this pool runs: ceil(workers / slotsPerThread), or 0 with `spawnThread: 'main'`. */
+  get threads(): number {
+    return this.#slotThreads.length;
   }
 
   /** A snapshot of the run counters. */
@@ -199,7 +210,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     const slot = this.#slotFor(runOptions.slot);
     const taskId = this.#nextTaskId++;
     const cell = new TaskAbortCell();
-    const wire = resolveTask(task, this.options, taskId, cell.buffer, this.spawnMethod);
+    const wire = resolveTask(task, this.options, taskId, cell.buffer, slot, this.spawnMethod);
     const onAbort = (): void => {
       cell.requestAbort();
     };
@@ -210,7 +221,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     // watches the caller's signal and the pool's close.
     const stopRequested = (): boolean => cell.abortRequested || signal?.aborted === true || this.#closing !== null;
     this.#slotLoad[slot]! += 1;
-    const inSlot = this.#mainRunner !== null ? this.#mainRunner.run(slotTask, slot) : (this.#slotThreads[slot]!.run(slotTask) as Promise<WireResult>);
+    const inSlot = this.#mainRunner !== null ? this.#mainRunner(slotTask) : (this.#slotThreads[Math.floor(slot / this.#slotsPerThread)]!.run(slotTask) as Promise<WireResult>);
     const running = this.#runTriaged(wire, inSlot.finally(() => (this.#slotLoad[slot]! -= 1)), runOptions.onSolverExit, stopRequested);
     this.#inFlight.set(taskId, { cell, settled: running.catch(() => undefined) }); // only waits for the task to settle; its result or error goes to the caller of run
     let wireResult: WireResult;

@@ -106,6 +106,8 @@ export interface WireTask {
   readonly preload: string | null;
   /** How the worker starts the solver and afl-showmap; absent = `auto` on the worker's thread. */
   readonly spawnMethod?: SpawnMethod;
+  /** The pool's solver slot the task runs in (0-based): its directory, pruning map and process gate. */
+  readonly slot: number;
 }
 
 export type SolverStatus = 'ok' | 'timeout' | 'crash' | 'error';

@@ -4,7 +4,6 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { threadId } from 'node:worker_threads';
 import { CoverageBitmap } from './coverage-bitmap.js';
 import { SlotGate } from './slot-gate.js';
 import { solverBaseEnv } from './solver-env.js';
@@ -18,19 +17,27 @@ export interface SolverWorkerData {
   readonly pruningMapBytes: number;
 }
 
-export function createSolverTaskHandler(data: SolverWorkerData): (task: WireTask) => Promise<WireResult> {
-  let context: Promise<SolverRunContext> | null = null;
-  const bitmap = data.bitmapBuffer ? new CoverageBitmap(data.bitmapBuffer) : null;
+/**
+ * The task handler of a thread that serves solver slots — a solver worker thread, or the calling
+ * thread of a pool with `spawnThread: 'main'`. Each slot the thread is given (`WireTask.slot`) gets
+ * its private context the first time it is used; the slots run side by side on the thread's event
+ * loop, one process per slot at a time (each context has its own gate).
+ */
+export function createSolverTaskHandler(data: SolverWorkerData, bitmap: CoverageBitmap | null = data.bitmapBuffer ? new CoverageBitmap(data.bitmapBuffer) : null): (task: WireTask) => Promise<WireResult> {
+  const contexts = new Map<number, Promise<SolverRunContext>>();
   return async (task: WireTask) => {
-    context ??= createSolverRunContext(data, `worker-${threadId}`, bitmap);
+    let context = contexts.get(task.slot);
+    if (context === undefined) {
+      context = createSolverRunContext(data, `slot-${task.slot}`, bitmap);
+      contexts.set(task.slot, context);
+    }
     return runSolverTask(task, await context);
   };
 }
 
 /**
- * The private state of one solver slot — a worker thread, or one of the main-thread slots of a
- * pool with `spawnThread: 'main'`: its directory under the scratch root, its QSYM pruning map and
- * its environment snapshots. Two slots never share a name.
+ * The private state of one solver slot: its directory under the scratch root, its QSYM pruning map,
+ * its environment snapshots and its process gate. Two slots never share a name.
  */
 export async function createSolverRunContext(data: SolverWorkerData, slotName: string, bitmap: CoverageBitmap | null): Promise<SolverRunContext> {
   const workerDir = path.join(data.scratchRoot, slotName);

@@ -112,8 +112,11 @@ function resolveTriage(triage: TriageSettings | undefined, options: SolverOption
   };
 }
 
-/** `spawnMethod`: decided once by the pool (it depends on the addon), passed through to the worker. */
-export function resolveTask(task: SolverTask, options: SolverOptions, taskId: number, abortBuffer: SharedArrayBuffer, spawnMethod?: SpawnMethod): WireTask {
+/**
+ * `slot`: the pool's solver slot the task runs in. `spawnMethod`: decided once by the pool (it
+ * depends on the addon), passed through to the solver thread.
+ */
+export function resolveTask(task: SolverTask, options: SolverOptions, taskId: number, abortBuffer: SharedArrayBuffer, slot: number, spawnMethod?: SpawnMethod): WireTask {
   if (typeof task !== 'object' || task === null) throw invalid('task', 'an object', task);
   const command = checkCommand('command', task.command);
   const input = task.input as { path?: unknown; bytes?: unknown } | undefined;
@@ -144,5 +147,6 @@ export function resolveTask(task: SolverTask, options: SolverOptions, taskId: nu
     includeBytes: task.includeBytes ?? true,
     preload: checkPreload(task.preload),
     ...(spawnMethod !== undefined ? { spawnMethod } : {}),
+    slot,
   };
 }

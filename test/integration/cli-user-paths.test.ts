@@ -88,7 +88,7 @@ describe('CLI user paths', () => {
     const left = readdirSync(scratch);
     expect(left).toHaveLength(1);
     expect(left[0]).toMatch(/^symfence-solver-\d+-\d+-.*\.closed$/);
-    expect(readdirSync(path.join(scratch, left[0]!)).some((name) => name.startsWith('worker-') || name.startsWith('main-') || name === 'trash')).toBe(true);
+    expect(readdirSync(path.join(scratch, left[0]!)).some((name) => name.startsWith('slot-') || name === 'trash')).toBe(true);
   });
 
   it('refuses a --log-file whose directory is missing outside the output directory, under a file or on procfs, creating no directory', async () => {

@@ -23,7 +23,7 @@ afterAll(() => {
 function runDirsLeft(): string[] {
   const left: string[] = [];
   for (const root of readdirSync(scratchParent).filter((n) => n.startsWith('symfence-solver-'))) {
-    for (const slot of readdirSync(path.join(scratchParent, root)).filter((n) => n.startsWith('worker-') || n.startsWith('main-'))) {
+    for (const slot of readdirSync(path.join(scratchParent, root)).filter((n) => n.startsWith('slot-'))) {
       left.push(...readdirSync(path.join(scratchParent, root, slot)).filter((n) => n.startsWith('run-')));
     }
     if (existsSync(path.join(scratchParent, root, 'trash'))) left.push(...readdirSync(path.join(scratchParent, root, 'trash')).map((n) => `trash/${n}`));
@@ -67,7 +67,7 @@ describe('a solver that floods its output directory', () => {
       controller.abort();
       await expect(running).rejects.toMatchObject({ code: 'ERR_ABORTED', details: { outputEntriesRead: 0 } });
       // Settling did not wait for the flood's unlinks: the whole run directory sits in the trash.
-      expect(runDirsLeft()).toEqual([expect.stringMatching(/^trash\/worker-\d+-run-\d+$/)]);
+      expect(runDirsLeft()).toEqual([expect.stringMatching(/^trash\/slot-\d+-run-\d+$/)]);
     } finally {
       await pool.close();
     }

@@ -140,7 +140,7 @@ describe('scratch directories of dead coordinators', () => {
     const recycledDir = path.join(parent, `symfence-solver-${process.pid}-1-abcdef`);
     const liveDir = path.join(parent, `symfence-solver-${process.pid}-${processStartTime(process.pid)}-abcdef`);
     const unrelated = path.join(parent, 'symfence-solver-untagged');
-    for (const dir of [deadDir, recycledDir, liveDir, unrelated]) mkdirSync(path.join(dir, 'worker-1'), { recursive: true });
+    for (const dir of [deadDir, recycledDir, liveDir, unrelated]) mkdirSync(path.join(dir, 'slot-1'), { recursive: true });
     const pool = new SolverPool({ scratchParent: parent, solver: { workers: 1 } });
     try {
       expect(existsSync(deadDir)).toBe(false);

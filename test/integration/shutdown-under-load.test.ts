@@ -63,7 +63,7 @@ describe('shutdown during an output flood', () => {
       const [root] = scratchRoots(parent);
       expect(trashedFloods(path.join(parent, root!))).toEqual([FLOOD_FILES]);
       // Nothing is left at the slot's own path.
-      for (const slot of readdirSync(path.join(parent, root!)).filter((n) => n.startsWith('worker-'))) {
+      for (const slot of readdirSync(path.join(parent, root!)).filter((n) => n.startsWith('slot-'))) {
         expect(readdirSync(path.join(parent, root!, slot)).filter((n) => n.startsWith('run-'))).toEqual([]);
       }
     } finally {

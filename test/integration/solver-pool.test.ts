@@ -79,7 +79,7 @@ describe.each(SPAWN_METHODS)('SolverPool with spawnMethod %s', (spawnMethod) => 
       expect(env.get('SYMCC_TELEMETRY_OUT')).toMatch(/telemetry\.json$/);
       expect(env.get('SYMFENCE_TEST_MARK')).toBe('kept');
       expect(env.get('PRUNING_MAP_BYTES')).toBe(String(pool.options.mapSizeBytes));
-      expect(env.get('SYMCC_AFL_COVERAGE_MAP')).toMatch(/worker-\d+\/pruning-map$/);
+      expect(env.get('SYMCC_AFL_COVERAGE_MAP')).toMatch(/slot-\d+\/pruning-map$/);
       expect(result.solverTimeUs).toBe(2500);
     });
 

@@ -125,7 +125,7 @@ describe('SolverPool with spawnThread main: slots', () => {
       expect(text((await second).generated[0]?.bytes)).toBe('queued');
       const root = readdirSync(scratchParent).find((name) => name.startsWith('symfence-solver-'))!;
       // One slot directory, beside the pool's shared trash (docs/solver.md).
-      expect(readdirSync(path.join(scratchParent, root)).filter((name) => name !== 'trash')).toEqual(['main-0']);
+      expect(readdirSync(path.join(scratchParent, root)).filter((name) => name !== 'trash')).toEqual(['slot-0']);
     } finally {
       await pool.close();
     }

@@ -40,6 +40,7 @@ describe('symfence CLI', () => {
     const { code, out } = await run('run', '--help');
     expect(code).toBe(0);
     expect(out).toContain('--solver-spawn-thread <worker|main>');
+    expect(out).toContain('--solver-slots-per-thread <value>');
     expect(out).toContain('--solver-kill-grace <duration>');
     expect(out).not.toContain('--solver-workers');
     expect(out.match(/--solver-timeout /g)).toHaveLength(1);
@@ -49,6 +50,14 @@ describe('symfence CLI', () => {
     const { code, err } = await run('run', '--afl-out', '/nonexistent-symfence', '--afl-instance', 'main', '--solver-kill-grace', 'soon', '--', './x', '@@');
     expect(code).toBe(2);
     expect(err).toContain('--solver-kill-grace');
+    expect(err).toContain('ERR_INVALID_OPTION');
+  });
+
+  it('rejects a solver thread serving no slot, naming the flag and the value, exit 2', async () => {
+    const { code, err } = await run('demo', '--duration', '1s', '--solver-slots-per-thread', '0');
+    expect(code).toBe(2);
+    expect(err).toContain('--solver-slots-per-thread');
+    expect(err).toContain('got 0');
     expect(err).toContain('ERR_INVALID_OPTION');
   });
 });

@@ -83,13 +83,13 @@ describe('task resolution', () => {
   const base = { input: { bytes: new Uint8Array(1) }, command: { binary: '/bin/true', argv: [] } };
 
   it('chooses file mode when argv contains @@, stdin otherwise, unless told', () => {
-    expect(resolveTask({ ...base, command: { binary: '/t', argv: ['@@'] } }, options, 1, abort).inputMode).toBe('file');
-    expect(resolveTask(base, options, 1, abort).inputMode).toBe('stdin');
-    expect(resolveTask({ ...base, inputMode: 'file' }, options, 1, abort).inputMode).toBe('file');
+    expect(resolveTask({ ...base, command: { binary: '/t', argv: ['@@'] } }, options, 1, abort, 0).inputMode).toBe('file');
+    expect(resolveTask(base, options, 1, abort, 0).inputMode).toBe('stdin');
+    expect(resolveTask({ ...base, inputMode: 'file' }, options, 1, abort, 0).inputMode).toBe('file');
   });
 
   it('fills defaults from the pool options and per-task overrides', () => {
-    const wire = resolveTask({ ...base, timeoutMs: 123, caps: { maxOutputFiles: 3 } }, options, 7, abort);
+    const wire = resolveTask({ ...base, timeoutMs: 123, caps: { maxOutputFiles: 3 } }, options, 7, abort, 0);
     expect(wire).toMatchObject({ taskId: 7, timeoutMs: 123, killGraceMs: 5_000, caps: { maxOutputFiles: 3, maxOutputFileBytes: options.maxOutputFileBytes }, telemetry: true, job: null });
   });
 
@@ -100,7 +100,7 @@ describe('task resolution', () => {
     [{ ...base, timeoutMs: -1 }, 'timeoutMs'],
     [{ ...base, caps: { maxOutputFiles: Number.NaN } }, 'caps.maxOutputFiles'],
   ])('rejects a malformed task naming the field (%#)', (task, option) => {
-    expect(() => resolveTask(task as never, options, 1, abort)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option }) }));
+    expect(() => resolveTask(task as never, options, 1, abort, 0)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', details: expect.objectContaining({ option }) }));
   });
 
   it('checks directed jobs: u64 bigint ids, known kinds, at most 64 actions; empty = untargeted', () => {
@@ -146,7 +146,7 @@ describe('solver environment for the preload library and trace-only runs', () =>
   });
 
   it('refuses a preload path that is relative or that the loader would split', () => {
-    const task = (preload: string) => resolveTask({ input: { bytes: new Uint8Array(1) }, command: { binary: '/bin/true', argv: [] }, preload }, resolveSolverOptions(), 1, new SharedArrayBuffer(8));
+    const task = (preload: string) => resolveTask({ input: { bytes: new Uint8Array(1) }, command: { binary: '/bin/true', argv: [] }, preload }, resolveSolverOptions(), 1, new SharedArrayBuffer(8), 0);
     expect(task('/p/symfence_preload.so').preload).toBe('/p/symfence_preload.so');
     for (const bad of ['rel/lib.so', '/p/a:b.so', '/p/a b.so']) expect(() => task(bad)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
   });
