@@ -3,9 +3,11 @@
  *
  *   npm run bench -- solver-threads [--workers 2] [--jobs 48] [--rounds 5] [--solve-cpu-ms 20]
  *
- * - `per-slot`: a solver thread for every slot (`slotsPerThread: 1`);
- * - `shared`: the default, `slotsPerThread` slots on one thread (one thread for up to 4 slots);
- * - `main`: every slot on the calling thread (`spawnThread: 'main'`), no solver threads.
+ * - `per_slot`: a solver thread for every slot (`spawnThread: 'worker'`, `slotsPerThread: 1`);
+ * - `shared`: solver threads of `slotsPerThread` slots (default 4: one thread for up to 4 slots),
+ *   the default above `AUTO_MAIN_THREAD_SLOTS` workers;
+ * - `main`: every slot on the calling thread (`spawnThread: 'main'`), no solver threads, the
+ *   default up to `AUTO_MAIN_THREAD_SLOTS` workers.
  *
  * Each round runs one campaign of the demo maze per way (bench/_campaign-round.ts), in a rotating
  * order, and the ratios are paired per round (each way's figure over `per-slot`'s in the same
@@ -37,8 +39,8 @@ const solveCpuMs = flag('solve-cpu-ms', 20, 0);
 if (solveCpuMs > 0) process.env.SYMFENCE_REFSOLVER_SOLVE_CPU_MS = String(solveCpuMs);
 
 const WAYS: readonly { readonly name: string; readonly solver: OptionsInput<typeof SOLVER_CAMPAIGN_OPTIONS.specs> }[] = [
-  { name: 'per_slot', solver: { slotsPerThread: 1 } },
-  { name: 'shared', solver: {} },
+  { name: 'per_slot', solver: { spawnThread: 'worker', slotsPerThread: 1 } },
+  { name: 'shared', solver: { spawnThread: 'worker' } },
   { name: 'main', solver: { spawnThread: 'main' } },
 ];
 

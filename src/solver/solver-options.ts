@@ -94,19 +94,20 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
   },
   /**
    * Which thread serves the solver slots (docs/solver.md "Solver threads", "Per-run overhead").
-   * `worker` (default): solver threads, `slotsPerThread` slots each. `main`: the pool's calling
-   * thread serves every slot and no solver thread starts; it costs the least CPU (no isolate, no
-   * message per run, and with `child_process` spawning no fork from a process with busy threads),
-   * but the slots' run-directory bookkeeping and output reading (bounded by the output caps) then
-   * run synchronously on the calling thread.
+   * `worker`: solver threads, `slotsPerThread` slots each. `main`: the pool's calling thread
+   * serves every slot and no solver thread starts; it costs the least CPU (no isolate to warm up,
+   * no message per run, and with `child_process` spawning no fork from a process with busy
+   * threads), but the slots' run-directory bookkeeping and output reading (bounded by the output
+   * caps) then run synchronously on the calling thread. `auto` (default): `main` for up to
+   * `AUTO_MAIN_THREAD_SLOTS` workers, `worker` above.
    */
   spawnThread: {
     kind: 'enum',
-    values: ['worker', 'main'] as const,
-    default: 'worker',
+    values: ['auto', 'worker', 'main'] as const,
+    default: 'auto',
     flag: 'solver-spawn-thread',
     env: 'SYMFENCE_SOLVER_SPAWN_THREAD',
-    description: 'thread that serves the solver slots: worker (solver threads) or main (the calling thread: least CPU, no solver threads, but output reading runs on it)',
+    description: 'thread that serves the solver slots: worker (solver threads), main (the calling thread: least CPU, but output reading runs on it) or auto (main up to 2 workers)',
   },
   /**
    * How many solver slots one solver worker thread serves (docs/solver.md "Solver threads"): the
@@ -198,6 +199,20 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
 });
 
 export type SolverOptions = ResolvedOptions<typeof SOLVER_OPTIONS.specs>;
+
+/**
+ * Most workers `spawnThread: 'auto'` serves on the calling thread. Per job that thread then does
+ * about 1.5 ms more (run directory, output reading) and the process saves a solver thread's ~3 ms
+ * (docs/solver.md "Solver threads"); two slots of short directed runs (25 ms) keep it under half
+ * busy, while more would make it the campaign's bottleneck.
+ */
+export const AUTO_MAIN_THREAD_SLOTS = 2;
+
+/** The thread `options` serves its slots on: `spawnThread` with `auto` decided by the worker count. */
+export function resolveSpawnThread(options: Pick<SolverOptions, 'spawnThread' | 'workers'>): 'worker' | 'main' {
+  if (options.spawnThread !== 'auto') return options.spawnThread;
+  return options.workers <= AUTO_MAIN_THREAD_SLOTS ? 'main' : 'worker';
+}
 
 /**
  * The solver options a campaign command exposes as its own flags: the campaign's options own the

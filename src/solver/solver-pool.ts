@@ -1,8 +1,8 @@
 /**
  * `SolverPool`: a fixed number of solver slots, each running one SymCC process at a time, served by
  * piscina solver threads (`slotsPerThread` slots each); one task = one SymCC run. With
- * `spawnThread: 'main'` the same handler runs every slot on the calling thread and no threads are
- * started.
+ * `spawnThread: 'main'` (and `auto` for up to two workers) the same handler runs every slot on the
+ * calling thread and no threads are started.
  *
  * Cancellation never goes through piscina's `signal` option: piscina terminates the worker thread
  * of an aborted running task, which would orphan the solver's process group. Each task instead
@@ -23,7 +23,7 @@ import { componentLogger, silentLogger, type Logger } from '../telemetry/logger.
 import { workerEntry } from '../util/paths.js';
 import { CoverageBitmap } from './coverage-bitmap.js';
 import { TaskAbortCell } from './abort-cell.js';
-import { checkScratchDir, resolveSolverOptions, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
+import { checkScratchDir, resolveSolverOptions, resolveSpawnThread, type SOLVER_OPTIONS, type SolverOptions } from './solver-options.js';
 import type { GeneratedInput, SolverResult, SolverTask, WireResult, WireTask } from './solver-types.js';
 import { TriageQueue, TriageSlots } from './result-triage.js';
 import { createSolverTaskHandler, type SolverWorkerData } from './solver-worker-main.js';
@@ -95,6 +95,8 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
   readonly bitmap: CoverageBitmap;
   /** How this pool starts solvers: `options.spawnMethod` with `auto` decided. */
   readonly spawnMethod: SpawnMethod;
+  /** Which thread serves the slots: `options.spawnThread` with `auto` decided. */
+  readonly spawnThread: 'worker' | 'main';
   /** One single-thread pool per solver thread, each serving `#slotsPerThread` slots; empty with `spawnThread: 'main'`. */
   readonly #slotThreads: Piscina[];
   readonly #slotsPerThread: number;
@@ -130,6 +132,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
     checkOptionsObject(options, 'options');
     this.options = resolveSolverOptions(options.solver ?? {});
     this.spawnMethod = resolveSpawnMethod(this.options.spawnMethod);
+    this.spawnThread = resolveSpawnThread(this.options);
     this.bitmap = options.bitmap ?? new CoverageBitmap(this.options.mapSizeBytes);
     this.#parseTelemetry = options.parseTelemetry ?? (parseTelemetryEnvelope as unknown as TelemetryParser<T>);
     this.#logger = componentLogger(options.logger ?? silentLogger(), 'solver');
@@ -155,7 +158,7 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
       pruningMapBytes: this.options.mapSizeBytes,
     };
     this.#slotLoad = new Array<number>(this.options.workers).fill(0);
-    if (this.options.spawnThread === 'main') {
+    if (this.spawnThread === 'main') {
       this.#slotThreads = [];
       this.#slotsPerThread = this.options.workers;
       this.#mainRunner = createSolverTaskHandler(workerData, this.bitmap);

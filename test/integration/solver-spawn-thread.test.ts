@@ -171,8 +171,9 @@ describe('solver option spawnMethod', () => {
 });
 
 describe('solver option spawnThread', () => {
-  it('defaults to worker and refuses anything but worker or main, naming the option', () => {
-    expect(resolveSolverOptions({}).spawnThread).toBe('worker');
+  it('defaults to auto and refuses anything but auto, worker or main, naming the option', () => {
+    expect(resolveSolverOptions({}).spawnThread).toBe('auto');
+    for (const value of ['auto', 'worker', 'main'] as const) expect(resolveSolverOptions({ spawnThread: value }).spawnThread).toBe(value);
     expect(() => resolveSolverOptions({ spawnThread: 'io' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
     try {
       resolveSolverOptions({ spawnThread: 'io' as never });

@@ -28,8 +28,9 @@ describe('solver threads', () => {
     { workers: 2, slotsPerThread: 4, threads: 1 },
     { workers: 8, slotsPerThread: 4, threads: 2 },
   ])('$workers slots, $slotsPerThread per thread: $threads threads', async ({ workers, slotsPerThread, threads }) => {
-    const pool = new SolverPool({ solver: { workers, slotsPerThread }, scratchParent: tmp });
+    const pool = new SolverPool({ solver: { workers, slotsPerThread, spawnThread: 'worker' }, scratchParent: tmp });
     try {
+      expect(pool.spawnThread).toBe('worker');
       expect(pool.threads).toBe(threads);
     } finally {
       await pool.close();
@@ -39,7 +40,24 @@ describe('solver threads', () => {
   it('starts no thread with spawnThread main', async () => {
     const pool = new SolverPool({ solver: { workers: 3, spawnThread: 'main' }, scratchParent: tmp });
     try {
+      expect(pool.spawnThread).toBe('main');
       expect(pool.threads).toBe(0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it.each([
+    { workers: 1, spawnThread: 'main', threads: 0 },
+    { workers: 2, spawnThread: 'main', threads: 0 },
+    { workers: 3, spawnThread: 'worker', threads: 1 },
+    { workers: 9, spawnThread: 'worker', threads: 3 },
+  ])('spawnThread auto (the default) with $workers workers serves them on the $spawnThread thread: $threads solver threads', async ({ workers, spawnThread, threads }) => {
+    const pool = new SolverPool({ solver: { workers }, scratchParent: tmp });
+    try {
+      expect(pool.options.spawnThread).toBe('auto');
+      expect(pool.spawnThread).toBe(spawnThread);
+      expect(pool.threads).toBe(threads);
     } finally {
       await pool.close();
     }

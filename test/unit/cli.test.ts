@@ -39,7 +39,7 @@ describe('symfence CLI', () => {
   it('exposes the solver options as run flags, without the ones the campaign owns', async () => {
     const { code, out } = await run('run', '--help');
     expect(code).toBe(0);
-    expect(out).toContain('--solver-spawn-thread <worker|main>');
+    expect(out).toContain('--solver-spawn-thread <auto|worker|main>');
     expect(out).toContain('--solver-slots-per-thread <value>');
     expect(out).toContain('--solver-kill-grace <duration>');
     expect(out).not.toContain('--solver-workers');
