@@ -7,9 +7,9 @@ import { DEFAULT_TRACE_STORE_MAX_BYTES, MAX_TRACE_STORE_MAX_BYTES, MIN_TRACE_STO
 
 /**
  * Most solver slots of one campaign: the solver pool's own bound (`SOLVER_OPTIONS.workers`), so a
- * value the campaign accepts is never refused later by the pool. Each solver thread (one per
- * `slotsPerThread` slots, 4 by default) has its own V8 isolate, ~10 MB of resident memory
- * (docs/solver.md "Memory per worker").
+ * value the campaign accepts is never refused later by the pool. Above two slots (by default) the
+ * slots are served by solver threads, one per `slotsPerThread` slots (4 by default), each with its
+ * own V8 isolate, ~10 MB of resident memory (docs/solver.md "Memory per worker").
  */
 export const MAX_CAMPAIGN_WORKERS = 256;
 

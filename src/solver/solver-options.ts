@@ -114,7 +114,8 @@ export const SOLVER_OPTIONS = defineOptionSchema('solver', {
    * pool starts ceil(workers / slotsPerThread) threads. A thread waits on its slots' processes
    * through its event loop, so one thread keeps several slots busy; every extra thread costs an
    * isolate of its own (its memory, its JIT and GC, a message hop per run). 1 gives every slot a
-   * thread of its own. Ignored with `spawnThread: 'main'`. Default 4.
+   * thread of its own. Ignored when the calling thread serves the slots (`spawnThread` `main`, or
+   * `auto` up to `AUTO_MAIN_THREAD_SLOTS` workers). Default 4.
    */
   slotsPerThread: {
     kind: 'integer',

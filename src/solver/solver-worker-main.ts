@@ -1,6 +1,7 @@
 /**
- * The thread side of the solver pool: per-worker private state (scratch dir, QSYM pruning map,
- * view of the shared coverage bitmap) and the task handler piscina calls.
+ * The slot side of the solver pool: each slot's private state (its directory, QSYM pruning map and
+ * process gate, with the thread's view of the shared coverage bitmap) and the task handler that a
+ * solver thread's piscina calls, or the pool itself when the calling thread serves the slots.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
