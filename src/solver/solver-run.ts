@@ -11,15 +11,17 @@
  *        ▼
  *   run dir disposed of: the files a completed run is known to have left unlinked by name, then
  *   two rmdirs; anything else moved aside into the trash directory (one rename, also on every
- *   failure path), then removed there — unless the run was aborted: then the task settles at once
- *   and the pool's close() or the next pool's sweep removes it (docs/solver.md, "Where a run's
- *   directory goes")
+ *   failure path), then removed there in slices (trash-removal.ts) — unless the run was aborted:
+ *   then the task settles at once and the pool's close() or the next pool's sweep removes it
+ *   (docs/solver.md, "Where a run's directory goes")
  *
- * Run-directory bookkeeping uses synchronous fs calls on purpose. This code runs on a solver
- * worker thread that serves one task at a time, so blocking it for a microsecond syscall costs
- * nothing, whereas each async call is a round trip through libuv's small shared threadpool — on a
- * loaded machine that round trip, not the syscall, dominated the per-run overhead
- * (`bench/dispatch`). Waiting for the solver itself stays asynchronous.
+ * Run-directory bookkeeping uses synchronous fs calls on purpose: each is a microsecond syscall,
+ * whereas each async call is a round trip through libuv's small shared threadpool — on a loaded
+ * machine that round trip, not the syscall, dominated the per-run overhead (`bench/dispatch`).
+ * The thread that runs this serves other slots too (a solver thread's, or the coordinator's own
+ * when the calling thread serves the slots), so no step holds it for long: what a run may make
+ * large (its outputs, its directory) is read and removed within the output caps or in slices.
+ * Waiting for the solver itself stays asynchronous.
  */
 import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, renameSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -27,10 +29,11 @@ import { SolverExitError, SolverSpawnError, SolverTimeoutError, TelemetryInvalid
 import { TaskAbortCell } from './abort-cell.js';
 import type { CoverageBitmap } from './coverage-bitmap.js';
 import { classifyExit } from './exit-classification.js';
-import { removalBudget, removeTreeBounded } from './bounded-remove.js';
+import { removeTreeBounded } from './bounded-remove.js';
 import { CollectionStopped, collectOutputs, type CollectedOutputs } from './output-collector.js';
 import { runInProcessGroup } from './process-group.js';
 import type { SlotGate } from './slot-gate.js';
+import type { TrashRemoval } from './trash-removal.js';
 import { buildSolverEnvFromBase, substituteInputPath } from './solver-env.js';
 import type { GeneratedInput, RunTiming, SolverStatus, WireResult, WireTask } from './solver-types.js';
 
@@ -41,18 +44,23 @@ const TELEMETRY_MAX_BYTES = 4 * 1024 * 1024;
 export const TRASH_DIR = 'trash';
 
 export interface SolverRunContext {
-  /** Directory private to this worker thread; run dirs are created inside it. */
+  /** Directory private to this slot; run dirs are created inside it. */
   readonly workerDir: string;
   /** The pool's trash directory (same filesystem as `workerDir`): run dirs are renamed into it when done. */
   readonly trashDir: string;
-  /** This worker's private QSYM pruning map (`SYMCC_AFL_COVERAGE_MAP`), never AFL's map. */
+  /** This slot's private QSYM pruning map (`SYMCC_AFL_COVERAGE_MAP`), never AFL's map. */
   readonly pruningMapPath: string;
   readonly bitmap: CoverageBitmap | null;
   readonly baseEnv: NodeJS.ProcessEnv;
-  /** `solverBaseEnv(baseEnv)`, computed once per worker: the starting point of every solver env. */
+  /** `solverBaseEnv(baseEnv)`, computed once per slot: the starting point of every solver env. */
   readonly solverEnvBase: Readonly<Record<string, string>>;
-  /** Unique per worker; names the run directory. */
-  nextRunId(): number;
+  /**
+   * The next run directory's name: never one an earlier context of the same slot gave, so a
+   * thread that replaces a crashed one never meets the run directories it left behind.
+   */
+  nextRunName(): string;
+  /** The thread's removal of trashed run directories, in slices (trash-removal.ts). */
+  readonly trash: TrashRemoval;
   /** The slot's process gate: one solver process at a time, a staged run next (slot-gate.ts). */
   readonly gate: SlotGate;
 }
@@ -60,7 +68,7 @@ export interface SolverRunContext {
 export async function runSolverTask(task: WireTask, ctx: SolverRunContext): Promise<WireResult> {
   const receivedMs = performance.now();
   const cell = new TaskAbortCell(task.abortBuffer);
-  const runDir = path.join(ctx.workerDir, `run-${ctx.nextRunId()}`);
+  const runDir = path.join(ctx.workerDir, ctx.nextRunName());
   const left: string[] = [];
   try {
     if (cell.abortRequested) return failedBeforeStart(null, true);
@@ -109,8 +117,9 @@ function removeKnownFiles(files: readonly string[], cell: TaskAbortCell): boolea
  * ignored, a flood) is first moved aside into the trash with one rename, so the run's slot path is
  * free whatever happens next. An aborted run leaves it there: a shutdown must not wait for a
  * flood's unlinks (the pool's close() removes the trash within a budget, the next pool's sweep the
- * rest). Any other run removes it now, stopping if an abort arrives meanwhile. A failed rename
- * falls back to removing the directory in place.
+ * rest). Any other run hands it to the thread's trash removal: one slice now, the rest in slices
+ * between the thread's other work (trash-removal.ts). A failed rename falls back to removing the
+ * directory in place.
  */
 function disposeRunDir(runDir: string, ctx: SolverRunContext, cell: TaskAbortCell, left: readonly string[]): void {
   try {
@@ -130,11 +139,7 @@ function disposeRunDir(runDir: string, ctx: SolverRunContext, cell: TaskAbortCel
     return;
   }
   if (cell.abortRequested) return;
-  try {
-    removeTreeBounded(trashed, removalBudget(Infinity, Infinity, undefined, () => cell.abortRequested));
-  } catch {
-    // Left in the trash: removed at close() or by the next pool's sweep.
-  }
+  ctx.trash.remove(trashed);
 }
 
 function removeRunDirInPlace(runDir: string): void {

@@ -5,10 +5,12 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { threadId } from 'node:worker_threads';
 import { CoverageBitmap } from './coverage-bitmap.js';
 import { SlotGate } from './slot-gate.js';
 import { solverBaseEnv } from './solver-env.js';
 import { runSolverTask, TRASH_DIR, type SolverRunContext } from './solver-run.js';
+import { threadTrash } from './trash-removal.js';
 import type { WireResult, WireTask } from './solver-types.js';
 
 /** Startup data the pool hands every worker thread (`workerData`). */
@@ -36,6 +38,9 @@ export function createSolverTaskHandler(data: SolverWorkerData, bitmap: Coverage
   };
 }
 
+/** Slot contexts this thread created (names their run directories). */
+let contextsCreated = 0;
+
 /**
  * The private state of one solver slot: its directory under the scratch root, its QSYM pruning map,
  * its environment snapshots and its process gate. Two slots never share a name.
@@ -51,7 +56,10 @@ export async function createSolverRunContext(data: SolverWorkerData, slotName: s
   const pruningMapPath = path.join(workerDir, 'pruning-map');
   await fs.writeFile(pruningMapPath, new Uint8Array(data.pruningMapBytes));
   let runs = 0;
+  // Run directories are named by thread and context as well as by run: a thread that replaces a
+  // crashed one (piscina starts it with the same slots) must not meet the directories it left.
+  const prefix = `run-${threadId}-${++contextsCreated}-`;
   // A plain snapshot: iterating `process.env` goes through an accessor per variable, per run.
   const baseEnv = Object.freeze({ ...process.env });
-  return { workerDir, trashDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunId: () => ++runs, gate: new SlotGate() };
+  return { workerDir, trashDir, pruningMapPath, bitmap, baseEnv, solverEnvBase: solverBaseEnv(baseEnv), nextRunName: () => `${prefix}${++runs}`, gate: new SlotGate(), trash: threadTrash };
 }

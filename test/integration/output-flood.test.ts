@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultScratchParent, SolverPool } from '../../src/solver/solver-pool.js';
+import { SLICE_ENTRIES, threadTrash } from '../../src/solver/trash-removal.js';
 import { PACKAGE_ROOT } from '../../src/util/paths.js';
 import { waitForFile } from '../helpers/processes.js';
 
@@ -31,9 +32,23 @@ function runDirsLeft(): string[] {
   return left;
 }
 
+/** Turns of the event loop (setImmediate) until `done` settles. */
+async function loopTurnsUntil(done: Promise<void>): Promise<number> {
+  let settled = false;
+  void done.then(() => (settled = true));
+  let turns = 0;
+  while (!settled) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    turns += 1;
+  }
+  return turns;
+}
+
 describe('a solver that floods its output directory', () => {
-  it('is refused at the count cap after reading at most cap + 1 entries, with memory bounded, and its run directory removed', async () => {
-    const pool = new SolverPool({ scratchParent, solver: { workers: 1, maxOutputFiles: CAP, timeoutMs: 120_000 } });
+  it.each([{ spawnThread: 'worker' as const }, { spawnThread: 'main' as const }])(
+    'is refused at the count cap after reading at most cap + 1 entries, with memory bounded, and its run directory removed ($spawnThread)',
+    async ({ spawnThread }) => {
+    const pool = new SolverPool({ scratchParent, solver: { workers: 1, maxOutputFiles: CAP, timeoutMs: 120_000, spawnThread } });
     try {
       // Warm-up: the worker thread, its heap and the spawn path are up before the baseline.
       await pool.run({ input: { bytes: new Uint8Array([1]) }, command: flooder, env: { SYMFENCE_TEST_FILES: '10' } });
@@ -47,11 +62,22 @@ describe('a solver that floods its output directory', () => {
       expect(result.outputEntriesRead).toBe(CAP + 1);
       // A regression guard: listing, refusal and removal hold a bounded amount, whatever the flood.
       expect(peakGrowthKb).toBeLessThan(32 * 1024);
-      expect(runDirsLeft()).toEqual([]);
+      if (spawnThread === 'main') {
+        // The flood is removed in slices on this thread's event loop, which serves everything else
+        // between them: the result came back after the first slice, and the loop turned many
+        // times before the trash was empty.
+        expect(threadTrash.pending).toBe(1);
+        expect(await loopTurnsUntil(threadTrash.idle())).toBeGreaterThanOrEqual(Math.floor(FLOOD_FILES / SLICE_ENTRIES) - 1);
+        expect(runDirsLeft()).toEqual([]);
+      } else {
+        // The slices run on the solver thread, which tells no one when they end: bounded polling.
+        await expect.poll(runDirsLeft, { timeout: 60_000, interval: 50 }).toEqual([]);
+      }
     } finally {
       await pool.close();
     }
-  });
+  },
+  );
 
   it('is not collected at all once the run is aborted: no entry is read, the run directory is moved into the trash and close() removes it', async () => {
     const pidFile = path.join(scratchParent, 'flood-abort.pid');
@@ -67,7 +93,7 @@ describe('a solver that floods its output directory', () => {
       controller.abort();
       await expect(running).rejects.toMatchObject({ code: 'ERR_ABORTED', details: { outputEntriesRead: 0 } });
       // Settling did not wait for the flood's unlinks: the whole run directory sits in the trash.
-      expect(runDirsLeft()).toEqual([expect.stringMatching(/^trash\/slot-\d+-run-\d+$/)]);
+      expect(runDirsLeft()).toEqual([expect.stringMatching(/^trash\/slot-\d+-run-\d+-\d+-\d+$/)]);
     } finally {
       await pool.close();
     }

@@ -93,9 +93,9 @@ describe('solver threads', () => {
     },
   );
 
-  it('runs one process per slot at a time when its thread serves another slot too', async () => {
-    const dir = mkdtempSync(path.join(tmp, 'one-per-slot-'));
-    const pool = new SolverPool({ solver: { workers: 2, slotsPerThread: 2 }, scratchParent: tmp });
+  it.each([{ spawnThread: 'worker' as const }, { spawnThread: 'main' as const }])('runs one process per slot at a time when its thread ($spawnThread) serves another slot too', async ({ spawnThread }) => {
+    const dir = mkdtempSync(path.join(tmp, `one-per-slot-${spawnThread}-`));
+    const pool = new SolverPool({ solver: { workers: 2, slotsPerThread: 2, spawnThread }, scratchParent: tmp });
     try {
       // Both runs are in slot 0: the second starts only after the first exits, so the first waits
       // out its (short) bound alone and the second finds the first's mark at once. Run side by
