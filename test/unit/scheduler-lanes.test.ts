@@ -5,6 +5,7 @@ import { EdgeDependenceLane, edgeId } from '../../src/scheduler/lanes/edge-depen
 import { ConcurrencyLane } from '../../src/scheduler/lanes/concurrency-lane.js';
 import { FallbackReplayLane } from '../../src/scheduler/lanes/fallback-replay-lane.js';
 import { TargetLedger } from '../../src/scheduler/target-ledger.js';
+import { DEFAULT_SCORING } from '../../src/scheduler/scoring.js';
 import { normalizeJob } from '../../src/scheduler/replay-job.js';
 import { ConstraintSummaryCache } from '../../src/scheduler/lanes/constraint-summary-cache.js';
 import { parseGuidance } from '../../src/scheduler/guidance-map.js';
@@ -459,6 +460,80 @@ describe('fallback replay lane', () => {
     lane.observe('seed', tel({ open: [456, 789] }), 0.6, 0);
     lane.observe('seed', tel({ target: 456, reached: false, status: 'unsat' }), 0.6, 0);
     expect(lane.record('seed')!.openBranches).toEqual([789n]);
+  });
+
+  /**
+   * What a round proposes, computed the plain way: every record scored and sorted (cooled by
+   * score, then cooling by last replay), in the lane's record order — the order its state lists.
+   */
+  function referenceProposals(lane: FallbackReplayLane, limit: number, now: number, excluded: ReadonlySet<bigint>, cooldownMs: number, ledger?: TargetLedger): [string, bigint[]][] {
+    const records = (lane.toJSON(now) as { records: { seed: string }[] }).records.map((x) => lane.record(x.seed)!);
+    const score = (r: (typeof records)[number]) => DEFAULT_SCORING.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
+    const ready = (r: (typeof records)[number]) => r.lastReplayMs === null || now - r.lastReplayMs >= cooldownMs;
+    const candidates = records.filter((r) => (ready(r) || r.openBranches.length > 0) && score(r) > 0.05);
+    const cooled = candidates.filter(ready).sort((a, b) => score(b) - score(a));
+    const cooling = candidates.filter((r) => !ready(r)).sort((a, b) => a.lastReplayMs! - b.lastReplayMs! || score(b) - score(a));
+    const out: [string, bigint[]][] = [];
+    for (const [list, isReady] of [[cooled, true], [cooling, false]] as const) {
+      for (const r of list) {
+        if (out.length >= limit) return out;
+        if (r.openBranches.length === 0) {
+          if (isReady) out.push([r.seed, [0n]]);
+          continue;
+        }
+        const picked: bigint[] = [];
+        for (let i = 0; i < r.openBranches.length && picked.length < 2; i++) {
+          const b = r.openBranches[(r.cursor + i) % r.openBranches.length]!;
+          if (!excluded.has(b) && (isReady || !r.asked.has(b)) && !(ledger && (ledger.answered(b) || !ledger.allowed(r.seed, b, now)))) picked.push(b);
+        }
+        if (picked.length > 0) out.push([r.seed, picked]);
+      }
+    }
+    return out;
+  }
+
+  it('proposes what scoring and sorting every record would, round after round, through observes, commits, evictions and a restore', () => {
+    // mulberry32: a fixed sequence, so a failure names a step that replays.
+    let state = 12345;
+    const rand = (n: number): number => {
+      state = (state + 0x6d2b79f5) | 0;
+      let t = Math.imul(state ^ (state >>> 15), 1 | state);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) % n;
+    };
+    const cooldownMs = 20 * S;
+    const ledger = new TargetLedger({ retryBaseMs: 30 * S });
+    let lane = new FallbackReplayLane({ cooldownMs, targetsPerJob: 2, ledger, maxRecords: 150 });
+    let now = 0;
+    for (let step = 0; step < 600; step++) {
+      now += rand(3) * S;
+      const seed = `s${rand(400)}`;
+      const open = Array.from({ length: rand(4) }, () => 1 + rand(40));
+      const reward = [0, 0.02, 0.3, 0.3, 0.7, 1][rand(6)]!;
+      lane.observe(seed, rand(5) === 0 ? null : tel({ open, target: rand(2) ? open[0] ?? 0 : 0, reached: true, status: (['sat', 'unsat', 'unknown'] as const)[rand(3)]! }), reward, now);
+      if (rand(7) === 0) ledger.noteAnswered('elsewhere', [BigInt(1 + rand(40))]);
+      const excluded = new Set(Array.from({ length: rand(3) }, () => BigInt(1 + rand(40))));
+      const limit = 1 + rand(6);
+      const proposals = lane.propose(limit, limit, now, excluded);
+      expect(proposals.map((p) => [p.origin, [p.job.targetBranch, ...p.job.actions.map((a) => a.branch)]]), `step ${step}`).toEqual(referenceProposals(lane, limit, now, excluded, cooldownMs, ledger));
+      if (rand(2) === 0) lane.commit(proposals.slice(0, rand(proposals.length + 1)), now);
+      if (step === 300) {
+        const restored = new FallbackReplayLane({ cooldownMs, targetsPerJob: 2, ledger, maxRecords: 150 });
+        restored.restore(lane.toJSON(now), now);
+        lane = restored;
+      }
+    }
+    expect(lane.size()).toBe(150);
+  });
+
+  it('walks its records best first and stops once the round is full: a round looks at a handful of 20,000 records', () => {
+    let looked = 0;
+    const lane = new FallbackReplayLane({ cooldownMs: 0, seedLive: () => (looked++, true) });
+    for (let i = 0; i < 20_000; i++) lane.observe(`seed-${i}`, tel({ open: [i + 1] }), (i % 100) / 100, 0);
+    looked = 0;
+    const proposals = lane.propose(4, 4, S, NONE);
+    expect(proposals.map((p) => p.origin)).toEqual(['seed-99', 'seed-199', 'seed-299', 'seed-399']);
+    expect(looked).toBe(4);
   });
 });
 

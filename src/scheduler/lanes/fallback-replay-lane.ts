@@ -6,11 +6,17 @@
  * is proposed after every cooled one, but only with branches this lane has not asked on it yet,
  * so the cooldown still paces every retry. Cursor and last-replay time move only when the job was
  * admitted.
+ *
+ * Cost per round: the lane keeps its records ordered by score (`#byScore`, updated when a run is
+ * observed, a record evicted or the state restored), so a round walks them best first and stops
+ * once it has its proposals, instead of scoring and sorting every record — up to 262,144 of them,
+ * one per input of a long campaign, and the whole of a round's cost once there are thousands.
+ * Only a round the cooled records cannot fill walks them all, as it must to find the cooling ones.
  */
 import type { Telemetry } from '../telemetry.js';
 import { clamp01, difficultyOf } from '../telemetry-metrics.js';
 import { DEFAULT_SCORING, type ScoringPolicy } from '../scoring.js';
-import { cursorPast, evictOldest, pickGroupFromCursor } from './round-robin.js';
+import { cursorPast, pickGroupFromCursor } from './round-robin.js';
 import { cooledDown, resolveCooldownMs, effectiveOutputLimit, type Lane, type LaneCommonOptions, type Proposal } from './lane.js';
 import { ageToTime, arr, header, ids, int, num, numOrNull, obj, str } from './state-codec.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
@@ -26,6 +32,19 @@ interface ReplayRecord {
   lastReplayMs: number | null;
   /** Open branches this lane dispatched on the seed (not saved: a restart may ask each once more while cooling). */
   asked: Set<bigint>;
+}
+
+/** A record with its place in the score order: score (NaN scores as -Infinity), then age. */
+interface Ranked {
+  readonly r: ReplayRecord;
+  readonly score: number;
+  /** When the record was last (re)inserted into the records map: equal scores keep map order. */
+  readonly seq: number;
+}
+
+/** Better first: higher score, then older (the order a stable sort of the map by score gave). */
+function before(a: Ranked, b: Ranked): boolean {
+  return a.score > b.score || (a.score === b.score && a.seq < b.seq);
 }
 
 interface FallbackReplayOptions extends LaneCommonOptions {
@@ -47,6 +66,10 @@ export class FallbackReplayLane implements Lane {
   /** A branch answered on any input is not asked again (the ledger's `answered`). */
   readonly asksOncePerCampaign = true;
   readonly #records = new Map<string, ReplayRecord>();
+  /** Every record once, best first (see `before`); kept in step with `#records`. */
+  #byScore: Ranked[] = [];
+  readonly #rankOf = new Map<ReplayRecord, Ranked>();
+  #seq = 0;
   readonly #maxRecords: number;
   readonly #minScore: number;
   readonly #targetsPerJob: number;
@@ -78,48 +101,82 @@ export class FallbackReplayLane implements Lane {
   propose(limit: number, proposalLimit: number, now: number, excluded: ReadonlySet<bigint>): readonly Proposal[] {
     const outputLimit = effectiveOutputLimit(limit, proposalLimit);
     if (outputLimit === 0) return [];
-    type Candidate = { r: ReplayRecord; score: number };
-    const cooled: Candidate[] = [];
-    const cooling: Candidate[] = [];
-    for (const r of this.#records.values()) {
-      if (!this.#seedLive(r.seed)) continue;
-      const ready = cooledDown(now, r.lastReplayMs, this.#cooldownMs);
-      // An untargeted replay repeats a whole run: only after the cooldown. Open branches are
-      // questions never answered, worth a slot that would otherwise wait.
-      if (!ready && r.openBranches.length === 0) continue;
-      const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
-      if (!(score > this.#minScore)) continue;
-      (ready ? cooled : cooling).push({ r, score });
-    }
-    cooled.sort((a, b) => b.score - a.score);
-    // Longest since its last replay first, so cooling records take turns.
-    cooling.sort((a, b) => a.r.lastReplayMs! - b.r.lastReplayMs! || b.score - a.score);
-    // Groups only for the records that make the cut: ordering does not depend on them.
     const proposals: Proposal[] = [];
     const ledger = this.#ledger;
-    for (const [list, ready] of [[cooled, true], [cooling, false]] as const) {
-      for (const { r } of list) {
-        if (proposals.length >= outputLimit) return proposals;
-        let targets: readonly bigint[] = [0n];
-        if (r.openBranches.length > 0) {
-          // While cooling, only branches never asked here: a retry waits for the cooldown.
-          const usable = (b: bigint): boolean => (ready || !r.asked.has(b)) && !(ledger && (ledger.answered(b) || !ledger.allowed(r.seed, b, now)));
-          targets = pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob, usable);
-          // Every open branch is in flight, backing off, answered, or (cooling) asked already.
-          if (targets.length === 0) continue;
-        } else if (!ready) continue;
-        proposals.push({
-          lane: 'fallback' as const,
-          origin: r.seed,
-          job: Object.freeze({
-            seed: r.seed,
-            targetBranch: targets[0]!,
-            actions: Object.freeze(targets.slice(1).map((branch) => Object.freeze({ branch, kind: 'solve' as const }))),
-          }),
-        });
-      }
+    /** Adds `r`'s proposal unless it has nothing to ask now; true when the output is full. */
+    const offer = (r: ReplayRecord, ready: boolean): boolean => {
+      let targets: readonly bigint[] = [0n];
+      if (r.openBranches.length > 0) {
+        // While cooling, only branches never asked here: a retry waits for the cooldown.
+        const usable = (b: bigint): boolean => (ready || !r.asked.has(b)) && !(ledger && (ledger.answered(b) || !ledger.allowed(r.seed, b, now)));
+        targets = pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob, usable);
+        // Every open branch is in flight, backing off, answered, or (cooling) asked already.
+        if (targets.length === 0) return false;
+      } else if (!ready) return false;
+      proposals.push({
+        lane: 'fallback' as const,
+        origin: r.seed,
+        job: Object.freeze({
+          seed: r.seed,
+          targetBranch: targets[0]!,
+          actions: Object.freeze(targets.slice(1).map((branch) => Object.freeze({ branch, kind: 'solve' as const }))),
+        }),
+      });
+      return proposals.length >= outputLimit;
+    };
+    // Cooled records best first, straight from the score order; the cooling ones (only those with
+    // open branches: an untargeted replay repeats a whole run, only after the cooldown) after them.
+    const cooling: Ranked[] = [];
+    for (const ranked of this.#byScore) {
+      if (!(ranked.score > this.#minScore)) break;
+      const r = ranked.r;
+      if (!this.#seedLive(r.seed)) continue;
+      if (cooledDown(now, r.lastReplayMs, this.#cooldownMs)) {
+        if (offer(r, true)) return proposals;
+      } else if (r.openBranches.length > 0) cooling.push(ranked);
     }
+    // Longest since its last replay first, so cooling records take turns.
+    cooling.sort((a, b) => a.r.lastReplayMs! - b.r.lastReplayMs! || b.score - a.score);
+    for (const { r } of cooling) if (offer(r, false)) return proposals;
     return proposals;
+  }
+
+  /** Puts `r` (just inserted at the end of `#records`) in the score order, at its new score. */
+  #rank(r: ReplayRecord): void {
+    this.#unrank(r);
+    const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
+    const ranked: Ranked = { r, score: Number.isNaN(score) ? -Infinity : score, seq: ++this.#seq };
+    this.#rankOf.set(r, ranked);
+    this.#byScore.splice(this.#position(ranked), 0, ranked);
+  }
+
+  #unrank(r: ReplayRecord): void {
+    const ranked = this.#rankOf.get(r);
+    if (ranked === undefined) return;
+    this.#rankOf.delete(r);
+    const at = this.#position(ranked);
+    if (this.#byScore[at] === ranked) this.#byScore.splice(at, 1);
+  }
+
+  /** Index of the first entry of `#byScore` not better than `ranked` (binary search). */
+  #position(ranked: Ranked): number {
+    let lo = 0;
+    let hi = this.#byScore.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (before(this.#byScore[mid]!, ranked)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Evicts the least recently observed records beyond the budget, from the score order too. */
+  #evict(): void {
+    while (this.#records.size > this.#maxRecords) {
+      const oldest = this.#records.values().next().value as ReplayRecord;
+      this.#records.delete(oldest.seed);
+      this.#unrank(oldest);
+    }
   }
 
   /** Commit contract: cursor moves past the job's last target and the replay cooldown starts. */
@@ -161,7 +218,8 @@ export class FallbackReplayLane implements Lane {
       this.#records.delete(seed);
     }
     this.#records.set(seed, record);
-    evictOldest(this.#records, this.#maxRecords);
+    this.#rank(record);
+    this.#evict();
   }
 
   toJSON(now: number): unknown {
@@ -198,6 +256,20 @@ export class FallbackReplayLane implements Lane {
       };
     });
     this.#records.clear();
-    for (const r of records.slice(-this.#maxRecords)) this.#records.set(r.seed, r);
+    this.#byScore = [];
+    this.#rankOf.clear();
+    for (const r of records.slice(-this.#maxRecords)) {
+      // A seed listed twice keeps its last record, at the map position of its first.
+      const earlier = this.#records.get(r.seed);
+      if (earlier !== undefined) this.#rankOf.delete(earlier);
+      this.#records.set(r.seed, r);
+    }
+    for (const r of this.#records.values()) {
+      const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
+      const ranked: Ranked = { r, score: Number.isNaN(score) ? -Infinity : score, seq: ++this.#seq };
+      this.#rankOf.set(r, ranked);
+      this.#byScore.push(ranked);
+    }
+    this.#byScore.sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
   }
 }
