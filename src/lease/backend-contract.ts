@@ -134,6 +134,12 @@ export interface RecordFiles {
   dirOf(id: string): string;
 }
 
+/** What a scan may leave out (`RecordBackend.scan`). */
+export interface ScanOptions {
+  /** Records that are `done` may be left out, where the store tells them apart cheaply. */
+  readonly skipDone?: boolean;
+}
+
 export type ScanEntry =
   | { readonly state: 'valid'; readonly id: string; readonly path: string; readonly record: LeaseRecord }
   | { readonly state: 'corrupt'; readonly id: string | undefined; readonly path: string; readonly reason: string };
@@ -170,8 +176,12 @@ export interface RecordBackend {
    * process gives a session up (its records are no longer ours); returns the unsubscribe.
    */
   onSessionLost?(listener: (event: { readonly reason: string; readonly sessionsLost: number }) => void): () => void;
-  /** Every record, valid or corrupt; `path` says where each lives (a file, `<db>#<id>`, …). */
-  scan(): Promise<ScanEntry[]>;
+  /**
+   * Every record, valid or corrupt; `path` says where each lives (a file, `<db>#<id>`, …). With
+   * `skipDone`, a record the store can tell is `done` without decoding it may be left out — a
+   * hint for a scan that looks for leased records only (an expiry scan); a store may return all.
+   */
+  scan(options?: ScanOptions): Promise<ScanEntry[]>;
   /**
    * Releases what the backend keeps open between batches (lock fds, a database handle). Call it
    * when done with the table. Idempotent.

@@ -181,7 +181,9 @@ export abstract class LeaseTableBase {
     const nowMs = checkNowMs(options.nowMs);
     const ttlMs = options.leaseTtlMs === undefined ? this.options.leaseTtlMs : checkTtlMs(options.leaseTtlMs);
     const limit = checkLimit(options.limit);
-    const entries = await this.backend.scan();
+    // Only leased records can have expired: the store may leave out the done ones, which in a long
+    // campaign are nearly all of a work table (one per job), without decoding them.
+    const entries = await this.backend.scan({ skipDone: true });
     const expired = entries.flatMap((e) => (e.state === 'valid' && isExpiredLease(e.record, nowMs, ttlMs, this.options.maxClockSkewMs) ? [{ id: e.id, record: e.record }] : []));
     expired.sort(byUpdatedThenId);
     const picked = limit > 0 ? expired.slice(0, limit) : expired;

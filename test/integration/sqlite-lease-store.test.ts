@@ -12,7 +12,9 @@ import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../..
 import { probeFilesystem } from '../../src/lease/files/fs-probe.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { ID_A0, openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { ID_A0, ID_B0, openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
+import { scanDatabase } from '../../src/lease/sqlite/sqlite-backend.js';
+import { workIdOf } from '../../src/lease/identity.js';
 import { nodeFsLayer, type FsLayer } from '../../src/fs/fs-layer.js';
 import { IoService } from '../../src/io/io-service.js';
 import { leaseStoreUnderTest } from '../helpers/lease-stores.js';
@@ -24,6 +26,37 @@ const NFS = async () => ({ type: 0x6969 });
 const sqlite = leaseStoreUnderTest('sqlite');
 
 describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 'true')('SQLite lease store', () => {
+  it('leaves done rows out of an expiry scan, read by SQLite without decoding them, and returns every other row, a corrupt one included', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { store: 'sqlite' });
+    const payload = { path: 'seed', target_branch: 0 };
+    const done = workIdOf(payload);
+    const claimed = await table.claim(done, payload, { owner: 'master', nowMs: S });
+    if (!claimed.ok) throw new Error('claim refused');
+    const { token } = claimed;
+    await table.beginCommit(done, token, { nowMs: S });
+    expect(await table.complete(done, token, { nowMs: S })).toBe(true);
+    const leasedPayload = { path: 'other', target_branch: 0 };
+    const leased = workIdOf(leasedPayload);
+    expect((await table.claim(leased, leasedPayload, { owner: 'master', nowMs: S })).ok).toBe(true);
+    await table.close();
+    const file = path.join(root, SQLITE_FILE);
+    const db = new Sqlite(file);
+    try {
+      // Rows that say done but that only a full decode can judge: a blob, and text that is not JSON.
+      db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL)').run(ID_A0, Buffer.from('{"status":"done"}'));
+      db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL)').run(ID_B0, '{"status":"done",');
+      const every = scanDatabase(db, file, 'work').map((e) => [e.id, e.state]);
+      const live = scanDatabase(db, file, 'work', { skipDone: true }).map((e) => [e.id, e.state]);
+      expect(every).toEqual(expect.arrayContaining([[done, 'valid'], [leased, 'valid'], [ID_A0, 'corrupt'], [ID_B0, 'corrupt']]));
+      expect(every).toHaveLength(4);
+      expect(live).toEqual(expect.arrayContaining([[leased, 'valid'], [ID_A0, 'corrupt'], [ID_B0, 'corrupt']]));
+      expect(live).toHaveLength(3);
+    } finally {
+      db.close();
+    }
+  });
+
   it('is what auto gives a new lease directory on a local filesystem, recorded as schema 2 in lease-table.json', async () => {
     const root = path.join(await tempRoot(), 'targets');
     const table = await FencedTargetLeaseTable.open(root, { coordination: 'single' });

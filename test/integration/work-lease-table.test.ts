@@ -40,6 +40,25 @@ describeEachStore('FencedWorkLeaseTable', (store) => {
     expect(await first.claim(id, payload, { owner: 'master-a', worker: 1, nowMs: 200 * S })).toMatchObject({ ok: false, reason: 'conflict', holder: { status: 'done' } });
   });
 
+  it('finds the expired leased record among done ones, however many (an expiry scan may skip done records unread)', async () => {
+    const root = await tempRoot();
+    const table = await openWork(root, { leaseTtlMs: 10 * S });
+    for (let i = 0; i < 40; i++) {
+      const payload = { path: `done-${i}`, target_branch: 0 };
+      const { token } = ok(await table.claim(workIdOf(payload), payload, { owner: 'master', nowMs: S }));
+      expect(await table.beginCommit(workIdOf(payload), token, { nowMs: S })).toEqual({ ok: true });
+      expect(await table.complete(workIdOf(payload), token, { nowMs: S })).toBe(true);
+    }
+    const leased = { path: 'leased', target_branch: 0 };
+    ok(await table.claim(workIdOf(leased), leased, { owner: 'gone', nowMs: S }));
+    const committing = { path: 'committing', target_branch: 0 };
+    const { token } = ok(await table.claim(workIdOf(committing), committing, { owner: 'master', nowMs: S }));
+    expect(await table.beginCommit(workIdOf(committing), token, { nowMs: S })).toEqual({ ok: true });
+    expect(await table.recoverExpired({ nowMs: 5 * S })).toEqual([]);
+    expect((await table.recoverExpired({ nowMs: 20 * S })).map((e) => e.payload)).toEqual([leased]);
+    expect(await table.snapshotCounts({ nowMs: 20 * S })).toMatchObject({ done: 40, leased: 1, expired: 1, committing: 1 });
+  });
+
   it('extends the fence with a heartbeat; the boundary age == TTL is expired (W2)', async () => {
     const root = await tempRoot();
     const table = await openWork(root, { shardCount: 2 });

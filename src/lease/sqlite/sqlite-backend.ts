@@ -39,7 +39,7 @@ import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js'
 import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type ScanOptions, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { hasAnswerTable, isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -49,19 +49,29 @@ import type BetterSqlite3 from 'better-sqlite3';
  * transaction: a batch of another connection committing meanwhile cannot make the rows and the
  * group rows they name disagree.
  */
-export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
+/**
+ * Rows SQLite itself sees are `done` — text whose top-level `status` is `"done"`, read by its JSON
+ * functions in C, about 1.5 µs a row against some 30 µs for decoding and validating one here —
+ * left out of a `skipDone` scan. Anything else (blobs, a group member's row, text that is not
+ * JSON, another status) is returned and decoded as always, so nothing corrupt is hidden from a
+ * scan that acts on leased records.
+ */
+const NOT_DONE = "WHERE NOT (typeof(record) = 'text' AND json_valid(record) AND json_extract(record, '$.status') IS 'done')";
+
+export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind, options: ScanOptions = {}): ScanEntry[] {
   db.exec('BEGIN');
   try {
-    return scanSnapshot(db, file, kind);
+    return scanSnapshot(db, file, kind, options.skipDone === true);
   } finally {
     if (db.inTransaction) db.exec('COMMIT');
   }
 }
 
-function scanSnapshot(db: SqliteDatabase, file: string, kind: RecordKind): ScanEntry[] {
+function scanSnapshot(db: SqliteDatabase, file: string, kind: RecordKind, skipDone: boolean): ScanEntry[] {
   const v1 = isSchemaV1(db);
-  const records = v1 ? 'SELECT id, record, NULL AS group_id FROM lease_records' : 'SELECT id, record, group_id FROM lease_records';
-  const rows = db.prepare(hasAnswerTable(db) ? `${records} UNION ALL SELECT id, record, group_id FROM answer_records ORDER BY id` : `${records} ORDER BY id`).all() as Row[];
+  const where = skipDone ? ` ${NOT_DONE}` : '';
+  const records = (v1 ? 'SELECT id, record, NULL AS group_id FROM lease_records' : 'SELECT id, record, group_id FROM lease_records') + where;
+  const rows = db.prepare(hasAnswerTable(db) ? `${records} UNION ALL SELECT id, record, group_id FROM answer_records${where} ORDER BY id` : `${records} ORDER BY id`).all() as Row[];
   const groups = new Map<number, { hash: unknown; content: unknown }>();
   if (!v1) for (const { id, hash, content } of db.prepare('SELECT id, hash, content FROM lease_groups').all() as { id: number; hash: unknown; content: unknown }[]) groups.set(id, { hash, content });
   const parsed = new Map<number, GroupEntry | string>();
@@ -314,12 +324,12 @@ class SqliteRecordBackend implements RecordBackend {
     };
   }
 
-  async scan(): Promise<ScanEntry[]> {
+  async scan(options?: ScanOptions): Promise<ScanEntry[]> {
     this.checkOpen('scan');
     // The rows of a database that is no longer the table's describe nobody's leases.
     const lost = this.checkIdentity();
     if (lost !== undefined) throw storeReplaced(this.file, lost);
-    return retryBusy(() => scanDatabase(this.db, this.file, this.kind), {
+    return retryBusy(() => scanDatabase(this.db, this.file, this.kind, options), {
       monotonicNowMs: this.monotonicNowMs,
       deadlineMs: this.monotonicNowMs() + this.lockAcquireTimeoutMs,
       lockAcquireTimeoutMs: this.lockAcquireTimeoutMs,
