@@ -178,6 +178,10 @@ export class SolverPool<T = Readonly<Record<string, unknown>>> {
             maxThreads: 1,
             concurrentTasksPerWorker: STAGED_TASKS_PER_SLOT * Math.min(perThread, this.options.workers - thread * perThread),
             idleTimeout: Number.MAX_SAFE_INTEGER,
+            // Not 'sync' (piscina's default): a thread with no task would block in Atomics.wait,
+            // and with it its event loop, so a flood's removal (trash-removal.ts) would stop
+            // between slices until the next task came.
+            atomics: 'async',
             workerData,
           }),
       );

@@ -58,8 +58,10 @@ export class TrashRemoval {
       }
       if (!done) {
         this.#scheduled = true;
-        // Unref'd: a trash left to remove never keeps the process alive; the next sweep has it.
-        setImmediate(() => this.#slice()).unref();
+        // Kept referenced: a solver thread between tasks has nothing else keeping its loop
+        // turning, and an unreferenced slice there would wait for the next task. A closed pool's
+        // directories are renamed away, so what is queued then ends at the next slice.
+        setImmediate(() => this.#slice());
         return;
       }
       this.#queue.shift();
