@@ -144,10 +144,16 @@ export class FallbackReplayLane implements Lane {
   /** Puts `r` (just inserted at the end of `#records`) in the score order, at its new score. */
   #rank(r: ReplayRecord): void {
     this.#unrank(r);
+    const ranked = this.#ranked(r);
+    this.#byScore.splice(this.#position(ranked), 0, ranked);
+  }
+
+  /** `r` at its current score, next in map order; registered in `#rankOf`. */
+  #ranked(r: ReplayRecord): Ranked {
     const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
     const ranked: Ranked = { r, score: Number.isNaN(score) ? -Infinity : score, seq: ++this.#seq };
     this.#rankOf.set(r, ranked);
-    this.#byScore.splice(this.#position(ranked), 0, ranked);
+    return ranked;
   }
 
   #unrank(r: ReplayRecord): void {
@@ -258,18 +264,9 @@ export class FallbackReplayLane implements Lane {
     this.#records.clear();
     this.#byScore = [];
     this.#rankOf.clear();
-    for (const r of records.slice(-this.#maxRecords)) {
-      // A seed listed twice keeps its last record, at the map position of its first.
-      const earlier = this.#records.get(r.seed);
-      if (earlier !== undefined) this.#rankOf.delete(earlier);
-      this.#records.set(r.seed, r);
-    }
-    for (const r of this.#records.values()) {
-      const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
-      const ranked: Ranked = { r, score: Number.isNaN(score) ? -Infinity : score, seq: ++this.#seq };
-      this.#rankOf.set(r, ranked);
-      this.#byScore.push(ranked);
-    }
+    // A seed listed twice keeps its last record, at the map position of its first.
+    for (const r of records.slice(-this.#maxRecords)) this.#records.set(r.seed, r);
+    for (const r of this.#records.values()) this.#byScore.push(this.#ranked(r));
     this.#byScore.sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
   }
 }
