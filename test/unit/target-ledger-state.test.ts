@@ -74,6 +74,47 @@ describe('target ledger state', () => {
     expect(restored.allowed('odd\u0000seed', 7n, 2)).toBe(true);
   });
 
+  it('keeps digest seeds and 64-bit ids (held packed) apart from every other seed and id, across toJSON and restore', () => {
+    const digest = 'ab'.repeat(32);
+    const max = (1n << 64n) - 1n;
+    const ledger = new TargetLedger();
+    ledger.noteAnswered(digest, [1n, max, 0n]);
+    // Not packed: upper-case hex is another seed; a short or non-hex name.
+    ledger.noteAnswered(digest.toUpperCase(), [2n]);
+    ledger.noteAnswered('ab', [3n]);
+    ledger.noteAnswered(`${'z'.repeat(63)}\u0000`, [4n]);
+    const pairs: [string, bigint][] = [
+      [digest, 1n],
+      [digest, max],
+      [digest, 0n],
+      [digest.toUpperCase(), 2n],
+      ['ab', 3n],
+      [`${'z'.repeat(63)}\u0000`, 4n],
+    ];
+    for (const [seed, branch] of pairs) expect(ledger.isSettled(seed, branch)).toBe(true);
+    expect(ledger.isSettled(digest, 2n)).toBe(false);
+    expect(ledger.isSettled(digest.toUpperCase(), 1n)).toBe(false);
+    expect(ledger.isSettled('cd'.repeat(32), 1n)).toBe(false);
+    const saved = ledger.toJSON(0);
+    expect(saved).toEqual({
+      schema: 1,
+      seeds: [digest, digest.toUpperCase(), 'ab', `${'z'.repeat(63)}\u0000`],
+      pairs: [
+        [0, '1', 0, 0],
+        [0, String(max), 0, 0],
+        [0, '0', 0, 0],
+        [1, '2', 0, 0],
+        [2, '3', 0, 0],
+        [3, '4', 0, 0],
+      ],
+      answered: ['1', String(max), '0', '2', '3', '4'],
+    });
+    const restored = new TargetLedger();
+    restored.restore(JSON.parse(JSON.stringify(saved)), 0);
+    for (const [seed, branch] of pairs) expect(restored.isSettled(seed, branch)).toBe(true);
+    expect(restored.toJSON(0)).toEqual(saved);
+  });
+
   it('counts a pair given twice once (the later row wins) and gives up a pair saved with more attempts than it allows', () => {
     const ledger = new TargetLedger({ maxAttempts: 2 });
     ledger.restore({ schema: 1, seeds: ['a'], pairs: [[0, '1', 0, 0], [0, '1', 0, 0], [0, '2', 1, 5], [0, '2', 0, 0], [0, '3', 4, 100]], answered: ['1', '1'] }, 0);

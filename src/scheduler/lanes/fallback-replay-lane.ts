@@ -30,20 +30,23 @@ interface ReplayRecord {
   openBranches: bigint[];
   cursor: number;
   lastReplayMs: number | null;
-  /** Open branches this lane dispatched on the seed (not saved: a restart may ask each once more while cooling). */
-  asked: Set<bigint>;
+  /**
+   * Open branches this lane dispatched on the seed (not saved: a restart may ask each once more
+   * while cooling); null until the first, as most records are never replayed.
+   */
+  asked: Set<bigint> | null;
+  /** The record's place in the score order: its score when last ranked (NaN scores as -Infinity) … */
+  score: number;
+  /** … then when it was last (re)inserted into the records map (equal scores keep map order); 0: not ranked. */
+  seq: number;
 }
 
-/** A record with its place in the score order: score (NaN scores as -Infinity), then age. */
-interface Ranked {
-  readonly r: ReplayRecord;
-  readonly score: number;
-  /** When the record was last (re)inserted into the records map: equal scores keep map order. */
-  readonly seq: number;
-}
-
-/** Better first: higher score, then older (the order a stable sort of the map by score gave). */
-function before(a: Ranked, b: Ranked): boolean {
+/**
+ * Better first: higher score, then older (the order a stable sort of the map by score gave).
+ * The place lives in the record itself, not in an entry beside it: a campaign holds one record per
+ * input it ran (up to the budget), and every byte of one is paid that many times.
+ */
+function before(a: ReplayRecord, b: ReplayRecord): boolean {
   return a.score > b.score || (a.score === b.score && a.seq < b.seq);
 }
 
@@ -67,8 +70,7 @@ export class FallbackReplayLane implements Lane {
   readonly asksOncePerCampaign = true;
   readonly #records = new Map<string, ReplayRecord>();
   /** Every record once, best first (see `before`); kept in step with `#records`. */
-  #byScore: Ranked[] = [];
-  readonly #rankOf = new Map<ReplayRecord, Ranked>();
+  #byScore: ReplayRecord[] = [];
   #seq = 0;
   readonly #maxRecords: number;
   readonly #minScore: number;
@@ -108,7 +110,7 @@ export class FallbackReplayLane implements Lane {
       let targets: readonly bigint[] = [0n];
       if (r.openBranches.length > 0) {
         // While cooling, only branches never asked here: a retry waits for the cooldown.
-        const usable = (b: bigint): boolean => (ready || !r.asked.has(b)) && !(ledger && (ledger.answered(b) || !ledger.allowed(r.seed, b, now)));
+        const usable = (b: bigint): boolean => (ready || r.asked === null || !r.asked.has(b)) && !(ledger && (ledger.answered(b) || !ledger.allowed(r.seed, b, now)));
         targets = pickGroupFromCursor(r.openBranches, r.cursor, excluded, this.#targetsPerJob, usable);
         // Every open branch is in flight, backing off, answered, or (cooling) asked already.
         if (targets.length === 0) return false;
@@ -126,51 +128,49 @@ export class FallbackReplayLane implements Lane {
     };
     // Cooled records best first, straight from the score order; the cooling ones (only those with
     // open branches: an untargeted replay repeats a whole run, only after the cooldown) after them.
-    const cooling: Ranked[] = [];
-    for (const ranked of this.#byScore) {
-      if (!(ranked.score > this.#minScore)) break;
-      const r = ranked.r;
+    const cooling: ReplayRecord[] = [];
+    for (const r of this.#byScore) {
+      if (!(r.score > this.#minScore)) break;
       if (!this.#seedLive(r.seed)) continue;
       if (cooledDown(now, r.lastReplayMs, this.#cooldownMs)) {
         if (offer(r, true)) return proposals;
-      } else if (r.openBranches.length > 0) cooling.push(ranked);
+      } else if (r.openBranches.length > 0) cooling.push(r);
     }
     // Longest since its last replay first, so cooling records take turns.
-    cooling.sort((a, b) => a.r.lastReplayMs! - b.r.lastReplayMs! || b.score - a.score);
-    for (const { r } of cooling) if (offer(r, false)) return proposals;
+    cooling.sort((a, b) => a.lastReplayMs! - b.lastReplayMs! || b.score - a.score);
+    for (const r of cooling) if (offer(r, false)) return proposals;
     return proposals;
   }
 
   /** Puts `r` (just inserted at the end of `#records`) in the score order, at its new score. */
   #rank(r: ReplayRecord): void {
     this.#unrank(r);
-    const ranked = this.#ranked(r);
-    this.#byScore.splice(this.#position(ranked), 0, ranked);
+    this.#place(r);
+    this.#byScore.splice(this.#position(r), 0, r);
   }
 
-  /** `r` at its current score, next in map order; registered in `#rankOf`. */
-  #ranked(r: ReplayRecord): Ranked {
+  /** Gives `r` its place at its current score, next in map order (`#byScore` is the caller's). */
+  #place(r: ReplayRecord): void {
     const score = this.#scoring.fallback({ reward: r.reward, difficulty: r.difficulty, visits: r.visits, hasOpenBranches: r.openBranches.length > 0 });
-    const ranked: Ranked = { r, score: Number.isNaN(score) ? -Infinity : score, seq: ++this.#seq };
-    this.#rankOf.set(r, ranked);
-    return ranked;
+    r.score = Number.isNaN(score) ? -Infinity : score;
+    r.seq = ++this.#seq;
   }
 
+  /** Takes `r` out of the score order, found by the place it was given (which nothing else changes). */
   #unrank(r: ReplayRecord): void {
-    const ranked = this.#rankOf.get(r);
-    if (ranked === undefined) return;
-    this.#rankOf.delete(r);
-    const at = this.#position(ranked);
-    if (this.#byScore[at] === ranked) this.#byScore.splice(at, 1);
+    if (r.seq === 0) return;
+    const at = this.#position(r);
+    if (this.#byScore[at] === r) this.#byScore.splice(at, 1);
+    r.seq = 0;
   }
 
-  /** Index of the first entry of `#byScore` not better than `ranked` (binary search). */
-  #position(ranked: Ranked): number {
+  /** Index of the first entry of `#byScore` not better than `r` at its place (binary search). */
+  #position(r: ReplayRecord): number {
     let lo = 0;
     let hi = this.#byScore.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (before(this.#byScore[mid]!, ranked)) lo = mid + 1;
+      if (before(this.#byScore[mid]!, r)) lo = mid + 1;
       else hi = mid;
     }
     return lo;
@@ -192,8 +192,9 @@ export class FallbackReplayLane implements Lane {
       if (r === undefined) continue;
       r.lastReplayMs = now;
       const { targetBranch, actions } = proposal.job;
-      if (targetBranch !== 0n) r.asked.add(targetBranch);
-      for (const a of actions) r.asked.add(a.branch);
+      const asked = (r.asked ??= new Set());
+      if (targetBranch !== 0n) asked.add(targetBranch);
+      for (const a of actions) asked.add(a.branch);
       r.cursor = cursorPast(r.openBranches, r.cursor, actions.length > 0 ? actions[actions.length - 1]!.branch : targetBranch);
     }
   }
@@ -204,7 +205,7 @@ export class FallbackReplayLane implements Lane {
     const difficulty = telemetry ? difficultyOf(telemetry) : 0;
     let record = this.#records.get(seed);
     if (record === undefined) {
-      record = { seed, reward: r, difficulty, visits: 1, openBranches: [...(telemetry?.openBranches ?? [])], cursor: 0, lastReplayMs: null, asked: new Set() };
+      record = { seed, reward: r, difficulty, visits: 1, openBranches: [...(telemetry?.openBranches ?? [])], cursor: 0, lastReplayMs: null, asked: null, score: 0, seq: 0 };
     } else {
       record.reward = 0.7 * record.reward + 0.3 * r;
       record.difficulty = Math.max(0.7 * record.difficulty, difficulty);
@@ -218,7 +219,7 @@ export class FallbackReplayLane implements Lane {
         const merged = record.openBranches.filter((b) => !resolved.has(b));
         for (const b of telemetry.openBranches) if (!resolved.has(b) && !merged.includes(b)) merged.push(b);
         record.openBranches = merged.slice(0, MAX_OPEN_BRANCHES);
-        for (const b of record.asked) if (!record.openBranches.includes(b)) record.asked.delete(b);
+        if (record.asked !== null) for (const b of record.asked) if (!record.openBranches.includes(b)) record.asked.delete(b);
         record.cursor = record.openBranches.length === 0 ? 0 : record.cursor % record.openBranches.length;
       }
       this.#records.delete(seed);
@@ -258,15 +259,19 @@ export class FallbackReplayLane implements Lane {
         openBranches,
         cursor: openBranches.length === 0 ? 0 : int(r.cursor, `${p}.cursor`) % openBranches.length,
         lastReplayMs: ageToTime(now, numOrNull(r.lastReplayAgeMs, `${p}.lastReplayAgeMs`)),
-        asked: new Set(),
+        asked: null,
+        score: 0,
+        seq: 0,
       };
     });
     this.#records.clear();
     this.#byScore = [];
-    this.#rankOf.clear();
     // A seed listed twice keeps its last record, at the map position of its first.
     for (const r of records.slice(-this.#maxRecords)) this.#records.set(r.seed, r);
-    for (const r of this.#records.values()) this.#byScore.push(this.#ranked(r));
+    for (const r of this.#records.values()) {
+      this.#place(r);
+      this.#byScore.push(r);
+    }
     this.#byScore.sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
   }
 }
