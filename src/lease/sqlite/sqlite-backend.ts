@@ -45,11 +45,6 @@ import { hasAnswerTable, isSchemaV1, openReadOnlyDatabase, openWritableDatabase,
 import type BetterSqlite3 from 'better-sqlite3';
 
 /**
- * Every row of `db`, validated (sqlite-rows.ts); `file#id` names where each lives. One read
- * transaction: a batch of another connection committing meanwhile cannot make the rows and the
- * group rows they name disagree.
- */
-/**
  * Rows SQLite itself sees are `done` — text whose top-level `status` is `"done"`, read by its JSON
  * functions in C, about 1.5 µs a row against some 30 µs for decoding and validating one here —
  * left out of a `skipDone` scan. Anything else (blobs, a group member's row, text that is not
@@ -58,6 +53,11 @@ import type BetterSqlite3 from 'better-sqlite3';
  */
 const NOT_DONE = "WHERE NOT (typeof(record) = 'text' AND json_valid(record) AND json_extract(record, '$.status') IS 'done')";
 
+/**
+ * Every row of `db` (with `skipDone`, those `NOT_DONE` keeps), validated (sqlite-rows.ts);
+ * `file#id` names where each lives. One read transaction: a batch of another connection
+ * committing meanwhile cannot make the rows and the group rows they name disagree.
+ */
 export function scanDatabase(db: SqliteDatabase, file: string, kind: RecordKind, options: ScanOptions = {}): ScanEntry[] {
   db.exec('BEGIN');
   try {
