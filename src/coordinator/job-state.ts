@@ -59,6 +59,12 @@ export interface ActiveJob {
   busyAccruedUntilMs: number;
   /** Set by lease renewal when a lease was definitely lost; the run is then aborted. */
   lost: 'work' | 'target' | undefined;
+  /**
+   * Set by the commit path when it begins to end the job's leases itself (completing the work
+   * record, publishing the result, releasing the group): a renewal that finds them gone from then
+   * on found its own coordinator's doing, not a loss (lease-renewal.ts).
+   */
+  ending?: boolean;
   done: Promise<void>;
   /** The time breakdown's marks (absent in jobs built outside the coordinator, e.g. tests). */
   marks?: JobMarks;

@@ -13,6 +13,11 @@
  * failure (outcome unknown) aborts nothing: `beginCommit` decides later whether the result still
  * counts. A lost pending token is forgotten, so the dispatch re-claims the group. Committing jobs
  * are never aborted: there is no run left, and the fenced publication decides their fate.
+ *
+ * A job this coordinator is ending itself (`ActiveJob.ending`: its completion, publication or
+ * group release is under way; or its dispatch transaction rolled back) may have its leases gone by
+ * the time a renewal batch runs, because the I/O thread ran the ending first. That is no loss: such
+ * a renewal is neither counted nor acted on. A rolled-back job is not renewed at all.
  */
 import type { Logger } from 'pino';
 import type { CampaignCounters } from '../telemetry/counters.js';
@@ -48,6 +53,16 @@ export async function renewGroup(targets: TargetLeasePort, group: readonly bigin
   }
 }
 
+/** The coordinator gave this job's leases back, or is giving them back (see the file contract). */
+function rolledBack(job: ActiveJob): boolean {
+  return job.tx.state === 'rolled-back';
+}
+
+/** The job's leases may be gone by this coordinator's own doing (see the file contract). */
+function endedHere(job: ActiveJob): boolean {
+  return job.ending === true || rolledBack(job);
+}
+
 /** One round of renewals over a snapshot of the active and pending jobs (see the file contract). */
 export async function renewLeases(ctx: LeaseRenewalContext, active: readonly ActiveJob[], pending: readonly PendingJob[], now: number): Promise<HeartbeatReport> {
   let workOk = 0;
@@ -57,14 +72,17 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
 
   // Committing records are renewed too: their `updated` tells other coordinators the owner is
   // alive and will finish the result itself (they replay it only after a whole TTL of silence).
-  const fenced = active.filter((a) => (a.phase === 'active' && a.lost === undefined) || a.phase === 'committing');
+  // So is a job that is ending (a slow publication keeps its record alive), unless rolled back.
+  const fenced = active.filter((a) => !rolledBack(a) && ((a.phase === 'active' && a.lost === undefined) || a.phase === 'committing'));
   if (fenced.length > 0) {
     const fences = new Map(fenced.map((a) => [a.workId, a.workToken]));
     try {
       const lost = await ctx.workLeases.heartbeatMany(fences, now);
       for (const job of fenced) {
         if (!lost.has(job.workId)) workOk++;
-        else if (job.phase === 'committing') {
+        else if (endedHere(job)) {
+          // Completed, published or given back by this coordinator while the renewal was queued.
+        } else if (job.phase === 'committing') {
           // Finished by a replaying coordinator already (done), or gone: the fenced publication
           // will say which; there is no run left to abort.
           workFailed++;
@@ -86,10 +104,12 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
     for (const job of active) {
       // Committing jobs keep their group until publication is over: renew it too, so a slow
       // commit does not let it expire (a lost group there only costs a failed release later).
-      if (job.targetToken === undefined || job.lost !== undefined) continue;
+      if (job.targetToken === undefined || job.lost !== undefined || rolledBack(job)) continue;
       const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.log);
       if (held === true) targetOk++;
-      else {
+      else if (held === false && endedHere(job)) {
+        // Released (or given back) by this coordinator while the renewal was queued.
+      } else {
         targetFailed++;
         if (held === false && job.phase === 'active') loseLease(ctx, job, 'target');
       }

@@ -111,6 +111,9 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   // record goes from leased to done in one fenced step, one durable write instead of three.
   const nothingToPublish = staged.manifest.items.length === 0 && staged.manifest.trace === undefined;
   let committed = false;
+  // A completion ends the work lease: a renewal that finds the record done from here on found
+  // this one (lease-renewal.ts). beginCommit keeps it renewable until the publication.
+  if (nothingToPublish) active.ending = true;
   try {
     committed = nothingToPublish
       ? await ctx.workLeases.complete(active.workId, active.workToken, ctx.clock.now())
@@ -135,6 +138,8 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     } catch (error) {
       active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
     }
+    // The publication completes the record, and the group release follows: both end leases.
+    active.ending = true;
     findings = await publishCommitted(ctx, active, staged);
   }
   const interesting = findings.filter((f) => f.kind === 'queue').length;

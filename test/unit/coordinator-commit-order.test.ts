@@ -121,6 +121,40 @@ describe('crash-safe commit order', () => {
     expect(t.counters).toMatchObject({ interesting: 0, jobsOk: 1, commitPublishFailures: 0 });
   });
 
+  for (const [what, result] of [
+    ['a completion (nothing to publish)', nothingNew],
+    ['a publication', outcome],
+  ] as const) {
+    it(`a heartbeat queued behind the job's own ending (${what}) finds no lost lease`, async () => {
+      const t = setup();
+      // The heartbeat takes its snapshot while the job still runs; its batch runs only after the
+      // job's own completion or publication did (as a batch queued behind it on the I/O thread).
+      let ended!: () => void;
+      const endedFirst = new Promise<void>((resolve) => (ended = resolve));
+      const heartbeatMany = t.workLeases.heartbeatMany.bind(t.workLeases);
+      t.workLeases.heartbeatMany = async (fences, now) => {
+        await endedFirst;
+        return heartbeatMany(fences, now);
+      };
+      const complete = t.workLeases.complete.bind(t.workLeases);
+      t.workLeases.complete = async (workId, token, now) => {
+        const done = await complete(workId, token, now);
+        ended();
+        return done;
+      };
+      const publish = t.commits.publish.bind(t.commits);
+      t.commits.publish = async (...args) => {
+        const published = await publish(...args);
+        ended();
+        return published;
+      };
+      let heartbeat!: Promise<unknown>;
+      await runOne(t, () => (heartbeat = t.coordinator.heartbeat()), result);
+      expect(await heartbeat).toEqual({ workOk: 0, workFailed: 0, targetOk: 0, targetFailed: 0 });
+      expect(t.counters).toMatchObject({ jobsOk: 1, leaseExpiries: 0, heartbeatsFailed: 0, staleResults: 0 });
+    });
+  }
+
   it('never publishes a stale result and leaves its staged copies to the sweep', async () => {
     const t = setup();
     const workId = jobWorkId(makeJob('a'));

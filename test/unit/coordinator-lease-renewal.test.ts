@@ -20,8 +20,8 @@ function context() {
   return { ctx, workLeases, targetLeases, lost };
 }
 
-async function activeJob(t: ReturnType<typeof context>, name: string, phase: ActiveJob['phase']): Promise<ActiveJob> {
-  const job = makeJob(name, 7n);
+async function activeJob(t: ReturnType<typeof context>, name: string, phase: ActiveJob['phase'], target = 7n): Promise<ActiveJob> {
+  const job = makeJob(name, target);
   const workId = jobWorkId(job);
   const claim = await t.workLeases.claim(workId, {}, NOW);
   const group = await t.targetLeases.claimGroup(job.group, {}, NOW);
@@ -54,6 +54,53 @@ describe('lease renewal', () => {
     expect(job.lost).toBeUndefined();
     expect(t.lost).toEqual([]);
     expect(t.ctx.counters).toMatchObject({ leaseExpiries: 0, heartbeatsOk: 1, heartbeatsFailed: 1 });
+  });
+
+  it('neither counts nor acts on a lease this coordinator ended itself while the renewal was queued', async () => {
+    const t = context();
+    const completed = await activeJob(t, 'a', 'active');
+    const published = await activeJob(t, 'b', 'committing', 8n);
+    // The I/O thread ran each job's own ending first: a completion (nothing to publish) and a
+    // publication, each marking its job as ending before it was submitted (result-commit.ts).
+    const heartbeatMany = t.workLeases.heartbeatMany.bind(t.workLeases);
+    t.workLeases.heartbeatMany = async (fences, now) => {
+      for (const job of [completed, published]) {
+        job.ending = true;
+        t.workLeases.records.get(job.workId)!.status = 'done';
+      }
+      return heartbeatMany(fences, now);
+    };
+    const heartbeatGroup = t.targetLeases.heartbeatGroup.bind(t.targetLeases);
+    t.targetLeases.heartbeatGroup = async (group, token, now) => {
+      await t.targetLeases.releaseGroup(group, token); // the group's release ran first too
+      return heartbeatGroup(group, token, now);
+    };
+    const report = await renewLeases(t.ctx, [completed, published], [], NOW + 1);
+    expect(report).toEqual({ workOk: 0, workFailed: 0, targetOk: 0, targetFailed: 0 });
+    expect([completed.lost, published.lost]).toEqual([undefined, undefined]);
+    expect(completed.controller.signal.aborted).toBe(false);
+    expect(t.lost).toEqual([]);
+    expect(t.ctx.counters).toMatchObject({ leaseExpiries: 0, heartbeatsOk: 0, heartbeatsFailed: 0 });
+  });
+
+  it('does not renew a job whose dispatch was rolled back, and a rollback during the renewal is no loss', async () => {
+    const t = context();
+    const given = await activeJob(t, 'a', 'active');
+    const giving = await activeJob(t, 'b', 'active', 8n);
+    const kept = await activeJob(t, 'c', 'active', 9n);
+    await given.tx.rollback(); // e.g. a result dropped, its leases being given back
+    const heartbeatMany = t.workLeases.heartbeatMany.bind(t.workLeases);
+    t.workLeases.heartbeatMany = async (fences, now) => {
+      expect([...fences.keys()]).toEqual([giving.workId, kept.workId]);
+      await giving.tx.rollback(); // given back while the batch was queued…
+      await t.workLeases.abandon(giving.workId, giving.workToken); // …and its abandon ran first
+      return heartbeatMany(fences, now);
+    };
+    const report = await renewLeases(t.ctx, [given, giving, kept], [], NOW + 1);
+    expect(report).toEqual({ workOk: 1, workFailed: 0, targetOk: 1, targetFailed: 0 });
+    expect(t.targetLeases.calls.filter((c) => c.startsWith('heartbeat'))).toEqual(['heartbeat 9']);
+    expect([given.lost, giving.lost, kept.lost]).toEqual([undefined, undefined, undefined]);
+    expect(t.lost).toEqual([]);
   });
 
   it('aborts a running job whose fence was taken over and stops renewing its target group', async () => {
