@@ -151,6 +151,8 @@ describe('crash-safe commit order', () => {
       let heartbeat!: Promise<unknown>;
       await runOne(t, () => (heartbeat = t.coordinator.heartbeat()), result);
       expect(await heartbeat).toEqual({ workOk: 0, workFailed: 0, targetOk: 0, targetFailed: 0 });
+      // The batch did carry the job's fence: it was renewed, and found gone by the job's own doing.
+      expect(t.workLeases.calls.filter((c) => c.startsWith('heartbeatMany'))).toEqual(['heartbeatMany 1']);
       expect(t.counters).toMatchObject({ jobsOk: 1, leaseExpiries: 0, heartbeatsFailed: 0, staleResults: 0 });
     });
   }
