@@ -177,3 +177,35 @@ export class AnswersView {
     this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
   }
 }
+
+/**
+ * A table's answer records on a store that versions them itself (etcd, `RecordBackend.relateAnswers`):
+ * the last version of each this table read or wrote, by target, valid or absent. A claim decides
+ * from an entry and declares its version (`MoreReads.declared`); the store's commit checks that no
+ * newer version exists (etcd-batch.ts), so an old entry costs a conflict and a read, never a wrong
+ * decision. Dropping an entry is always safe.
+ */
+export class VersionedAnswers {
+  /** Answer records (valid or absent) by target, least recently learnt first. */
+  readonly #entries = new Map<bigint, AnswerEntry>();
+
+  constructor(private readonly capacity = ANSWERS_VIEW_ENTRIES) {}
+
+  /** The answer record of `target` the view holds, if any. */
+  lookup(target: bigint): AnswerEntry | undefined {
+    return this.#entries.get(target);
+  }
+
+  /** Keeps `read`, an answer record as the store holds it (read from it, or committed by this table), as `target`'s. */
+  learn(target: bigint, read: RecordRead): void {
+    if (read.state === 'corrupt') return;
+    this.#entries.delete(target);
+    if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value as bigint);
+    this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
+  }
+}
+
+/** The version of the answer record an entry holds: its `version`, 0 for none. */
+export function versionOf(entry: AnswerEntry): number {
+  return entry.read.state === 'valid' ? (entry.read.record.version ?? 0) : 0;
+}

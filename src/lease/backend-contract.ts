@@ -76,6 +76,13 @@ export class BatchConflictError extends Error {
  */
 export type FetchedRead = RecordRead | { readonly state: 'unreadable'; readonly error: unknown };
 
+/** An answer record an operation decided from at a version it knew (`MoreReads.declared`, lease-operation.ts). */
+export interface DeclaredAnswer {
+  readonly leaseId: string;
+  readonly answerId: string;
+  readonly version: number;
+}
+
 /** One change a batch commits: the record as read before the batch, and what replaces it (null: delete). */
 export interface StagedChange {
   readonly id: string;
@@ -96,12 +103,17 @@ export interface StoreBatch {
    * (lease-operation.ts, `readIds`). A store whose commit does not otherwise check what it read
    * must check the guarded ids: an optimistic store cannot rely on that other record alone, which
    * may be absent at the read and absent again at the commit with writes in between. Ids in
-   * `pinned` are read without a lock too, but the operation checks each itself against a record
-   * it locks, which names the version the read must be (an answer record and its lease record's
-   * answer pin, answer-pins.ts): a store reads them as they are now, never from a cache, and need
-   * not check them at commit.
+   * `pinned` are read without a lock too, and only by a store that versions answer records
+   * (`relateAnswers`): answer records whose lease record the batch read absent. The store checks
+   * each at commit in the compare of that lease record, which it may then take from a cache.
    */
   fetch(ids: readonly string[], guarded?: ReadonlySet<string>, pinned?: ReadonlySet<string>): Promise<ReadonlyMap<string, FetchedRead>>;
+  /**
+   * A store that versions answer records (`RecordBackend.relateAnswers`): answer records operations
+   * decided from at versions they held, without reading them (`MoreReads.declared`). Checked at
+   * commit like `pinned` reads, whether the batch writes or not.
+   */
+  declare?(declared: readonly DeclaredAnswer[]): void;
   /**
    * Marks `ids`, already read in this batch, as guarded (see `fetch`): an operation relies on a
    * record another operation's lock read, and that lock may write nothing. A store that checks
@@ -142,7 +154,12 @@ export interface ScanOptions {
 
 export type ScanEntry =
   | { readonly state: 'valid'; readonly id: string; readonly path: string; readonly record: LeaseRecord }
-  | { readonly state: 'corrupt'; readonly id: string | undefined; readonly path: string; readonly reason: string };
+  | { readonly state: 'corrupt'; readonly id: string | undefined; readonly path: string; readonly reason: string }
+  /**
+   * An older version of an answer record that a newer one replaced (etcd, docs/lease-format.md
+   * "Answer versions"), left by a release that could not remove it: no record, only `bytes`.
+   */
+  | { readonly state: 'superseded'; readonly id: string; readonly path: string; readonly bytes: number };
 
 export interface RecordBackend {
   readonly store: LeaseStoreKind;
@@ -182,6 +199,13 @@ export interface RecordBackend {
    * hint for a scan that looks for leased records only (an expiry scan); a store may return all.
    */
   scan(options?: ScanOptions): Promise<ScanEntry[]>;
+  /**
+   * A store that versions answer records itself (etcd: every write a new key beside the lease
+   * record's, docs/lease-format.md "Answer versions"): notes which lease record each answer record
+   * belongs to, `[answerId, leaseId]`, before a batch reads or writes it. A target table without
+   * it keeps its answer generation instead (answers-view.ts).
+   */
+  relateAnswers?(pairs: readonly (readonly [string, string])[]): void;
   /**
    * Releases what the backend keeps open between batches (lock fds, a database handle). Call it
    * when done with the table. Idempotent.

@@ -18,7 +18,7 @@
 import { InternalError } from '../errors.js';
 import { leaseIoError } from './lease-io-error.js';
 import type { LeaseRecord, RecordRead } from './lease-record.js';
-import type { BatchReport, FetchedRead, StagedChange, StagedRecord, StoreBatch } from './backend-contract.js';
+import type { BatchReport, DeclaredAnswer, FetchedRead, StagedChange, StagedRecord, StoreBatch } from './backend-contract.js';
 
 /** What an operation sees under its locks. */
 export interface RecordView {
@@ -86,6 +86,13 @@ export class BatchOverlay {
       if (read === undefined) throw misuse(`the store returned no read of ${id}`);
       this.reads.set(id, read);
     }
+  }
+
+  /** Answer records operations decided from at versions they knew (`MoreReads.declared`): the store checks them at commit. */
+  declare(declared: readonly DeclaredAnswer[]): void {
+    this.assertOpen();
+    if (this.store.declare === undefined) throw misuse('declared answer versions on a store that does not version answer records');
+    this.store.declare(declared);
   }
 
   /** True when this batch has read `id`. */

@@ -14,7 +14,7 @@ import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
 import { CAMPAIGNS_DIR, META_FILE } from './table-layout.js';
-import { isExpiredLease, isReleasedLease, serializeRecord, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
+import { isExpiredLease, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
 import { scanTableRoot } from './open-backend.js';
@@ -48,9 +48,10 @@ export interface TableInspection {
    * questions runs left open (attempts and back-off kept); `bytes`: what those fields take in the
    * records that carry them (their JSON, as a release that records an answer for the branch
    * writes it again): answer records, and lease records of tables written before them.
-   * `released` (etcd): released lease records kept for their answer pins, one per branch claimed
-   * since pins and free now, with `releasedBytes` the size of their values (docs/lease-format.md
-   * "Answer pins"); they count toward the etcd cluster's space quota.
+   * `superseded` (etcd): older answer versions a newer one replaced that are still stored (a
+   * release that died between its commit and the removal of the version it replaced leaves one),
+   * with `supersededBytes` the size of their values (docs/lease-format.md "Answer versions");
+   * `symfence leases check` removes them.
    */
   readonly answers?: {
     readonly branches: number;
@@ -58,8 +59,8 @@ export interface TableInspection {
     readonly open: number;
     readonly bytes: number;
     readonly generation: number;
-    readonly released: number;
-    readonly releasedBytes: number;
+    readonly superseded: number;
+    readonly supersededBytes: number;
   };
 }
 
@@ -149,22 +150,22 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];
-  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0, generation: 0, released: 0, releasedBytes: 0 };
+  const answers = { branches: 0, pairs: 0, open: 0, bytes: 0, generation: 0, superseded: 0, supersededBytes: 0 };
   for (const entry of entries) {
     if (entry.state === 'corrupt') {
       counts.corrupt += 1;
       corrupt.push({ id: entry.id ?? null, path: entry.path, reason: entry.reason });
       continue;
     }
+    // An answer version a newer one replaced (etcd): no lease, no answer; counted apart.
+    if (entry.state === 'superseded') {
+      answers.superseded += 1;
+      answers.supersededBytes += entry.bytes;
+      continue;
+    }
     // The answer generation record counts writes of answer records; it is no lease and no answer.
     if (entry.record.role === 'answers-generation') {
       answers.generation = entry.record.generation as number;
-      continue;
-    }
-    // A released lease record (etcd) keeps only its answer pin: no lease, no answer; counted apart.
-    if (isReleasedLease(entry.record)) {
-      answers.released += 1;
-      answers.releasedBytes += serializeRecord(entry.record).length;
       continue;
     }
     if (entry.record.answered === true) answers.branches += 1;

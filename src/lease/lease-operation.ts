@@ -31,7 +31,7 @@
  */
 import { invalidOption } from '../config/values.js';
 import { InvalidJobError, LockTimeoutError } from '../errors.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type StagedRecord } from './backend-contract.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type DeclaredAnswer, type RecordBackend, type StagedRecord } from './backend-contract.js';
 import { BatchOverlay, type RecordView } from './batch-overlay.js';
 import { canonicalJsonMemo } from './canonical-json.js';
 import { serializeRecord, type LeaseRecord } from './lease-record.js';
@@ -52,8 +52,8 @@ export interface LeaseOperation<R> {
   /**
    * Records to read once the first reads (`lockIds`, `readIds`) are in, before any operation's
    * `apply`: a second read in the same batch (a claim reads the answer records its table's view
-   * does not hold at the answer generation it just read, answers-view.ts, or that the answer pins
-   * of its lease records name, answer-pins.ts). Sees the records as read, nothing staged yet; may
+   * does not hold at the answer generation it just read, answers-view.ts, or, on a store that
+   * versions answer records, every member's). Sees the records as read, nothing staged yet; may
    * run again with the batch.
    */
   readMore?(view: RecordView): MoreReads;
@@ -76,11 +76,19 @@ export interface MoreReads {
   /** Read as `readIds` are: each guarded by a record the operation locks (`StoreBatch.fetch`). */
   readonly guarded: readonly string[];
   /**
-   * Read afresh and never checked at commit: the operation checks each against a record it locks,
-   * which names the version it must be (`StoreBatch.fetch`, `pinned`). Costs an optimistic store
-   * no compare.
+   * Read like `guarded` on a store that versions answer records (`RecordBackend.relateAnswers`):
+   * answer records whose lease record, which the operation locks, was read absent. The store checks
+   * each in that lease record's compare, so they cost an optimistic store no compare of their own
+   * and do not count against `maxBatchRecords` (`StoreBatch.fetch`).
    */
   readonly pinned?: readonly string[];
+  /**
+   * Answer records the operation decided from without reading them, on a store that versions them
+   * (`RecordBackend.relateAnswers`): each with the version the operation's own view holds. Only
+   * for a lease record the operation locks and read absent; the store checks each version at
+   * commit in that lease record's compare, as it does `pinned` reads (`StoreBatch.declare`).
+   */
+  readonly declared?: readonly DeclaredAnswer[];
 }
 
 export type OperationOutcome<R> = { readonly ok: true; readonly value: R } | { readonly ok: false; readonly error: unknown };
@@ -229,12 +237,15 @@ async function readMore(
 ): Promise<void> {
   const guarded = new Set<string>();
   const pinned = new Set<string>();
+  const declared: DeclaredAnswer[] = [];
   for (const op of operations) {
     if (!op.readMore) continue;
     const more = op.readMore(batch.scope(op.name, [], encode));
     for (const id of more.guarded) guarded.add(id);
     for (const id of more.pinned ?? []) pinned.add(id);
+    if (more.declared !== undefined) declared.push(...more.declared);
   }
+  if (declared.length > 0) batch.declare(declared);
   // An id another operation reads guarded is checked for both.
   for (const id of guarded) pinned.delete(id);
   if (guarded.size === 0 && pinned.size === 0) return;

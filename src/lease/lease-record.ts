@@ -140,11 +140,11 @@ export interface LeaseRecord {
    */
   readonly open?: readonly OpenQuestion[];
   /**
-   * Target lease records on the etcd store: the `token` of the branch's answer record when this
-   * record was written, `""` when it had none — the record's *answer pin* (docs/lease-format.md
-   * "Answer pins"). Absent where the writer did not know it.
+   * Answer records: how many writes of this branch's answer record this one is (1, 2, …): each
+   * release that writes it writes the next. The etcd store keeps each version under a key of its
+   * own (docs/lease-format.md "Answer versions"). Absent on a record written before versions.
    */
-  readonly answerToken?: string;
+  readonly version?: number;
   readonly [extra: string]: unknown;
 }
 
@@ -220,18 +220,17 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
       if (inputs.size !== open.length) return 'open lists an input twice';
       if (Array.isArray(settled) && settled.some((s) => inputs.has(s as string))) return 'open lists an input that settled lists';
     }
-    if (value.answerToken !== undefined && typeof value.answerToken !== 'string') return 'answerToken is not a string';
-    // A released lease record (etcd) is `done` for the answer pin it keeps (docs/lease-format.md "Answer pins").
-    if (value.status === 'done' && value.answered !== true && open === undefined && value.answerToken === undefined) return 'a done target record carries no answer';
+    if (value.status === 'done' && value.answered !== true && open === undefined) return 'a done target record carries no answer';
     if (!isDecimalTarget(value.target)) return 'target is not a decimal u64 string';
     if (value.role !== undefined) {
       if (value.role !== 'answers') return `role ${JSON.stringify(value.role)} is not "answers" or "answers-generation"`;
       if (value.status !== 'done') return 'an answer record is not done';
-      if (value.answerToken !== undefined) return 'an answer record carries an answer pin';
+      if (value.version !== undefined && (!isCount(value.version) || value.version < 1)) return 'version is not a positive integer';
       if (answerRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to answer record id ${expectedId}`;
       if (value.targets !== undefined) return 'an answer record lists targets';
       return undefined;
     }
+    if (value.version !== undefined) return 'a lease record carries an answer version';
     if (targetRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to id ${expectedId}`;
     const targets = value.targets;
     if (!Array.isArray(targets) || targets.length === 0 || targets.length > MAX_GROUP_TARGETS || !targets.every(isDecimalTarget)) {
@@ -275,15 +274,6 @@ function isOpenQuestion(value: unknown): value is OpenQuestion {
  */
 export function carriesAnswers(record: LeaseRecord): boolean {
   return record.answered === true || (record.open !== undefined && record.open.length > 0);
-}
-
-/**
- * True for a released lease record (the etcd store keeps one for its answer pin, docs/lease-format.md
- * "Answer pins"): a `done` lease record that carries no answer. It is no lease and no answer, and
- * counts as neither.
- */
-export function isReleasedLease(record: LeaseRecord): boolean {
-  return record.kind === 'target' && record.status === 'done' && record.role === undefined && !carriesAnswers(record);
 }
 
 /** Parses and validates the bytes of a record file. */

@@ -8,7 +8,7 @@ import { LeaseCorruptError, LeaseStoreUnsupportedError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { deepFreeze } from './deep-freeze.js';
 import { executeOperations, checkNowMs, type ExecutionResult, type LeaseOperation } from './lease-operation.js';
-import { isExpiredLease, isReleasedLease, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
+import { isExpiredLease, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, type JsonObject, type LeaseRecord, type RecordKind } from './lease-record.js';
 import type { ExpiredLease, LeaseCounts, SnapshotEntry } from './lease-results.js';
 import { LEASE_TABLE_OPTIONS, type LeaseTableOptions } from './lease-table-options.js';
 import { openRecordBackend, type LeaseTableDeps } from './open-backend.js';
@@ -192,7 +192,7 @@ export abstract class LeaseTableBase {
 
   /**
    * Counts by status; `expired` ⊆ `leased` under the table TTL; corrupt entries counted apart; the
-   * answer generation record and released lease records (etcd) not at all.
+   * answer generation record and superseded answer versions (etcd) not at all.
    */
   async snapshotCounts(options: AtTime): Promise<LeaseCounts> {
     checkCallOptions(options);
@@ -204,10 +204,9 @@ export abstract class LeaseTableBase {
         counts.corrupt += 1;
         continue;
       }
+      if (entry.state === 'superseded') continue;
       // The answer generation record (answers-view.ts) is no lease and no answer: not counted, as in `symfence leases`.
       if (entry.record.role === 'answers-generation') continue;
-      // Nor is a released lease record, kept only for its answer pin (docs/lease-format.md "Answer pins").
-      if (isReleasedLease(entry.record)) continue;
       counts[entry.record.status] += 1;
       if (isExpiredLease(entry.record, nowMs, this.options.leaseTtlMs, this.options.maxClockSkewMs)) counts.expired += 1;
     }

@@ -23,11 +23,12 @@
  * reads both (the answer record itself is not locked, since every write of it holds the lease
  * record's lock). On files and SQLite the claim takes the answer record from its table's view
  * when the answer generation it reads says the view is current (answers-view.ts), and the release
- * also moves that generation on. On etcd the lease record pins the answer record (answer-pins.ts):
- * a release keeps it, released, pinned to the answer record it wrote, and a claim takes the
- * pinned record from its view or reads it. The lease record's lock (files), the transaction
- * (SQLite) or the compare on the lease record (etcd) orders them, so a release and a claim can
- * never both miss each other.
+ * also moves that generation on. On etcd every write of an answer record is a new version under a
+ * key of its own, next to the lease record's (etcd-backend.ts "Answer versions"): a claim reads the
+ * answer records through the store's cache and its commit checks, in one compare per member on
+ * keys that do not exist, that the lease is still free and no newer answer was written. The lease
+ * record's lock (files), the transaction (SQLite) or that compare (etcd) orders them, so a release
+ * and a claim can never both miss each other.
  *
  * Open questions count the same way: a release may say which members its run left open on its
  * input; each keeps `[input, attempts, lastOpenMs]` in its answer record's `open`, attempts counted
@@ -40,10 +41,10 @@
  * the answer record by the first release that records an answer for the branch.
  */
 import { answerGenerationRecordId, answerRecordId, groupMembers, type GroupMember } from './identity.js';
-import { AnswerEntry, AnswersView, generationOf, inputKey, nextGeneration, type AnswerGeneration } from './answers-view.js';
-import { PinnedAnswers, pinOf, pinOfAnswer } from './answer-pins.js';
+import { AnswerEntry, AnswersView, VersionedAnswers, generationOf, inputKey, nextGeneration, versionOf, type AnswerGeneration } from './answers-view.js';
 import type { RecordView } from './batch-overlay.js';
 import { checkNowMs, type LeaseOperation, type MoreReads } from './lease-operation.js';
+import type { DeclaredAnswer } from './backend-contract.js';
 import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion, type RecordRead } from './lease-record.js';
 import { invalidOption } from '../config/values.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
@@ -150,10 +151,10 @@ function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | un
 
 const ANSWER_GENERATION_ID = answerGenerationRecordId();
 
-/** The answer pin of a lease record in `view`; null when the record could not be read (etcd offline). */
-function readablePin(view: RecordView, id: string): string | undefined | null {
+/** The state of a lease record in `view`; null when the record could not be read (etcd offline). */
+function readableState(view: RecordView, id: string): RecordRead['state'] | null {
   try {
-    return pinOf(view.get(id));
+    return view.get(id).state;
   } catch {
     return null;
   }
@@ -179,12 +180,11 @@ interface LeasedFields {
 }
 
 /**
- * A claim's lease record: `f`, the answer pin (answer-pins.ts) and the answers a lease record of
- * an older table carries on. Built field by field in canonical key order, as `answerRecordOf`.
+ * A claim's lease record: `f` and the answers a lease record of an older table carries on. Built
+ * field by field in canonical key order, as `answerRecordOf`.
  */
-function leasedRecord(f: LeasedFields, pin: string | undefined, older: ReturnType<typeof answerFields>): LeaseRecord {
+function leasedRecord(f: LeasedFields, older: ReturnType<typeof answerFields>): LeaseRecord {
   const r: { -readonly [K in keyof LeaseRecord]: LeaseRecord[K] } = {} as LeaseRecord;
-  if (pin !== undefined) r.answerToken = pin;
   if (older.answered !== undefined) r.answered = older.answered;
   r.attempts = f.attempts;
   r.id = f.id;
@@ -207,34 +207,9 @@ function leasedRecord(f: LeasedFields, pin: string | undefined, older: ReturnTyp
 }
 
 /**
- * The released lease record a release leaves where lease records carry answer pins (answer-pins.ts):
- * `done`, pinned to `pin`, no payload, its own target as its group, the released lease's owner,
- * worker, token and last renewal.
- */
-function releasedLease(record: LeaseRecord, pin: string): LeaseRecord {
-  // Keys in canonical order (see planClaimGroup).
-  return {
-    answerToken: pin,
-    attempts: 0,
-    id: record.id,
-    kind: 'target',
-    owner: record.owner,
-    payload: EMPTY_PAYLOAD,
-    previousOwner: '',
-    schema: 1,
-    status: 'done',
-    steals: 0,
-    target: record.target!,
-    targets: [record.target!],
-    token: record.token,
-    updatedMs: record.updatedMs,
-    worker: record.worker,
-  };
-}
-
-/**
  * The answer record a release writes for `target`: `done`, role `answers`, the releasing lease's
- * owner, token and worker, with `answered`, `open` and `settled` when they have anything. Built
+ * owner, token and worker, with `answered`, `open` and `settled` when they have anything, as
+ * `version` of the branch's answer record. Built
  * field by field in canonical key order (the serialiser then skips sorting, canonical-json.ts):
  * a record literal that starts with a non-empty spread of an optional field cost 27–37 µs to
  * build on Node 20, against 0.2 µs this way, once per member of every claim and answering release.
@@ -247,6 +222,7 @@ function answerRecordOf(
   answered: boolean,
   open: readonly OpenQuestion[],
   settled: readonly string[],
+  version: number,
 ): LeaseRecord {
   const r: { -readonly [K in keyof LeaseRecord]: LeaseRecord[K] } = {} as LeaseRecord;
   if (answered) r.answered = true;
@@ -266,6 +242,7 @@ function answerRecordOf(
   r.target = target.toString(10);
   r.token = lease.token;
   r.updatedMs = completedMs;
+  r.version = version;
   r.worker = lease.worker;
   return r;
 }
@@ -273,13 +250,14 @@ function answerRecordOf(
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
   /**
    * The answer records as of one answer generation, for claims that name their input
-   * (answers-view.ts). None on a store that bounds its batches (etcd: `maxBatchRecords`), where the
-   * generation record would take a 64-member group's release past the bound: there lease records
-   * carry answer pins instead (`pinnedAnswers`), and a release writes no generation record.
+   * (answers-view.ts). None on a store that versions its answer records itself (etcd,
+   * `relateAnswers`), where the generation record would take a 64-member group's release past the
+   * transaction bound: there the store's cache holds the answer records, and its commit checks
+   * that each one a claim decided from is still the newest version (etcd-backend.ts).
    */
-  private readonly answersView = this.backend.maxBatchRecords === undefined ? new AnswersView() : undefined;
-  /** The answer records a claim finds by its lease records' answer pins (answer-pins.ts), where there is no generation. */
-  private readonly pinnedAnswers = this.answersView === undefined ? new PinnedAnswers() : undefined;
+  private readonly answersView = this.backend.relateAnswers === undefined ? new AnswersView() : undefined;
+  /** The answer records this table read or wrote last, where the store versions them (answers-view.ts). */
+  private readonly versionedAnswers = this.answersView === undefined ? new VersionedAnswers() : undefined;
 
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
   static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
@@ -320,32 +298,46 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const key = input === undefined ? 0 : inputKey(input);
     let readForView: (readonly [bigint, RecordRead])[] = [];
     const answersView = this.answersView;
-    const pinnedAnswers = this.pinnedAnswers;
+    // The store versions the answer records (etcd): it is told which lease record each one it reads belongs to.
+    const versionedAnswers = this.versionedAnswers;
+    const versioned = asksAnswers && versionedAnswers !== undefined;
+    // readMore runs again when the batch does: after a conflict, every answer record is read.
+    let attempts = 0;
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
       // Read, not locked: the generation record, and (`readMore`) the answer records the view does
       // not hold at that generation. Only a release writes an answer record, and it holds the
       // member's lease record lock, which this claim takes too; it bumps the generation in the
-      // same batch (answers-view.ts has why the view is then exact). Without a generation
-      // (`readMore` again): the answer records the lease records' pins name and the view does not
-      // hold, pinned; those of members whose lease record has no pin, guarded (answer-pins.ts).
-      ...(asksAnswers && pinnedAnswers !== undefined
+      // same batch (answers-view.ts has why the view is then exact). Where the store versions the
+      // answer records (`readMore` again), the members whose lease record is absent are decided
+      // from this table's view at the version it holds (`declared`), or else read (`pinned`); the
+      // store checks that version in the compare of the lease record. The others' are read and
+      // checked apart (`guarded`). A batch run again after a conflict reads every one.
+      ...(versioned
         ? {
             readMore: (view: RecordView): MoreReads => {
+              attempts += 1;
               const pinned: string[] = [];
               const guarded: string[] = [];
+              const declared: DeclaredAnswer[] = [];
+              const related: (readonly [string, string])[] = [];
               fromView = members.map((m, i) => {
-                const pin = readablePin(view, m.id);
-                if (pin === null) return undefined; // unreadable: `apply` fails on the lease record
-                const entry = pin === undefined ? undefined : pinnedAnswers.lookup(m.target, pin);
-                if (entry === undefined) (pin === undefined ? guarded : pinned).push(answerIds[i]!);
+                const state = readableState(view, m.id);
+                if (state === null) return undefined; // unreadable: `apply` fails on the lease record
+                const entry = state === 'absent' && attempts === 1 ? versionedAnswers!.lookup(m.target) : undefined;
+                if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIds[i]!, version: versionOf(entry) });
+                else {
+                  (state === 'absent' ? pinned : guarded).push(answerIds[i]!);
+                  related.push([answerIds[i]!, m.id]);
+                }
                 return entry;
               });
-              return { guarded, pinned };
+              if (related.length > 0) this.backend.relateAnswers!(related);
+              return { guarded, pinned, declared };
             },
             committed: (): void => {
-              for (const [target, read] of readForView) pinnedAnswers.learn(target, read);
+              for (const [target, read] of readForView) versionedAnswers!.learn(target, read);
             },
           }
         : {}),
@@ -412,18 +404,10 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         if (answered.length > 0) return { ok: false, reason: 'answered', answered };
         if (open.length > 0) return { ok: false, reason: 'backoff', open };
         if (holders.length > 0) return { ok: false, reason: 'conflict', holders };
-        members.forEach((member, i) => {
-          const read = view.get(member.id);
-          const previous = validRecord(read);
-          // A released (`done`) member is free: its counters start over, as an absent one's.
+        members.forEach((member) => {
+          const previous = validRecord(view.get(member.id));
+          // A `done` member (an older table's record that carries answers) is free: its counters start over, as an absent one's.
           const counters = claimCounters(previous?.status === 'leased' ? previous : undefined, owner);
-          // The answer pin (answer-pins.ts): of the answer record this batch read or staged, else
-          // the one the previous record carries, compared at commit.
-          let pin: string | undefined;
-          if (pinnedAnswers !== undefined) {
-            const inBatch = asksAnswers ? view.peek(answerIds[i]!) : undefined;
-            pin = inBatch !== undefined ? pinOfAnswer(inBatch) : pinOf(read);
-          }
           // Answers a lease record of an older table carries travel with it until a release moves them.
           const lease: LeasedFields = {
             attempts: counters.attempts,
@@ -439,7 +423,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             updatedMs: nowMs,
             worker,
           };
-          view.put(leasedRecord(lease, pin, answerFields(previous)));
+          view.put(leasedRecord(lease, answerFields(previous)));
         });
         return { ok: true, token, ids: members.map((m) => m.id) };
       },
@@ -508,9 +492,12 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     // Per attempt: the generation record and answer records this release staged (for the view).
     let wrote: { generation: LeaseRecord | undefined; records: (readonly [bigint, LeaseRecord])[] } | undefined;
     const answersView = this.answersView;
-    const pinnedAnswers = this.pinnedAnswers;
-    // Writing answer records bumps the answer generation in the same batch (answers-view.ts).
+    // Writing answer records bumps the answer generation in the same batch (answers-view.ts); a
+    // store that versions them is told which lease record each belongs to instead.
     const generationIds = learnt.size > 0 && answersView !== undefined ? [ANSWER_GENERATION_ID] : [];
+    const versionedAnswers = this.versionedAnswers;
+    const versioned = learnt.size > 0 && versionedAnswers !== undefined;
+    if (versioned) this.backend.relateAnswers!(members.flatMap((m) => (learnt.has(m.target) ? [[learnt.get(m.target)!, m.id] as const] : [])));
     return {
       name: 'releaseGroup',
       lockIds: [...members.map((m) => m.id), ...learnt.values(), ...generationIds],
@@ -524,10 +511,10 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             },
           }
         : {}),
-      ...(pinnedAnswers !== undefined && learnt.size > 0
+      ...(versioned
         ? {
             committed: (): void => {
-              for (const [target, record] of wrote?.records ?? []) pinnedAnswers.learn(target, { state: 'valid', record });
+              for (const [target, record] of wrote?.records ?? []) versionedAnswers!.learn(target, { state: 'valid', record });
             },
           }
         : {}),
@@ -544,16 +531,14 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           const target = members[i]!.target;
           const answerId = learnt.get(target);
           if (answerId === undefined) {
-            // Nothing learnt now: a lease record of an older table keeps its answers as a `done`
-            // record; one with an answer pin stays as a released lease record that keeps it.
+            // Nothing learnt now: a lease record of an older table keeps its answers as a `done` record.
             const older = answerFields(record);
-            const pin = pinnedAnswers === undefined ? undefined : record.answerToken;
             if (older.answered !== undefined || older.open !== undefined) view.put({ ...record, status: 'done' });
-            else if (pin !== undefined) view.put(releasedLease(record, pin));
             else view.remove(record.id);
             return;
           }
-          const known = memberAnswers(record, validRecord(view.get(answerId)));
+          const previous = validRecord(view.get(answerId));
+          const known = memberAnswers(record, previous);
           const settledHere = answeredNow.has(target);
           const before = known.open.find((q) => q[0] === input);
           let open = known.open.filter((q) => q[0] !== input);
@@ -564,12 +549,10 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
           if (settledHere) settled = [...settled.filter((s) => s !== input), input!];
           if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
           const answered = known.answered || settledHere;
-          const answerRecord = answerRecordOf(answerId, target, record, completedMs, answered, open, settled);
+          const answerRecord = answerRecordOf(answerId, target, record, completedMs, answered, open, settled, (previous?.version ?? 0) + 1);
           view.put(answerRecord);
           written.push([target, answerRecord]);
-          // Without a generation, the lease record stays, pinned to the answer record just written.
-          if (pinnedAnswers !== undefined) view.put(releasedLease(record, record.token));
-          else view.remove(record.id);
+          view.remove(record.id);
         });
         let generation: LeaseRecord | undefined;
         if (generationIds.length > 0) {

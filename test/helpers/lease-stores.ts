@@ -24,6 +24,8 @@ import { SQLITE_FILE } from '../../src/lease/sqlite/sqlite-database.js';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import type { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { etcdUnavailable, startEtcd, type EtcdCluster } from './etcd-server.js';
+import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
+import { versionSuffix } from '../../src/lease/etcd/etcd-backend.js';
 
 /** Store-specific access a scenario needs beyond the table API. `root` is a table root. */
 export interface LeaseStoreHooks {
@@ -226,6 +228,34 @@ const sqliteStore: LeaseStoreUnderTest = {
 
 let etcd: EtcdCluster | undefined;
 let etcdTests = 0;
+
+/** Targets whose answer records the etcd hooks can place (tests name targets below this). */
+const KNOWN_TARGETS = 4096n;
+let answerLeases: Map<string, string> | undefined;
+let leaseAnswers: Map<string, string> | undefined;
+function knownBranches(): void {
+  if (answerLeases !== undefined) return;
+  answerLeases = new Map();
+  leaseAnswers = new Map();
+  for (let t = 1n; t < KNOWN_TARGETS; t++) {
+    answerLeases.set(answerRecordId(t), targetRecordId(t));
+    leaseAnswers.set(targetRecordId(t), answerRecordId(t));
+  }
+}
+/** The lease record id of answer record `id` (of a target below `KNOWN_TARGETS`); undefined for any other id. */
+function answerLeaseOf(id: string): string | undefined {
+  knownBranches();
+  return answerLeases!.get(id);
+}
+function answerIdOfLease(leaseId: string): string | undefined {
+  knownBranches();
+  return leaseAnswers!.get(leaseId);
+}
+/** The key of the newest answer version of the branch of `leaseId`, if any. */
+async function newestAnswerKey(client: Etcd3, base: string, leaseId: string): Promise<string | undefined> {
+  const keys = await client.getAll().prefix(`${base}r/${leaseId}/`).sort('Key', 'Ascend').limit(1).keys();
+  return keys[0];
+}
 /** The options of the running etcd test (its own key prefix), for the hooks. */
 let etcdOptions: Record<string, unknown> | undefined;
 
@@ -255,12 +285,37 @@ const etcdStore: LeaseStoreUnderTest = {
   },
   perTest: (options) => (etcdOptions = { ...options, etcdPrefix: `test-${process.pid}-${++etcdTests}` }),
   leasesOutliveClose: false,
-  recordLocation: async (root, id) => `etcd:${(await etcdTable(root)).base}r/${id}`,
+  recordLocation: async (root, id) => {
+    const { client, base } = await etcdTable(root);
+    try {
+      const leaseId = answerLeaseOf(id);
+      if (leaseId === undefined) return `etcd:${base}r/${id}`;
+      return `etcd:${(await newestAnswerKey(client, base, leaseId)) ?? `${base}r/${leaseId}/${versionSuffix(1)}`}`;
+    } finally {
+      client.close();
+    }
+  },
   layoutLabel: async () => 'etcd store',
+  // An answer record lives at its branch's newest version key (etcd-backend.ts "Answer versions"):
+  // a raw write replaces every version with one, at the version its bytes name (else the newest's, else 1).
   async writeRaw(root, id, bytes) {
     const { client, base } = await etcdTable(root);
     try {
-      await client.put(`${base}r/${id}`).value(Buffer.from(bytes));
+      const leaseId = answerLeaseOf(id);
+      if (leaseId === undefined) {
+        await client.put(`${base}r/${id}`).value(Buffer.from(bytes));
+        return;
+      }
+      const newest = await newestAnswerKey(client, base, leaseId);
+      let version = newest === undefined ? 1 : Number.MAX_SAFE_INTEGER - Number(newest.slice(newest.lastIndexOf('/') + 1));
+      try {
+        const named = (JSON.parse(Buffer.from(bytes).toString('utf8')) as { version?: unknown }).version;
+        if (typeof named === 'number' && Number.isSafeInteger(named) && named >= 1) version = named;
+      } catch {
+        // Not JSON: a corrupt record at the version it replaces.
+      }
+      await client.delete().prefix(`${base}r/${leaseId}/`);
+      await client.put(`${base}r/${leaseId}/${versionSuffix(version)}`).value(Buffer.from(bytes));
     } finally {
       client.close();
     }
@@ -268,7 +323,10 @@ const etcdStore: LeaseStoreUnderTest = {
   async readRaw(root, id) {
     const { client, base } = await etcdTable(root);
     try {
-      return await client.get(`${base}r/${id}`).buffer();
+      const leaseId = answerLeaseOf(id);
+      if (leaseId === undefined) return await client.get(`${base}r/${id}`).buffer();
+      const newest = await newestAnswerKey(client, base, leaseId);
+      return newest === undefined ? null : await client.get(newest).buffer();
     } finally {
       client.close();
     }
@@ -276,7 +334,9 @@ const etcdStore: LeaseStoreUnderTest = {
   async storedIds(root) {
     const { client, base } = await etcdTable(root);
     try {
-      return (await client.getAll().prefix(`${base}r/`).keys()).map((key) => key.slice(`${base}r/`.length)).sort();
+      // An answer version's key names its branch's lease record: listed as the answer record's id, once.
+      const ids = (await client.getAll().prefix(`${base}r/`).keys()).map((key) => key.slice(`${base}r/`.length));
+      return [...new Set(ids.map((id) => (id.includes('/') ? (answerIdOfLease(id.slice(0, id.indexOf('/'))) ?? id) : id)))].sort();
     } finally {
       client.close();
     }

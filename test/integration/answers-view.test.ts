@@ -1,9 +1,10 @@
 /**
  * Each table's local view of the answer records (src/lease/answers-view.ts): a claim that names
  * its input reads the answer generation record and only the answer records its view does not hold
- * at that generation; on etcd, whose batches are bounded, only those its lease records' answer
- * pins name and its view does not hold, and those of members whose lease record has no pin
- * (src/lease/answer-pins.ts).
+ * at that generation. On etcd, which versions the answer records, it reads those its view does not
+ * hold at all; the commit checks that each version it decided from is still the newest, and after
+ * a conflict the claim runs again reading every member's (src/lease/etcd/etcd-backend.ts "Answer
+ * versions").
  */
 import { expect, it } from 'vitest';
 import type { LeaseOperation } from '../../src/lease/lease-operation.js';
@@ -71,7 +72,7 @@ describeEachStore('answers view', (store) => {
       expect(first.result.ok).toBe(true);
       expect(first.read).toEqual(ids(group));
       if (first.result.ok) expect(await a.releaseGroup(group, first.result.token)).toEqual({ ok: true });
-      // Nothing written since: the view (etcd: the answer pins, none) answers for every member.
+      // Nothing written since: the view answers for every member.
       const second = await claim(a, group, input(2), 'a', 11 * S);
       expect(second.read).toEqual([]);
       if (second.result.ok) expect(await a.releaseGroup(group, second.result.token)).toEqual({ ok: true });
@@ -79,16 +80,18 @@ describeEachStore('answers view', (store) => {
       const held = await b.claimGroup([2n, 5n], { t: 1 }, { owner: 'b', nowMs: 12 * S });
       if (!held.ok) throw new Error('claim of b failed');
       expect(await b.releaseGroup([2n, 5n], held.token, { nowMs: 12 * S, answers: { input: input(1), settled: [2n], open: [5n] } })).toEqual({ ok: true });
-      // a reads member 2's record again, and only it, and is refused on input 1.
+      // a reads member 2's record again, and only it, and is refused on input 1. On etcd its view's
+      // version of member 2 fails the commit's compare: the claim runs again, reading every member.
       const third = await claim(a, group, input(1), 'a', 13 * S);
       expect(third.result).toEqual({ ok: false, reason: 'answered', answered: [2n] });
-      expect(third.read).toEqual(ids([2n]));
-      // A fresh table (no view) reads every member and decides the same; on etcd, only the
-      // member whose pin names an answer record.
+      expect(third.read).toEqual(bounded ? ids(group) : ids([2n]));
+      // A fresh table (no view) reads every member and decides the same.
       const fresh = await open(root);
       const cold = await claim(fresh, group, input(1), 'fresh', 14 * S);
       expect(cold.result).toEqual(third.result);
-      expect(cold.read).toEqual(bounded ? ids([2n]) : ids(group));
+      expect(cold.read).toEqual(ids(group));
+      // etcd: read afresh, the view holds every member again, refusals included.
+      if (bounded) expect(await claim(a, group, input(1), 'a', 15 * S)).toEqual({ result: third.result, read: [] });
     } finally {
       await closeAll();
     }
@@ -113,8 +116,8 @@ describeEachStore('answers view', (store) => {
       }
       const after = await claim(a, watched, input(1), 'a', 13 * S);
       expect(after.result).toEqual({ ok: false, reason: 'answered', answered: [1n] });
-      // etcd: the pins of members 2 and 3 still say they have no answer record.
-      expect(after.read).toEqual(bounded ? ids([1n]) : ids(watched));
+      // etcd: the view's version of member 1 fails the commit's compare, and the claim runs again reading every member.
+      expect(after.read).toEqual(ids(watched));
     } finally {
       await closeAll();
     }

@@ -16,6 +16,7 @@ import { STAGED_DIR, TRACES_DIR } from '../../src/commit/commit-manifest.js';
 import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
 import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd/etcd-connection.js';
+import { versionSuffix } from '../../src/lease/etcd/etcd-backend.js';
 import { answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';
@@ -124,10 +125,11 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     expect(await owner.releaseGroup([31n, 32n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [31n] } })).toEqual({ ok: true });
     const again = await owner.claimGroup([31n, 32n], { path: 'g' }, { owner: 'gone', nowMs: 12 * S, input: y });
     if (!again.ok) throw new Error('claim failed');
-    const leases = new Map((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => [String(kv.key).split('/').pop()!, String(kv.lease)]));
-    expect(leases.get(answerRecordId(31n))).toBe('0');
-    expect(leases.get(targetRecordId(31n))).not.toBe('0');
-    expect(leases.get(targetRecordId(32n))).not.toBe('0');
+    const leases = new Map((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => [String(kv.key), String(kv.lease)]));
+    // 31's answer record (version 1, a key of its own beside its lease record's) rides no session.
+    expect(leases.get(`${prefix}/target/r/${targetRecordId(31n)}/${versionSuffix(1)}`)).toBe('0');
+    expect(leases.get(`${prefix}/target/r/${targetRecordId(31n)}`)).not.toBe('0');
+    expect(leases.get(`${prefix}/target/r/${targetRecordId(32n)}`)).not.toBe('0');
     await owner.close(); // revokes the session, as its server-side expiry would
     const survivor = await openTarget(await tempRoot(), base(prefix, { leaseTtlMs: 5 * S }));
     try {
@@ -202,69 +204,79 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
-  it('decides from the answer records its lease records pin without reading or comparing them, and a stale pin costs a conflict, never a wrong claim', async () => {
-    const prefix = nextPrefix();
-    const a = await openTarget(await tempRoot(), base(prefix));
-    const b = await openTarget(await tempRoot(), base(prefix));
-    const x = 'a'.repeat(64);
-    const y = 'b'.repeat(64);
-    const z = 'd'.repeat(64);
-    try {
-      const kv = (a as unknown as { backend: { connection: { client: { kv: { txn: (...args: unknown[]) => Promise<unknown> } } } } }).backend.connection.client.kv;
+  describe('answer versions', () => {
+    type Kv = { txn: (...args: unknown[]) => Promise<unknown> };
+    type Request = { compare: { key: Buffer; range_end?: Buffer; target: string; create_revision?: number }[]; success: { request_range?: unknown; request_put?: { key: Buffer } }[] };
+    const kvOf = (table: unknown): Kv => (table as { backend: { connection: { client: { kv: Kv } } } }).backend.connection.client.kv;
+    const isCommit = (request: unknown): boolean => (request as Request).success.some((op) => op.request_range === undefined);
+    const leaseKey = (prefix: string, t: bigint): string => `${prefix}/target/r/${targetRecordId(t)}`;
+    const versionKey = (prefix: string, t: bigint, version: number): string => `${leaseKey(prefix, t)}/${versionSuffix(version)}`;
+    /** The keys of a branch: its lease record's, then its answer versions', newest first. */
+    const branchKeys = async (prefix: string, t: bigint): Promise<string[]> => (await client.getAll().prefix(leaseKey(prefix, t)).keys()).sort();
+
+    it('decides from the versions its view holds without reading them, checks each in one compare on keys that do not exist, and a stale one costs a conflict, never a wrong claim', async () => {
+      const prefix = nextPrefix();
+      const a = await openTarget(await tempRoot(), base(prefix));
+      const b = await openTarget(await tempRoot(), base(prefix));
+      const [x, y, z] = ['a'.repeat(64), 'b'.repeat(64), 'd'.repeat(64)];
+      const kv = kvOf(a);
       const txn = kv.txn.bind(kv);
-      // Both tables share this process's etcd client: only the requests of a's calls are counted.
+      // Both tables share this process's etcd client: only the requests of a's calls are recorded.
       let counting = true;
       const requests: { reads: number; compares: number }[] = [];
+      let lastCompares: Request['compare'] = [];
       kv.txn = async (...args: unknown[]) => {
-        const request = args[0] as { compare: unknown[]; success: { request_range?: unknown }[] };
-        if (counting) requests.push({ reads: request.success.filter((op) => op.request_range !== undefined).length, compares: request.compare.length });
+        const request = args[0] as Request;
+        if (counting) {
+          requests.push({ reads: request.success.filter((op) => op.request_range !== undefined).length, compares: request.compare.length });
+          lastCompares = request.compare;
+        }
         return txn(...args);
       };
-      // a answers 50 on x; its own release leaves it knowing both records of 50, and the released
-      // lease record pins the answer record it wrote.
-      const first = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
-      if (!first.ok) throw new Error('claim failed');
-      expect(await a.releaseGroup([50n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [50n] } })).toEqual({ ok: true });
-      const released = (await a.snapshotRecords()).find((e) => e.id === targetRecordId(50n))!.record;
-      expect(released).toMatchObject({ status: 'done', answerToken: first.token, token: first.token, payload: {}, targets: ['50'] });
-      requests.length = 0;
-      // Refused on x from what it knows, confirmed by the lease record's compare alone: nothing read.
-      expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
-      expect(requests).toEqual([{ reads: 0, compares: 1 }]);
-      requests.length = 0;
-      // b answers 50 on y: the pin a knows, and the answer record it holds, are now stale.
-      counting = false;
-      const other = await b.claimGroup([50n], { path: 'b' }, { owner: 'b', nowMs: 13 * S, input: y });
-      if (!other.ok) throw new Error('claim failed');
-      expect(await b.releaseGroup([50n], other.token, { nowMs: 14 * S, answers: { input: y, settled: [50n] } })).toEqual({ ok: true });
-      counting = true;
-      // a asks 50 on y: its commit compares the stale lease record and fails; the run again reads
-      // it from the server, then the answer record its new pin names, and refuses. Nothing was written.
-      expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 15 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
-      expect(requests).toEqual([{ reads: 0, compares: 1 }, { reads: 1, compares: 0 }, { reads: 1, compares: 0 }]);
-      expect((await a.snapshotRecords()).map((e) => e.id).sort()).toEqual([answerRecordId(50n), targetRecordId(50n)].sort());
-      // On a third input the claim holds, deciding from what it read last: one compare, of the lease record.
-      requests.length = 0;
-      const held = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 16 * S, input: z });
-      expect(held.ok).toBe(true);
-      expect(requests).toEqual([{ reads: 0, compares: 1 }]);
-    } finally {
-      await a.close();
-      await b.close();
-    }
-  });
-
-  describe('answer pins', () => {
-    type Kv = { txn: (...args: unknown[]) => Promise<unknown> };
-    const kvOf = (table: unknown): Kv => (table as { backend: { connection: { client: { kv: Kv } } } }).backend.connection.client.kv;
-    const isCommit = (request: unknown): boolean => (request as { success: { request_range?: unknown }[] }).success.some((op) => op.request_range === undefined);
-    const leaseKey = (prefix: string, t: bigint): string => `${prefix}/target/r/${targetRecordId(t)}`;
+      try {
+        // a answers 50 on x: the lease record is gone, the answer record is version 1 at its own key.
+        const first = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
+        if (!first.ok) throw new Error('claim failed');
+        expect(await a.releaseGroup([50n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [50n] } })).toEqual({ ok: true });
+        expect(await branchKeys(prefix, 50n)).toEqual([versionKey(prefix, 50n, 1)]);
+        expect((await a.snapshotRecords()).map((e) => [e.id, e.record.version])).toEqual([[answerRecordId(50n), 1]]);
+        requests.length = 0;
+        // Refused on x from its view, confirmed by one compare on keys that do not exist: from the
+        // lease record's key to version 1's, nothing (no lease taken, no newer version).
+        expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
+        expect(requests).toEqual([{ reads: 0, compares: 1 }]);
+        expect(lastCompares).toMatchObject([{ target: 'Create', create_revision: 0 }]);
+        expect([String(lastCompares[0]!.key), String(lastCompares[0]!.range_end)]).toEqual([leaseKey(prefix, 50n), versionKey(prefix, 50n, 1)]);
+        requests.length = 0;
+        // b answers 50 on y: version 2 replaces version 1, in the same transaction.
+        counting = false;
+        const other = await b.claimGroup([50n], { path: 'b' }, { owner: 'b', nowMs: 13 * S, input: y });
+        if (!other.ok) throw new Error('claim failed');
+        expect(await b.releaseGroup([50n], other.token, { nowMs: 14 * S, answers: { input: y, settled: [50n] } })).toEqual({ ok: true });
+        expect(await branchKeys(prefix, 50n)).toEqual([versionKey(prefix, 50n, 2)]);
+        counting = true;
+        // a asks 50 on y: its view (version 1) says open, its commit finds version 2 and fails; the
+        // run again reads the lease record and the newest version, and refuses. Nothing written.
+        expect(await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 15 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [50n] });
+        expect(requests).toEqual([{ reads: 0, compares: 1 }, { reads: 1, compares: 0 }, { reads: 1, compares: 0 }]);
+        expect(await branchKeys(prefix, 50n)).toEqual([versionKey(prefix, 50n, 2)]);
+        // On a third input the claim holds, deciding from what it read last: one compare.
+        requests.length = 0;
+        expect((await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 16 * S, input: z })).ok).toBe(true);
+        expect(requests).toEqual([{ reads: 0, compares: 1 }]);
+        expect([String(lastCompares[0]!.key), String(lastCompares[0]!.range_end)]).toEqual([leaseKey(prefix, 50n), versionKey(prefix, 50n, 2)]);
+      } finally {
+        kv.txn = txn;
+        await a.close();
+        await b.close();
+      }
+    });
 
     // A batch holding a release of x that turns out stale (x's holder is gone) and a claim of x on
     // input I: the release's lock reads x's answer record and writes nothing, and the claim relies
     // on that read. Between the read and the commit, b answers x on I and c claims x and dies, so
     // the server deletes x's lease record: absent at the read and absent at the commit. The
-    // answer record must be compared all the same, or the claim is granted with an empty pin.
+    // answer version must be checked all the same, or the claim is granted on an old answer.
     for (const staleReleaseInBatch of [false, true]) {
       it(`refuses a claim whose member's lease record is absent at its read and again at its commit, with answers written in between (a stale release in the batch: ${staleReleaseInBatch})`, async () => {
         const prefix = nextPrefix();
@@ -319,12 +331,14 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const kv = kvOf(a);
       const txn = kv.txn.bind(kv);
       try {
-        // a knows 70 free, with no answers: its released lease record pins none.
+        // a knows 70 free, with no answers.
         const warm = await a.claimGroup([70n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: p });
         if (!warm.ok) throw new Error('claim failed');
         expect(await a.releaseGroup([70n], warm.token)).toEqual({ ok: true });
+        expect(await branchKeys(prefix, 70n)).toEqual([]);
         // a's claim on x decides from what it knows (nothing read); just before its commit goes
-        // out, b claims 70 on x, answers it and releases it.
+        // out, b claims 70 on x, answers it and releases it: the branch's keys are as absent as
+        // before but for version 1, which the compare covers.
         let armed = true;
         kv.txn = async (...args: unknown[]) => {
           if (armed && isCommit(args[0])) {
@@ -337,10 +351,11 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         };
         expect(await a.claimGroup([70n], { path: 'a' }, { owner: 'a', nowMs: 13 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [70n] });
         expect(armed).toBe(false);
-        expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(70n))?.record).toMatchObject({ status: 'done', owner: 'b' });
+        expect(await branchKeys(prefix, 70n)).toEqual([versionKey(prefix, 70n, 1)]);
+        expect((await a.snapshotRecords()).map((e) => e.record)).toMatchObject([{ role: 'answers', owner: 'b', version: 1 }]);
 
         // A fresh table reads the lease record from the server; b answers between that read and
-        // the read of the answer record the pin names: the claim still sees the answer.
+        // the read of the answer record: the claim still sees the answer.
         const c = await openTarget(await tempRoot(), base(prefix));
         const kvC = kvOf(c);
         const y = '3'.repeat(64);
@@ -358,7 +373,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         try {
           expect(await c.claimGroup([70n], { path: 'c' }, { owner: 'c', nowMs: 16 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [70n] });
           expect(armed).toBe(false);
-          // A claim on a question nobody answered holds, from what the pin now names.
+          // A claim on a question nobody answered holds.
           expect((await c.claimGroup([70n], { path: 'c' }, { owner: 'c', nowMs: 17 * S, input: '4'.repeat(64) })).ok).toBe(true);
         } finally {
           await c.close();
@@ -370,73 +385,67 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       }
     });
 
-    it('keeps a released member\'s lease record, pinned and on no session; a reopened table decides from the pins', async () => {
+    it('deletes a released lease record, keeps one version per branch, lists a version left behind, and a reopened table reads each member once', async () => {
       const prefix = nextPrefix();
       const root = await tempRoot();
       const a = await openTarget(root, base(prefix));
       const [x, y] = ['5'.repeat(64), '6'.repeat(64)];
       try {
-        // 81 and 82 asked on x: their lease records pin "no answer record" (none was read).
         const held = await a.claimGroup([81n, 82n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
         if (!held.ok) throw new Error('claim failed');
         const leased = await client.getAll().prefix(`${prefix}/target/r/`).exec();
+        expect(leased.kvs).toHaveLength(2);
         for (const kv of leased.kvs) expect(String(kv.lease)).not.toBe('0');
-        expect((await a.snapshotRecords()).map((e) => e.record.answerToken)).toEqual(['', '']);
-        // 81 answered: its answer record and its released lease record carry the release's token.
+        // 81 answered: version 1 on no session; both lease records are gone.
         expect(await a.releaseGroup([81n, 82n], held.token, { nowMs: 11 * S, answers: { input: x, settled: [81n] } })).toEqual({ ok: true });
-        const records = new Map((await a.snapshotRecords()).map((e) => [e.id, e.record]));
-        expect(records.get(answerRecordId(81n))).toMatchObject({ role: 'answers', token: held.token });
-        expect(records.get(targetRecordId(81n))).toMatchObject({ status: 'done', answerToken: held.token, payload: {}, targets: ['81'] });
-        expect(records.get(targetRecordId(82n))).toMatchObject({ status: 'done', answerToken: '' });
-        expect(records.has(answerRecordId(82n))).toBe(false);
-        for (const t of [81n, 82n]) expect(String((await client.get(leaseKey(prefix, t)).exec()).kvs[0]!.lease)).toBe('0');
-        // Released lease records are no lease and no answer: not counted, by the table or by
-        // `symfence leases` (whose `check` lists no corrupt record).
-        expect(await a.snapshotCounts({ nowMs: 12 * S })).toMatchObject({ leased: 0, done: 1, corrupt: 0 });
-        const inspected = await inspectLeaseTable(root, { nowMs: 12 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
-        expect(inspected).toMatchObject({ counts: { leased: 0, done: 1, corrupt: 0 }, owners: { a: { done: 1 } }, corrupt: [], answers: { branches: 1, pairs: 1 } });
-        // A claim that names no input carries the pin on; one over a key without a pin writes none,
-        // and its bare release deletes it as before.
-        const bare = await a.claimGroup([81n, 83n], { path: 'a' }, { owner: 'a', nowMs: 12 * S });
-        if (!bare.ok) throw new Error('claim failed');
-        const bareRecords = new Map((await a.snapshotRecords()).map((e) => [e.id, e.record]));
-        expect(bareRecords.get(targetRecordId(81n))).toMatchObject({ status: 'leased', answerToken: held.token });
-        expect(bareRecords.get(targetRecordId(83n))?.answerToken).toBeUndefined();
-        expect(await a.releaseGroup([81n, 83n], bare.token)).toEqual({ ok: true });
-        expect((await client.get(leaseKey(prefix, 83n)).exec()).kvs).toEqual([]);
-        expect((await a.snapshotRecords()).find((e) => e.id === targetRecordId(81n))?.record).toMatchObject({ status: 'done', answerToken: held.token, token: bare.token });
+        expect(await branchKeys(prefix, 81n)).toEqual([versionKey(prefix, 81n, 1)]);
+        expect(await branchKeys(prefix, 82n)).toEqual([]);
+        expect(String((await client.get(versionKey(prefix, 81n, 1)).exec()).kvs[0]!.lease)).toBe('0');
+        expect((await a.snapshotRecords()).map((e) => e.record)).toMatchObject([{ id: answerRecordId(81n), role: 'answers', token: held.token, version: 1 }]);
+        // 81 answered again on y: version 2, and version 1 removed in the same transaction.
+        const again = await a.claimGroup([81n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: y });
+        if (!again.ok) throw new Error('claim failed');
+        expect(await a.releaseGroup([81n], again.token, { nowMs: 13 * S, answers: { input: y, settled: [81n] } })).toEqual({ ok: true });
+        expect(await branchKeys(prefix, 81n)).toEqual([versionKey(prefix, 81n, 2)]);
+        expect(await a.snapshotCounts({ nowMs: 14 * S })).toMatchObject({ leased: 0, done: 1, corrupt: 0 });
+        // A version a release could not remove (it died between its commit and the removal):
+        // listed apart, read by no one.
+        const older = (await client.get(versionKey(prefix, 81n, 2)).exec()).kvs[0]!.value;
+        await client.put(versionKey(prefix, 81n, 1)).value(Buffer.from(String(older).replace('"version":2', '"version":1')));
+        const inspected = await inspectLeaseTable(root, { nowMs: 14 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
+        expect(inspected).toMatchObject({ counts: { leased: 0, done: 1, corrupt: 0 }, corrupt: [], answers: { branches: 1, pairs: 2, superseded: 1 } });
+        expect(await a.snapshotCounts({ nowMs: 14 * S })).toMatchObject({ leased: 0, done: 1, corrupt: 0 });
       } finally {
         await a.close();
       }
-      // Reopened: no view, no cache. The pins say which answer records to read: 81's only.
-      const again = await openTarget(root, base(prefix));
-      const kv = kvOf(again);
+      // Reopened: no view. One read of the lease records, one of their answer versions; the newest decides.
+      const reopened = await openTarget(root, base(prefix));
+      const kv = kvOf(reopened);
       const txn = kv.txn.bind(kv);
       const reads: number[] = [];
       kv.txn = async (...args: unknown[]) => {
-        const request = args[0] as { success: { request_range?: unknown }[] };
+        const request = args[0] as Request;
         if (!isCommit(request)) reads.push(request.success.length);
         return txn(...args);
       };
       try {
-        expect(await again.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 13 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [81n] });
-        expect(reads).toEqual([2, 1]);
-        const held = await again.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 14 * S, input: y });
-        expect(held.ok).toBe(true);
+        expect(await reopened.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 15 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [81n] });
+        expect(reads).toEqual([2, 2]);
+        expect((await reopened.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 16 * S, input: '7'.repeat(64) })).ok).toBe(true);
       } finally {
         kv.txn = txn;
-        await again.close();
+        await reopened.close();
       }
     });
 
-    it('claims 16 groups of 8 in one transaction once their lease records carry pins, splitting the first batch that must compare answer records', async () => {
+    it('claims 16 groups of 8 in one transaction, round after round, and keeps every transaction within etcd\'s bounds', async () => {
       const prefix = nextPrefix();
       const table = await openTarget(await tempRoot(), base(prefix));
       const kv = kvOf(table);
       const txn = kv.txn.bind(kv);
       const commits: { compares: number; writes: number }[] = [];
       kv.txn = async (...args: unknown[]) => {
-        const request = args[0] as { compare: unknown[]; success: { request_range?: unknown }[] };
+        const request = args[0] as Request;
         if (isCommit(request)) commits.push({ compares: request.compare.length, writes: request.success.length });
         return txn(...args);
       };
@@ -450,19 +459,53 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         expect(releases.outcomes.every((o) => o.ok && (o.value as { ok: boolean }).ok)).toBe(true);
       };
       try {
-        // First round: no pins yet, so each claim compares its members' answer records too; the
-        // batch would compare 256 records and runs as two of 128.
-        await round(1);
-        const firstClaims = commits.splice(0).slice(0, 2);
-        expect(firstClaims).toEqual([{ compares: 128, writes: 64 }, { compares: 128, writes: 64 }]);
-        // From then on the pins answer: one transaction, one compare per member.
-        await round(2);
-        expect(commits[0]).toEqual({ compares: 128, writes: 128 });
-        expect(commits.every((c) => c.compares <= 128 && c.writes <= 128)).toBe(true);
+        // First round: the answer records are read (their compares shared with the lease records'); later ones decide from the view.
+        for (let n = 1; n <= 3; n++) {
+          await round(n);
+          expect(commits[0]).toEqual({ compares: 128, writes: 128 });
+          expect(commits.every((c) => c.compares <= 128 && c.writes <= 128)).toBe(true);
+          commits.length = 0;
+        }
+        // The releases past the first replaced versions in transactions of their own where theirs were full: none is left.
+        const keys = await client.getAll().prefix(`${prefix}/target/r/`).keys();
+        expect(keys).toHaveLength(64);
+        expect(keys.every((key) => key.endsWith(`/${versionSuffix(3)}`))).toBe(true);
       } finally {
         kv.txn = txn;
         await table.close();
       }
+    });
+
+    it('fails closed on a version whose key and record disagree, and refuses a table of the earlier layout naming what to do', async () => {
+      const prefix = nextPrefix();
+      const a = await openTarget(await tempRoot(), base(prefix));
+      const x = '8'.repeat(64);
+      try {
+        const held = await a.claimGroup([90n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
+        if (!held.ok) throw new Error('claim failed');
+        expect(await a.releaseGroup([90n], held.token, { nowMs: 11 * S, answers: { input: x, settled: [90n] } })).toEqual({ ok: true });
+        // Version 1's record moved under version 3's key: corrupt, and never written over.
+        const value = (await client.get(versionKey(prefix, 90n, 1)).exec()).kvs[0]!.value;
+        await client.delete().key(versionKey(prefix, 90n, 1)).exec();
+        await client.put(versionKey(prefix, 90n, 3)).value(value);
+        const fresh = await openTarget(await tempRoot(), base(prefix));
+        try {
+          expect(await fresh.claimGroup([90n], { path: 'f' }, { owner: 'f', nowMs: 12 * S, input: '9'.repeat(64) })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ id: answerRecordId(90n), detail: expect.stringMatching(/version 3 says version 1/) }] });
+          expect(await branchKeys(prefix, 90n)).toEqual([versionKey(prefix, 90n, 3)]);
+        } finally {
+          await fresh.close();
+        }
+      } finally {
+        await a.close();
+      }
+      const old = nextPrefix();
+      await client.put(`${old}/target/meta`).value('{"kind":"target","schema":2,"store":"etcd"}\n');
+      const refused = await openTarget(await tempRoot(), base(old)).then(
+        () => undefined,
+        (error: unknown) => error as { code?: string; message: string },
+      );
+      expect(refused?.code).toBe('ERR_LEASE_CORRUPT');
+      expect(refused?.message).toMatch(/earlier layout \(schema 2.*new --etcd-prefix/);
     });
   });
 
@@ -474,17 +517,25 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const group = Array.from({ length: 64 }, (_, i) => BigInt(5000 + i));
       const before = (await client.get('symfence-test/ready').exec()).header.revision;
       const input = 'c'.repeat(64);
-      // A claim that asks about answers reads 128 records (the members' answer records too).
+      // A claim that asks about answers reads 128 records (the members' answer records too), and
+      // compares 64: each member's lease record with its answer record.
       const claim = await targets.claimGroup(group, { path: 'x'.repeat(2000) }, { owner: 'c', nowMs: 10 * S, input });
       if (!claim.ok) throw new Error('claim failed');
       const revisions = new Set((await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs.map((kv) => String(kv.mod_revision)));
       expect(revisions.size).toBe(1); // all 64 written by one transaction
       expect(Number([...revisions][0])).toBeGreaterThan(Number(before));
-      // Its release answers every member: 64 released lease records and 64 answer records in one transaction.
+      // Its release answers every member: 64 lease records deleted and 64 answer records written in one transaction.
       expect(await targets.releaseGroup(group, claim.token, { nowMs: 11 * S, answers: { input, settled: group } })).toEqual({ ok: true });
       const answers = (await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs;
-      expect(answers.map((kv) => String(kv.key).split('/').pop()).sort()).toEqual([...group.map(answerRecordId), ...group.map(targetRecordId)].sort());
+      expect(answers.map((kv) => String(kv.key)).sort()).toEqual(group.map((t) => `${prefix}/target/r/${targetRecordId(t)}/${versionSuffix(1)}`).sort());
       expect(new Set(answers.map((kv) => String(kv.mod_revision))).size).toBe(1);
+      // Answered again: 64 deletes and 64 new versions fill the transaction; the 64 replaced
+      // versions go in one of their own after it.
+      const again = await targets.claimGroup(group, { path: 'x' }, { owner: 'c', nowMs: 12 * S, input: 'e'.repeat(64) });
+      if (!again.ok) throw new Error('claim failed');
+      expect(await targets.releaseGroup(group, again.token, { nowMs: 13 * S, answers: { input: 'e'.repeat(64), settled: group } })).toEqual({ ok: true });
+      const replaced = (await client.getAll().prefix(`${prefix}/target/r/`).exec()).kvs;
+      expect(replaced.map((kv) => String(kv.key)).sort()).toEqual(group.map((t) => `${prefix}/target/r/${targetRecordId(t)}/${versionSuffix(2)}`).sort());
 
       const id = workIdOf({ job: 'big' });
       const held = await work.claim(id, { job: 1 }, { owner: 'c', nowMs: 10 * S });

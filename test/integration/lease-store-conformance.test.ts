@@ -10,7 +10,7 @@
 import { expect, it } from 'vitest';
 import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { answerGenerationRecordId, answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
-import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isReleasedLease, type LeaseRecord, type RecordKind } from '../../src/lease/lease-record.js';
+import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, type LeaseRecord, type RecordKind } from '../../src/lease/lease-record.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { S, openTarget, openWork, tempRoot } from '../helpers/lease-fixtures.js';
@@ -23,12 +23,9 @@ const generationIds = (store: StoreContext): string[] => (hasGeneration(store) ?
 
 type Table = FencedWorkLeaseTable | FencedTargetLeaseTable;
 
-/**
- * A table's records but its released lease records: etcd keeps a released member's lease record,
- * `done`, for its answer pin (answer-pins.ts); it is no lease and no answer.
- */
-async function heldRecords(table: FencedTargetLeaseTable): Promise<{ id: string; record: LeaseRecord }[]> {
-  return (await table.snapshotRecords()).filter((e) => !isReleasedLease(e.record));
+/** Every record of a table (a released member's lease record is gone on every store). */
+async function snapshotRecordsOf(table: FencedTargetLeaseTable): Promise<{ id: string; record: LeaseRecord }[]> {
+  return table.snapshotRecords();
 }
 
 function range(from: number, to: number): bigint[] {
@@ -283,7 +280,7 @@ describeEachStore('lease store conformance', (store) => {
       expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n, 2n] } })).toEqual({ ok: true });
       // Every lease is gone; each answered member has an answer record with the input, and
       // the answer generation record counts the release's write of them.
-      const all = await heldRecords(b);
+      const all = await snapshotRecordsOf(b);
       expect(all.map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
       if (hasGeneration(store)) expect(all.find((e) => e.id === GENERATION)!.record).toMatchObject({ role: 'answers-generation', status: 'done', generation: 1, since: 0, changed: [[1, '1'], [1, '2']] });
       const kept = all.filter((e) => e.id !== GENERATION);
@@ -312,7 +309,7 @@ describeEachStore('lease store conformance', (store) => {
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toMatchObject({ ok: false, reason: 'answered' });
       expect(await b.releaseGroup([2n, 4n], other.token)).toEqual({ ok: true });
       expect((await store.readRaw(root, answerRecordId(2n)))?.equals(before[2]!)).toBe(true);
-      expect((await heldRecords(a)).map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
+      expect((await snapshotRecordsOf(a)).map((e) => e.id).sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
       // A lane that asks a branch once in the campaign is refused it on any input.
       expect(await a.claimGroup([2n, 4n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(3), anyInput: true })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
       expect(() => a.planClaimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, anyInput: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
@@ -333,7 +330,7 @@ describeEachStore('lease store conformance', (store) => {
         if (!claim.ok) throw new Error(`claim ${i} failed: ${claim.reason}`);
         expect(await table.releaseGroup([7n], claim.token, { nowMs: i * S, answers: { input: input(i), settled: [7n] } })).toEqual({ ok: true });
       }
-      const records = await heldRecords(table);
+      const records = await snapshotRecordsOf(table);
       expect(records.map((e) => e.id).sort()).toEqual([answerRecordId(7n), ...generationIds(store)].sort());
       // One generation per release that wrote the record; the target listed once, at the newest.
       if (hasGeneration(store)) expect(records.find((e) => e.id === GENERATION)!.record).toMatchObject({ generation: cycles, changed: [[cycles, '7']] });
@@ -444,7 +441,7 @@ describeEachStore('lease store conformance', (store) => {
       if (!held.ok) throw new Error(`claim failed: ${held.reason}`);
       expect((await table.snapshotRecords()).find((e) => e.id === targetRecordId(32n))?.record).toMatchObject({ status: 'leased', answered: true, settled: [input(1)] });
       expect(await table.releaseGroup([32n, 31n], held.token, { nowMs: 11 * S, answers: { input: input(3), settled: [31n] } })).toEqual({ ok: true });
-      const records = new Map((await heldRecords(table)).map((e) => [e.id, e.record]));
+      const records = new Map((await snapshotRecordsOf(table)).map((e) => [e.id, e.record]));
       // 31 answered now: its older answers and the new one are in its answer record, its lease gone.
       expect(records.has(targetRecordId(31n))).toBe(false);
       expect(records.get(answerRecordId(31n))).toMatchObject({ role: 'answers', answered: true, settled: [input(1), input(3)], open: [[input(2), 2, 5 * S]] });
@@ -470,7 +467,7 @@ describeEachStore('lease store conformance', (store) => {
       // Member 1 answered, member 2 left open, member 3 neither (not reached): every lease record
       // goes, and members 1 and 2 get answer records.
       expect(await a.releaseGroup([1n, 2n, 3n], claim.token, { nowMs: 11 * S, answers: { input: input(1), settled: [1n], open: [2n] } })).toEqual({ ok: true });
-      const records = new Map((await heldRecords(b)).map((e) => [e.id, e.record]));
+      const records = new Map((await snapshotRecordsOf(b)).map((e) => [e.id, e.record]));
       expect([...records.keys()].sort()).toEqual([answerRecordId(1n), answerRecordId(2n), ...generationIds(store)].sort());
       expect(records.get(answerRecordId(2n))).toMatchObject({ role: 'answers', status: 'done', open: [[input(1), 1, 11 * S]], completedMs: 11 * S });
       expect(records.get(answerRecordId(2n))?.answered).toBeUndefined();
@@ -542,7 +539,7 @@ describeEachStore('lease store conformance', (store) => {
       expect((await table.snapshotRecords()).find((e) => e.id === answerRecordId(5n))?.record).toMatchObject({ status: 'done', open: row });
       expect(await table.releaseGroup([5n], again.token)).toEqual({ ok: true });
       expect((await table.snapshotRecords()).find((e) => e.id === answerRecordId(5n))?.record).toMatchObject({ status: 'done', open: row });
-      expect((await heldRecords(table)).find((e) => e.id === targetRecordId(5n))).toBeUndefined();
+      expect((await snapshotRecordsOf(table)).find((e) => e.id === targetRecordId(5n))).toBeUndefined();
       // Answered on its open input: the row gives way to the answer.
       const last = await table.claimGroup([5n], { path: 'c' }, { owner: 'c', nowMs: 4 * S, input: input(1) });
       if (!last.ok) throw new Error('claim failed');

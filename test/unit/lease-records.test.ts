@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import { answerRecordId, groupMembers, isRecordId, shardDirName, shardOf, targetRecordId, workIdOf } from '../../src/lease/identity.js';
-import { isReleasedLease, parseRecord, recordProblem, serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.js';
+import { parseRecord, recordProblem, serializeRecord, type LeaseRecord } from '../../src/lease/lease-record.js';
 import { codeOf } from '../helpers/error-code.js';
 
 const sample: LeaseRecord = {
@@ -138,18 +138,17 @@ describe('record validation', () => {
     expect(recordProblem({ ...target, status: 'done' }, id, 'target')).toBeTypeOf('string');
   });
 
-  it('takes a done lease record that carries only an answer pin as a released lease, and no pin on an answer record', () => {
+  it('takes an answer version only on an answer record, as a positive integer, and refuses a done lease record without answers', () => {
     const id = targetRecordId(5n);
-    const released = { ...sample, kind: 'target' as const, id, status: 'done' as const, payload: {}, target: '5', targets: ['5'], answerToken: '' };
-    expect(recordProblem(released, id, 'target')).toBeUndefined();
-    expect(isReleasedLease(released)).toBe(true);
-    expect(recordProblem({ ...released, answerToken: 'c:0:1:2:ab' }, id, 'target')).toBeUndefined();
-    expect(recordProblem({ ...released, answerToken: 7 }, id, 'target')).toMatch(/answerToken/);
-    expect(isReleasedLease({ ...released, answered: true, settled: ['a'.repeat(64)] })).toBe(false);
-    expect(isReleasedLease({ ...released, kind: 'work' })).toBe(false);
+    const lease = { ...sample, kind: 'target' as const, id, status: 'leased' as const, payload: {}, target: '5', targets: ['5'] };
+    expect(recordProblem(lease, id, 'target')).toBeUndefined();
+    expect(recordProblem({ ...lease, version: 1 }, id, 'target')).toMatch(/answer version/);
+    // A released lease record is gone on every store: a done lease record must carry answers.
+    expect(recordProblem({ ...lease, status: 'done' }, id, 'target')).toMatch(/carries no answer/);
     const answerId = answerRecordId(5n);
-    const answers = { ...released, id: answerId, role: 'answers', targets: undefined, answered: true, settled: ['a'.repeat(64)] };
-    expect(recordProblem({ ...answers, answerToken: undefined }, answerId, 'target')).toBeUndefined();
-    expect(recordProblem(answers, answerId, 'target')).toMatch(/pin/);
+    const answers = { ...lease, id: answerId, status: 'done' as const, role: 'answers', targets: undefined, answered: true, settled: ['a'.repeat(64)] };
+    expect(recordProblem(answers, answerId, 'target')).toBeUndefined();
+    expect(recordProblem({ ...answers, version: 3 }, answerId, 'target')).toBeUndefined();
+    for (const bad of [0, -1, 1.5, '2', Number.MAX_SAFE_INTEGER + 1]) expect(recordProblem({ ...answers, version: bad }, answerId, 'target')).toMatch(/version is not a positive integer/);
   });
 });

@@ -53,10 +53,10 @@ function renderTable(t: TableInspection): string {
     `${escapeControl(t.root)} (${t.kind} table, ${t.store === 'files' ? `${t.shardCount} shards` : `${t.store} store`})`,
     `  leased ${c.leased} (expired ${c.expired})  committing ${c.committing}  done ${c.done}  corrupt ${c.corrupt}`,
   ];
-  // Released target records are kept only for their answers (docs/leases.md "Shared answers").
+  // The campaign's shared answers (docs/leases.md "Shared answers").
   if (t.answers !== undefined) {
-    const released = t.answers.released > 0 ? `; ${t.answers.released} released lease records keep answer pins (${t.answers.releasedBytes} bytes)` : '';
-    lines.push(`  answers: ${t.answers.branches} branches answered, ${t.answers.pairs} (input, branch) pairs, ${t.answers.open} open questions, ${t.answers.bytes} bytes, generation ${t.answers.generation}${released}`);
+    const superseded = t.answers.superseded > 0 ? `; ${t.answers.superseded} superseded answer versions (${t.answers.supersededBytes} bytes) to remove` : '';
+    lines.push(`  answers: ${t.answers.branches} branches answered, ${t.answers.pairs} (input, branch) pairs, ${t.answers.open} open questions, ${t.answers.bytes} bytes, generation ${t.answers.generation}${superseded}`);
   }
   const owners = Object.entries(t.owners).sort(([a], [b]) => a.localeCompare(b));
   for (const [owner, o] of owners) lines.push(`  owner ${escapeControl(owner)}: leased ${o.leased} (expired ${o.expired})  committing ${o.committing}  done ${o.done}`);

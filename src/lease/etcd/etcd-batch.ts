@@ -7,17 +7,20 @@ import type { ICompare } from 'etcd3/lib/rpc.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { carriesAnswers, type RecordRead } from '../lease-record.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type DeclaredAnswer, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 
 /** etcd's default `--max-txn-ops`: compares, and separately writes, per transaction. */
 export const MAX_TXN_OPS = 128;
 /**
  * Records a batch compares: a full target group with its answer records. A record the batch writes
- * costs a compare (and its write), as does one it took from the quiet records or read guarded;
- * a pinned read costs none (answer-pins.ts). etcd counts compares and writes separately against
- * `MAX_TXN_OPS`; reads are split into requests of `MAX_TXN_OPS` at one revision.
+ * costs a compare (and its write), as does one it took from the quiet records or read guarded; an
+ * answer record read pinned shares the compare of its lease record (etcd-backend.ts "Answer
+ * versions"). etcd counts compares and writes separately against `MAX_TXN_OPS`; reads are split
+ * into requests of `MAX_TXN_OPS` at one revision.
  */
 export const MAX_BATCH_RECORDS = MAX_TXN_OPS;
+/** Bytes an answer version's key has beyond a record key: `/` and the version suffix. */
+const ANSWER_KEY_EXTRA = 17;
 /** Largest total of keys and values one commit writes (etcd's default request limit is 1.5 MiB). */
 export const MAX_TXN_BYTES = 1024 * 1024 + 256 * 1024;
 export interface ReadRecord {
@@ -26,6 +29,11 @@ export interface ReadRecord {
   readonly modRevision: string;
   /** Session lease the record is attached to ('0': none). */
   readonly lease: string;
+  /**
+   * Answer records (etcd-backend.ts "Answer versions"): the id of the branch's lease record, and
+   * the version read (0: none yet). `modRevision` is then that version's key's.
+   */
+  readonly answers?: { readonly leaseId: string; readonly version: number };
 }
 
 export class EtcdBatch implements StoreBatch {
@@ -42,6 +50,12 @@ export class EtcdBatch implements StoreBatch {
    * in between, and wrote the guarded record.
    */
   readonly #guarded = new Set<string>();
+  /** Lease record id → the id of its branch's answer record, for each answer record this batch read. */
+  readonly #answerOf = new Map<string, string>();
+  /** Lease record id → the answer version an operation decided from without a read (`declare`). */
+  readonly #declared = new Map<string, number>();
+  /** The answer records of `#declared`: forgotten from the quiet records with the reads on a conflict. */
+  readonly #declaredAnswers = new Set<string>();
 
   constructor(backend: EtcdRecordBackend) {
     this.#backend = backend;
@@ -53,21 +67,19 @@ export class EtcdBatch implements StoreBatch {
   /**
    * Reads `ids`: those the backend knows quiet (absent or `done`, `EtcdRecordBackend.quiet`) from
    * there, the rest from the server. Every record taken from there is compared at commit (written
-   * or not), so the commit lands only if each was still what this batch decided from. A batch that
-   * writes nothing has decided only refusals on them (`answered`, `backoff`), which a newer value
-   * of an answer record would only confirm: answers are added, open rows only move later.
-   * `pinned` ids always come from the server and are compared never: the operation checks them
-   * against the answer pins of its lease records, which are compared (answer-pins.ts).
+   * or not), so the commit lands only if each was still what this batch decided from; a batch that
+   * writes nothing confirms them with compares alone (`confirmServed`). `pinned` answer records
+   * are read the same way; their lease record's compare covers them (`checks`).
    */
-  async fetch(ids: readonly string[], guarded?: ReadonlySet<string>, pinned?: ReadonlySet<string>): Promise<Map<string, FetchedRead>> {
+  async fetch(ids: readonly string[], guarded?: ReadonlySet<string>): Promise<Map<string, FetchedRead>> {
     if (guarded !== undefined) for (const id of ids) if (guarded.has(id)) this.#guarded.add(id);
     const fetched = new Map<string, FetchedRead>();
     const ask: string[] = [];
     for (const id of ids) {
-      const known = pinned?.has(id) === true ? undefined : this.#backend.quiet.get(id);
+      const known = this.#backend.quiet.get(id);
       if (known === undefined) ask.push(id);
       else {
-        this.#reads.set(id, known);
+        this.note(id, known);
         this.#served.add(id);
         fetched.set(id, known.read);
       }
@@ -83,10 +95,21 @@ export class EtcdBatch implements StoreBatch {
       return fetched;
     }
     for (const [id, read] of reads) {
-      this.#reads.set(id, read);
+      this.note(id, read);
       fetched.set(id, read.read);
     }
     return fetched;
+  }
+
+  /** After a failed commit: every record this batch relied on is read from the server next time. */
+  private forgetAll(): void {
+    this.#backend.quiet.forget(this.#reads.keys());
+    this.#backend.quiet.forget(this.#declaredAnswers);
+  }
+
+  private note(id: string, read: ReadRecord): void {
+    this.#reads.set(id, read);
+    if (read.answers !== undefined) this.#answerOf.set(read.answers.leaseId, id);
   }
 
   /**
@@ -114,6 +137,23 @@ export class EtcdBatch implements StoreBatch {
     return fetched;
   }
 
+  /**
+   * Answer versions operations decided from without reading them: each is checked at commit in its
+   * lease record's compare, written or not, as a record taken from the quiet ones is.
+   */
+  declare(declared: readonly DeclaredAnswer[]): void {
+    for (const { leaseId, answerId, version } of declared) {
+      this.#declaredAnswers.add(answerId);
+      const known = this.#declared.get(leaseId);
+      // Two operations of the batch that knew different versions: one knew an old one.
+      if (known !== undefined && known !== version) {
+        this.forgetAll();
+        throw new BatchConflictError([leaseId]);
+      }
+      this.#declared.set(leaseId, version);
+    }
+  }
+
   /** Ids read earlier in this batch, now relied on without their lock: compared at commit (`fetch`). */
   guard(ids: readonly string[]): void {
     for (const id of ids) if (this.#reads.has(id)) this.#guarded.add(id);
@@ -124,7 +164,8 @@ export class EtcdBatch implements StoreBatch {
     // Record ids are ASCII (identity.ts), so a key's size is the prefix's bytes plus the id's
     // length: no key is built here, for every staged record on every operation of the batch.
     const prefixBytes = this.#backend.recordKeyPrefixBytes;
-    const sizeOf = (id: string, next: StagedRecord | null): number => prefixBytes + id.length + (next?.bytes.length ?? 0);
+    // An answer record's key is its lease record's id and a version suffix (etcd-backend.ts).
+    const sizeOf = (id: string, next: StagedRecord | null): number => prefixBytes + id.length + (next?.record.role === 'answers' ? ANSWER_KEY_EXTRA : 0) + (next?.bytes.length ?? 0);
     const incoming = new Map(changes);
     let bytes = 0;
     for (const [id, next] of staged) if (!incoming.has(id)) bytes += sizeOf(id, next);
@@ -157,16 +198,29 @@ export class EtcdBatch implements StoreBatch {
         throw leaseIoError(`cannot open an etcd session: ${(error as Error).message}; nothing was written`, { step: 'session', ids: ids.slice(0, 8), restored: true }, error);
       }
     }
-    const compare: ICompare[] = [];
+    // Records taken from the quiet ones or read guarded are checked whether written or not (`fetch`).
+    const compare = this.checks(new Set([...this.#served, ...this.#declared.keys(), ...this.#guarded, ...ids]));
     const success = [];
     const attached = new Set<string>();
-    // Records taken from the quiet ones and not written: compared all the same (`fetch`).
-    for (const id of this.#served) if (!staged.has(id)) compare.push(this.unchangedSinceRead(id));
-    for (const id of this.#guarded) if (!staged.has(id) && !this.#served.has(id)) compare.push(this.unchangedSinceRead(id));
+    // Answer versions the new ones replace: removed in the same transaction when it has room.
+    const superseded: Buffer[] = [];
     for (const id of ids) {
-      compare.push(this.unchangedSinceRead(id));
-      const key = backend.recordKey(id);
       const next = staged.get(id);
+      const answers = this.#reads.get(id)?.answers;
+      if (answers !== undefined) {
+        // A new version of an answer record, at a key of its own (etcd-backend.ts "Answer versions").
+        const version = next?.record.version;
+        if (next === null || next === undefined || typeof version !== 'number' || version <= answers.version) {
+          throw leaseIoError(`etcd answer record ${id} must be written as a version after ${answers.version}; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
+        }
+        success.push({ request_put: { key: backend.answerKey(answers.leaseId, version), value: next.bytes } });
+        if (answers.version > 0) superseded.push(backend.answerKey(answers.leaseId, answers.version));
+        continue;
+      }
+      if (next?.record.role === 'answers') {
+        throw leaseIoError(`etcd answer record ${id} was not related to its lease record; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
+      }
+      const key = backend.recordKey(id);
       // Only leased *target* records ride the session on the server (a dead coordinator's targets
       // are freed at once); a leased work record keeps its payload until its TTL ends, so another
       // coordinator can take the work over (recoverExpired), as in every store. A lease record
@@ -176,23 +230,27 @@ export class EtcdBatch implements StoreBatch {
       if (attach) attached.add(id);
       success.push(next ? { request_put: { key, value: next.bytes, lease: attach ? leaseId : 0 } } : { request_delete_range: { key } });
     }
+    const sweepLater = success.length + superseded.length > MAX_TXN_OPS;
+    if (!sweepLater) for (const key of superseded) success.push({ request_delete_range: { key } });
     let result;
     try {
       result = await connection.client.kv.txn({ compare, success, failure: [] }, connection.call());
     } catch (error) {
-      backend.quiet.forget([...ids, ...this.#served]);
+      this.forgetAll();
       const restored = await this.unchanged(ids);
       throw leaseIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
     }
     if (!result.succeeded) {
       // Some record was not what this batch read: the run again reads them all from the server.
-      backend.quiet.forget([...ids, ...this.#served]);
+      this.forgetAll();
       throw new BatchConflictError(ids);
     }
     const revision = String(result.header.revision);
     for (const id of ids) {
       const next = staged.get(id);
-      backend.quiet.note(backend.kind, id, next ? { read: { state: 'valid', record: next.record, bytes: next.bytes }, modRevision: revision, lease: attached.has(id) ? leaseId : '0' } : { read: { state: 'absent' }, modRevision: '0', lease: '0' });
+      const answers = this.#reads.get(id)?.answers;
+      if (answers !== undefined && next) backend.quiet.note(backend.kind, id, { read: { state: 'valid', record: next.record, bytes: next.bytes }, modRevision: revision, lease: '0', answers: { leaseId: answers.leaseId, version: next.record.version! } });
+      else backend.quiet.note(backend.kind, id, next ? { read: { state: 'valid', record: next.record, bytes: next.bytes }, modRevision: revision, lease: attached.has(id) ? leaseId : '0' } : { read: { state: 'absent' }, modRevision: '0', lease: '0' });
     }
     // Leased records written under a session are remembered with it (offline answers): target
     // records the server attached, and work records, which a given-up session makes ours no more
@@ -203,7 +261,70 @@ export class EtcdBatch implements StoreBatch {
       if (record?.status === 'leased' && (backend.kind !== 'target' || attached.has(id))) backend.attachedLease.set(id, leaseId);
       else backend.attachedLease.delete(id);
     }
+    if (sweepLater) await this.removeSuperseded(superseded);
     return { published: ids.length, fileBarriers: 1, directoryBarriers: 0, directories: [] };
+  }
+
+  /**
+   * Removes answer versions a committed batch replaced, in transactions of their own (the batch's
+   * own had no room). Nothing reads a replaced version (a read takes the newest, a claim's compare
+   * covers only newer ones), so this may fail: a version left behind is space only, listed by
+   * `symfence leases` and removed by `symfence leases check`.
+   */
+  private async removeSuperseded(keys: readonly Buffer[]): Promise<void> {
+    const connection = this.#backend.connection;
+    for (let start = 0; start < keys.length; start += MAX_TXN_OPS) {
+      const success = keys.slice(start, start + MAX_TXN_OPS).map((key) => ({ request_delete_range: { key } }));
+      try {
+        await connection.client.kv.txn({ compare: [], success, failure: [] }, connection.call());
+      } catch {
+        this.#backend.supersededLeft += success.length;
+      }
+    }
+  }
+
+  /**
+   * The compares that hold while every record `ids` names, and every answer record this batch
+   * read of those records' branches, is as this batch read it. A lease record read absent whose
+   * branch's answer record the batch read (at version n, 0 for none) is checked with that answer
+   * record in one compare on keys that do not exist: `[lease key, key of version n)` is empty — no
+   * lease taken, no newer version written (etcd-backend.ts "Answer versions"). Any other answer
+   * record: no version after n; any other record: `unchangedSinceRead`. At most one compare per
+   * lease record and per guarded answer record, so never more than the executor counted.
+   */
+  private checks(ids: Iterable<string>): ICompare[] {
+    const backend = this.#backend;
+    const compare: ICompare[] = [];
+    const done = new Set<string>();
+    for (const id of ids) {
+      if (done.has(id)) continue;
+      done.add(id);
+      const read = this.#reads.get(id)!;
+      const leaseId = read.answers?.leaseId ?? id;
+      const answerId = read.answers !== undefined ? id : this.#answerOf.get(id);
+      const answerRead = answerId === undefined ? undefined : this.#reads.get(answerId)?.answers;
+      const declared = this.#declared.get(leaseId);
+      // An operation that decided from an older version than another one read in this batch.
+      if (declared !== undefined && answerRead !== undefined && declared !== answerRead.version) {
+        this.forgetAll();
+        throw new BatchConflictError([leaseId]);
+      }
+      const version = answerRead?.version ?? declared;
+      const lease = this.#reads.get(leaseId);
+      if (version !== undefined && lease !== undefined && lease.modRevision === '0') {
+        done.add(leaseId);
+        if (answerId !== undefined) done.add(answerId);
+        compare.push(this.noNewer(leaseId, version, backend.recordKey(leaseId)));
+      } else if (read.answers !== undefined) compare.push(this.noNewer(leaseId, read.answers.version, backend.answersStart(leaseId)));
+      else compare.push(this.unchangedSinceRead(id));
+    }
+    return compare;
+  }
+
+  /** No key in `[from, key of answer version `version`)` of the branch of `leaseId` (the whole branch from `from` for version 0). */
+  private noNewer(leaseId: string, version: number, from: Buffer): ICompare {
+    const backend = this.#backend;
+    return { key: from, range_end: version === 0 ? backend.branchEnd(leaseId) : backend.answerKey(leaseId, version), target: 'Create', result: 'Equal', create_revision: 0 };
   }
 
   /**
@@ -213,18 +334,18 @@ export class EtcdBatch implements StoreBatch {
    * `BatchConflictError`, and the run again reads them from the server.
    */
   private async confirmServed(): Promise<void> {
-    if (this.#served.size === 0 || this.#offline) return;
+    if ((this.#served.size === 0 && this.#declared.size === 0) || this.#offline) return;
     const backend = this.#backend;
-    const compare = [...this.#served].map((id) => this.unchangedSinceRead(id));
+    const compare = this.checks(new Set([...this.#served, ...this.#declared.keys()]));
     let succeeded: boolean;
     try {
       succeeded = (await backend.connection.client.kv.txn({ compare, success: [], failure: [] }, backend.connection.call())).succeeded;
     } catch (error) {
-      backend.quiet.forget(this.#served);
+      this.forgetAll();
       throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: [...this.#served].slice(0, 8), restored: true }, error);
     }
     if (!succeeded) {
-      backend.quiet.forget(this.#served);
+      this.forgetAll();
       throw new BatchConflictError([...this.#served]);
     }
   }
