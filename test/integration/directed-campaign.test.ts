@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { etcdUnavailable, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
@@ -34,8 +35,27 @@ function tracedTwice(jobs: readonly { kind?: string; input?: string; coordinator
 /** branchy inputs: several share the prefix of sites 1..4, so their branches overlap. */
 const SEEDS = ['AAAAxxyy', 'MAAAxyxy', 'MZAAyyxx', 'MZ!Axxxx', 'AAAAyyyy', 'MAAAxxxy'];
 
+/**
+ * The lease stores the campaign runs on: the default (SQLite in the lease directory), and etcd —
+ * answers versioned there, docs/lease-format.md "Answer versions" — which CI installs.
+ */
+const STORES = [
+  { name: 'the default store', etcd: false },
+  { name: 'etcd', etcd: true },
+] as const;
+const etcdMissing = etcdUnavailable();
+if (etcdMissing !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${etcdMissing}`);
+
 describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary through the preload library', () => {
-  it('proposes targeted jobs from the preload telemetry without any flag, two coordinators never solve a shared target at overlapping times, and none asks a pair another answered', async () => {
+  let etcd: EtcdCluster | undefined;
+  afterAll(async () => {
+    await etcd?.stop();
+  });
+  it.each(STORES)('proposes targeted jobs from the preload telemetry without any flag, two coordinators never solve a shared target at overlapping times, and none asks a pair another answered ($name)', async (store) => {
+    if (store.etcd && etcdMissing !== undefined) return;
+    if (store.etcd) etcd ??= await startEtcd();
+    const storeArgs = store.etcd ? ['--lease-store', 'etcd', '--etcd-endpoints', etcd!.endpoints, '--etcd-prefix', `directed-${process.pid}`] : [];
+    const storeOptions = store.etcd ? { storeOptions: { store: 'etcd', etcdEndpoints: etcd!.endpoints, etcdPrefix: `directed-${process.pid}` } } : {};
     const root = mkdtempSync(path.join(tmpdir(), 'symfence-directed-'));
     dirs.push(root);
     const fake = buildFakeSymcc();
@@ -44,7 +64,7 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     const leases = path.join(root, 'leases');
     const args = (name: string) => [
       'run', '--afl-out', out, '--afl-instance', 'main', '--name', name, '--coordinator-id', name,
-      '--lease-dir', leases, '--workers', '1', '--duration', '8s', '--stats-interval', '200ms', '--json', '--log-level', 'warn',
+      '--lease-dir', leases, ...storeArgs, '--workers', '1', '--duration', '8s', '--stats-interval', '200ms', '--json', '--log-level', 'warn',
       '--', fake.program, '@@',
     ];
     const runs = ['c1', 'c2'].map((name) => runCliProcess(args(name)));
@@ -98,7 +118,7 @@ describe.skipIf(unavailable !== null)('a campaign on a stock-SymCC-like binary t
     }
     expect(reaskedAnswers(jobs)).toEqual([]);
     // The answers the coordinators shared are in the target table, as `symfence leases` shows.
-    const inspected = await inspectLeaseDirectory(leases, { nowMs: Date.now(), leaseTtlMs: 60_000 });
+    const inspected = await inspectLeaseDirectory(leases, { nowMs: Date.now(), leaseTtlMs: 60_000, ...storeOptions });
     const answers = inspected.find((t) => t.kind === 'target')?.answers;
     expect(answers?.branches).toBeGreaterThan(0);
     expect(answers!.pairs).toBeGreaterThanOrEqual(answers!.branches);

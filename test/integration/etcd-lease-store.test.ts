@@ -415,6 +415,14 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
         const inspected = await inspectLeaseTable(root, { nowMs: 14 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
         expect(inspected).toMatchObject({ counts: { leased: 0, done: 1, corrupt: 0 }, corrupt: [], answers: { branches: 1, pairs: 2, superseded: 1 } });
         expect(await a.snapshotCounts({ nowMs: 14 * S })).toMatchObject({ leased: 0, done: 1, corrupt: 0 });
+        // `symfence leases` lists it; `leases check` removes it.
+        const env = { SYMFENCE_ETCD_ENDPOINTS: cluster.endpoints, SYMFENCE_ETCD_PREFIX: prefix };
+        const listed = await runCliProcess(['leases', root], { env }).exit;
+        expect(listed.stdout).toMatch(/; 1 superseded answer versions \(\d+ bytes\) to remove/);
+        const checked = await runCliProcess(['leases', 'check', root, '--json'], { env }).exit;
+        expect(checked.code, checked.stderr).toBe(0);
+        expect(JSON.parse(checked.stdout)).toMatchObject({ supersededRemoved: 1 });
+        expect(await branchKeys(prefix, 81n)).toEqual([versionKey(prefix, 81n, 2)]);
       } finally {
         await a.close();
       }

@@ -11,10 +11,11 @@ import { STAGED_DIR, TRACES_DIR, parseStagedName } from '../../commit/commit-man
 import { errnoCode, nodeFsLayer, type FsLayer } from '../../fs/fs-layer.js';
 import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTempsIn, type TempSweepReport } from '../../lease/temp-sweep.js';
 import { LeaseCorruptError, UsageError } from '../../errors.js';
-import { LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
+import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
+import { removeSupersededAnswers } from '../../lease/etcd/etcd-backend.js';
 import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
-import { formatDuration, formatSize, parseOptionValue } from '../../config/schema.js';
+import { formatDuration, formatSize, optionsFromEnv, parseOptionValue } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
 import { escapeForTerminal } from '../../util/terminal-text.js';
 import type { CliIo } from '../program.js';
@@ -106,8 +107,21 @@ function renderTraces(t: TracesInspection): string {
   return `${escapeControl(t.dir)}\n  traces: ${t.count} stored (${t.bytes} bytes, cap ${t.capBytes} bytes)\n`;
 }
 
-function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number, traces: readonly TracesInspection[], temps?: TempsReport): string {
-  return `${JSON.stringify({ nowMs, leaseTtlMs, tables, traces, ...(temps ? { temps } : {}) }, null, 2)}\n`;
+function toJson(tables: readonly TableInspection[], nowMs: number, leaseTtlMs: number, traces: readonly TracesInspection[], temps?: TempsReport, supersededRemoved?: number): string {
+  return `${JSON.stringify({ nowMs, leaseTtlMs, tables, traces, ...(temps ? { temps } : {}), ...(supersededRemoved !== undefined ? { supersededRemoved } : {}) }, null, 2)}\n`;
+}
+
+/**
+ * Removes the replaced answer versions releases left behind in etcd target tables
+ * (docs/lease-format.md "Answer versions"), from the cluster the environment names; how many.
+ */
+async function removeSuperseded(tables: readonly TableInspection[]): Promise<number> {
+  let removed = 0;
+  for (const t of tables) {
+    if (t.store !== 'etcd' || t.kind !== 'target' || (t.answers?.superseded ?? 0) === 0) continue;
+    removed += await removeSupersededAnswers(t.root, LEASE_TABLE_OPTIONS.resolve(optionsFromEnv(LEASE_STORE_OPTIONS)));
+  }
+  return removed;
 }
 
 /**
@@ -194,7 +208,8 @@ export function register(program: Command, io: CliIo): void {
         'check also removes leftover temp files (`*.tmp` of a lease write or a staging that crashed)\n' +
         'whose writer is provably gone: a dead process of this host, or another host\'s or an untagged\n' +
         'temp older than --stale-temp-age. A live writer\'s temp is never removed. The last line says\n' +
-        'how many were removed and kept (`temps` in --json).',
+        'how many were removed and kept (`temps` in --json). On an etcd target table it also removes the\n' +
+        'replaced answer versions a release left behind (`supersededRemoved` in --json).',
     )
     .action(async (dir: string, localFlags: LeasesFlags) => {
       // `leases` declares the same flags and commander gives them to it even when they follow
@@ -209,8 +224,9 @@ export function register(program: Command, io: CliIo): void {
       // before its temps are swept, in text mode too.
       const traces = await tracesOf(tables, capBytes);
       const temps = await sweepTemps(tables, nowMs, staleTempAgeMs);
+      const superseded = await removeSuperseded(tables);
       const corrupt = tables.flatMap((t) => t.corrupt);
-      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, traces, temps));
+      if (flags.json) io.stdout(toJson(tables, nowMs, leaseTtlMs, traces, temps, superseded));
       else {
         for (const bad of corrupt) io.stdout(`corrupt ${escapeControl(bad.path)}: ${escapeControl(bad.reason)}\n`);
         if (corrupt.length === 0) {
@@ -219,6 +235,7 @@ export function register(program: Command, io: CliIo): void {
         }
         for (const t of traces) io.stdout(`traces: ${t.count} stored in ${escapeControl(t.dir)} (${t.bytes} bytes, cap ${t.capBytes} bytes)\n`);
         io.stdout(`temps: swept ${temps.swept} leftover temp file(s) of writers that are gone, kept ${temps.kept} of live or possibly live writers\n`);
+        if (superseded > 0) io.stdout(`answers: removed ${superseded} replaced answer version(s) left behind\n`);
       }
       if (corrupt.length > 0) {
         throw new LeaseCorruptError(`${corrupt.length} corrupt lease record(s) in ${dir}`, { count: corrupt.length });

@@ -435,6 +435,28 @@ export class EtcdRecordBackend implements RecordBackend {
   }
 }
 
+/**
+ * Deletes the answer versions a newer one replaced that a release left behind (`symfence leases
+ * check`): nothing reads them, and a version is never written again, so each goes without a compare.
+ * Returns how many were deleted.
+ */
+export async function removeSupersededAnswers(root: string, options: LeaseTableOptions): Promise<number> {
+  const connection = await connectEtcd(etcdClientConfig(options));
+  const backend = new EtcdRecordBackend(connection, path.resolve(root), normalizePrefix(options.etcdPrefix), 'target', options, () => performance.now());
+  try {
+    const keys = (await backend.scan()).flatMap((e) => (e.state === 'superseded' ? [Buffer.from(e.path.slice('etcd:'.length))] : []));
+    for (let start = 0; start < keys.length; start += MAX_TXN_OPS) {
+      const success = keys.slice(start, start + MAX_TXN_OPS).map((key) => ({ request_delete_range: { key } }));
+      await connection.client.kv.txn({ compare: [], success, failure: [] }, connection.call()).catch((error: unknown) => {
+        throw leaseIoError(`etcd removal of replaced answer versions failed: ${(error as Error).message}`, { step: 'commit' }, error);
+      });
+    }
+    return keys.length;
+  } finally {
+    await backend.close();
+  }
+}
+
 /** Scans an etcd table for `symfence leases` (read-only: no metadata written, no session). */
 export async function scanEtcdTable(root: string, options: LeaseTableOptions, kind: RecordKind): Promise<ScanEntry[]> {
   const connection = await connectEtcd(etcdClientConfig(options));
