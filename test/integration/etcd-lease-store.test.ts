@@ -484,6 +484,42 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       }
     });
 
+    it('takes over an expired member that names its input: its answer version checked apart from its lease record, and a newer one refuses', async () => {
+      const prefix = nextPrefix();
+      const a = await openTarget(await tempRoot(), base(prefix, { leaseTtlMs: 5 * S }));
+      const b = await openTarget(await tempRoot(), base(prefix, { leaseTtlMs: 5 * S }));
+      const [x, y] = ['c'.repeat(64), 'e'.repeat(64)];
+      const kv = kvOf(b);
+      const txn = kv.txn.bind(kv);
+      const commits: Request['compare'][] = [];
+      try {
+        // 95 answered on x (version 1), then held by a on y until its lease expires (a dead holder
+        // whose session the server has not ended yet: a still runs).
+        const first = await a.claimGroup([95n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
+        if (!first.ok) throw new Error('claim failed');
+        expect(await a.releaseGroup([95n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [95n] } })).toEqual({ ok: true });
+        expect((await a.claimGroup([95n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: y })).ok).toBe(true);
+        kv.txn = async (...args: unknown[]) => {
+          if (isCommit(args[0])) commits.push((args[0] as Request).compare);
+          return txn(...args);
+        };
+        // b takes it over on another input: two compares, the lease record's revision and no version after 1.
+        const taken = await b.claimGroup([95n], { path: 'b' }, { owner: 'b', nowMs: 60 * S, input: '1'.repeat(64) });
+        expect(taken.ok).toBe(true);
+        expect(commits).toHaveLength(1);
+        expect(commits[0]!.map((c) => [String(c.key), c.range_end === undefined ? null : String(c.range_end), c.target])).toEqual([
+          [`${leaseKey(prefix, 95n)}/`, versionKey(prefix, 95n, 1), 'Create'],
+          [leaseKey(prefix, 95n), null, 'Mod'],
+        ]);
+        // Taken over on x, the answer refuses it.
+        expect(await b.claimGroup([95n], { path: 'b' }, { owner: 'b', nowMs: 120 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [95n] });
+      } finally {
+        kv.txn = txn;
+        await a.close();
+        await b.close();
+      }
+    });
+
     it('fails closed on a version whose key and record disagree, and refuses a table of the earlier layout naming what to do', async () => {
       const prefix = nextPrefix();
       const a = await openTarget(await tempRoot(), base(prefix));
