@@ -50,6 +50,12 @@ export interface LeaseOperation<R> {
    */
   readonly readIds?: readonly string[];
   /**
+   * On a store that versions answer records (`RecordBackend.relateAnswers`): the answer records
+   * among `lockIds`, each with its lease record's id. Told to the store just before the batch reads,
+   * so that it finds them (an operation planned long before its batch runs cannot lose them).
+   */
+  readonly answerRelations?: readonly (readonly [string, string])[];
+  /**
    * Records to read once the first reads (`lockIds`, `readIds`) are in, before any operation's
    * `apply`: a second read in the same batch (a claim reads the answer records its table's view
    * does not hold at the answer generation it just read, answers-view.ts, or, on a store that
@@ -203,6 +209,7 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const ids = operations.flatMap((op) => op.lockIds);
     const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
+    for (const op of operations) if (op.answerRelations !== undefined) backend.relateAnswers?.(op.answerRelations);
     await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
     await readMore(backend, batch, operations, encode, ids, readOnly);
     const { outcomes, dependsOnCommit } = decide(batch, operations, encode);

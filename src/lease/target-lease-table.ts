@@ -333,6 +333,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
                 }
                 return entry;
               });
+              // Told to the store now: the batch reads them next, before anything else runs.
               if (related.length > 0) this.backend.relateAnswers!(related);
               return { guarded, pinned, declared };
             },
@@ -497,10 +498,11 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const generationIds = learnt.size > 0 && answersView !== undefined ? [ANSWER_GENERATION_ID] : [];
     const versionedAnswers = this.versionedAnswers;
     const versioned = learnt.size > 0 && versionedAnswers !== undefined;
-    if (versioned) this.backend.relateAnswers!(members.flatMap((m) => (learnt.has(m.target) ? [[learnt.get(m.target)!, m.id] as const] : [])));
     return {
       name: 'releaseGroup',
       lockIds: [...members.map((m) => m.id), ...learnt.values(), ...generationIds],
+      // A store that versions answer records is told which lease record each belongs to.
+      ...(versioned ? { answerRelations: members.flatMap((m) => (learnt.has(m.target) ? [[learnt.get(m.target)!, m.id] as const] : [])) } : {}),
       ...(answersView !== undefined && generationIds.length > 0
         ? {
             committed: (): void => {

@@ -520,6 +520,43 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       }
     });
 
+    it('finds its answer records however many others were named between its planning and its batch', async () => {
+      const prefix = nextPrefix();
+      const a = await openTarget(await tempRoot(), base(prefix));
+      const x = 'f'.repeat(64);
+      try {
+        const held = await a.claimGroup([97n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
+        if (!held.ok) throw new Error('claim failed');
+        const release = a.planReleaseGroup([97n], held.token, { nowMs: 11 * S, answers: { input: x, settled: [97n] } });
+        // The store's table of answer records to lease records forgets the oldest past its bound.
+        const backend = (a as unknown as { backend: { relateAnswers(pairs: readonly (readonly [string, string])[]): void } }).backend;
+        backend.relateAnswers(Array.from({ length: 70_000 }, (_, i) => [`${i}`.padStart(64, 'a'), `${i}`.padStart(64, 'b')] as const));
+        const { outcomes } = await a.executeBatch([release]);
+        expect(outcomes[0]).toEqual({ ok: true, value: { ok: true } });
+        expect(await branchKeys(prefix, 97n)).toEqual([versionKey(prefix, 97n, 1)]);
+        expect(await a.claimGroup([97n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [97n] });
+      } finally {
+        await a.close();
+      }
+    });
+
+    it('reads a stray key inside a branch\'s compared range as a corrupt answer record: refused at once, never retried until a timeout', async () => {
+      const prefix = nextPrefix();
+      const root = await tempRoot();
+      const a = await openTarget(root, base(prefix));
+      try {
+        await client.put(`${leaseKey(prefix, 98n)}.bak`).value('left by hand');
+        const refused = await a.claimGroup([98n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: '2'.repeat(64) });
+        expect(refused).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ id: answerRecordId(98n), detail: expect.stringMatching(/not an answer version/) }] });
+        // A claim that asks nothing about answers does not look there, and holds.
+        expect((await a.claimGroup([98n], { path: 'a' }, { owner: 'a', nowMs: 11 * S })).ok).toBe(true);
+        const inspected = await inspectLeaseTable(root, { nowMs: 12 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
+        expect(inspected.corrupt).toMatchObject([{ path: `etcd:${leaseKey(prefix, 98n)}.bak` }]);
+      } finally {
+        await a.close();
+      }
+    });
+
     it('fails closed on a version whose key and record disagree, and refuses a table of the earlier layout naming what to do', async () => {
       const prefix = nextPrefix();
       const a = await openTarget(await tempRoot(), base(prefix));

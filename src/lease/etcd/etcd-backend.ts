@@ -98,6 +98,7 @@ export class QuietRecords {
 
 /** A branch's keys in use: its answer range, and the key of the version last asked for. */
 interface BranchKeys {
+  readonly after: Buffer;
   readonly start: Buffer;
   readonly end: Buffer;
   version: number;
@@ -117,7 +118,7 @@ const SCAN_PAGE = 256;
 const metaSchema = (kind: RecordKind): number => (kind === 'target' ? 3 : 2);
 
 /** Largest version an answer record's key can name (`version` is a safe integer). */
-const MAX_ANSWER_VERSION = Number.MAX_SAFE_INTEGER;
+export const MAX_ANSWER_VERSION = Number.MAX_SAFE_INTEGER;
 const VERSION_DIGITS = 16;
 
 /** The key suffix of answer version `version` (≥ 1): counting down, so the newest sorts first. */
@@ -222,6 +223,11 @@ export class EtcdRecordBackend implements RecordBackend {
     return this.branchKeys(leaseId).start;
   }
 
+  /** The first key after the lease record's (`r/<lease id>` and a zero byte): where a read of the branch's answers starts. */
+  afterLease(leaseId: string): Buffer {
+    return this.branchKeys(leaseId).after;
+  }
+
   /** The key after every key of the branch (`r/<lease id>0`: '0' follows '/'). */
   branchEnd(leaseId: string): Buffer {
     return this.branchKeys(leaseId).end;
@@ -232,7 +238,7 @@ export class EtcdRecordBackend implements RecordBackend {
     let keys = this.#branchKeys.get(leaseId);
     if (keys === undefined) {
       if (this.#branchKeys.size >= BRANCH_KEYS) this.#branchKeys.delete(this.#branchKeys.keys().next().value as string);
-      keys = { start: Buffer.from(`${this.base}r/${leaseId}/`), end: Buffer.from(`${this.base}r/${leaseId}0`), version: 0, versionKey: undefined };
+      keys = { after: Buffer.from(`${this.base}r/${leaseId}\0`), start: Buffer.from(`${this.base}r/${leaseId}/`), end: Buffer.from(`${this.base}r/${leaseId}0`), version: 0, versionKey: undefined };
       this.#branchKeys.set(leaseId, keys);
     }
     return keys;
@@ -302,22 +308,29 @@ export class EtcdRecordBackend implements RecordBackend {
    * first request: one snapshot, so a batch that decides from a record it does not write (a claim
    * reading a branch's answer record) sees it as it was when the records it does write were read.
    */
-  async readRecords(ids: readonly string[]): Promise<Map<string, ReadRecord>> {
+  async readRecords(ids: readonly string[], relations?: ReadonlyMap<string, string>): Promise<Map<string, ReadRecord>> {
     const out = new Map<string, ReadRecord>();
+    // Which are answer records, decided now, before any request goes out (`relateAnswers`).
+    const leaseOf = new Map<string, string>();
+    for (const id of ids) {
+      const leaseId = relations?.get(id) ?? this.answerLeaseOf(id);
+      if (leaseId !== undefined) leaseOf.set(id, leaseId);
+    }
     let revision: string | undefined;
     for (let start = 0; start < ids.length; start += MAX_TXN_OPS) {
       const slice = ids.slice(start, start + MAX_TXN_OPS);
       const at = revision === undefined ? {} : { revision };
-      // An answer record: the first key of its branch's answer range, the newest version.
+      // An answer record: the first key after its lease record's, the newest version — or any
+      // stray key a claim's compare would cover, which then reads as corrupt, never unseen.
       const request = (id: string): object => {
-        const leaseId = this.answerLeaseOf(id);
-        return leaseId === undefined ? { request_range: { key: this.recordKey(id), ...at } } : { request_range: { key: this.answersStart(leaseId), range_end: this.branchEnd(leaseId), limit: 1, ...at } };
+        const leaseId = leaseOf.get(id);
+        return leaseId === undefined ? { request_range: { key: this.recordKey(id), ...at } } : { request_range: { key: this.afterLease(leaseId), range_end: this.branchEnd(leaseId), limit: 1, ...at } };
       };
       const result = await this.connection.client.kv.txn({ compare: [], success: slice.map(request), failure: [] }, this.connection.call());
       revision ??= String(result.header.revision);
       slice.forEach((id, i) => {
         const kv = result.responses[i]?.response_range?.kvs[0];
-        const leaseId = this.answerLeaseOf(id);
+        const leaseId = leaseOf.get(id);
         if (!kv) {
           const absent: ReadRecord = { read: { state: 'absent' }, modRevision: '0', lease: '0', ...(leaseId !== undefined ? { answers: { leaseId, version: 0 } } : {}) };
           out.set(id, absent);
@@ -351,8 +364,9 @@ export class EtcdRecordBackend implements RecordBackend {
    * what a commit must find newest, so a corrupt version is never written over).
    */
   answerVersion(key: Buffer, value: Buffer, id: string, leaseId: string, modRevision: string): ReadRecord {
-    const version = versionOfSuffix(key.subarray(this.answersStart(leaseId).length).toString('utf8'));
-    if (version === undefined) return { read: { state: 'corrupt', reason: `key ${key.toString('utf8')} does not end in an answer version` }, modRevision, lease: '0', answers: { leaseId, version: MAX_ANSWER_VERSION } };
+    const start = this.answersStart(leaseId);
+    const version = key.subarray(0, start.length).equals(start) ? versionOfSuffix(key.subarray(start.length).toString('utf8')) : undefined;
+    if (version === undefined) return { read: { state: 'corrupt', reason: `key ${key.toString('utf8')} is not an answer version of lease record ${leaseId}` }, modRevision, lease: '0', answers: { leaseId, version: 0 } };
     let read = this.parse(value, id);
     if (read.state === 'valid' && (read.record.role !== 'answers' || read.record.version !== version)) {
       read = { state: 'corrupt', reason: `the answer record at version ${version} ${read.record.role !== 'answers' ? 'is no answer record' : `says version ${String(read.record.version)}`}`, bytes: value };
@@ -412,16 +426,22 @@ export class EtcdRecordBackend implements RecordBackend {
    * is not a version of that branch's answer record.
    */
   private scanAnswerVersion(key: Buffer, value: Buffer, leaseId: string, where: string, newestOf: Map<string, string>): ScanEntry {
+    const start = this.answersStart(leaseId);
+    const isVersionKey = isRecordId(leaseId) && key.subarray(0, start.length).equals(start) && versionOfSuffix(key.subarray(start.length).toString('utf8')) !== undefined;
+    if (!isVersionKey) return { state: 'corrupt', id: undefined, path: where, reason: `key is not an answer version of a lease record` };
+    // After the branch's first version (valid or not), every version is an older one.
     const newest = newestOf.get(leaseId);
     if (newest !== undefined) return { state: 'superseded', id: newest, path: where, bytes: value.length };
-    if (!isRecordId(leaseId)) return { state: 'corrupt', id: undefined, path: where, reason: 'key does not name a lease record id' };
     let target: unknown;
     try {
       target = (JSON.parse(value.toString('utf8')) as { target?: unknown }).target;
     } catch {
       target = undefined;
     }
-    if (!isDecimalTarget(target) || targetRecordId(BigInt(target)) !== leaseId) return { state: 'corrupt', id: undefined, path: where, reason: `not an answer record of the branch of lease record ${leaseId}` };
+    if (!isDecimalTarget(target) || targetRecordId(BigInt(target)) !== leaseId) {
+      newestOf.set(leaseId, leaseId);
+      return { state: 'corrupt', id: undefined, path: where, reason: `not an answer record of the branch of lease record ${leaseId}` };
+    }
     const id = answerRecordId(BigInt(target));
     newestOf.set(leaseId, id);
     const read = this.answerVersion(key, value, id, leaseId, '0').read;

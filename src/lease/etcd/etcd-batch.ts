@@ -4,7 +4,7 @@
  */
 import { LeaseRecordTooLargeError } from '../../errors.js';
 import type { ICompare } from 'etcd3/lib/rpc.js';
-import type { EtcdRecordBackend } from './etcd-backend.js';
+import { MAX_ANSWER_VERSION, type EtcdRecordBackend } from './etcd-backend.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { carriesAnswers, type RecordRead } from '../lease-record.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type DeclaredAnswer, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
@@ -210,7 +210,8 @@ export class EtcdBatch implements StoreBatch {
       if (answers !== undefined) {
         // A new version of an answer record, at a key of its own (etcd-backend.ts "Answer versions").
         const version = next?.record.version;
-        if (next === null || next === undefined || typeof version !== 'number' || version <= answers.version) {
+        if (next === null || next === undefined || typeof version !== 'number' || version <= answers.version || version > MAX_ANSWER_VERSION) {
+          this.forgetAll();
           throw leaseIoError(`etcd answer record ${id} must be written as a version after ${answers.version}; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
         }
         success.push({ request_put: { key: backend.answerKey(answers.leaseId, version), value: next.bytes } });
@@ -218,6 +219,7 @@ export class EtcdBatch implements StoreBatch {
         continue;
       }
       if (next?.record.role === 'answers') {
+        this.forgetAll();
         throw leaseIoError(`etcd answer record ${id} was not related to its lease record; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
       }
       const key = backend.recordKey(id);
@@ -300,9 +302,20 @@ export class EtcdBatch implements StoreBatch {
       if (done.has(id)) continue;
       done.add(id);
       const read = this.#reads.get(id)!;
+      // An answer record read as some other record (its relation was missing then): never trusted.
+      if (read.answers === undefined && backend.answerLeaseOf(id) !== undefined) {
+        this.forgetAll();
+        throw leaseIoError(`etcd answer record ${id} was read without its lease record; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
+      }
       const leaseId = read.answers?.leaseId ?? id;
       const answerId = read.answers !== undefined ? id : this.#answerOf.get(id);
-      const answerRead = answerId === undefined ? undefined : this.#reads.get(answerId)?.answers;
+      // A corrupt answer record only refuses claims (`corrupt`): nothing is decided from it to check.
+      const answerRecord = answerId === undefined ? undefined : this.#reads.get(answerId);
+      if (answerRecord?.read.state === 'corrupt') {
+        if (answerId !== undefined) done.add(answerId);
+        if (read.answers !== undefined) continue;
+      }
+      const answerRead = answerRecord?.read.state === 'corrupt' ? undefined : answerRecord?.answers;
       const declared = this.#declared.get(leaseId);
       // An operation that decided from an older version than another one read in this batch.
       if (declared !== undefined && answerRead !== undefined && declared !== answerRead.version) {
@@ -360,7 +373,12 @@ export class EtcdBatch implements StoreBatch {
   /** After an unknown outcome: true when every staged record is still as read (nothing applied). */
   private async unchanged(ids: readonly string[]): Promise<boolean> {
     try {
-      const now = await this.#backend.readRecords(ids);
+      const relations = new Map<string, string>();
+      for (const id of ids) {
+        const answers = this.#reads.get(id)?.answers;
+        if (answers !== undefined) relations.set(id, answers.leaseId);
+      }
+      const now = await this.#backend.readRecords(ids, relations);
       return ids.every((id) => now.get(id)?.modRevision === this.#reads.get(id)?.modRevision);
     } catch {
       return false;
