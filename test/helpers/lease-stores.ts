@@ -25,7 +25,7 @@ import { canonicalJsonBytes } from '../../src/lease/canonical-json.js';
 import type { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 import { etcdUnavailable, startEtcd, type EtcdCluster } from './etcd-server.js';
 import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
-import { versionSuffix } from '../../src/lease/etcd/etcd-backend.js';
+import { versionSuffix } from '../../src/lease/etcd/answer-version-keys.js';
 
 /** Store-specific access a scenario needs beyond the table API. `root` is a table root. */
 export interface LeaseStoreHooks {

@@ -16,7 +16,7 @@ import { STAGED_DIR, TRACES_DIR } from '../../src/commit/commit-manifest.js';
 import { EtcdStagedFindings, MAX_ETCD_STAGED_BYTES } from '../../src/commit/etcd-staged-findings.js';
 import { StagedFindings } from '../../src/commit/staged-findings.js';
 import { connectEtcd, etcdClientConfig, parseEndpoints } from '../../src/lease/etcd/etcd-connection.js';
-import { versionSuffix } from '../../src/lease/etcd/etcd-backend.js';
+import { versionSuffix } from '../../src/lease/etcd/answer-version-keys.js';
 import { answerRecordId, targetRecordId, workIdOf } from '../../src/lease/identity.js';
 import { LEASE_TABLE_OPTIONS } from '../../src/lease/lease-table-options.js';
 import { readTableMeta } from '../../src/lease/table-meta.js';

@@ -63,6 +63,7 @@ import { maxRecordBytes, parseRecord, type RecordKind, type RecordRead } from '.
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
 import { EtcdBatch, MAX_BATCH_RECORDS, MAX_TXN_OPS, type ReadRecord } from './etcd-batch.js';
+import { MAX_ANSWER_VERSION, versionOfSuffix, versionSuffix } from './answer-version-keys.js';
 import type { RecordBackend, ScanEntry, StoreBatch } from '../backend-contract.js';
 import { ensureStoreRoot } from '../table-root.js';
 
@@ -117,21 +118,6 @@ const SCAN_PAGE = 256;
  */
 const metaSchema = (kind: RecordKind): number => (kind === 'target' ? 3 : 2);
 
-/** Largest version an answer record's key can name (`version` is a safe integer). */
-export const MAX_ANSWER_VERSION = Number.MAX_SAFE_INTEGER;
-const VERSION_DIGITS = 16;
-
-/** The key suffix of answer version `version` (≥ 1): counting down, so the newest sorts first. */
-export function versionSuffix(version: number): string {
-  return String(MAX_ANSWER_VERSION - version).padStart(VERSION_DIGITS, '0');
-}
-
-/** The version a key suffix names; undefined when it names none. */
-function versionOfSuffix(suffix: string): number | undefined {
-  if (suffix.length !== VERSION_DIGITS || !/^[0-9]+$/.test(suffix)) return undefined;
-  const version = MAX_ANSWER_VERSION - Number(suffix);
-  return version >= 1 ? version : undefined;
-}
 
 /** `<prefix>` without trailing slashes; refused when empty. */
 function normalizePrefix(prefix: string): string {

@@ -4,7 +4,8 @@
  */
 import { LeaseRecordTooLargeError } from '../../errors.js';
 import type { ICompare } from 'etcd3/lib/rpc.js';
-import { MAX_ANSWER_VERSION, type EtcdRecordBackend } from './etcd-backend.js';
+import type { EtcdRecordBackend } from './etcd-backend.js';
+import { MAX_ANSWER_VERSION } from './answer-version-keys.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { carriesAnswers, type RecordRead } from '../lease-record.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type DeclaredAnswer, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
