@@ -24,9 +24,9 @@
  * record's lock). On files and SQLite the claim takes the answer record from its table's view
  * when the answer generation it reads says the view is current (answers-view.ts), and the release
  * also moves that generation on. On etcd every write of an answer record is a new version under a
- * key of its own, next to the lease record's (etcd-backend.ts "Answer versions"): a claim reads the
- * answer records through the store's cache and its commit checks, in one compare per member on
- * keys that do not exist, that the lease is still free and no newer answer was written. The lease
+ * key of its own, next to the lease record's (etcd-backend.ts "Answer versions"): a claim decides
+ * from the version its table last saw, or reads it, and its commit checks, in one compare per
+ * member on keys that do not exist, that the lease is still free and no newer answer was written. The lease
  * record's lock (files), the transaction (SQLite) or that compare (etcd) orders them, so a release
  * and a claim can never both miss each other.
  *
@@ -252,8 +252,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
    * The answer records as of one answer generation, for claims that name their input
    * (answers-view.ts). None on a store that versions its answer records itself (etcd,
    * `relateAnswers`), where the generation record would take a 64-member group's release past the
-   * transaction bound: there the store's cache holds the answer records, and its commit checks
-   * that each one a claim decided from is still the newest version (etcd-backend.ts).
+   * transaction bound: there the table keeps the version of each answer record it last saw
+   * (`versionedAnswers`), and the store's commit checks that each one a claim decided from is
+   * still the newest (etcd-backend.ts).
    */
   private readonly answersView = this.backend.relateAnswers === undefined ? new AnswersView() : undefined;
   /** The answer records this table read or wrote last, where the store versions them (answers-view.ts). */
