@@ -95,6 +95,8 @@ export interface MoreReads {
    * commit in that lease record's compare, as it does `pinned` reads (`StoreBatch.declare`).
    */
   readonly declared?: readonly DeclaredAnswer[];
+  /** The answer records among `guarded` and `pinned`, each with its lease record's id (as `LeaseOperation.answerRelations`). */
+  readonly answerRelations?: readonly (readonly [string, string])[];
 }
 
 export type OperationOutcome<R> = { readonly ok: true; readonly value: R } | { readonly ok: false; readonly error: unknown };
@@ -251,6 +253,7 @@ async function readMore(
     for (const id of more.guarded) guarded.add(id);
     for (const id of more.pinned ?? []) pinned.add(id);
     if (more.declared !== undefined) declared.push(...more.declared);
+    if (more.answerRelations !== undefined) backend.relateAnswers?.(more.answerRelations);
   }
   if (declared.length > 0) batch.declare(declared);
   // An id another operation reads guarded is checked for both.

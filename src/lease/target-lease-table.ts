@@ -299,7 +299,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const key = input === undefined ? 0 : inputKey(input);
     let readForView: (readonly [bigint, RecordRead])[] = [];
     const answersView = this.answersView;
-    // The store versions the answer records (etcd): it is told which lease record each one it reads belongs to.
+    // The store versions the answer records (etcd): it is told which lease record each one read belongs to.
     const versionedAnswers = this.versionedAnswers;
     const versioned = asksAnswers && versionedAnswers !== undefined;
     // readMore runs again when the batch does: after a conflict, every answer record is read.
@@ -322,7 +322,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
               const pinned: string[] = [];
               const guarded: string[] = [];
               const declared: DeclaredAnswer[] = [];
-              const related: (readonly [string, string])[] = [];
+              const answerRelations: (readonly [string, string])[] = [];
               fromView = members.map((m, i) => {
                 const state = readableState(view, m.id);
                 if (state === null) return undefined; // unreadable: `apply` fails on the lease record
@@ -330,13 +330,11 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
                 if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIds[i]!, version: versionOf(entry) });
                 else {
                   (state === 'absent' ? pinned : guarded).push(answerIds[i]!);
-                  related.push([answerIds[i]!, m.id]);
+                  answerRelations.push([answerIds[i]!, m.id]);
                 }
                 return entry;
               });
-              // Told to the store now: the batch reads them next, before anything else runs.
-              if (related.length > 0) this.backend.relateAnswers!(related);
-              return { guarded, pinned, declared };
+              return { guarded, pinned, declared, answerRelations };
             },
             committed: (): void => {
               for (const [target, read] of readForView) versionedAnswers!.learn(target, read);

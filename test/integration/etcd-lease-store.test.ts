@@ -213,6 +213,12 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     const versionKey = (prefix: string, t: bigint, version: number): string => `${leaseKey(prefix, t)}/${versionSuffix(version)}`;
     /** The keys of a branch: its lease record's, then its answer versions', newest first. */
     const branchKeys = async (prefix: string, t: bigint): Promise<string[]> => (await client.getAll().prefix(leaseKey(prefix, t)).keys()).sort();
+    /** `table` claims `t` on `input` at `nowMs` and releases it answered there, a second later. */
+    const answerOn = async (table: Awaited<ReturnType<typeof openTarget>>, t: bigint, input: string, nowMs: number): Promise<void> => {
+      const held = await table.claimGroup([t], { path: 'answer' }, { owner: 'a', nowMs, input });
+      if (!held.ok) throw new Error(`claim of ${t} failed: ${held.reason}`);
+      expect(await table.releaseGroup([t], held.token, { nowMs: nowMs + S, answers: { input, settled: [t] } })).toEqual({ ok: true });
+    };
 
     it('decides from the versions its view holds without reading them, checks each in one compare on keys that do not exist, and a stale one costs a conflict, never a wrong claim', async () => {
       const prefix = nextPrefix();
@@ -235,9 +241,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       };
       try {
         // a answers 50 on x: the lease record is gone, the answer record is version 1 at its own key.
-        const first = await a.claimGroup([50n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
-        if (!first.ok) throw new Error('claim failed');
-        expect(await a.releaseGroup([50n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [50n] } })).toEqual({ ok: true });
+        await answerOn(a, 50n, x, 10 * S);
         expect(await branchKeys(prefix, 50n)).toEqual([versionKey(prefix, 50n, 1)]);
         expect((await a.snapshotRecords()).map((e) => [e.id, e.record.version])).toEqual([[answerRecordId(50n), 1]]);
         requests.length = 0;
@@ -495,9 +499,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       try {
         // 95 answered on x (version 1), then held by a on y until its lease expires (a dead holder
         // whose session the server has not ended yet: a still runs).
-        const first = await a.claimGroup([95n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
-        if (!first.ok) throw new Error('claim failed');
-        expect(await a.releaseGroup([95n], first.token, { nowMs: 11 * S, answers: { input: x, settled: [95n] } })).toEqual({ ok: true });
+        await answerOn(a, 95n, x, 10 * S);
         expect((await a.claimGroup([95n], { path: 'a' }, { owner: 'a', nowMs: 12 * S, input: y })).ok).toBe(true);
         kv.txn = async (...args: unknown[]) => {
           if (isCommit(args[0])) commits.push((args[0] as Request).compare);
@@ -562,9 +564,7 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       const a = await openTarget(await tempRoot(), base(prefix));
       const x = '8'.repeat(64);
       try {
-        const held = await a.claimGroup([90n], { path: 'a' }, { owner: 'a', nowMs: 10 * S, input: x });
-        if (!held.ok) throw new Error('claim failed');
-        expect(await a.releaseGroup([90n], held.token, { nowMs: 11 * S, answers: { input: x, settled: [90n] } })).toEqual({ ok: true });
+        await answerOn(a, 90n, x, 10 * S);
         // Version 1's record moved under version 3's key: corrupt, and never written over.
         const value = (await client.get(versionKey(prefix, 90n, 1)).exec()).kvs[0]!.value;
         await client.delete().key(versionKey(prefix, 90n, 1)).exec();

@@ -174,8 +174,6 @@ export class EtcdRecordBackend implements RecordBackend {
   readonly #answerLeases = new Map<string, string>();
   /** `branchKeys` made so far, oldest first out. */
   readonly #branchKeys = new Map<string, BranchKeys>();
-  /** Replaced answer versions whose removal failed (`EtcdBatch.removeSuperseded`): space only, removed by `symfence leases check`. */
-  supersededLeft = 0;
   #closed = false;
 
   constructor(
@@ -344,14 +342,19 @@ export class EtcdRecordBackend implements RecordBackend {
     return out;
   }
 
+  /** The answer version `key` names in the branch of `leaseId`; undefined when it is no version key of that branch. */
+  private versionOfKey(key: Buffer, leaseId: string): number | undefined {
+    const start = this.answersStart(leaseId);
+    return key.subarray(0, start.length).equals(start) ? versionOfSuffix(key.subarray(start.length).toString('utf8')) : undefined;
+  }
+
   /**
    * An answer record read at `key`: valid only when it is an answer record of `id` whose
    * `version` the key's suffix names; corrupt otherwise (the version the key names is then still
    * what a commit must find newest, so a corrupt version is never written over).
    */
   answerVersion(key: Buffer, value: Buffer, id: string, leaseId: string, modRevision: string): ReadRecord {
-    const start = this.answersStart(leaseId);
-    const version = key.subarray(0, start.length).equals(start) ? versionOfSuffix(key.subarray(start.length).toString('utf8')) : undefined;
+    const version = this.versionOfKey(key, leaseId);
     if (version === undefined) return { read: { state: 'corrupt', reason: `key ${key.toString('utf8')} is not an answer version of lease record ${leaseId}` }, modRevision, lease: '0', answers: { leaseId, version: 0 } };
     let read = this.parse(value, id);
     if (read.state === 'valid' && (read.record.role !== 'answers' || read.record.version !== version)) {
@@ -389,8 +392,7 @@ export class EtcdRecordBackend implements RecordBackend {
         const slash = id.indexOf('/');
         if (slash >= 0 && this.kind === 'target') {
           // An answer version: the first of its branch is the answer record, the rest superseded.
-          const entry = this.scanAnswerVersion(kv.key, kv.value, id.slice(0, slash), where, newestOf);
-          if (entry !== undefined) entries.push(entry);
+          entries.push(this.scanAnswerVersion(kv.key, kv.value, id.slice(0, slash), where, newestOf));
           continue;
         }
         if (!isRecordId(id)) {
@@ -412,9 +414,7 @@ export class EtcdRecordBackend implements RecordBackend {
    * is not a version of that branch's answer record.
    */
   private scanAnswerVersion(key: Buffer, value: Buffer, leaseId: string, where: string, newestOf: Map<string, string>): ScanEntry {
-    const start = this.answersStart(leaseId);
-    const isVersionKey = isRecordId(leaseId) && key.subarray(0, start.length).equals(start) && versionOfSuffix(key.subarray(start.length).toString('utf8')) !== undefined;
-    if (!isVersionKey) return { state: 'corrupt', id: undefined, path: where, reason: `key is not an answer version of a lease record` };
+    if (!isRecordId(leaseId) || this.versionOfKey(key, leaseId) === undefined) return { state: 'corrupt', id: undefined, path: where, reason: `key is not an answer version of a lease record` };
     // After the branch's first version (valid or not), every version is an older one.
     const newest = newestOf.get(leaseId);
     if (newest !== undefined) return { state: 'superseded', id: newest, path: where, bytes: value.length };
