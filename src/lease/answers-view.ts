@@ -105,11 +105,14 @@ export function inputKey(input: string): number {
 /** An answer record in the view, with what a claim compares kept together. */
 export class AnswerEntry {
   /**
-   * `inputKey` of each input of `settled`, in order. A claim looks its input up in every member's
-   * list: one small array per branch instead of up to `MAX_SETTLED_INPUTS` strings spread over
-   * the heap, each a likely cache miss by the time a claim comes (most of a lookup's cost).
+   * `inputKey` of each input of `settled`, sorted. A claim looks its input up in every member's
+   * list: one small array per branch, searched by halves, instead of up to `MAX_SETTLED_INPUTS`
+   * strings spread over the heap, each a likely cache miss by the time a claim comes (most of a
+   * lookup's cost).
    */
   readonly #keys: Uint32Array;
+  /** The record's `version` (0: none), read once: a claim declares it for every member. */
+  readonly version: number;
 
   constructor(readonly read: RecordRead & { state: 'valid' | 'absent' }) {
     const settled = read.state === 'valid' ? (read.record.settled ?? []) : [];
@@ -117,15 +120,22 @@ export class AnswerEntry {
     settled.forEach((input, i) => {
       this.#keys[i] = inputKey(input);
     });
+    this.#keys.sort();
+    this.version = read.state === 'valid' ? (read.record.version ?? 0) : 0;
   }
 
   /** True when the record lists `input` (whose `inputKey` is `key`) as settled. */
   settles(input: string, key: number): boolean {
     const keys = this.#keys;
-    for (let i = 0; i < keys.length; i += 1) {
-      if (keys[i] === key && this.read.state === 'valid' && this.read.record.settled![i] === input) return true;
+    let low = 0;
+    let high = keys.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (keys[mid]! < key) low = mid + 1;
+      else high = mid;
     }
-    return false;
+    // Another input may share the first 32 bits: the record's own list decides.
+    return low < keys.length && keys[low] === key && this.read.state === 'valid' && this.read.record.settled!.includes(input);
   }
 }
 
@@ -203,9 +213,4 @@ export class VersionedAnswers {
     if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value as bigint);
     this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
   }
-}
-
-/** The version of the answer record an entry holds: its `version`, 0 for none. */
-export function versionOf(entry: AnswerEntry): number {
-  return entry.read.state === 'valid' ? (entry.read.record.version ?? 0) : 0;
 }

@@ -41,7 +41,7 @@
  * the answer record by the first release that records an answer for the branch.
  */
 import { answerGenerationRecordId, answerRecordId, groupMembers, type GroupMember } from './identity.js';
-import { AnswerEntry, AnswersView, VersionedAnswers, generationOf, inputKey, nextGeneration, versionOf, type AnswerGeneration } from './answers-view.js';
+import { AnswerEntry, AnswersView, VersionedAnswers, generationOf, inputKey, nextGeneration, type AnswerGeneration } from './answers-view.js';
 import type { RecordView } from './batch-overlay.js';
 import { checkNowMs, type LeaseOperation, type MoreReads } from './lease-operation.js';
 import type { DeclaredAnswer } from './backend-contract.js';
@@ -327,7 +327,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
                 const state = readableState(view, m.id);
                 if (state === null) return undefined; // unreadable: `apply` fails on the lease record
                 const entry = state === 'absent' && attempts === 1 ? versionedAnswers!.lookup(m.target) : undefined;
-                if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIds[i]!, version: versionOf(entry) });
+                if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIds[i]!, version: entry.version });
                 else {
                   (state === 'absent' ? pinned : guarded).push(answerIds[i]!);
                   answerRelations.push([answerIds[i]!, m.id]);

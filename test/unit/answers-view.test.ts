@@ -134,4 +134,18 @@ describe('AnswersView', () => {
     expect(inputKey('0123abcd' + '0'.repeat(56))).toBe(0x0123abcd);
     expect(new AnswerEntry({ state: 'absent' }).settles(input(1), inputKey(input(1)))).toBe(false);
   });
+
+  it('finds each of 64 settled inputs, in any order, and none between them', () => {
+    // Inputs whose first 32 bits differ: the search by halves, not the list, decides.
+    const leading = (n: number): string => n.toString(16).padStart(8, '0').repeat(8);
+    const settled = Array.from({ length: 64 }, (_, i) => leading(((i * 37) % 64) * 2 + 2));
+    const entry = new AnswerEntry(answerRecord(1n, settled) as RecordRead & { state: 'valid' });
+    for (const s of settled) expect(entry.settles(s, inputKey(s))).toBe(true);
+    for (const n of [0, 1, 3, 65, 129, 200, 0xffffffff]) expect(entry.settles(leading(n), inputKey(leading(n)))).toBe(false);
+  });
+
+  it('keeps the version of the record it holds, 0 for none', () => {
+    expect(new AnswerEntry({ state: 'valid', record: { ...answerRecord(1n, [input(1)]).record, version: 7 } } as RecordRead & { state: 'valid' }).version).toBe(7);
+    expect(new AnswerEntry({ state: 'absent' }).version).toBe(0);
+  });
 });

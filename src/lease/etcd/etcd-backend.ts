@@ -97,13 +97,17 @@ export class QuietRecords {
   }
 }
 
-/** A branch's keys in use: its answer range, and the key of the version last asked for. */
+/** A branch's keys in use: its answer range, and the keys of the versions last asked for. */
 interface BranchKeys {
   readonly after: Buffer;
   readonly start: Buffer;
   readonly end: Buffer;
-  version: number;
-  versionKey: Buffer | undefined;
+  /**
+   * The keys of the two newest versions asked for: a release writes version n+1 and removes n, and
+   * the next claim compares up to n+1, so each version's key is made once.
+   */
+  readonly versions: [number, number]; // -1: none yet
+  readonly versionKeys: [Buffer | undefined, Buffer | undefined];
 }
 
 /** Branches whose range keys `EtcdRecordBackend.branchKeys` keeps. */
@@ -195,11 +199,14 @@ export class EtcdRecordBackend implements RecordBackend {
   /** The key of version `version` of the answer record of the branch whose lease record is `leaseId`. */
   answerKey(leaseId: string, version: number): Buffer {
     const keys = this.branchKeys(leaseId);
-    if (keys.version !== version) {
-      keys.version = version;
-      keys.versionKey = Buffer.from(`${this.base}r/${leaseId}/${versionSuffix(version)}`);
-    }
-    return keys.versionKey!;
+    const { versions, versionKeys } = keys;
+    if (versions[0] === version) return versionKeys[0]!;
+    if (versions[1] === version) return versionKeys[1]!;
+    const slot = versions[0] < versions[1] ? 0 : 1;
+    const key = Buffer.from(`${this.base}r/${leaseId}/${versionSuffix(version)}`);
+    versions[slot] = version;
+    versionKeys[slot] = key;
+    return key;
   }
 
   /** First key of a branch's answer versions (`r/<lease id>/`); its lease record's key sorts just before. */
@@ -222,7 +229,7 @@ export class EtcdRecordBackend implements RecordBackend {
     let keys = this.#branchKeys.get(leaseId);
     if (keys === undefined) {
       if (this.#branchKeys.size >= BRANCH_KEYS) this.#branchKeys.delete(this.#branchKeys.keys().next().value as string);
-      keys = { after: Buffer.from(`${this.base}r/${leaseId}\0`), start: Buffer.from(`${this.base}r/${leaseId}/`), end: Buffer.from(`${this.base}r/${leaseId}0`), version: 0, versionKey: undefined };
+      keys = { after: Buffer.from(`${this.base}r/${leaseId}\0`), start: Buffer.from(`${this.base}r/${leaseId}/`), end: Buffer.from(`${this.base}r/${leaseId}0`), versions: [-1, -1], versionKeys: [undefined, undefined] };
       this.#branchKeys.set(leaseId, keys);
     }
     return keys;

@@ -200,7 +200,7 @@ export class EtcdBatch implements StoreBatch {
       }
     }
     // Records taken from the quiet ones or read guarded are checked whether written or not (`fetch`).
-    const compare = this.checks(new Set([...this.#served, ...this.#declared.keys(), ...this.#guarded, ...ids]));
+    const compare = this.checks([this.#served, this.#declared.keys(), this.#guarded, ids]);
     const success = [];
     const attached = new Set<string>();
     // Answer versions the new ones replace: removed in the same transaction when it has room.
@@ -284,7 +284,7 @@ export class EtcdBatch implements StoreBatch {
   }
 
   /**
-   * The compares that hold while every record `ids` names, and every answer record this batch
+   * The compares that hold while every record `idLists` names, and every answer record this batch
    * read of those records' branches, is as this batch read it. A lease record read absent whose
    * branch's answer record the batch read (at version n, 0 for none) is checked with that answer
    * record in one compare on keys that do not exist: `[lease key, key of version n)` is empty — no
@@ -292,42 +292,44 @@ export class EtcdBatch implements StoreBatch {
    * record: no version after n; any other record: `unchangedSinceRead`. At most one compare per
    * lease record and per guarded answer record, so never more than the executor counted.
    */
-  private checks(ids: Iterable<string>): ICompare[] {
+  private checks(idLists: readonly Iterable<string>[]): ICompare[] {
     const backend = this.#backend;
     const compare: ICompare[] = [];
     const done = new Set<string>();
-    for (const id of ids) {
-      if (done.has(id)) continue;
-      done.add(id);
-      const read = this.#reads.get(id)!;
-      // An answer record read as some other record (its relation was missing then): never trusted.
-      if (read.answers === undefined && backend.answerLeaseOf(id) !== undefined) {
-        this.forgetAll();
-        throw leaseIoError(`etcd answer record ${id} was read without its lease record; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
+    for (const ids of idLists) {
+      for (const id of ids) {
+        if (done.has(id)) continue;
+        done.add(id);
+        const read = this.#reads.get(id)!;
+        // An answer record read as some other record (its relation was missing then): never trusted.
+        if (read.answers === undefined && backend.answerLeaseOf(id) !== undefined) {
+          this.forgetAll();
+          throw leaseIoError(`etcd answer record ${id} was read without its lease record; nothing was written`, { step: 'commit', ids: [id], restored: true }, undefined);
+        }
+        const leaseId = read.answers?.leaseId ?? id;
+        const answerId = read.answers !== undefined ? id : this.#answerOf.get(id);
+        // A corrupt answer record only refuses claims (`corrupt`): nothing is decided from it to check.
+        const answerRecord = answerId === undefined ? undefined : this.#reads.get(answerId);
+        if (answerRecord?.read.state === 'corrupt') {
+          if (answerId !== undefined) done.add(answerId);
+          if (read.answers !== undefined) continue;
+        }
+        const answerRead = answerRecord?.read.state === 'corrupt' ? undefined : answerRecord?.answers;
+        const declared = this.#declared.get(leaseId);
+        // An operation that decided from an older version than another one read in this batch.
+        if (declared !== undefined && answerRead !== undefined && declared !== answerRead.version) {
+          this.forgetAll();
+          throw new BatchConflictError([leaseId]);
+        }
+        const version = answerRead?.version ?? declared;
+        const lease = this.#reads.get(leaseId);
+        if (version !== undefined && lease !== undefined && lease.modRevision === '0') {
+          done.add(leaseId);
+          if (answerId !== undefined) done.add(answerId);
+          compare.push(this.noNewer(leaseId, version, backend.recordKey(leaseId)));
+        } else if (read.answers !== undefined) compare.push(this.noNewer(leaseId, read.answers.version, backend.answersStart(leaseId)));
+        else compare.push(this.unchangedSinceRead(id));
       }
-      const leaseId = read.answers?.leaseId ?? id;
-      const answerId = read.answers !== undefined ? id : this.#answerOf.get(id);
-      // A corrupt answer record only refuses claims (`corrupt`): nothing is decided from it to check.
-      const answerRecord = answerId === undefined ? undefined : this.#reads.get(answerId);
-      if (answerRecord?.read.state === 'corrupt') {
-        if (answerId !== undefined) done.add(answerId);
-        if (read.answers !== undefined) continue;
-      }
-      const answerRead = answerRecord?.read.state === 'corrupt' ? undefined : answerRecord?.answers;
-      const declared = this.#declared.get(leaseId);
-      // An operation that decided from an older version than another one read in this batch.
-      if (declared !== undefined && answerRead !== undefined && declared !== answerRead.version) {
-        this.forgetAll();
-        throw new BatchConflictError([leaseId]);
-      }
-      const version = answerRead?.version ?? declared;
-      const lease = this.#reads.get(leaseId);
-      if (version !== undefined && lease !== undefined && lease.modRevision === '0') {
-        done.add(leaseId);
-        if (answerId !== undefined) done.add(answerId);
-        compare.push(this.noNewer(leaseId, version, backend.recordKey(leaseId)));
-      } else if (read.answers !== undefined) compare.push(this.noNewer(leaseId, read.answers.version, backend.answersStart(leaseId)));
-      else compare.push(this.unchangedSinceRead(id));
     }
     return compare;
   }
@@ -347,7 +349,7 @@ export class EtcdBatch implements StoreBatch {
   private async confirmServed(): Promise<void> {
     if ((this.#served.size === 0 && this.#declared.size === 0) || this.#offline) return;
     const backend = this.#backend;
-    const compare = this.checks(new Set([...this.#served, ...this.#declared.keys()]));
+    const compare = this.checks([this.#served, this.#declared.keys()]);
     let succeeded: boolean;
     try {
       succeeded = (await backend.connection.client.kv.txn({ compare, success: [], failure: [] }, backend.connection.call())).succeeded;
