@@ -22,8 +22,7 @@
  */
 import path from 'node:path';
 import { InternalError, StagedFindingTooLargeError } from '../errors.js';
-import { leaseIoError } from '../lease/lease-io-error.js';
-import { connectEtcd, etcdClientConfig, type EtcdConnection } from '../lease/etcd/etcd-connection.js';
+import { connectEtcd, etcdClientConfig, etcdIoError, type EtcdConnection } from '../lease/etcd/etcd-connection.js';
 import { MAX_TXN_BYTES, MAX_TXN_OPS } from '../lease/etcd/etcd-batch.js';
 import type { LeaseTableOptions } from '../lease/lease-table-options.js';
 import type { PublishedFile } from '../io/io-requests.js';
@@ -81,7 +80,7 @@ export class EtcdStagedFindings implements StagingClient, TraceUse {
     try {
       return await send();
     } catch (error) {
-      throw leaseIoError(`etcd ${step} of staged findings failed: ${(error as Error).message}`, { step }, error);
+      throw etcdIoError(`etcd ${step} of staged findings failed: ${(error as Error).message}`, { step }, error);
     }
   }
 

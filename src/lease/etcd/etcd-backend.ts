@@ -55,7 +55,7 @@ import { invalidOption } from '../../config/values.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { canonicalJsonBytes } from '../canonical-json.js';
 import { EtcdUnavailableError } from '../../errors.js';
-import { connectEtcd, etcdClientConfig, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
+import { connectEtcd, etcdClientConfig, etcdIoError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { answerRecordId, isRecordId, targetRecordId } from '../identity.js';
 import { isDecimalTarget } from '../lease-record.js';
@@ -389,7 +389,7 @@ export class EtcdRecordBackend implements RecordBackend {
     let revision: string | undefined;
     for (;;) {
       const page = await this.connection.client.kv.range({ key: from, range_end: end, limit: SCAN_PAGE, ...(revision !== undefined ? { revision } : {}) }, this.connection.call()).catch((error: unknown) => {
-        throw leaseIoError(`etcd scan of ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
+        throw etcdIoError(`etcd scan of ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
       });
       // Every page at the first page's revision: one consistent snapshot.
       revision ??= String(page.header.revision);
@@ -461,7 +461,7 @@ export async function removeSupersededAnswers(root: string, options: LeaseTableO
     for (let start = 0; start < keys.length; start += MAX_TXN_OPS) {
       const success = keys.slice(start, start + MAX_TXN_OPS).map((key) => ({ request_delete_range: { key } }));
       await connection.client.kv.txn({ compare: [], success, failure: [] }, connection.call()).catch((error: unknown) => {
-        throw leaseIoError(`etcd removal of replaced answer versions failed: ${(error as Error).message}`, { step: 'commit' }, error);
+        throw etcdIoError(`etcd removal of replaced answer versions failed: ${(error as Error).message}`, { step: 'commit' }, error);
       });
     }
     return keys.length;

@@ -6,6 +6,7 @@ import { LeaseRecordTooLargeError } from '../../errors.js';
 import type { ICompare } from 'etcd3/lib/rpc.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { MAX_ANSWER_VERSION } from './answer-version-keys.js';
+import { etcdIoError } from './etcd-connection.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { carriesAnswers, type RecordRead } from '../lease-record.js';
 import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type DeclaredAnswer, type FetchedRead, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
@@ -91,7 +92,7 @@ export class EtcdBatch implements StoreBatch {
       reads = await this.#backend.readRecords(ask);
     } catch (error) {
       const offline = this.answerOffline(ask, error);
-      if (offline === undefined) throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: ask.slice(0, 8), restored: true }, error);
+      if (offline === undefined) throw etcdIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: ask.slice(0, 8), restored: true }, error);
       for (const [id, read] of offline) fetched.set(id, read);
       return fetched;
     }
@@ -196,7 +197,7 @@ export class EtcdBatch implements StoreBatch {
       try {
         leaseId = await connection.sessionLeaseId(backend.options.leaseTtlMs);
       } catch (error) {
-        throw leaseIoError(`cannot open an etcd session: ${(error as Error).message}; nothing was written`, { step: 'session', ids: ids.slice(0, 8), restored: true }, error);
+        throw etcdIoError(`cannot open an etcd session: ${(error as Error).message}; nothing was written`, { step: 'session', ids: ids.slice(0, 8), restored: true }, error);
       }
     }
     // Records taken from the quiet ones or read guarded are checked whether written or not (`fetch`).
@@ -241,7 +242,7 @@ export class EtcdBatch implements StoreBatch {
     } catch (error) {
       this.forgetAll();
       const restored = await this.unchanged(ids);
-      throw leaseIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
+      throw etcdIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
     }
     if (!result.succeeded) {
       // Some record was not what this batch read: the run again reads them all from the server.
@@ -355,7 +356,7 @@ export class EtcdBatch implements StoreBatch {
       succeeded = (await backend.connection.client.kv.txn({ compare, success: [], failure: [] }, backend.connection.call())).succeeded;
     } catch (error) {
       this.forgetAll();
-      throw leaseIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: [...this.#served].slice(0, 8), restored: true }, error);
+      throw etcdIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: [...this.#served].slice(0, 8), restored: true }, error);
     }
     if (!succeeded) {
       this.forgetAll();

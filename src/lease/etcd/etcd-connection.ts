@@ -26,6 +26,7 @@ import { readFileSync } from 'node:fs';
 import type { Etcd3, IOptions, Lease } from 'etcd3';
 import { invalidOption } from '../../config/values.js';
 import { EtcdUnavailableError } from '../../errors.js';
+import { leaseIoError } from '../lease-io-error.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 
 /** Environment variable holding the etcd password (when no password file is given). */
@@ -117,6 +118,42 @@ function clientOptions(config: EtcdClientConfig): IOptions {
   }
   if (config.user !== undefined) options.auth = { username: config.user, password: readPassword(config) };
   return options;
+}
+
+/**
+ * True when etcd refused a request because its backend is past its quota: the NOSPACE alarm is
+ * raised and the cluster refuses every write until an operator clears it (reads go on).
+ */
+export function isNoSpace(error: unknown): boolean {
+  return error instanceof Error && error.message.includes('database space exceeded');
+}
+
+/** What a user must do when etcd is out of space (docs/leases.md "History and compaction"). */
+const NO_SPACE_REMEDY =
+  'etcd is out of space (its NOSPACE alarm is raised) and refuses every write until it is cleared: compact its history, defragment each member (`etcdctl defrag`), then `etcdctl alarm disarm` (docs/leases.md "History and compaction")';
+
+/**
+ * `ERR_LEASE_IO` for a failed etcd request `cause`. When etcd is out of space the message says what
+ * to do about it and `details.etcdAlarm` is `NOSPACE`.
+ */
+export function etcdIoError(message: string, details: Readonly<Record<string, unknown>>, cause: unknown): ReturnType<typeof leaseIoError> {
+  return isNoSpace(cause) ? leaseIoError(`${message}. ${NO_SPACE_REMEDY}`, { ...details, etcdAlarm: 'NOSPACE' }, cause) : leaseIoError(message, details, cause);
+}
+
+/**
+ * The client's fault handling: etcd3's own (each attempt of a request that failed in a way worth
+ * retrying is retried, three attempts in all, and three such failures in a row stop requests to
+ * that member for 5 s), except that a refusal for want of space is final. Retrying it changes
+ * nothing, and counting it would stop every request to the member for 5 s, reads too: the check
+ * whether the refused write was applied could not be made, and every claim would fail, though a
+ * claim refused `conflict` or `answered` writes nothing.
+ */
+function faultHandling(etcd3: typeof import('etcd3'), policies: typeof import('cockatiel')): NonNullable<IOptions['faultHandling']> {
+  const retried = policies.handleWhen((error) => etcd3.isRecoverableError(error) && !isNoSpace(error));
+  return {
+    host: () => policies.circuitBreaker(retried, { halfOpenAfter: 5_000, breaker: new policies.ConsecutiveBreaker(3) }),
+    global: policies.retry(retried, { maxAttempts: 3 }),
+  };
 }
 
 /** Counters of one connection (shared by its tables). */
@@ -336,8 +373,8 @@ async function openConnection(key: string, config: EtcdClientConfig, monotonicNo
   // Loaded on the first connection only: the client and its protobuf definitions cost about
   // 0.3 s of start-up, which every process that never speaks to etcd (each CLI command, each
   // campaign on files or SQLite, its I/O thread) would otherwise pay.
-  const { Etcd3: Client } = await import('etcd3');
-  const client = new Client(clientOptions(config));
+  const etcd3 = await import('etcd3');
+  const client = new etcd3.Etcd3({ ...clientOptions(config), faultHandling: faultHandling(etcd3, await import('cockatiel')) });
   const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs).retain();
   try {
     await withFreshDeadlines(OPEN_ATTEMPTS, () => client.maintenance.status(connection.call()));
