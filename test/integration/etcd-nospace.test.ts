@@ -1,7 +1,7 @@
 /**
  * An etcd past its backend quota (the NOSPACE alarm) against a real local member started with a
- * 2 MiB quota: a write is refused with `ERR_LEASE_IO` that says what to do, nothing is lost, the
- * table still reads (the client does not stop talking to the member over a refusal it cannot
+ * 2 MiB quota: a write is refused with `ERR_LEASE_IO`, and a new table at open with
+ * `ERR_ETCD_UNAVAILABLE`, each saying what to do; nothing is lost, the table still reads (the client does not stop talking to the member over a refusal it cannot
  * retry away), and it writes again once an operator has compacted, defragmented and disarmed.
  */
 import { Etcd3 } from 'etcd3';
@@ -51,7 +51,7 @@ describe.skipIf(unavailable !== undefined)('an etcd out of space', () => {
     throw new Error(`etcd took 200 rounds of 120 KB under a quota of ${QUOTA_BYTES} bytes`);
   }
 
-  it('refuses a write with ERR_LEASE_IO that says what to do, loses nothing, still reads, and writes again once the space is given back', async () => {
+  it('refuses a write (ERR_LEASE_IO) and a new table (ERR_ETCD_UNAVAILABLE), each saying what to do; loses nothing, still reads, and writes again once the space is given back', async () => {
     const root = await tempRoot();
     const storeOptions = { store: 'etcd', etcdEndpoints: cluster.endpoints, etcdPrefix: 'nospace' };
     const targets = await openTarget(root, storeOptions);
@@ -79,6 +79,15 @@ describe.skipIf(unavailable !== undefined)('an etcd out of space', () => {
       // What `symfence leases` shows is still there to see.
       const inspected = await inspectLeaseTable(root, { nowMs: 12 * S, leaseTtlMs: 30 * S, storeOptions });
       expect(inspected).toMatchObject({ counts: { leased, corrupt: 0 } });
+
+      // A new table cannot be made: refused at open, before anything is claimed, saying what to do.
+      const opening = await openTarget(await tempRoot(), { ...storeOptions, etcdPrefix: 'nospace-new' }).then(
+        () => undefined,
+        (error: unknown) => error as Error & { code?: string; details?: Record<string, unknown> },
+      );
+      expect(opening?.code).toBe('ERR_ETCD_UNAVAILABLE');
+      expect(opening?.message).toContain('etcdctl alarm disarm');
+      expect(opening?.details?.['etcdAlarm']).toBe('NOSPACE');
 
       // The operator gives the space back: compact the history, defragment, disarm.
       const revision = (await client.kv.range({ key: Buffer.from('nospace/target/meta') })).header.revision;

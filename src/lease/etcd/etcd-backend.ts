@@ -55,7 +55,7 @@ import { invalidOption } from '../../config/values.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { canonicalJsonBytes } from '../canonical-json.js';
 import { EtcdUnavailableError } from '../../errors.js';
-import { connectEtcd, etcdClientConfig, etcdIoError, OPEN_ATTEMPTS, withFreshDeadlines, type EtcdConnection } from './etcd-connection.js';
+import { connectEtcd, etcdClientConfig, etcdIoError, OPEN_ATTEMPTS, withAlarm, withFreshDeadlines, withRemedy, type EtcdConnection } from './etcd-connection.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { answerRecordId, isRecordId, targetRecordId } from '../identity.js';
 import { isDecimalTarget } from '../lease-record.js';
@@ -274,7 +274,7 @@ export class EtcdRecordBackend implements RecordBackend {
         this.connection.call(),
       ),
     ).catch((error: unknown) => {
-      throw new EtcdUnavailableError(`cannot check the table metadata in etcd (${key.toString()}): ${(error as Error).message}`, { key: key.toString() });
+      throw new EtcdUnavailableError(withRemedy(`cannot check the table metadata in etcd (${key.toString()}): ${(error as Error).message}`, error), withAlarm({ key: key.toString() }, error));
     });
     if (result.succeeded) return;
     const existing = result.responses[0]?.response_range?.kvs[0]?.value;

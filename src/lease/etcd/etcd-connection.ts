@@ -137,7 +137,17 @@ const NO_SPACE_REMEDY =
  * to do about it and `details.etcdAlarm` is `NOSPACE`.
  */
 export function etcdIoError(message: string, details: Readonly<Record<string, unknown>>, cause: unknown): ReturnType<typeof leaseIoError> {
-  return isNoSpace(cause) ? leaseIoError(`${message}. ${NO_SPACE_REMEDY}`, { ...details, etcdAlarm: 'NOSPACE' }, cause) : leaseIoError(message, details, cause);
+  return leaseIoError(withRemedy(message, cause), withAlarm(details, cause), cause);
+}
+
+/** `message`, and what to do about it when `cause` is etcd's refusal for want of space. */
+export function withRemedy(message: string, cause: unknown): string {
+  return isNoSpace(cause) ? `${message}. ${NO_SPACE_REMEDY}` : message;
+}
+
+/** `details`, with `etcdAlarm: 'NOSPACE'` when `cause` is etcd's refusal for want of space. */
+export function withAlarm(details: Readonly<Record<string, unknown>>, cause: unknown): Readonly<Record<string, unknown>> {
+  return isNoSpace(cause) ? { ...details, etcdAlarm: 'NOSPACE' } : details;
 }
 
 /**
