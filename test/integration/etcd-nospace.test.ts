@@ -1,8 +1,9 @@
 /**
  * An etcd past its backend quota (the NOSPACE alarm) against a real local member started with a
  * 2 MiB quota: a write is refused with `ERR_LEASE_IO`, and a new table at open with
- * `ERR_ETCD_UNAVAILABLE`, each saying what to do; nothing is lost, the table still reads (the client does not stop talking to the member over a refusal it cannot
- * retry away), and it writes again once an operator has compacted, defragmented and disarmed.
+ * `ERR_ETCD_UNAVAILABLE`, each saying what to do; nothing is lost; the table still reads (the
+ * client does not stop talking to the member over a refusal it cannot retry away); and it writes
+ * again once an operator has compacted, defragmented and disarmed.
  */
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
