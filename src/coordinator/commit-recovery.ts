@@ -50,14 +50,25 @@ export class CommitRecovery {
   readonly #ctx: CommitRecoveryContext;
   /** `workId:token` of committing records whose manifest or staged bytes are bad: not retried. */
   readonly #unreplayable = new Set<string>();
+  #ownLeft = 0;
 
   constructor(ctx: CommitRecoveryContext) {
     this.#ctx = ctx;
   }
 
+  /**
+   * Our own committing records the last scan left committing, that a later scan may still finish:
+   * running or committing here at the scan, or their replay failed and may pass (a scan that
+   * failed counts 1). Bad records, never retried, are not counted.
+   */
+  get ownLeft(): number {
+    return this.#ownLeft;
+  }
+
   /** One scan (see the file contract). Resolves with the number of records replayed by this call. */
   async recover(): Promise<number> {
     const ctx = this.#ctx;
+    this.#ownLeft = 0;
     if (ctx.stopping()) return 0;
     const counters = ctx.counters;
     // Our own jobs running while the table is read may commit and finish (discarding their staged
@@ -68,6 +79,7 @@ export class CommitRecovery {
       scan = await ctx.commits.scan();
     } catch (error) {
       counters.commitReplayFailures++;
+      this.#ownLeft = 1;
       ctx.log.error({ err: error, code: codeOf(error) }, 'scanning committing work failed; replay skipped this round');
       return 0;
     }
@@ -75,11 +87,15 @@ export class CommitRecovery {
     const now = ctx.clock.now();
     for (const record of scan.committing) {
       if (ctx.stopping()) break;
-      if (runningAtScan.has(record.workId) || ctx.active.has(record.workId)) continue;
-      if (this.#unreplayable.has(`${record.workId}:${record.token}`)) continue;
       const mine = record.owner === ctx.coordinatorId;
+      if (runningAtScan.has(record.workId) || ctx.active.has(record.workId)) {
+        if (mine) this.#ownLeft++;
+        continue;
+      }
+      if (this.#unreplayable.has(`${record.workId}:${record.token}`)) continue;
       if (!mine && (!ctx.recoverExpiredWork || !isStaleSince(record.updatedMs, ctx.workLeaseTtlMs, now))) continue;
       if (await this.#replay(record)) replayed++;
+      else if (mine && !this.#unreplayable.has(`${record.workId}:${record.token}`)) this.#ownLeft++;
     }
     // Only records done for a whole work TTL: the scan reads without locks, and a `done` just
     // written can still be rolled back to `committing` by its batch (a failed barrier), which

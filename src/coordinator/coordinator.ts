@@ -26,6 +26,7 @@ import type { AdmittedWork, SolverOutcome } from './ports.js';
 import { commitResult, type ResultCommitContext } from './result-commit.js';
 import { RECOVERY_OWNER, type CoordinatorDeps, type CoordinatorOptions, type ShutdownReport } from './coordinator-deps.js';
 import { SetupFailureStreak } from './setup-failures.js';
+import { StoreFaults } from './store-faults.js';
 import { jobWorkId } from './work-identity.js';
 import { takeOverExpired, type WorkTakeoverContext } from './work-takeover.js';
 
@@ -41,6 +42,17 @@ export type { CoordinatorOptions, CoordinatorPorts, ShutdownReport } from './coo
  * median gaps of 27–38 ms at load 20, docs/campaign.md "Solver slots").
  */
 const FINISHING_PER_SLOT = 2;
+/**
+ * After our own publication failed: the first commit scan that replays it, ms later, doubled while
+ * replays keep failing, up to the last (docs/campaign.md "When the lease store fails").
+ */
+const REPLAY_RETRY_FIRST_MS = 1000;
+const REPLAY_RETRY_MAX_MS = 30_000;
+/** The pause before a result's commit step is retried (result-commit.ts `untilAnswered`), the same way. */
+const COMMIT_RETRY_FIRST_MS = REPLAY_RETRY_FIRST_MS;
+const COMMIT_RETRY_MAX_MS = REPLAY_RETRY_MAX_MS;
+/** Errors of a lease store that cannot be read or written right now (store-faults.ts). */
+const STORE_ERRORS: ReadonlySet<string | undefined> = new Set(['ERR_LEASE_IO', 'ERR_ETCD_UNAVAILABLE', 'ERR_LOCK_TIMEOUT']);
 /** Jobs per slot kept dispatched ahead unless `prefetchDepth` says (the campaign option's default). */
 const DEFAULT_PREFETCH_DEPTH = 4;
 
@@ -78,10 +90,16 @@ export class Coordinator {
   readonly #commit: ResultCommitContext;
   readonly #recovery: CommitRecovery;
   readonly #setupFailures: SetupFailureStreak;
+  /** Lease-store I/O failures, logged once per spell (store-faults.ts). */
+  readonly #storeFaults: StoreFaults;
   #storeLost: Error | undefined;
   #lastHeartbeatMs: number;
   #lastTakeoverMs = Number.NEGATIVE_INFINITY;
   #lastCommitScanMs = Number.NEGATIVE_INFINITY;
+  /** An own publication failed: when the commit scan replays it, and the delay that gave it. */
+  #replayRetry: { dueMs: number; delayMs: number } | undefined;
+  /** Results waiting to retry a commit step (`#pauseForRetry`): when, on the clock; resolved by `tick` (true) or stop (false). */
+  readonly #pauses: { dueMs: number; resolve: (go: boolean) => void }[] = [];
   #stopping = false;
   #stopped: Promise<ShutdownReport> | undefined;
   #wake: (() => void) | undefined;
@@ -108,7 +126,11 @@ export class Coordinator {
     this.#release = release;
     const journal = new JobJournal({ coordinatorId: options.coordinatorId, clock, jobLog: deps.jobLog, jobFinished: deps.events?.jobFinished });
     const finding = deps.events?.finding;
-    this.#renewal = { workLeases, targetLeases, counters, log, ...(deps.events?.leaseLost ? { leaseLost: deps.events.leaseLost } : {}) };
+    const storeFaults = new StoreFaults(log, clock);
+    // Work not run or not committed because the store failed goes back to its source (when it takes work back).
+    const giveBack = source.giveBack ? { giveBack: (work: AdmittedWork) => source.giveBack!(work, clock.now()) } : {};
+    this.#storeFaults = storeFaults;
+    this.#renewal = { workLeases, targetLeases, counters, storeFaults, ...(deps.events?.leaseLost ? { leaseLost: deps.events.leaseLost } : {}) };
     this.#takeover = {
       workLeases,
       reservations,
@@ -122,6 +144,8 @@ export class Coordinator {
       workLeases,
       stopping: () => this.#stopping,
       claimFailed: (error) => this.#claimFailed(error),
+      storeFaults,
+      ...giveBack,
       ...(source.adoptTrace && source.deferTrace
         ? {
             traces: {
@@ -148,6 +172,11 @@ export class Coordinator {
       hooks: deps.hooks,
       setupFailed: (active, outcome) => this.#setupFailed(active, outcome),
       inputResult: () => this.#setupFailures.reset(),
+      storeFaults,
+      pauseForRetry: (attempt) => this.#pauseForRetry(attempt),
+      publishFailed: () => {
+        this.#replayRetry ??= { dueMs: clock.now() + REPLAY_RETRY_FIRST_MS, delayMs: REPLAY_RETRY_FIRST_MS };
+      },
     };
     this.#recovery = new CommitRecovery({
       coordinatorId: options.coordinatorId, commits, clock, log, counters, finding, source, journal,
@@ -221,11 +250,21 @@ export class Coordinator {
   async tick(): Promise<void> {
     if (this.#stopping) return;
     const now = this.#deps.clock.now();
+    this.#resumeDue(now);
     if (now - this.#lastHeartbeatMs >= this.#heartbeatIntervalMs) await this.heartbeat();
     if (this.#stopping) return;
-    if (now - this.#lastCommitScanMs >= (this.#options.commitScanIntervalMs ?? this.#options.workLeaseTtlMs)) {
+    const retry = this.#replayRetry;
+    if (now - this.#lastCommitScanMs >= (this.#options.commitScanIntervalMs ?? this.#options.workLeaseTtlMs) || (retry !== undefined && now >= retry.dueMs)) {
       this.#lastCommitScanMs = now;
       await this.recoverCommits();
+      if (retry !== undefined && this.#replayRetry === retry) {
+        // Own records still committing: again later, with a longer delay; else done.
+        if (this.#recovery.ownLeft === 0) this.#replayRetry = undefined;
+        else {
+          retry.delayMs = Math.min(retry.delayMs * 2, REPLAY_RETRY_MAX_MS);
+          retry.dueMs = now + retry.delayMs;
+        }
+      }
     }
     if (this.#stopping) return;
     await this.#rollBackLostReady();
@@ -236,6 +275,26 @@ export class Coordinator {
     await this.#prefetchReady();
     this.#deps.counters.fillRatio = this.runningCount / this.#options.workers;
     this.accrueSolverBusy();
+  }
+
+  /** Resolves true, after `attempt`'s delay on the injected clock (a tick finds it due), or false at stop. */
+  #pauseForRetry(attempt: number): Promise<boolean> {
+    if (this.#stopping) return Promise.resolve(false);
+    const delayMs = Math.min(COMMIT_RETRY_FIRST_MS * 2 ** Math.min(attempt, 30), COMMIT_RETRY_MAX_MS);
+    return new Promise((resolve) => this.#pauses.push({ dueMs: this.#deps.clock.now() + delayMs, resolve }));
+  }
+
+  #resumeDue(now: number): void {
+    for (let i = this.#pauses.length - 1; i >= 0; i--) {
+      if (this.#pauses[i]!.dueMs > now) continue;
+      const [due] = this.#pauses.splice(i, 1);
+      due!.resolve(true);
+    }
+  }
+
+  /** Results waiting to retry a step of their commit after an I/O error (for tests and status). */
+  get heldResults(): number {
+    return this.#pauses.length;
   }
 
   /**
@@ -312,7 +371,9 @@ export class Coordinator {
     try {
       works = await this.#deps.source.take(wanted, this.#deps.clock.now());
     } catch (error) {
-      this.#log.error({ err: error }, 'taking work from the source failed');
+      // The admission's claims in the shared target table fail when the store does.
+      if (STORE_ERRORS.has(codeOf(error))) this.#storeFaults.failed(error, 'taking work from the source failed');
+      else this.#log.error({ err: error }, 'taking work from the source failed');
       this.#claimFailed(error);
       return;
     }
@@ -671,6 +732,8 @@ export class Coordinator {
   async #shutdown(): Promise<ShutdownReport> {
     this.#stopping = true;
     this.#signalWake();
+    // Results waiting to retry their commit give up: rolled back like an aborted run.
+    for (const held of this.#pauses.splice(0)) held.resolve(false);
     const failuresBefore = this.#deps.counters.releaseFailures;
     await Promise.allSettled([...this.#dispatching]);
     // Prefetched jobs never started: everything they hold is given back (counted with the pending).

@@ -17,7 +17,10 @@
  * (re-claim refused or failed, work claim refused or failed, shutdown) the dispatch is rolled back
  * completely — newest acquisition first, nothing stays held, the scheduler's lane state is never
  * touched — `dispatchRollbacks` (and `conflicts` for a refused claim) is counted and `undefined`
- * is returned. Nothing is thrown.
+ * is returned. Nothing is thrown. A claim that failed with an I/O error refused nothing: the work
+ * was only not started, so after the rollback it goes back to its source (`giveBack`), which
+ * offers it again later (docs/campaign.md "When the lease store fails"); every I/O failure and
+ * every answer of the store is told to `storeFaults`.
  */
 import type { Logger } from 'pino';
 import { childLogger } from '../telemetry/logger.js';
@@ -25,7 +28,8 @@ import { DispatchTransaction } from './dispatch-transaction.js';
 import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
 import { renewGroup } from './lease-renewal.js';
-import type { ClaimOutcome, WorkLeasePort } from './ports.js';
+import type { AdmittedWork, ClaimOutcome, WorkLeasePort } from './ports.js';
+import { isLastingError, type StoreFaultSink } from './store-faults.js';
 import { traceClaimRefused, type SharedTraceContext } from './shared-traces.js';
 import { jobWorkId, workPayloadOf } from './work-identity.js';
 
@@ -36,6 +40,10 @@ export interface DispatchContext extends GroupReleaseContext {
   readonly stopping: () => boolean;
   /** A claim failed in a way no retry mends (the lease store was replaced): the coordinator stops. */
   readonly claimFailed?: (error: unknown) => void;
+  /** Where I/O failures and answers of the lease store go (store-faults.ts). */
+  readonly storeFaults: StoreFaultSink;
+  /** Work whose dispatch failed on an I/O error, rolled back: its source offers it again later. */
+  readonly giveBack?: (work: AdmittedWork) => void;
   /** Where a refused trace claim goes (docs/campaign.md "Shared traces"); absent: a refusal is only rolled back. */
   readonly traces?: SharedTraceContext;
 }
@@ -58,13 +66,22 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     ctx.log.debug({ reason, failedUndos: report.failed, targets: decimal(job.group) }, 'dispatch rolled back');
     return undefined;
   };
+  /** The store failed, so nothing was refused: rolled back, the work goes back to its source. */
+  let failure: unknown;
+  const giveBack = async (reason: string): Promise<undefined> => {
+    await rollback(reason);
+    if (ctx.stopping() || isLastingError(failure)) return undefined;
+    counters.workGivenBack++;
+    ctx.giveBack?.(pending.work);
+    return undefined;
+  };
 
   let targetToken: string | undefined;
   const targets = ctx.targetLeases;
   if (targets && job.group.length > 0) {
     const now = ctx.clock.now();
     if (pending.targetToken !== undefined) {
-      const held = await renewGroup(targets, job.group, pending.targetToken, now, ctx.log);
+      const held = await renewGroup(targets, job.group, pending.targetToken, now, ctx.storeFaults);
       if (held === true) targetToken = pending.targetToken;
     }
     if (targetToken === undefined) {
@@ -72,12 +89,15 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
       try {
         // Named by its input: a pair answered elsewhere since admission refuses the re-claim.
         claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now, job.inputSha256);
+        ctx.storeFaults.answered();
       } catch (error) {
-        ctx.log.error({ err: error, targets: decimal(job.group) }, 'target re-claim failed');
+        failure = error;
+        ctx.storeFaults.failed(error, 'target re-claim failed', { targets: decimal(job.group) });
         ctx.claimFailed?.(error);
         claim = ioFailure;
       }
       if (!claim.ok) {
+        if (claim === ioFailure) return giveBack('target group claim failed');
         if (claim.reason === 'conflict') counters.conflicts++;
         return rollback(`target group ${claim.reason}`);
       }
@@ -95,12 +115,15 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   let workClaim: ClaimOutcome;
   try {
     workClaim = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now(), traces ? { doneCommit: true } : {});
+    ctx.storeFaults.answered();
   } catch (error) {
-    ctx.log.error({ err: error, workId }, 'work lease claim failed');
+    failure = error;
+    ctx.storeFaults.failed(error, 'work lease claim failed', { workId });
     ctx.claimFailed?.(error);
     workClaim = ioFailure;
   }
   if (!workClaim.ok) {
+    if (workClaim === ioFailure) return giveBack('work lease claim failed');
     if (workClaim.reason === 'conflict') counters.conflicts++;
     const refused = await rollback(`work lease ${workClaim.reason}`);
     if (traces && !ctx.stopping()) await traceClaimRefused(traces, job, workId, workClaim, ctx.clock.now());

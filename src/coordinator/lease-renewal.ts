@@ -19,10 +19,10 @@
  * the time a renewal batch runs, because the I/O thread ran the ending first. That is no loss: such
  * a renewal is neither counted nor acted on. A rolled-back job is not renewed at all.
  */
-import type { Logger } from 'pino';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
 import type { TargetLeasePort, WorkLeasePort } from './ports.js';
+import type { StoreFaultSink } from './store-faults.js';
 
 export interface HeartbeatReport {
   readonly workOk: number;
@@ -35,20 +35,23 @@ export interface LeaseRenewalContext {
   readonly workLeases: WorkLeasePort;
   readonly targetLeases: TargetLeasePort | undefined;
   readonly counters: CampaignCounters;
-  readonly log: Logger;
+  /** Where I/O failures go (logged once per spell, then summed up: store-faults.ts). */
+  readonly storeFaults: StoreFaultSink;
   /** Called once per definite loss of a running job's lease (work fence or target group). */
   readonly leaseLost?: (info: { workId: string; lease: 'work' | 'target'; targets: readonly string[] }) => void;
 }
 
 /**
  * Renews one target group. Results: true = renewed, false = definitely lost, undefined = I/O
- * failure (unknown; logged at error, never thrown).
+ * failure (unknown; told to `faults`, never thrown).
  */
-export async function renewGroup(targets: TargetLeasePort, group: readonly bigint[], token: string, now: number, log: Logger): Promise<boolean | undefined> {
+export async function renewGroup(targets: TargetLeasePort, group: readonly bigint[], token: string, now: number, faults: StoreFaultSink): Promise<boolean | undefined> {
   try {
-    return await targets.heartbeatGroup(group, token, now);
+    const held = await targets.heartbeatGroup(group, token, now);
+    faults.answered();
+    return held;
   } catch (error) {
-    log.error({ err: error, targets: decimal(group) }, 'target lease renewal failed');
+    faults.failed(error, 'target lease renewal failed', { targets: decimal(group) });
     return undefined;
   }
 }
@@ -78,6 +81,7 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
     const fences = new Map(fenced.map((a) => [a.workId, a.workToken]));
     try {
       const lost = await ctx.workLeases.heartbeatMany(fences, now);
+      ctx.storeFaults.answered();
       for (const job of fenced) {
         if (!lost.has(job.workId)) workOk++;
         else if (endedHere(job)) {
@@ -95,7 +99,7 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
     } catch (error) {
       // Outcome unknown: keep running; beginCommit decides whether the result still counts.
       workFailed += fenced.length;
-      ctx.log.error({ err: error, leases: fenced.length }, 'work lease renewal failed');
+      ctx.storeFaults.failed(error, 'work lease renewal failed', { leases: fenced.length });
     }
   }
 
@@ -105,7 +109,7 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
       // Committing jobs keep their group until publication is over: renew it too, so a slow
       // commit does not let it expire (a lost group there only costs a failed release later).
       if (job.targetToken === undefined || job.lost !== undefined || rolledBack(job)) continue;
-      const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.log);
+      const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.storeFaults);
       if (held === true) targetOk++;
       else if (held === false && endedHere(job)) {
         // Released (or given back) by this coordinator while the renewal was queued.
@@ -116,7 +120,7 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
     }
     for (const job of pending) {
       if (job.targetToken === undefined) continue;
-      const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.log);
+      const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.storeFaults);
       if (held === true) targetOk++;
       else {
         targetFailed++;

@@ -241,6 +241,12 @@ export interface WorkSource {
    * they do (nothing is adopted).
    */
   knowsTrace?(job: CoordinatorJob): boolean;
+  /**
+   * `work` was taken but never started: its dispatch failed on an I/O error of the lease store
+   * and was rolled back (nothing held). Offer it again later (docs/campaign.md "When the lease
+   * store fails"). Absent: the work is dropped, as a refused one is.
+   */
+  giveBack?(work: AdmittedWork, now: number): void;
 }
 
 export interface JobFeedback {
@@ -286,6 +292,8 @@ export interface TargetScheduler {
   wantedFor?(inputSha256: string, limit: number): readonly bigint[];
   /** Did the lanes learn a whole run of the input (its trace), in this life or from the saved lane state? */
   knowsInput?(inputSha256: string): boolean;
+  /** An admitted job that never started (`WorkSource.giveBack`): the lane that proposed it takes it back. */
+  reopen?(job: CoordinatorJob, now: number): void;
 }
 
 /** A `committing` work record as a recovering coordinator sees it. */

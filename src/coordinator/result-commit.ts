@@ -36,6 +36,7 @@ import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import type { JobJournal } from './job-journal.js';
 import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
+import { isLastingError, type StoreFaultSink } from './store-faults.js';
 import { isSetupFailure } from './setup-failures.js';
 import { memberOutcomes } from '../scheduler/target-ledger.js';
 import { isInputDigest } from '../lease/lease-record.js';
@@ -48,6 +49,8 @@ import { telemetryToJson } from '../scheduler/telemetry.js';
 export interface CoordinatorHooks {
   /** After `beginCommit` accepted a result, before its findings are published. */
   afterBeginCommit?(info: { readonly workId: string; readonly findings: number }): Promise<void> | void;
+  /** A step of a result's commit failed on an I/O error: the result is kept, and the step retried after a pause. */
+  resultHeld?(info: { readonly workId: string; readonly step: string; readonly attempt: number }): Promise<void> | void;
 }
 
 /** What publication reports: counters, and the `finding` event per published entry. */
@@ -66,6 +69,51 @@ export interface ResultCommitContext extends GroupReleaseContext, PublicationCon
   readonly setupFailed: (active: ActiveJob, outcome: SolverOutcome) => void;
   /** A result that was the input's own: the set-up works, the streak starts over. */
   readonly inputResult: () => void;
+  /** Our own publication failed, its record left committing: the commit scan replays it soon. */
+  readonly publishFailed?: () => void;
+  /** Where I/O failures and answers of the store go (store-faults.ts). */
+  readonly storeFaults: StoreFaultSink;
+  /**
+   * Waits before the `attempt`-th retry of a step that failed on an I/O error: true once its delay
+   * passed on the coordinator's clock, false when the coordinator stops first.
+   */
+  readonly pauseForRetry: (attempt: number) => Promise<boolean>;
+}
+
+type Attempt<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
+/**
+ * Runs one durable step of a result's commit (staging, beginCommit, completion) until the store
+ * answers it. A result is worth keeping: dropped, its run would be redone, and the coverage its
+ * findings added is already in the campaign's map, so the rerun would find them uninteresting and
+ * they would be lost. So an I/O error whose retry may pass (not `isLastingError`) keeps the result
+ * and retries the step after a pause (`pauseForRetry`), for as long as the coordinator runs and the
+ * job keeps its work fence (a heartbeat that finds it lost ends the retries). Each failure goes to
+ * `storeFaults`, each retry is counted (`commitRetries`) and announced (`resultHeld`).
+ */
+async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, step: string, run: () => Promise<T>): Promise<Attempt<T>> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const value = await run();
+      ctx.storeFaults.answered();
+      return { ok: true, value };
+    } catch (error) {
+      if (isLastingError(error)) {
+        active.logger.error({ err: error }, `${step} failed`);
+        return { ok: false, error };
+      }
+      ctx.storeFaults.failed(error, `${step} failed; the result is kept and the step retried`, { workId: active.workId });
+      if (active.lost !== undefined) return { ok: false, error };
+      const paused = ctx.pauseForRetry(attempt);
+      try {
+        await ctx.hooks?.resultHeld?.({ workId: active.workId, step, attempt });
+      } catch (hookError) {
+        active.logger.warn({ err: hookError }, 'resultHeld hook failed');
+      }
+      if (!(await paused) || active.lost !== undefined) return { ok: false, error };
+      ctx.counters.commitRetries++;
+    }
+  }
 }
 
 export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, outcome: SolverOutcome): Promise<void> {
@@ -91,39 +139,41 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   }
   ctx.inputResult();
 
-  let staged: StagedResult;
-  try {
-    const trace = sharedTraceOf(job, outcome);
-    staged = await ctx.commits.stage(active.workId, findingItems(ctx, active, outcome), {
+  const trace = sharedTraceOf(job, outcome);
+  const items = findingItems(ctx, active, outcome);
+  const staging = await untilAnswered(ctx, active, 'staging the result durably', () =>
+    ctx.commits.stage(active.workId, items, {
       status: outcome.status as CommitStatus,
       source: sourceIdOf(path.basename(job.inputPath)),
       ...(trace !== undefined ? { trace } : {}),
-    });
-  } catch (error) {
+    }),
+  );
+  if (!staging.ok) {
     counters.stagingFailures++;
-    active.logger.error({ err: error }, 'staging the result durably failed; result dropped and work released');
+    active.logger.error({ err: staging.error }, 'staging the result durably failed; result dropped and work released');
     await active.tx.rollback();
     ctx.journal.recordRun(active, endMs, 'aborted', outcome.generated.length, 0);
     return;
   }
+  const staged = staging.value;
 
   // A result with nothing to publish (no finding, no trace) has nothing to replay either: its
   // record goes from leased to done in one fenced step, one durable write instead of three.
   const nothingToPublish = staged.manifest.items.length === 0 && staged.manifest.trace === undefined;
-  let committed = false;
   // A completion ends the work lease: a renewal that finds the record done from here on found
   // this one (lease-renewal.ts). beginCommit keeps it renewable until the publication.
   if (nothingToPublish) active.ending = true;
-  try {
-    committed = nothingToPublish
-      ? await ctx.workLeases.complete(active.workId, active.workToken, ctx.clock.now())
-      : await ctx.workLeases.beginCommit(active.workId, active.workToken, ctx.clock.now(), manifestJson(staged.manifest));
-  } catch (error) {
-    active.logger.error({ err: error }, nothingToPublish ? 'completing the work record failed' : 'beginCommit failed');
-  }
+  // A retry after a failure whose write took effect finds the record already moved by our token:
+  // the tables answer that as accepted (docs/leases.md), so it is not taken for a stale result.
+  const commit = await untilAnswered(ctx, active, nothingToPublish ? 'completing the work record' : 'beginCommit', () =>
+    nothingToPublish
+      ? ctx.workLeases.complete(active.workId, active.workToken, ctx.clock.now())
+      : ctx.workLeases.beginCommit(active.workId, active.workToken, ctx.clock.now(), manifestJson(staged.manifest)),
+  );
+  const committed = commit.ok && commit.value;
   if (!committed) {
     counters.staleResults++;
-    active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
+    active.logger.warn({ status: outcome.status }, commit.ok ? 'stale result dropped: the work fence is no longer ours' : 'result dropped: its commit failed');
     await active.tx.rollback();
     ctx.journal.recordRun(active, endMs, 'stale', outcome.generated.length, 0);
     return;
@@ -208,6 +258,7 @@ async function publishCommitted(ctx: ResultCommitContext, active: ActiveJob, sta
   } catch (error) {
     ctx.counters.commitPublishFailures++;
     active.logger.error({ err: error }, 'publishing the committed result failed; the record stays committing and is replayed later');
+    ctx.publishFailed?.();
     return [];
   }
   if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt' || outcome.outcome === 'live') {

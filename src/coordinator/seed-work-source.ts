@@ -80,10 +80,15 @@ export class SeedWorkSource implements WorkSource {
   readonly #aflPollMs: number;
   readonly #firstRun: 'trace' | 'full' | 'auto';
   readonly #bandit = new FirstRunBandit();
-  /** Inputs whose trace another coordinator is making, by digest: when to offer them again, and the next delay. */
+  /**
+   * Inputs put off, by digest, and when to offer them again: their trace is being made elsewhere,
+   * or their run's dispatch failed on the lease store (`giveBack`).
+   */
   readonly #deferred = new Map<string, { seed: SeedInput; dueMs: number }>();
-  /** The last delay of each input put off so far (cleared once its trace is ours or adopted). */
-  readonly #traceDelays = new Map<string, number>();
+  /** The last delay of each input put off so far (cleared once it ran, or its trace was adopted). */
+  readonly #delays = new Map<string, number>();
+  /** Failed after work was taken (`take`): thrown by the next `take`, so that work is not lost. */
+  #failure: { error: unknown } | undefined;
   #lastAflScanMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: SeedWorkSourceOptions) {
@@ -104,9 +109,29 @@ export class SeedWorkSource implements WorkSource {
     return this.#seeds.length + this.#feedback.length + this.#deferred.size;
   }
 
+  /**
+   * Up to `limit` jobs. Contract: work taken is never lost to a failure after it was taken (the
+   * scheduler's admission, an AFL queue scan): the work taken so far is returned, and the error
+   * is thrown by the next call, before it takes anything.
+   */
   async take(limit: number, now: number): Promise<readonly AdmittedWork[]> {
+    const failure = this.#failure;
+    if (failure !== undefined) {
+      this.#failure = undefined;
+      throw failure.error;
+    }
     const out: AdmittedWork[] = [];
     if (limit <= 0) return out;
+    try {
+      await this.#take(out, limit, now);
+    } catch (error) {
+      if (out.length === 0) throw error;
+      this.#failure = { error };
+    }
+    return out;
+  }
+
+  async #take(out: AdmittedWork[], limit: number, now: number): Promise<void> {
     const fresh = this.#feedback.length + this.#seeds.length;
     if (this.#scheduler && fresh > 0) {
       this.#schedulerCredit += this.#schedulerShare * Math.min(limit, fresh);
@@ -124,7 +149,7 @@ export class SeedWorkSource implements WorkSource {
     for (const [digest, waiting] of this.#deferred) {
       if (out.length >= limit) break;
       if (waiting.dueMs > now) continue;
-      // Offered once; a refusal of this claim defers it again with the next delay (#traceDelays).
+      // Offered once; a refusal of this claim defers it again with the next delay (#delays).
       this.#deferred.delete(digest);
       out.push(this.#untargeted(waiting.seed, now));
     }
@@ -136,7 +161,6 @@ export class SeedWorkSource implements WorkSource {
       }
     }
     if (out.length < limit && this.#scheduler) out.push(...(await this.#scheduler.admit(limit - out.length, now)).slice(0, limit - out.length));
-    return out;
   }
 
   #untargeted(seed: SeedInput, now: number): AdmittedWork {
@@ -169,16 +193,30 @@ export class SeedWorkSource implements WorkSource {
 
   /** `job`'s input is being traced elsewhere: offered again after a delay that doubles per refusal. */
   deferTrace(job: CoordinatorJob, now: number): void {
-    const last = this.#traceDelays.get(job.inputSha256);
+    this.#putOff(job, now);
+  }
+
+  /**
+   * `work` never started: its dispatch failed on the lease store (docs/campaign.md "When the lease
+   * store fails"). A scheduler's job goes back to the lane that proposed it; an input's own run is
+   * offered again after a delay that doubles per failure, as a deferred trace's.
+   */
+  giveBack(work: AdmittedWork, now: number): void {
+    if (work.job.origin.startsWith('scheduler:')) this.#scheduler?.reopen?.(work.job, now);
+    else this.#putOff(work.job, now);
+  }
+
+  #putOff(job: CoordinatorJob, now: number): void {
+    const last = this.#delays.get(job.inputSha256);
     const delayMs = last === undefined ? TRACE_RETRY_FIRST_MS : Math.min(last * 2, TRACE_RETRY_MAX_MS);
-    this.#traceDelays.set(job.inputSha256, delayMs);
+    this.#delays.set(job.inputSha256, delayMs);
     const seed = { path: job.inputPath, sha256: job.inputSha256, depth: job.depth, origin: originOf(job.origin) };
     this.#deferred.set(job.inputSha256, { seed, dueMs: now + delayMs });
   }
 
   #forgetDeferral(digest: string): void {
     this.#deferred.delete(digest);
-    this.#traceDelays.delete(digest);
+    this.#delays.delete(digest);
   }
 
   /** Measured yield of full and directed runs (directed counts trace runs too) and the full share now. */

@@ -143,10 +143,22 @@ export class CoverageFrontier {
   }
 
   /**
+   * A dispatch of this pair's question never ran (given back: docs/campaign.md "When the lease
+   * store fails"): its ask is taken back. A pair that leaves saturation so counts as a revival.
+   */
+  noteUnasked(key: SiteDirectionKey | undefined): void {
+    const state = key === undefined ? undefined : this.#keys.get(key);
+    if (state === undefined || state.asks === 0) return;
+    if (state.asks === this.saturationAsks) this.#revivals += 1;
+    state.asks -= 1;
+  }
+
+  /**
    * Counts the events that can move a question to a lower (better) tier: a saturated pair that
-   * gains again, a pair forgotten (bounded memory), a restore. Between two equal readings every
-   * question's tier has only stayed or risen, so cached tier counts are upper bounds (the frontier
-   * lane ranks inputs lazily on that; docs/scheduler.md "Coverage frontier").
+   * gains again or whose ask is taken back, a pair forgotten (bounded memory), a restore. Between
+   * two equal readings every question's tier has only stayed or risen, so cached tier counts are
+   * upper bounds (the frontier lane ranks inputs lazily on that; docs/scheduler.md "Coverage
+   * frontier").
    */
   get revivals(): number {
     return this.#revivals;

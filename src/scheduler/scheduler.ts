@@ -252,6 +252,18 @@ export class Scheduler {
   }
 
   /**
+   * An admitted job that never ran: its dispatch failed on an I/O error of the lease store and was
+   * rolled back (release it too). The lane that proposed it takes it back (`Lane.reopen`); an
+   * unknown lane name or seed is ignored. docs/campaign.md "When the lease store fails".
+   */
+  reopen(lane: string, job: ReplayJob, now: number): void {
+    checkNow(now);
+    if (!(LANE_NAMES as readonly string[]).includes(lane) || !this.#seeds.has(job.seed)) return;
+    const proposer: Lane | undefined = this.lane(lane as LaneName);
+    proposer?.reopen?.(job, now);
+  }
+
+  /**
    * The dispatch plan for an admitted job: registered hint sources applied in order under the
    * target contract. When `needsClaim` is true, claim `group` with `claimDispatchGroup` first.
    */

@@ -50,10 +50,10 @@ export function formatCampaignStatus(status: CampaignStatus): string {
     `campaign ${escapeForTerminal(s.name)} (coordinator ${escapeForTerminal(s.coordinator)}, pid ${s.pid}): ${status.liveness}, ${elapsed}, updated ${new Date(s.updatedMs).toISOString()}`,
     `  jobs       started ${c.jobsStarted}, completed ${s.jobsCompleted} (ok ${c.jobsOk}, timeout ${c.jobsTimeout}, crash ${c.jobsCrash}, error ${c.jobsError}), aborted ${c.jobsAborted}, ${s.jobsPerSec.toFixed(2)}/s`,
     `  findings   generated ${c.generated}, interesting ${c.interesting}, crashes ${c.crashes}, hangs ${c.hangs}, edges ${c.edgesCovered}`,
-    `  admission  admitted ${c.admissions}, conflicts ${c.conflicts}, back-fills ${c.backFills}, answered elsewhere ${c.answeredElsewhere}, backing off elsewhere ${c.openElsewhere}, traces adopted ${c.tracesAdopted} (deferred ${c.tracesDeferred}, failed ${c.traceAdoptFailures}, own relearned ${c.tracesRelearned}, evicted before adoption ${c.traceAdoptMissing}), rollbacks ${c.dispatchRollbacks}, fill ${(c.fillRatio * 100).toFixed(0)}% of ${s.workers}, average ${(s.solverUtilisation * 100).toFixed(0)}%`,
+    `  admission  admitted ${c.admissions}, conflicts ${c.conflicts}, back-fills ${c.backFills}, answered elsewhere ${c.answeredElsewhere}, backing off elsewhere ${c.openElsewhere}, traces adopted ${c.tracesAdopted} (deferred ${c.tracesDeferred}, failed ${c.traceAdoptFailures}, own relearned ${c.tracesRelearned}, evicted before adoption ${c.traceAdoptMissing}), rollbacks ${c.dispatchRollbacks} (work given back ${c.workGivenBack}), fill ${(c.fillRatio * 100).toFixed(0)}% of ${s.workers}, average ${(s.solverUtilisation * 100).toFixed(0)}%`,
     `  leases     stale results ${c.staleResults}, steals ${c.leaseSteals}, expiries ${c.leaseExpiries}, release failures ${c.releaseFailures}, heartbeats ${c.heartbeatsOk} ok / ${c.heartbeatsFailed} failed`,
     `  solver     ${(c.solverTimeMs / 1000).toFixed(1)} s; ${formatSlotTime(c, s.workers, s.updatedMs - s.startedMs)}`,
-    `  recovery   replayed ${c.commitsReplayed}, replay failures ${c.commitReplayFailures}, staged swept ${c.stagedSwept}, traces evicted ${c.tracesEvicted}, temps swept ${c.tempsSwept}`,
+    `  recovery   commit retries ${c.commitRetries}, replayed ${c.commitsReplayed}, replay failures ${c.commitReplayFailures}, staged swept ${c.stagedSwept}, traces evicted ${c.tracesEvicted}, temps swept ${c.tempsSwept}`,
     ...formatCoverageLines(s),
   ].join('\n');
 }

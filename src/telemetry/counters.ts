@@ -66,6 +66,11 @@ export interface CampaignCounters {
   tracesRelearned: number;
   /** Dispatches rolled back before the solver started (re-claim or work claim failed). */
   dispatchRollbacks: number;
+  /**
+   * Of those, dispatches whose claim failed on an I/O error of the lease store: their work went
+   * back to its source, to be offered again later (docs/campaign.md "When the lease store fails").
+   */
+  workGivenBack: number;
   /** Expired work of other coordinators taken over. */
   leaseSteals: number;
   /** Own leases found lost at heartbeat or commit time (expired and taken, or deleted). */
@@ -78,6 +83,11 @@ export interface CampaignCounters {
   safetyValveDrops: number;
   /** Results dropped because staging their findings durably failed (before beginCommit). */
   stagingFailures: number;
+  /**
+   * Steps of a result's commit (staging, beginCommit, completion) retried after an I/O error: the
+   * result is kept meanwhile (docs/campaign.md "When the lease store fails").
+   */
+  commitRetries: number;
   /** Own committed results whose fenced publication failed; the record stays committing and is replayed. */
   commitPublishFailures: number;
   /** Committing records (own from a previous life, or another's after the work TTL) finished here. */
@@ -183,6 +193,7 @@ export function createCounters(): CampaignCounters {
     tracesEvicted: 0,
     tracesRelearned: 0,
     dispatchRollbacks: 0,
+    workGivenBack: 0,
     leaseSteals: 0,
     leaseExpiries: 0,
     releaseFailures: 0,
@@ -190,6 +201,7 @@ export function createCounters(): CampaignCounters {
     heartbeatsFailed: 0,
     safetyValveDrops: 0,
     stagingFailures: 0,
+    commitRetries: 0,
     commitPublishFailures: 0,
     commitsReplayed: 0,
     commitReplayFailures: 0,
@@ -301,6 +313,8 @@ export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<
   'traceAdoptMissing',
   'tracesEvicted',
   'tracesRelearned',
+  'workGivenBack',
+  'commitRetries',
 ]);
 
 /** The kind of a job for the counters and jobs.jsonl. */

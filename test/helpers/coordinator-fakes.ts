@@ -104,7 +104,9 @@ export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
   async beginCommit(workId: string, token: string, now: number, manifest?: Readonly<Record<string, unknown>>): Promise<boolean> {
     this.calls.push(`beginCommit ${workId.slice(0, 8)}`);
     const rec = this.records.get(workId);
-    if (!rec || rec.token !== token || rec.status !== 'leased') return false;
+    // As the real table's beginCommit: leased, or committing with the same manifest (idempotent), with this token.
+    if (!rec || rec.token !== token || rec.status === 'done') return false;
+    if (rec.status === 'committing' && JSON.stringify(rec.commit) !== JSON.stringify(manifest)) return false;
     rec.status = 'committing';
     rec.updatedMs = now;
     if (manifest !== undefined) rec.commit = structuredClone(manifest);

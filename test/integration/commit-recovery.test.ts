@@ -457,7 +457,7 @@ describeEachStore('commit recovery', (store) => {
     });
   });
 
-  describe('a fault at each step of staging leaves no committing record and no staged name', () => {
+  describe('a fault at each step of staging leaves no committing record and no staged name, and the kept result commits once staging works', () => {
     const steps: Array<[string, FaultRule]> = [
       ['write', { op: 'write', path: `/${STAGED_DIR}/` }],
       ['file barrier', { op: 'fsync', path: `/${STAGED_DIR}/` }],
@@ -468,27 +468,29 @@ describeEachStore('commit recovery', (store) => {
     for (const [step, rule] of steps) {
       it(step, async () => {
         const { root, leaseRoot, clock } = await setup();
-        const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock);
+        let onHeld!: () => void;
+        const held = new Promise<void>((resolve) => (onHeld = resolve));
+        const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, { hooks: { resultHeld: () => onHeld() } });
         a.fsLayer.fail(rule);
         const job = makeJob('parent');
         a.source.queue.push({ job, owner: 1 });
         await a.coordinator.tick();
         await a.solver.started(1);
         a.solver.runs[0]!.resolve(OUTCOME);
-        await a.coordinator.settled();
-        expect(a.counters).toMatchObject({ stagingFailures: 1, interesting: 0, jobsOk: 0 });
-        expect(await a.table.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, committing: 0, done: 0 });
+        await held;
+        // Staging failed: nothing points at missing bytes, and nothing half-staged is left.
+        expect(await a.table.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 1, committing: 0, done: 0 });
         expect((await stagedNames(leaseRoot)).filter((n) => parseStagedName(n) !== null || n.endsWith('.tmp'))).toEqual([]);
         expect(await contents(path.join(a.outDir, 'queue'))).toEqual([]);
-        // The work was released, not lost: it can run again and commit.
+        // The result was kept, not the run lost: once staging works, the retry commits it.
         a.fsLayer.clearRules();
-        a.source.queue.push({ job, owner: 1 });
+        clock.advance(1000);
         await a.coordinator.tick();
-        await a.solver.started(2);
-        a.solver.runs[1]!.resolve(OUTCOME);
         await a.coordinator.settled();
+        expect(a.solver.runs).toHaveLength(1);
         expect(await statusOf(a.table, jobWorkId(job))).toBe('done');
         expect(await contents(path.join(a.outDir, 'queue'))).toEqual(expectedQueue);
+        expect(a.counters).toMatchObject({ stagingFailures: 0, commitRetries: 1, jobsOk: 1 });
         await a.service.close();
       });
     }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AdmittedWork, JobFeedback, SeedInput, TargetScheduler } from '../../src/coordinator/ports.js';
+import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler } from '../../src/coordinator/ports.js';
 import { SeedWorkSource, untargetedJob } from '../../src/coordinator/seed-work-source.js';
 import { AflQueueReader } from '../../src/triage/afl-queue.js';
 import { makeJob, sha } from '../helpers/coordinator-fakes.js';
@@ -22,11 +22,18 @@ class FakeScheduler implements TargetScheduler {
   seeds: SeedInput[] = [];
   observed: JobFeedback[] = [];
   ready: AdmittedWork[] = [];
+  reopened: string[] = [];
+  /** Make the next admissions throw (the shared target table failed). */
+  admitError: Error | undefined;
   addSeed(seed: SeedInput): void {
     this.seeds.push(seed);
   }
   async admit(limit: number): Promise<readonly AdmittedWork[]> {
+    if (this.admitError) throw this.admitError;
     return this.ready.splice(0, limit);
+  }
+  reopen(job: CoordinatorJob): void {
+    this.reopened.push(`${job.origin} ${job.targetBranch}`);
   }
   observe(feedback: JobFeedback): void {
     this.observed.push(feedback);
@@ -106,5 +113,47 @@ describe('SeedWorkSource', () => {
     const source = new SeedWorkSource({ maxDepth: 1 });
     source.observe({ job: untargetedJob({ path: '/p', sha256: sha('p'), depth: 1, origin: 'feedback' }), workId: 'w', status: 'ok', findings: [finding('f', 'deep')] }, 0);
     expect(await source.take(5, 0)).toEqual([]);
+  });
+
+  describe('work given back after the lease store failed', () => {
+    const seedOf = (name: string): SeedInput => ({ path: `/seeds/${name}`, sha256: sha(name), depth: 0, origin: 'seed' });
+
+    it('offers an input run again after a delay that doubles per failure, up to 30 s, and forgets it once it ran', async () => {
+      const source = new SeedWorkSource({ initialSeeds: [seedOf('a')] });
+      const [work] = await source.take(1, 0);
+      let now = 0;
+      for (const delay of [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000]) {
+        source.giveBack(work!, now);
+        expect(source.backlog).toBe(1);
+        expect(await source.take(1, now + delay - 1)).toEqual([]);
+        now += delay;
+        const again = await source.take(1, now);
+        expect(again.map((w) => w.job.inputPath)).toEqual(['/seeds/a']);
+      }
+      // It ran: the next failure of the same input starts again at 1 s.
+      source.observe({ job: work!.job, workId: 'w', status: 'ok', findings: [] }, now);
+      source.giveBack(work!, now);
+      expect((await source.take(1, now + 1000)).map((w) => w.job.inputPath)).toEqual(['/seeds/a']);
+    });
+
+    it('hands a scheduler job back to the scheduler, not to the input queue', async () => {
+      const scheduler = new FakeScheduler();
+      const source = new SeedWorkSource({ scheduler });
+      const targeted = { job: { ...makeJob('t', 5n), origin: 'scheduler:frontier' }, owner: 1, targetToken: 'tok' };
+      source.giveBack(targeted, 0);
+      expect(scheduler.reopened).toEqual(['scheduler:frontier 5']);
+      expect(source.backlog).toBe(0);
+    });
+
+    it('keeps the inputs it took when the admission after them fails, and reports the failure at the next take', async () => {
+      const scheduler = new FakeScheduler();
+      const source = new SeedWorkSource({ scheduler, initialSeeds: [seedOf('a'), seedOf('b')], schedulerShare: 0 });
+      scheduler.admitError = Object.assign(new Error('etcd out of space'), { code: 'ERR_LEASE_IO' });
+      const taken = await source.take(4, 0);
+      expect(taken.map((w) => w.job.inputPath)).toEqual(['/seeds/a', '/seeds/b']);
+      await expect(source.take(4, 1)).rejects.toThrow('etcd out of space');
+      scheduler.admitError = undefined;
+      expect(await source.take(4, 2)).toEqual([]);
+    });
   });
 });

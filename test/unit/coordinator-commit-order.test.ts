@@ -1,6 +1,7 @@
 // The order of a crash-safe commit with in-memory fakes: findings staged before beginCommit (which
 // carries the manifest), published and completed in one fenced step, staged copies discarded only
-// once done; a staging failure drops the result and releases the work; a stale result stages but
+// once done; a staging or beginCommit I/O failure keeps the result and retries the step after a
+// pause on the clock, and a stop ends the retries (result dropped, work released); a stale result stages but
 // never publishes and leaves its copies to the sweep; a result with nothing to publish completes its
 // record in one fenced step.
 import { describe, expect, it } from 'vitest';
@@ -30,12 +31,30 @@ function setup() {
   const counters = createCounters();
   /** Runs right after beginCommit, before the owner publishes (set by a test). */
   const hook: { afterBeginCommit: (workId: string) => Promise<void> | void } = { afterBeginCommit: () => {} };
-  const hooks: CoordinatorHooks = { afterBeginCommit: ({ workId }) => hook.afterBeginCommit(workId) };
+  /** Each time a result is held for a retry (the handshake of the retry tests). */
+  const held: Array<{ step: string; attempt: number }> = [];
+  let heldWaiter: (() => void) | undefined;
+  const hooks: CoordinatorHooks = {
+    afterBeginCommit: ({ workId }) => hook.afterBeginCommit(workId),
+    resultHeld: ({ step, attempt }) => {
+      held.push({ step, attempt });
+      heldWaiter?.();
+    },
+  };
+  /** Resolves once `n` holds were announced. */
+  const heldTimes = (n: number): Promise<void> =>
+    new Promise((resolve) => {
+      const check = (): void => {
+        if (held.length >= n) resolve();
+        else heldWaiter = check;
+      };
+      check();
+    });
   const coordinator = new Coordinator(
     { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: false },
     { clock, logger: silentLogger(), counters, workLeases, reservations: new FakeReservations(), solver, source, commits, hooks },
   );
-  return { log, clock, workLeases, manifests, commits, solver, source, counters, coordinator, hook };
+  return { log, clock, workLeases, manifests, commits, solver, source, counters, coordinator, hook, held, heldTimes };
 }
 
 const found = new TextEncoder().encode('new coverage');
@@ -95,13 +114,100 @@ describe('crash-safe commit order', () => {
     expect(t.counters).toMatchObject({ staleResults: 1, jobsOk: 0 });
   });
 
-  it('drops the result and releases the work when staging fails, before any beginCommit', async () => {
+  it('keeps the result when staging fails, and stages it again after a pause that doubles per failure', async () => {
     const t = setup();
     t.commits.stageError = true;
-    const workId = await runOne(t);
+    const job = makeJob('a');
+    t.source.queue.push({ job, owner: 1 });
+    await t.coordinator.tick();
+    await t.solver.started(1);
+    t.solver.runs[0]!.resolve(outcome);
+    await t.heldTimes(1);
+    expect(t.coordinator.heldResults).toBe(1);
+    // Not due yet: a tick 999 ms later retries nothing.
+    t.clock.advance(999);
+    await t.coordinator.tick();
     expect(t.log).toEqual(['stage 1']);
-    expect(t.workLeases.records.has(workId)).toBe(false); // abandoned: the work can run again
-    expect(t.counters).toMatchObject({ stagingFailures: 1, jobsOk: 0, interesting: 0 });
+    t.clock.advance(1);
+    await t.coordinator.tick();
+    await t.heldTimes(2); // failed again: held for 2 s now
+    expect(t.held).toEqual([{ step: 'staging the result durably', attempt: 0 }, { step: 'staging the result durably', attempt: 1 }]);
+    t.commits.stageError = false;
+    t.clock.advance(1999);
+    await t.coordinator.tick();
+    expect(t.log).toEqual(['stage 1', 'stage 1']);
+    t.clock.advance(1);
+    await t.coordinator.tick();
+    await t.coordinator.settled();
+    expect(t.log).toEqual(['stage 1', 'stage 1', 'stage 1', 'beginCommit', 'publish 1', 'discard']);
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
+    expect(t.commits.entries.map((e) => e.sha256)).toEqual([sha(found)]);
+    expect(t.counters).toMatchObject({ stagingFailures: 0, commitRetries: 2, jobsOk: 1, interesting: 1 });
+    expect(t.coordinator.heldResults).toBe(0);
+  });
+
+  it('retries a beginCommit that failed on an I/O error with the same token and manifest, and publishes once', async () => {
+    const t = setup();
+    let failures = 1;
+    const beginCommit = t.workLeases.beginCommit.bind(t.workLeases);
+    t.workLeases.beginCommit = async (workId, token, now, manifest?) => {
+      const accepted = await beginCommit(workId, token, now, manifest);
+      // The write took effect, but its answer was lost: the retry must not take it for stale.
+      if (failures-- > 0) throw Object.assign(new Error('injected lost answer'), { code: 'ERR_LEASE_IO' });
+      return accepted;
+    };
+    const job = makeJob('a');
+    t.source.queue.push({ job, owner: 1 });
+    await t.coordinator.tick();
+    await t.solver.started(1);
+    t.solver.runs[0]!.resolve(outcome);
+    await t.heldTimes(1);
+    t.clock.advance(1000);
+    await t.coordinator.tick();
+    await t.coordinator.settled();
+    expect(t.log).toEqual(['stage 1', 'beginCommit', 'beginCommit', 'publish 1', 'discard']);
+    expect(t.manifests[0]).toEqual(t.manifests[1]);
+    expect(t.commits.entries).toHaveLength(1);
+    expect(t.counters).toMatchObject({ staleResults: 0, commitRetries: 1, jobsOk: 1, interesting: 1 });
+  });
+
+  it('replays its own result whose publication failed at the next commit scan a second later, not a work TTL later', async () => {
+    const t = setup();
+    t.commits.publishError = true;
+    const workId = await runOne(t);
+    expect(t.workLeases.records.get(workId)?.status).toBe('committing');
+    expect(t.counters).toMatchObject({ commitPublishFailures: 1, interesting: 0 });
+    t.clock.advance(999);
+    await t.coordinator.tick();
+    expect(t.counters).toMatchObject({ commitReplayFailures: 0, commitsReplayed: 0 });
+    t.clock.advance(1);
+    await t.coordinator.tick(); // a second after the failure: replayed, and the publication fails again
+    expect(t.counters).toMatchObject({ commitReplayFailures: 1, commitsReplayed: 0 });
+    t.commits.publishError = false;
+    t.clock.advance(1999); // failed again, so the next try is 2 s after that scan
+    await t.coordinator.tick();
+    expect(t.counters.commitsReplayed).toBe(0);
+    t.clock.advance(1);
+    await t.coordinator.tick();
+    expect(t.workLeases.records.get(workId)?.status).toBe('done');
+    expect(t.counters).toMatchObject({ commitsReplayed: 1, interesting: 1 });
+    expect(t.commits.entries.map((e) => e.sha256)).toEqual([sha(found)]);
+  });
+
+  it('drops the result and releases the work when the coordinator stops while staging keeps failing', async () => {
+    const t = setup();
+    t.commits.stageError = true;
+    const job = makeJob('a');
+    t.source.queue.push({ job, owner: 1 });
+    await t.coordinator.tick();
+    await t.solver.started(1);
+    t.solver.runs[0]!.resolve(outcome);
+    await t.heldTimes(1);
+    await t.coordinator.stop();
+    expect(t.log).toEqual(['stage 1']);
+    expect(t.workLeases.records.has(jobWorkId(job))).toBe(false); // abandoned: the work can run again
+    expect(t.counters).toMatchObject({ stagingFailures: 1, commitRetries: 0, jobsOk: 0, interesting: 0 });
+    expect(t.coordinator.heldResults).toBe(0);
   });
 
   it('does not count findings a replaying coordinator published first (already)', async () => {

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DispatchTransaction } from '../../src/coordinator/dispatch-transaction.js';
 import type { ActiveJob, PendingJob } from '../../src/coordinator/job-state.js';
 import { renewLeases, type LeaseRenewalContext } from '../../src/coordinator/lease-renewal.js';
+import { StoreFaults } from '../../src/coordinator/store-faults.js';
 import { jobWorkId } from '../../src/coordinator/work-identity.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
@@ -16,7 +17,8 @@ function context() {
   const workLeases = new FakeWorkLeases(TTL_MS);
   const targetLeases = new FakeTargetLeases(TTL_MS);
   const lost: string[] = [];
-  const ctx: LeaseRenewalContext = { workLeases, targetLeases, counters: createCounters(), log: silentLogger(), leaseLost: (i) => lost.push(`${i.lease}:${i.workId}`) };
+  const storeFaults = new StoreFaults(silentLogger(), { now: () => NOW });
+  const ctx: LeaseRenewalContext = { workLeases, targetLeases, counters: createCounters(), storeFaults, leaseLost: (i) => lost.push(`${i.lease}:${i.workId}`) };
   return { ctx, workLeases, targetLeases, lost };
 }
 

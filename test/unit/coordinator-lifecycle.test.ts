@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Coordinator, type CoordinatorOptions } from '../../src/coordinator/coordinator.js';
 import type { AdmittedWork, CoordinatorJob, PublishedEntry } from '../../src/coordinator/ports.js';
+import { SeedWorkSource } from '../../src/coordinator/seed-work-source.js';
 import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
@@ -13,6 +14,7 @@ import {
   FakeWorkLeases,
   ManualClock,
   makeJob,
+  sha,
 } from '../helpers/coordinator-fakes.js';
 import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
@@ -614,5 +616,58 @@ describe('solver busy time', () => {
     t.solver.runs[1]!.resolve(ok());
     await t.coordinator.settled();
     expect(t.counters.solverBusyMs).toBe(5_000);
+  });
+});
+
+describe('when the lease store fails', () => {
+  /** A coordinator on the production work source (no scheduler), one slot, no prefetching. */
+  function withSeeds(names: string[]) {
+    const clock = new ManualClock();
+    const workLeases = new FakeWorkLeases(TTL_MS);
+    const solver = new FakeSolver();
+    const source = new SeedWorkSource({ initialSeeds: names.map((n) => ({ path: `/seeds/${n}`, sha256: sha(n), depth: 0, origin: 'seed' as const })) });
+    const counters = createCounters();
+    const coordinator = new Coordinator(
+      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false, prefetchJobs: false },
+      { clock, logger: silentLogger(), counters, workLeases, reservations: new FakeReservations(), solver, source, commits: new MemoryResultCommits(workLeases) },
+    );
+    return { clock, workLeases, solver, source, counters, coordinator };
+  }
+
+  it('gives an input back when its work claim fails on an I/O error, and runs it once the store answers', async () => {
+    const t = withSeeds(['a']);
+    t.workLeases.claimFailure = 'error';
+    await t.coordinator.tick();
+    expect(t.solver.runs).toHaveLength(0);
+    expect(t.counters).toMatchObject({ dispatchRollbacks: 1, workGivenBack: 1, conflicts: 0 });
+    expect(t.source.backlog).toBe(1);
+    t.workLeases.claimFailure = undefined;
+    await t.coordinator.tick(); // offered again only after its delay
+    expect(t.solver.runs).toHaveLength(0);
+    t.clock.advance(1000);
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.job.inputPath)).toEqual(['/seeds/a']);
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.counters).toMatchObject({ jobsOk: 1, workGivenBack: 1 });
+    expect(t.source.backlog).toBe(0);
+  });
+
+  it('drops an input whose claim fails with an error a retry would meet again, as a refused one', async () => {
+    const t = withSeeds(['a']);
+    t.workLeases.claim = async () => {
+      throw Object.assign(new Error('the work record is corrupt'), { code: 'ERR_LEASE_CORRUPT' });
+    };
+    await t.coordinator.tick();
+    expect(t.counters).toMatchObject({ dispatchRollbacks: 1, workGivenBack: 0 });
+    expect(t.source.backlog).toBe(0);
+  });
+
+  it('gives a refused claim nothing back: another holder runs that work', async () => {
+    const t = withSeeds(['a']);
+    t.workLeases.claimFailure = 'conflict';
+    await t.coordinator.tick();
+    expect(t.counters).toMatchObject({ dispatchRollbacks: 1, conflicts: 1, workGivenBack: 0 });
+    expect(t.source.backlog).toBe(0);
   });
 });

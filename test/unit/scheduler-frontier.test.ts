@@ -176,6 +176,54 @@ describe('frontier lane', () => {
 });
 
 describe('scheduler with the frontier lane', () => {
+  it('takes back a dispatched job that never ran, as it was: branches, question tiers, asks', async () => {
+    const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { cooldownMs: 1000 } });
+    const seed = sha(1);
+    scheduler.addSeed(seed, { bytes: 8, sha256: seed, path: `/q/${seed}` }, 0);
+    scheduler.observe({ seed, telemetry: traceOf([101, 102, 103]), reward: 0 }, 0);
+    const lane = scheduler.lane('frontier')!;
+    /** The pairs taken, and the asks counted against any pair. */
+    const coverage = (): unknown => {
+      const keys = (lane.frontier.toJSON() as { keys: Array<[string, number, number]> }).keys;
+      return { taken: keys.filter(([, buckets]) => buckets !== 0).map(([key, buckets]) => [key, buckets]), asks: keys.reduce((sum, [, , asks]) => sum + asks, 0) };
+    };
+    const before = coverage();
+    expect(before).toMatchObject({ asks: 0 });
+    // Ten dispatches in a row that never run (the lease store failed each time): each is taken
+    // back, so none counts as an ask and no question saturates.
+    let group: readonly bigint[] = [];
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const [admitted] = await scheduler.admit(1, 1000 * (attempt + 1));
+      expect(admitted).toBeDefined();
+      group = admitted!.group;
+      expect(lane.openOf(seed)).toEqual([]);
+      expect(lane.askedByTier()).toEqual({ 1: 3, 2: 0, 3: 0 });
+      scheduler.release(admitted!);
+      scheduler.reopen('frontier', admitted!.job, 1000 * (attempt + 1));
+      expect(lane.openOf(seed)).toEqual([101n, 102n, 103n]);
+      expect(lane.askedByTier()).toEqual({ 1: 0, 2: 0, 3: 0 });
+      expect(coverage()).toEqual(before);
+    }
+    expect(group).toEqual([101n, 102n, 103n]);
+    // Unknown lanes and seeds are ignored.
+    scheduler.reopen('nowhere', { seed, targetBranch: 101n, actions: [] }, 20_000);
+    scheduler.reopen('frontier', { seed: sha(2), targetBranch: 101n, actions: [] }, 20_000);
+    expect(lane.openOf(sha(2))).toEqual([]);
+  });
+
+  it('does not take back a branch answered meanwhile', async () => {
+    const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { cooldownMs: 1000 } });
+    const [a, b] = [sha(1), sha(2)];
+    for (const seed of [a, b]) scheduler.addSeed(seed, { bytes: 8, sha256: seed, path: `/q/${seed}` }, 0);
+    scheduler.observe({ seed: a, telemetry: traceOf([101, 102]), reward: 0 }, 0);
+    const [admitted] = await scheduler.admit(1, 1000);
+    scheduler.release(admitted!);
+    // Another input's directed run answers 101 before the failed job is given back.
+    scheduler.observe({ seed: b, telemetry: directedOf([101], [101n]), reward: 1, job: { seed: b, targetBranch: 101n, actions: [] } }, 1500);
+    scheduler.reopen('frontier', admitted!.job, 2000);
+    expect(scheduler.lane('frontier')!.openOf(a)).toEqual([102n]);
+  });
+
   it('never admits an answered (input, branch) pair twice, however long it runs, when every target comes back sat', async () => {
     const scheduler = new Scheduler({ local: new MapLocalReservations(), options: { cooldownMs: 1000 } });
     const seeds = [1, 2, 3].map((n) => sha(n));

@@ -184,6 +184,17 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     );
   }
 
+  /**
+   * A job of ours that never ran (`WorkSource.giveBack`): back to the lane that proposed it. A job
+   * whose target a hint gave it at dispatch goes nowhere: its lane proposed it untargeted, and its
+   * cooldown brings it back.
+   */
+  reopen(job: CoordinatorJob, now: number): void {
+    const [lane, hinted] = job.origin.slice('scheduler:'.length).split('+');
+    if (!job.origin.startsWith('scheduler:') || hinted !== undefined || job.group.length === 0) return;
+    this.#scheduler.reopen(lane!, { seed: job.inputSha256, targetBranch: job.targetBranch, actions: job.actions }, now);
+  }
+
   tryReserveGroup(targets: readonly bigint[], owner: number): boolean {
     return this.#inflight.tryReserveGroup(targets, owner);
   }

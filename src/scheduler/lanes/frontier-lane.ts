@@ -21,7 +21,7 @@ import type { Telemetry } from '../telemetry.js';
 import { MAX_OPEN_BRANCHES } from '../telemetry.js';
 import type { TargetLedger } from '../target-ledger.js';
 import { CoverageFrontier, type FrontierQuestion, type QuestionTier } from '../coverage-frontier.js';
-import { targetGroup } from '../replay-job.js';
+import { targetGroup, type ReplayJob } from '../replay-job.js';
 import { evictOldest } from './round-robin.js';
 import { effectiveOutputLimit, type Lane, type LaneCommonOptions, type ObserveContext, type Proposal } from './lane.js';
 import { arr, bad, header, id, ids, int, num, obj, str } from './state-codec.js';
@@ -88,6 +88,17 @@ interface Candidate {
 }
 
 const SCHEMA = 1;
+/** Dispatched jobs whose questions are kept until their run is observed, for `reopen` (oldest dropped first). */
+const MAX_DISPATCHED = 4096;
+
+/** What a dispatched job took from its record: enough to put it back as it was (`reopen`). */
+interface Dispatched {
+  readonly questions: ReadonlyMap<bigint, { readonly question: FrontierQuestion | undefined; readonly tier: QuestionTier }>;
+  readonly traceRows: number;
+  readonly costMs: number | null;
+}
+
+const dispatchedKey = (seed: string, targetBranch: bigint): string => `${seed}/${targetBranch}`;
 
 export class FrontierLane implements Lane {
   readonly name = 'frontier' as const;
@@ -109,6 +120,8 @@ export class FrontierLane implements Lane {
   #boundsRevision = -1;
   /** Rotating refresh of a few records' bounds per propose (the ledger may forget answers). */
   #refreshCursor = 0;
+  /** By seed and primary target: the dispatched jobs whose run was not observed yet. */
+  readonly #dispatched = new Map<string, Dispatched>();
 
   constructor(options: FrontierLaneOptions = {}) {
     this.#ledger = options.ledger;
@@ -317,17 +330,71 @@ export class FrontierLane implements Lane {
       const r = this.#records.get(proposal.origin);
       if (r === undefined) continue;
       const sent = new Set(targetGroup(proposal.job));
+      const taken = new Map<bigint, { question: FrontierQuestion | undefined; tier: QuestionTier }>();
       for (const b of sent) {
         const question = r.questions.get(b);
         if (!r.open.includes(b)) continue;
-        this.#asked[question === undefined ? 3 : this.#frontier.tierOf(question)] += 1;
+        const tier = question === undefined ? 3 : this.#frontier.tierOf(question);
+        this.#asked[tier] += 1;
         this.#frontier.noteAsked(question?.key);
         r.questions.delete(b);
+        taken.set(b, { question, tier });
       }
+      this.#dispatched.set(dispatchedKey(r.seed, proposal.job.targetBranch), { questions: taken, traceRows: r.traceRows, costMs: r.costMs });
+      evictOldest(this.#dispatched, MAX_DISPATCHED);
       r.open = r.open.filter((b) => !sent.has(b));
       if (r.open.length === 0) this.#records.delete(r.seed);
       else this.#refreshBounds(r);
     }
+  }
+
+  /**
+   * Reopen contract (`Lane.reopen`): the job's branches go back to the front of their input's
+   * record with the questions they posed, its asks are taken back (tier counts, saturation), as if
+   * it had never been dispatched. Branches answered meanwhile stay out. A job whose commit is no
+   * longer remembered (over `MAX_DISPATCHED` dispatched since) comes back with no question (tier 3).
+   */
+  reopen(job: ReplayJob, _now: number): void {
+    const key = dispatchedKey(job.seed, job.targetBranch);
+    const dispatched = this.#dispatched.get(key);
+    this.#dispatched.delete(key);
+    const seed = job.seed;
+    const existing = this.#records.get(seed);
+    const record: FrontierRecord = existing ?? {
+      seed,
+      open: [],
+      questions: new Map(),
+      traceRows: dispatched?.traceRows ?? this.#traceRows ?? 0,
+      costMs: dispatched?.costMs ?? null,
+      upTo: [0, 0, 0],
+      weighted: 0,
+    };
+    const known = new Set(record.open);
+    const back: bigint[] = [];
+    for (const b of targetGroup(job)) {
+      const taken = dispatched?.questions.get(b);
+      if (taken !== undefined) {
+        this.#asked[taken.tier] -= 1;
+        this.#frontier.noteUnasked(taken.question?.key);
+      }
+      if (known.has(b) || this.#answered(seed, b) || !this.#seedLive(seed)) continue;
+      back.push(b);
+      known.add(b);
+      if (taken?.question !== undefined) record.questions.set(b, taken.question);
+    }
+    if (back.length === 0) return;
+    record.open = [...back, ...record.open];
+    // Past the cap, the branches seen last go, as `observe` would not have taken them.
+    for (const b of record.open.splice(MAX_OPEN_BRANCHES)) record.questions.delete(b);
+    this.#refreshBounds(record);
+    if (existing === undefined) {
+      this.#records.set(seed, record);
+      evictOldest(this.#records, this.#maxRecords);
+    }
+  }
+
+  #answered(seed: string, b: bigint): boolean {
+    return this.#ledger?.answered(b) === true || this.#ledger?.isSettled(seed, b) === true;
   }
 
   /**
@@ -338,7 +405,8 @@ export class FrontierLane implements Lane {
   observe(seed: string, telemetry: Telemetry | null, _reward: number, _now: number, context?: ObserveContext): void {
     if (telemetry === null) return; // an untargeted run teaches this lane nothing
     if (this.#ownsFrontier) this.#frontier.learn(telemetry.branchTrace);
-    const answered = (b: bigint): boolean => this.#ledger?.answered(b) === true || this.#ledger?.isSettled(seed, b) === true;
+    const answered = (b: bigint): boolean => this.#answered(seed, b);
+    if (context?.job !== undefined) this.#dispatched.delete(dispatchedKey(seed, context.job.targetBranch));
     const directedAt = context?.job ? new Set(targetGroup(context.job)) : undefined;
     const directed = directedAt !== undefined && directedAt.size > 0;
     const incoming = directedAt === undefined ? telemetry.openBranches : telemetry.openBranches.filter((b) => directedAt.has(b));

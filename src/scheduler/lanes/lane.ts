@@ -47,6 +47,12 @@ export interface Lane {
    */
   commit(accepted: readonly Proposal[], now: number): void;
   /**
+   * A committed job of this lane never ran: its dispatch failed on an I/O error of the lease store
+   * and was rolled back. A lane that dropped its branches at `commit` takes them back, as they
+   * were before (absent: the lane's cooldown brings the entry back by itself).
+   */
+  reopen?(job: ReplayJob, now: number): void;
+  /**
    * Feedback from a finished run on `seed`; `telemetry` null when the run brought none (an
    * untargeted run, or telemetry that was rejected): a lane that learns only from telemetry ignores it.
    */
