@@ -28,6 +28,7 @@ import { childLogger } from '../telemetry/logger.js';
 import type { JobJournal } from './job-journal.js';
 import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult, WorkSource } from './ports.js';
 import { countPublished, discardStaged, type PublicationContext } from './result-commit.js';
+import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { jobFromWorkPayload } from './work-identity.js';
 
 interface CommitRecoveryContext extends PublicationContext {
@@ -44,31 +45,33 @@ interface CommitRecoveryContext extends PublicationContext {
   /** The jobs running or committing here, by work id: never replayed (their owner is alive — us). */
   readonly active: ReadonlyMap<string, unknown>;
   readonly stopping: () => boolean;
+  /** Where transient I/O failures of scans and replays go (store-faults.ts). */
+  readonly storeFaults: StoreFaultSink;
 }
 
 export class CommitRecovery {
   readonly #ctx: CommitRecoveryContext;
   /** `workId:token` of committing records whose manifest or staged bytes are bad: not retried. */
   readonly #unreplayable = new Set<string>();
-  #ownLeft = 0;
+  /** After the last scan: the work ids it left committing (undefined: the table could not be read). */
+  #leftCommitting: ReadonlySet<string> | undefined;
 
   constructor(ctx: CommitRecoveryContext) {
     this.#ctx = ctx;
   }
 
   /**
-   * Our own committing records the last scan left committing, that a later scan may still finish:
-   * running or committing here at the scan, or their replay failed and may pass (a scan that
-   * failed counts 1). Bad records, never retried, are not counted.
+   * The records the last scan read as committing and did not finish (records it found bad, which
+   * are never retried, left out); undefined when the table could not be read.
    */
-  get ownLeft(): number {
-    return this.#ownLeft;
+  get leftCommitting(): ReadonlySet<string> | undefined {
+    return this.#leftCommitting;
   }
 
   /** One scan (see the file contract). Resolves with the number of records replayed by this call. */
   async recover(): Promise<number> {
     const ctx = this.#ctx;
-    this.#ownLeft = 0;
+    this.#leftCommitting = undefined;
     if (ctx.stopping()) return 0;
     const counters = ctx.counters;
     // Our own jobs running while the table is read may commit and finish (discarding their staged
@@ -79,24 +82,28 @@ export class CommitRecovery {
       scan = await ctx.commits.scan();
     } catch (error) {
       counters.commitReplayFailures++;
-      this.#ownLeft = 1;
-      ctx.log.error({ err: error, code: codeOf(error) }, 'scanning committing work failed; replay skipped this round');
+      if (isTransientError(error)) ctx.storeFaults.failed(error, 'scanning committing work failed; replay skipped this round');
+      else ctx.log.error({ err: error, code: codeOf(error) }, 'scanning committing work failed; replay skipped this round');
       return 0;
     }
     let replayed = 0;
     const now = ctx.clock.now();
+    const left = new Set(scan.committing.map((record) => record.workId));
     for (const record of scan.committing) {
       if (ctx.stopping()) break;
+      if (runningAtScan.has(record.workId) || ctx.active.has(record.workId)) continue;
       const mine = record.owner === ctx.coordinatorId;
-      if (runningAtScan.has(record.workId) || ctx.active.has(record.workId)) {
-        if (mine) this.#ownLeft++;
+      if (this.#unreplayable.has(`${record.workId}:${record.token}`)) {
+        left.delete(record.workId);
         continue;
       }
-      if (this.#unreplayable.has(`${record.workId}:${record.token}`)) continue;
       if (!mine && (!ctx.recoverExpiredWork || !isStaleSince(record.updatedMs, ctx.workLeaseTtlMs, now))) continue;
-      if (await this.#replay(record)) replayed++;
-      else if (mine && !this.#unreplayable.has(`${record.workId}:${record.token}`)) this.#ownLeft++;
+      if (await this.#replay(record)) {
+        replayed++;
+        left.delete(record.workId);
+      } else if (this.#unreplayable.has(`${record.workId}:${record.token}`)) left.delete(record.workId);
     }
+    this.#leftCommitting = left;
     // Only records done for a whole work TTL: the scan reads without locks, and a `done` just
     // written can still be rolled back to `committing` by its batch (a failed barrier), which
     // needs its staged files again. A rollback happens within its batch, long before a TTL.
@@ -153,7 +160,8 @@ export class CommitRecovery {
       outcome = await ctx.commits.publish(record.workId, record.token, staged.manifest, staged.findings, ctx.clock.now(), minIdleMs);
     } catch (error) {
       counters.commitReplayFailures++;
-      log.error({ err: error, code: codeOf(error) }, 'replaying committing work failed; left committing');
+      if (isTransientError(error)) ctx.storeFaults.failed(error, 'replaying committing work failed; left committing', { workId: record.workId });
+      else log.error({ err: error, code: codeOf(error) }, 'replaying committing work failed; left committing');
       return false;
     }
     if (outcome.outcome === 'live') {

@@ -26,7 +26,7 @@ import type { AdmittedWork, SolverOutcome } from './ports.js';
 import { commitResult, type ResultCommitContext } from './result-commit.js';
 import { RECOVERY_OWNER, type CoordinatorDeps, type CoordinatorOptions, type ShutdownReport } from './coordinator-deps.js';
 import { SetupFailureStreak } from './setup-failures.js';
-import { StoreFaults } from './store-faults.js';
+import { StoreFaults, isTransientError } from './store-faults.js';
 import { jobWorkId } from './work-identity.js';
 import { takeOverExpired, type WorkTakeoverContext } from './work-takeover.js';
 
@@ -51,8 +51,7 @@ const REPLAY_RETRY_MAX_MS = 30_000;
 /** The pause before a result's commit step is retried (result-commit.ts `untilAnswered`), the same way. */
 const COMMIT_RETRY_FIRST_MS = REPLAY_RETRY_FIRST_MS;
 const COMMIT_RETRY_MAX_MS = REPLAY_RETRY_MAX_MS;
-/** Errors of a lease store that cannot be read or written right now (store-faults.ts). */
-const STORE_ERRORS: ReadonlySet<string | undefined> = new Set(['ERR_LEASE_IO', 'ERR_ETCD_UNAVAILABLE', 'ERR_LOCK_TIMEOUT']);
+
 /** Jobs per slot kept dispatched ahead unless `prefetchDepth` says (the campaign option's default). */
 const DEFAULT_PREFETCH_DEPTH = 4;
 
@@ -98,6 +97,8 @@ export class Coordinator {
   #lastCommitScanMs = Number.NEGATIVE_INFINITY;
   /** An own publication failed: when the commit scan replays it, and the delay that gave it. */
   #replayRetry: { dueMs: number; delayMs: number } | undefined;
+  /** Work ids of this life's results whose publication failed and that no scan has seen finished yet. */
+  readonly #unpublished = new Set<string>();
   /** Results waiting to retry a commit step (`#pauseForRetry`): when, on the clock; resolved by `tick` (true) or stop (false). */
   readonly #pauses: { dueMs: number; resolve: (go: boolean) => void }[] = [];
   #stopping = false;
@@ -122,14 +123,14 @@ export class Coordinator {
 
     const { clock, counters, workLeases, reservations, commits, source } = deps;
     const targetLeases = deps.targetLeases;
-    const release = { targetLeases, reservations, clock, counters, log };
+    const storeFaults = new StoreFaults(log, clock);
+    this.#storeFaults = storeFaults;
+    const release = { targetLeases, reservations, clock, counters, log, storeFaults };
     this.#release = release;
     const journal = new JobJournal({ coordinatorId: options.coordinatorId, clock, jobLog: deps.jobLog, jobFinished: deps.events?.jobFinished });
     const finding = deps.events?.finding;
-    const storeFaults = new StoreFaults(log, clock);
-    // Work not run or not committed because the store failed goes back to its source (when it takes work back).
+    // Work not run because the store failed goes back to its source (when it takes work back).
     const giveBack = source.giveBack ? { giveBack: (work: AdmittedWork) => source.giveBack!(work, clock.now()) } : {};
-    this.#storeFaults = storeFaults;
     this.#renewal = { workLeases, targetLeases, counters, storeFaults, ...(deps.events?.leaseLost ? { leaseLost: deps.events.leaseLost } : {}) };
     this.#takeover = {
       workLeases,
@@ -174,7 +175,8 @@ export class Coordinator {
       inputResult: () => this.#setupFailures.reset(),
       storeFaults,
       pauseForRetry: (attempt) => this.#pauseForRetry(attempt),
-      publishFailed: () => {
+      publishFailed: (workId) => {
+        this.#unpublished.add(workId);
         this.#replayRetry ??= { dueMs: clock.now() + REPLAY_RETRY_FIRST_MS, delayMs: REPLAY_RETRY_FIRST_MS };
       },
     };
@@ -183,6 +185,7 @@ export class Coordinator {
       workLeaseTtlMs: options.workLeaseTtlMs, recoverExpiredWork: options.recoverExpiredWork,
       active: this.#active,
       stopping: () => this.#stopping,
+      storeFaults,
     });
   }
 
@@ -256,13 +259,21 @@ export class Coordinator {
     const retry = this.#replayRetry;
     if (now - this.#lastCommitScanMs >= (this.#options.commitScanIntervalMs ?? this.#options.workLeaseTtlMs) || (retry !== undefined && now >= retry.dueMs)) {
       this.#lastCommitScanMs = now;
+      const before = new Set(this.#unpublished);
       await this.recoverCommits();
-      if (retry !== undefined && this.#replayRetry === retry) {
-        // Own records still committing: again later, with a longer delay; else done.
-        if (this.#recovery.ownLeft === 0) this.#replayRetry = undefined;
-        else {
-          retry.delayMs = Math.min(retry.delayMs * 2, REPLAY_RETRY_MAX_MS);
-          retry.dueMs = now + retry.delayMs;
+      const left = this.#recovery.leftCommitting;
+      // Finished (replayed here or elsewhere): no longer waited for. Unread table: all still are.
+      if (left !== undefined) for (const workId of before) if (!left.has(workId)) this.#unpublished.delete(workId);
+      const retrying = this.#replayRetry;
+      if (retrying !== undefined) {
+        if (this.#unpublished.size === 0) this.#replayRetry = undefined;
+        else if ([...this.#unpublished].some((workId) => !before.has(workId))) {
+          // A publication failed during the scan: the next scan, a second from now, replays it.
+          retrying.delayMs = REPLAY_RETRY_FIRST_MS;
+          retrying.dueMs = this.#deps.clock.now() + REPLAY_RETRY_FIRST_MS;
+        } else {
+          retrying.delayMs = Math.min(retrying.delayMs * 2, REPLAY_RETRY_MAX_MS);
+          retrying.dueMs = now + retrying.delayMs;
         }
       }
     }
@@ -372,7 +383,7 @@ export class Coordinator {
       works = await this.#deps.source.take(wanted, this.#deps.clock.now());
     } catch (error) {
       // The admission's claims in the shared target table fail when the store does.
-      if (STORE_ERRORS.has(codeOf(error))) this.#storeFaults.failed(error, 'taking work from the source failed');
+      if (isTransientError(error)) this.#storeFaults.failed(error, 'taking work from the source failed');
       else this.#log.error({ err: error }, 'taking work from the source failed');
       this.#claimFailed(error);
       return;

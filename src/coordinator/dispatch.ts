@@ -15,12 +15,12 @@
  * and shared) and the exact-work fence, all registered in its `DispatchTransaction` — the result
  * commit either commits that transaction (after `beginCommit`) or rolls it back. On any failure
  * (re-claim refused or failed, work claim refused or failed, shutdown) the dispatch is rolled back
- * completely — newest acquisition first, nothing stays held, the scheduler's lane state is never
- * touched — `dispatchRollbacks` (and `conflicts` for a refused claim) is counted and `undefined`
- * is returned. Nothing is thrown. A claim that failed with an I/O error refused nothing: the work
- * was only not started, so after the rollback it goes back to its source (`giveBack`), which
- * offers it again later (docs/campaign.md "When the lease store fails"); every I/O failure and
- * every answer of the store is told to `storeFaults`.
+ * completely — newest acquisition first, nothing stays held, the scheduler's lane state is not
+ * touched here — `dispatchRollbacks` (and `conflicts` for a refused claim) is counted and `undefined`
+ * is returned. Nothing is thrown. A claim that failed with a transient I/O error refused nothing:
+ * the work was only not started, so after the rollback it goes back to its source (`giveBack`),
+ * which offers it again later; a directed job's lane then takes its branches back (docs/campaign.md
+ * "When the lease store fails"). Every I/O failure, and every granted claim, is told to `storeFaults`.
  */
 import type { Logger } from 'pino';
 import { childLogger } from '../telemetry/logger.js';
@@ -29,7 +29,7 @@ import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
 import { renewGroup } from './lease-renewal.js';
 import type { AdmittedWork, ClaimOutcome, WorkLeasePort } from './ports.js';
-import { isLastingError, type StoreFaultSink } from './store-faults.js';
+import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { traceClaimRefused, type SharedTraceContext } from './shared-traces.js';
 import { jobWorkId, workPayloadOf } from './work-identity.js';
 
@@ -66,13 +66,21 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     ctx.log.debug({ reason, failedUndos: report.failed, targets: decimal(job.group) }, 'dispatch rolled back');
     return undefined;
   };
-  /** The store failed, so nothing was refused: rolled back, the work goes back to its source. */
   let failure: unknown;
+  /** A pending token whose renewal failed on I/O: still ours, maybe, and in no undo. */
+  let unsureToken: string | undefined;
+  /**
+   * The store failed, so nothing was refused: rolled back, and the work goes back to its source,
+   * unless the error is one a retry meets again. Recovered work is not: the takeover scan finds
+   * its expired record again. A pending token that may still be ours is given back too, so the
+   * reopened questions are not refused by our own lease until its TTL.
+   */
   const giveBack = async (reason: string): Promise<undefined> => {
     await rollback(reason);
-    if (ctx.stopping() || isLastingError(failure)) return undefined;
+    if (unsureToken !== undefined) await releaseShared(ctx, job.group, unsureToken);
+    if (ctx.stopping() || pending.recovered || !isTransientError(failure) || ctx.giveBack === undefined) return undefined;
     counters.workGivenBack++;
-    ctx.giveBack?.(pending.work);
+    ctx.giveBack(pending.work);
     return undefined;
   };
 
@@ -83,13 +91,15 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     if (pending.targetToken !== undefined) {
       const held = await renewGroup(targets, job.group, pending.targetToken, now, ctx.storeFaults);
       if (held === true) targetToken = pending.targetToken;
+      else if (held === undefined) unsureToken = pending.targetToken;
     }
     if (targetToken === undefined) {
       let claim: ClaimOutcome;
       try {
         // Named by its input: a pair answered elsewhere since admission refuses the re-claim.
         claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now, job.inputSha256);
-        ctx.storeFaults.answered();
+        // Only a write proves the store writes again (a refusal is answered by reads alone).
+        if (claim.ok) ctx.storeFaults.answered();
       } catch (error) {
         failure = error;
         ctx.storeFaults.failed(error, 'target re-claim failed', { targets: decimal(job.group) });
@@ -115,7 +125,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   let workClaim: ClaimOutcome;
   try {
     workClaim = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now(), traces ? { doneCommit: true } : {});
-    ctx.storeFaults.answered();
+    if (workClaim.ok) ctx.storeFaults.answered();
   } catch (error) {
     failure = error;
     ctx.storeFaults.failed(error, 'work lease claim failed', { workId });

@@ -9,6 +9,7 @@ import type { GroupAnswers } from '../lease/table-contract.js';
 import type { CampaignCounters } from '../telemetry/counters.js';
 import { decimal, type PendingJob } from './job-state.js';
 import type { Clock, LocalReservations, TargetLeasePort } from './ports.js';
+import { isTransientError, type StoreFaultSink } from './store-faults.js';
 
 export interface GroupReleaseContext {
   readonly targetLeases: TargetLeasePort | undefined;
@@ -16,6 +17,8 @@ export interface GroupReleaseContext {
   readonly clock: Clock;
   readonly counters: CampaignCounters;
   readonly log: Logger;
+  /** Where transient I/O failures go (store-faults.ts); absent: logged at warn each. */
+  readonly storeFaults?: StoreFaultSink;
 }
 
 /**
@@ -30,7 +33,8 @@ export async function releaseShared(ctx: GroupReleaseContext, group: readonly bi
   try {
     released = await targets.releaseGroup(group, token, ctx.clock.now(), answers);
   } catch (error) {
-    ctx.log.warn({ err: error, targets: decimal(group) }, 'target release failed; left to TTL');
+    if (ctx.storeFaults !== undefined && isTransientError(error)) ctx.storeFaults.failed(error, 'target release failed; left to TTL', { targets: decimal(group) });
+    else ctx.log.warn({ err: error, targets: decimal(group) }, 'target release failed; left to TTL');
   }
   if (!released) ctx.counters.releaseFailures++;
   return released;

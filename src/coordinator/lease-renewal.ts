@@ -48,7 +48,7 @@ export interface LeaseRenewalContext {
 export async function renewGroup(targets: TargetLeasePort, group: readonly bigint[], token: string, now: number, faults: StoreFaultSink): Promise<boolean | undefined> {
   try {
     const held = await targets.heartbeatGroup(group, token, now);
-    faults.answered();
+    if (held) faults.answered();
     return held;
   } catch (error) {
     faults.failed(error, 'target lease renewal failed', { targets: decimal(group) });
@@ -81,7 +81,8 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
     const fences = new Map(fenced.map((a) => [a.workId, a.workToken]));
     try {
       const lost = await ctx.workLeases.heartbeatMany(fences, now);
-      ctx.storeFaults.answered();
+      // A renewal that wrote proves the store writes again.
+      if (lost.size < fences.size) ctx.storeFaults.answered();
       for (const job of fenced) {
         if (!lost.has(job.workId)) workOk++;
         else if (endedHere(job)) {

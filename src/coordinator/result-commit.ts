@@ -11,18 +11,23 @@
  * Contract:
  * - A result is published only after `beginCommit(workId, workToken, manifest)` accepted its work
  *   fence. A target token never authorises a result; only the work fence does.
- * - Staging failure: no manifest exists, so nothing can point at missing bytes; the dispatch is
- *   rolled back (work abandoned, target group and reservation released), `stagingFailures` counted,
- *   journal `aborted`.
+ * - Staging, beginCommit and that completion that fail on a transient I/O error are retried after
+ *   a pause, the result kept meanwhile (`untilAnswered`; docs/campaign.md "When the lease store
+ *   fails"). Given up (stop, work fence lost, or an error a retry meets again): staging —
+ *   `stagingFailures`; beginCommit or completion — `jobsAborted`; either way rolled back (work
+ *   abandoned, target group and reservation released), journal `aborted`. No manifest names bytes
+ *   that were not staged.
  * - A result with nothing to publish completes its record (`leased → done`, fenced by the work
  *   token) instead: there is nothing a crash could leave half published, so nothing to replay.
- * - beginCommit (or that completion) refused or failed: the result is stale — rolled back, `staleResults` counted,
- *   journal `stale`. Its staged copies are left to the sweep: the work's new holder may have staged
- *   the very same names (same work id and content), and removing them could strand its manifest.
+ * - beginCommit (or that completion) refused: the result is stale — rolled back, `staleResults`
+ *   counted, journal `stale`. Its staged copies are left to the sweep: the work's new holder may
+ *   have staged the very same names (same work id and content), and removing them could strand its
+ *   manifest.
  * - After beginCommit nothing is rolled back (the record is irreversibly ours to finish). The
  *   fenced publication answers `completed` (we published; counted here), `already` (a replaying
  *   coordinator won; counted there) or refuses/fails (`commitPublishFailures`; the record stays
- *   committing for recovery to replay). Staged copies are discarded once the record is done.
+ *   committing, and the commit scan replays it within seconds: `publishFailed`). Staged copies are
+ *   discarded once the record is done.
  * - The target group is released only after publication; a failed release is counted and left to
  *   TTL; the local reservation is released regardless.
  * Nothing here throws for a port failure: every one is counted or logged.
@@ -36,7 +41,7 @@ import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import type { JobJournal } from './job-journal.js';
 import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
-import { isLastingError, type StoreFaultSink } from './store-faults.js';
+import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { isSetupFailure } from './setup-failures.js';
 import { memberOutcomes } from '../scheduler/target-ledger.js';
 import { isInputDigest } from '../lease/lease-record.js';
@@ -69,8 +74,8 @@ export interface ResultCommitContext extends GroupReleaseContext, PublicationCon
   readonly setupFailed: (active: ActiveJob, outcome: SolverOutcome) => void;
   /** A result that was the input's own: the set-up works, the streak starts over. */
   readonly inputResult: () => void;
-  /** Our own publication failed, its record left committing: the commit scan replays it soon. */
-  readonly publishFailed?: () => void;
+  /** Our own publication of `workId` failed, its record left committing: the commit scan replays it soon. */
+  readonly publishFailed?: (workId: string) => void;
   /** Where I/O failures and answers of the store go (store-faults.ts). */
   readonly storeFaults: StoreFaultSink;
   /**
@@ -86,31 +91,35 @@ type Attempt<T> = { readonly ok: true; readonly value: T } | { readonly ok: fals
  * Runs one durable step of a result's commit (staging, beginCommit, completion) until the store
  * answers it. A result is worth keeping: dropped, its run would be redone, and the coverage its
  * findings added is already in the campaign's map, so the rerun would find them uninteresting and
- * they would be lost. So an I/O error whose retry may pass (not `isLastingError`) keeps the result
- * and retries the step after a pause (`pauseForRetry`), for as long as the coordinator runs and the
- * job keeps its work fence (a heartbeat that finds it lost ends the retries). Each failure goes to
- * `storeFaults`, each retry is counted (`commitRetries`) and announced (`resultHeld`).
+ * they would be lost. So an error a retry may pass (`isTransientError`) keeps the result and
+ * retries the step after a pause (`pauseForRetry`), for as long as the coordinator runs and the job
+ * keeps its work fence (a heartbeat that finds it lost ends the retries; a lost target group does
+ * not: only the work fence decides whether a result counts). Each failure goes to `storeFaults`,
+ * each retry is counted (`commitRetries`) and announced (`resultHeld`). `wrote` says whether a
+ * step's answer means the store wrote (which ends a spell of failures).
  */
-async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, step: string, run: () => Promise<T>): Promise<Attempt<T>> {
+async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, step: string, run: () => Promise<T>, wrote: (value: T) => boolean): Promise<Attempt<T>> {
+  // A heartbeat may mark the job lost during any await below.
+  const workLost = (): boolean => active.lost === 'work';
   for (let attempt = 0; ; attempt++) {
     try {
       const value = await run();
-      ctx.storeFaults.answered();
+      if (wrote(value)) ctx.storeFaults.answered();
       return { ok: true, value };
     } catch (error) {
-      if (isLastingError(error)) {
+      if (!isTransientError(error)) {
         active.logger.error({ err: error }, `${step} failed`);
         return { ok: false, error };
       }
       ctx.storeFaults.failed(error, `${step} failed; the result is kept and the step retried`, { workId: active.workId });
-      if (active.lost !== undefined) return { ok: false, error };
+      if (workLost()) return { ok: false, error };
       const paused = ctx.pauseForRetry(attempt);
       try {
         await ctx.hooks?.resultHeld?.({ workId: active.workId, step, attempt });
       } catch (hookError) {
         active.logger.warn({ err: hookError }, 'resultHeld hook failed');
       }
-      if (!(await paused) || active.lost !== undefined) return { ok: false, error };
+      if (!(await paused) || workLost()) return { ok: false, error };
       ctx.counters.commitRetries++;
     }
   }
@@ -147,6 +156,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
       source: sourceIdOf(path.basename(job.inputPath)),
       ...(trace !== undefined ? { trace } : {}),
     }),
+    () => true,
   );
   if (!staging.ok) {
     counters.stagingFailures++;
@@ -169,11 +179,19 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     nothingToPublish
       ? ctx.workLeases.complete(active.workId, active.workToken, ctx.clock.now())
       : ctx.workLeases.beginCommit(active.workId, active.workToken, ctx.clock.now(), manifestJson(staged.manifest)),
+    (accepted) => accepted,
   );
-  const committed = commit.ok && commit.value;
-  if (!committed) {
+  if (!commit.ok) {
+    // Given up (stop, work fence lost, or an error a retry meets again): dropped like an aborted run.
+    counters.jobsAborted++;
+    active.logger.warn({ status: outcome.status }, 'result dropped: its commit failed');
+    await active.tx.rollback();
+    ctx.journal.recordRun(active, endMs, 'aborted', outcome.generated.length, 0);
+    return;
+  }
+  if (!commit.value) {
     counters.staleResults++;
-    active.logger.warn({ status: outcome.status }, commit.ok ? 'stale result dropped: the work fence is no longer ours' : 'result dropped: its commit failed');
+    active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
     await active.tx.rollback();
     ctx.journal.recordRun(active, endMs, 'stale', outcome.generated.length, 0);
     return;
@@ -257,8 +275,10 @@ async function publishCommitted(ctx: ResultCommitContext, active: ActiveJob, sta
     outcome = await ctx.commits.publish(active.workId, active.workToken, staged.manifest, staged.findings, ctx.clock.now());
   } catch (error) {
     ctx.counters.commitPublishFailures++;
-    active.logger.error({ err: error }, 'publishing the committed result failed; the record stays committing and is replayed later');
-    ctx.publishFailed?.();
+    const msg = 'publishing the committed result failed; the record stays committing and is replayed later';
+    if (isTransientError(error)) ctx.storeFaults.failed(error, msg, { workId: active.workId });
+    else active.logger.error({ err: error }, msg);
+    ctx.publishFailed?.(active.workId);
     return [];
   }
   if (outcome.outcome === 'stale' || outcome.outcome === 'corrupt' || outcome.outcome === 'live') {

@@ -198,12 +198,15 @@ export class SeedWorkSource implements WorkSource {
 
   /**
    * `work` never started: its dispatch failed on the lease store (docs/campaign.md "When the lease
-   * store fails"). A scheduler's job goes back to the lane that proposed it; an input's own run is
-   * offered again after a delay that doubles per failure, as a deferred trace's.
+   * store fails"). A scheduler's job goes back to the lane that proposed it; an input's own run (an
+   * initial seed, an AFL++ entry, a finding) is offered again after a delay that doubles per
+   * failure, as a deferred trace's.
    */
   giveBack(work: AdmittedWork, now: number): void {
-    if (work.job.origin.startsWith('scheduler:')) this.#scheduler?.reopen?.(work.job, now);
-    else this.#putOff(work.job, now);
+    const origin = work.job.origin;
+    if (origin.startsWith('scheduler:')) this.#scheduler?.reopen?.(work.job, now);
+    else if (origin === 'seed' || origin === 'afl' || origin === 'feedback') this.#putOff(work.job, now);
+    // Anything else (an embedder's `enqueue`) is not this source's to offer again.
   }
 
   #putOff(job: CoordinatorJob, now: number): void {

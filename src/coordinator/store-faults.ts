@@ -16,22 +16,34 @@ import type { Clock } from '../core/clock.js';
 import { codeOf } from '../errors.js';
 
 /**
- * Errors a later try of the same work meets again: its own record or payload is at fault, or the
- * store was replaced. Work that failed with any other error was not refused, only not run or not
- * committed, and goes back to its source (`WorkSource.giveBack`).
+ * Errors of a store that cannot be read or written right now, which a later try may pass: the
+ * lease store's (`ERR_LEASE_IO`, `ERR_ETCD_UNAVAILABLE`, `ERR_LOCK_TIMEOUT`), a durable write's
+ * (`ERR_PUBLISH`: staging under the lease root), and the errno of a full, read-only or failing
+ * disk. Work that failed with one of them was not refused, only not run or not committed, and is
+ * kept or given back. Any other error (a corrupt record, a finding that is gone or too large, a
+ * bug) a retry would meet again: that work is dropped, as refused work is.
  */
-const LASTING_ERRORS: ReadonlySet<string | undefined> = new Set([
-  'ERR_LEASE_CORRUPT',
-  'ERR_LEASE_RECORD_TOO_LARGE',
-  'ERR_LEASE_STORE_REPLACED',
-  'ERR_LEASE_STORE_SCHEMA',
-  'ERR_INVALID_JOB',
-  'ERR_STAGED_FINDING_TOO_LARGE',
+const TRANSIENT_CODES: ReadonlySet<string> = new Set([
+  'ERR_LEASE_IO',
+  'ERR_ETCD_UNAVAILABLE',
+  'ERR_LOCK_TIMEOUT',
+  'ERR_PUBLISH',
+  'EIO',
+  'ENOSPC',
+  'EDQUOT',
+  'EROFS',
+  'EAGAIN',
+  'EBUSY',
+  'EINTR',
+  'ETIMEDOUT',
+  'EMFILE',
+  'ENFILE',
 ]);
 
-/** Would a later try of the work that failed with `error` meet it again? */
-export function isLastingError(error: unknown): boolean {
-  return LASTING_ERRORS.has(codeOf(error));
+/** May a later try of the work that failed with `error` pass (the store failed, not the work)? */
+export function isTransientError(error: unknown): boolean {
+  const code = codeOf(error);
+  return code !== undefined && TRANSIENT_CODES.has(code);
 }
 
 /** Least time between two summary lines of one spell, ms. */

@@ -12,7 +12,7 @@ export interface CampaignCounters {
   jobsTimeout: number;
   jobsCrash: number;
   jobsError: number;
-  /** Runs aborted (lost lease, shutdown) and rolled back. */
+  /** Runs aborted (lost lease, shutdown) and rolled back, and results whose beginCommit or completion was given up. */
   jobsAborted: number;
   /**
    * Jobs whose run failed for a reason that is not the input's fault (solver cannot start, showmap

@@ -27,6 +27,9 @@ import type {
 import type { JsonObject } from '../../src/lease/lease-record.js';
 import type { CommitRecordTable, CommitRecordView } from './memory-result-commits.js';
 
+/** An I/O failure as the lease tables throw it (`ERR_LEASE_IO`, outcome unknown). */
+export const ioError = (message: string): Error => Object.assign(new Error(message), { code: 'ERR_LEASE_IO' });
+
 export class ManualClock implements Clock {
   constructor(public ms = 1_000_000) {}
   now(): number {
@@ -66,7 +69,7 @@ export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
 
   async claim(workId: string, payload: Readonly<Record<string, unknown>>, now: number, options: WorkClaimAsk = {}): Promise<ClaimOutcome> {
     this.calls.push(`claim ${workId.slice(0, 8)}`);
-    if (this.claimFailure === 'error') throw new Error('injected claim I/O error');
+    if (this.claimFailure === 'error') throw ioError('injected claim I/O error');
     if (this.claimFailure) return { ok: false, reason: this.claimFailure };
     const rec = this.records.get(workId);
     if (rec && rec.status === 'done') {
@@ -82,7 +85,7 @@ export class FakeWorkLeases implements WorkLeasePort, CommitRecordTable {
 
   async heartbeatMany(fences: ReadonlyMap<string, string>, now: number): Promise<ReadonlySet<string>> {
     this.calls.push(`heartbeatMany ${fences.size}`);
-    if (this.heartbeatError) throw new Error('injected heartbeat I/O error');
+    if (this.heartbeatError) throw ioError('injected heartbeat I/O error');
     const lost = new Set<string>();
     for (const [id, token] of fences) {
       const rec = this.records.get(id);
@@ -183,7 +186,7 @@ export class FakeTargetLeases implements TargetLeasePort {
   async claimGroup(group: readonly bigint[], _payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
     this.calls.push(`claim ${group.join(',')}`);
     this.claimInputs.push(input);
-    if (this.claimError) throw new Error('injected target claim I/O error');
+    if (this.claimError) throw ioError('injected target claim I/O error');
     for (const t of group) {
       const rec = this.records.get(t);
       if (rec && now - rec.updatedMs < this.ttlMs) return { ok: false, reason: 'conflict' };
@@ -196,7 +199,7 @@ export class FakeTargetLeases implements TargetLeasePort {
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {
     this.calls.push(`heartbeat ${group.join(',')}`);
     const scripted = this.heartbeatScript.shift();
-    if (scripted === 'error') throw new Error('injected target heartbeat I/O error');
+    if (scripted === 'error') throw ioError('injected target heartbeat I/O error');
     if (scripted === 'lost') return false;
     if (!group.every((t) => this.records.get(t)?.token === token)) return false;
     for (const t of group) this.records.get(t)!.updatedMs = now;
@@ -205,7 +208,7 @@ export class FakeTargetLeases implements TargetLeasePort {
 
   async releaseGroup(group: readonly bigint[], token: string): Promise<boolean> {
     this.calls.push(`release ${group.join(',')}`);
-    if (this.releaseError) throw new Error('injected release I/O error');
+    if (this.releaseError) throw ioError('injected release I/O error');
     if (!group.every((t) => this.records.get(t)?.token === token)) return false;
     for (const t of group) this.records.delete(t);
     return true;

@@ -130,6 +130,27 @@ describe('SchedulerAdapter', () => {
     expect(scheduler.stats().inflightTargets).toBe(0);
   });
 
+  it('reopens a frontier job that never ran in its lane, and ignores hinted, untargeted and foreign jobs', async () => {
+    const { scheduler, adapter, seed } = setup();
+    adapter.addSeed(seed, 0);
+    adapter.observe({ job: untargetedJob(seed), workId: 'w', status: 'ok', telemetry: telemetry([3n], [[1n, 2n, 3n, 4, 1]]), findings: [] }, 0);
+    const frontier = scheduler.lane('frontier')!;
+    expect(frontier.openOf(seed.sha256)).toEqual([3n]);
+    const [admitted] = await adapter.admit(1, 0);
+    expect(admitted!.job).toMatchObject({ origin: 'scheduler:frontier', group: [3n] });
+    expect(frontier.openOf(seed.sha256)).toEqual([]);
+    adapter.releaseGroup(admitted!.job.group, admitted!.owner);
+    // A hint gave the job its target at dispatch, or it has none, or no lane made it: not the lane's to take back.
+    adapter.reopen({ ...admitted!.job, origin: 'scheduler:frontier+hint' }, 1);
+    adapter.reopen({ ...admitted!.job, group: [], targetBranch: 0n, actions: [] }, 1);
+    adapter.reopen({ ...admitted!.job, origin: 'seed' }, 1);
+    expect(frontier.openOf(seed.sha256)).toEqual([]);
+    adapter.reopen(admitted!.job, 1);
+    expect(frontier.openOf(seed.sha256)).toEqual([3n]);
+    const [again] = await adapter.admit(1, 2);
+    expect(again!.job.group).toEqual([3n]);
+  });
+
   it('counts a back-fill when admission refused a candidate and admitted another', async () => {
     // One target per frontier job: the busy branch and the free one are separate candidates.
     const { inflight, scheduler, seed } = setup(1);

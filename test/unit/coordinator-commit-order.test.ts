@@ -194,6 +194,62 @@ describe('crash-safe commit order', () => {
     expect(t.commits.entries.map((e) => e.sha256)).toEqual([sha(found)]);
   });
 
+  it('replays a publication that failed while a commit scan was running, a second after that scan', async () => {
+    const t = setup();
+    const job = makeJob('a');
+    const workId = jobWorkId(job);
+    // The publication waits at a gate, and fails once let through.
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    let onPublishFailed!: () => void;
+    const publishFailed = new Promise<void>((resolve) => (onPublishFailed = resolve));
+    let onAtGate!: () => void;
+    const atGate = new Promise<void>((resolve) => (onAtGate = resolve));
+    let first = true;
+    t.commits.beforePublish = async () => {
+      if (!first) return;
+      first = false;
+      onAtGate();
+      await gate;
+      t.commits.publishError = true;
+    };
+    const publish = t.commits.publish.bind(t.commits);
+    t.commits.publish = async (...args) => {
+      try {
+        return await publish(...args);
+      } catch (error) {
+        onPublishFailed();
+        throw error;
+      }
+    };
+    t.source.queue.push({ job, owner: 1 });
+    await t.coordinator.tick(); // the first scan of this life runs here, before the job
+    await t.solver.started(1);
+    t.solver.runs[0]!.resolve(outcome);
+    await atGate;
+    // A regular scan reads the table while the job is publishing (skipped: it runs here); the
+    // publication fails after that read, while the scan still runs.
+    const scan = t.commits.scan.bind(t.commits);
+    t.commits.scan = async () => {
+      const read = await scan();
+      openGate();
+      await publishFailed;
+      await new Promise<void>((resolve) => setImmediate(resolve)); // its catch tells the coordinator
+      return read;
+    };
+    t.clock.advance(TTL_MS);
+    await t.coordinator.tick();
+    t.commits.scan = scan;
+    await t.coordinator.settled();
+    t.commits.publishError = false;
+    expect(t.workLeases.records.get(workId)?.status).toBe('committing');
+    expect(t.counters).toMatchObject({ commitPublishFailures: 1, commitsReplayed: 0 });
+    t.clock.advance(1000);
+    await t.coordinator.tick();
+    expect(t.workLeases.records.get(workId)?.status).toBe('done');
+    expect(t.counters).toMatchObject({ commitsReplayed: 1, interesting: 1 });
+  });
+
   it('drops the result and releases the work when the coordinator stops while staging keeps failing', async () => {
     const t = setup();
     t.commits.stageError = true;

@@ -671,3 +671,42 @@ describe('when the lease store fails', () => {
     expect(t.source.backlog).toBe(0);
   });
 });
+
+describe('a result kept while the store fails', () => {
+  it('commits once staging works again, though a heartbeat found its target group taken meanwhile: only the work fence decides', async () => {
+    const clock = new ManualClock();
+    const workLeases = new FakeWorkLeases(TTL_MS);
+    const targetLeases = new FakeTargetLeases(TTL_MS);
+    const reservations = new FakeReservations();
+    const solver = new FakeSolver();
+    const source = new FakeSource();
+    const commits = new MemoryResultCommits(workLeases);
+    const counters = createCounters();
+    let onHeld!: () => void;
+    const held = new Promise<void>((resolve) => (onHeld = resolve));
+    const coordinator = new Coordinator(
+      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: false },
+      { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver, source, commits, hooks: { resultHeld: () => onHeld() } },
+    );
+    const job = makeJob('a', 77n);
+    expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
+    const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
+    if (!claim.ok) throw new Error('test setup: admission claim refused');
+    source.queue.push({ job, owner: OWNER, targetToken: claim.token });
+    await coordinator.tick();
+    await solver.started(1);
+    commits.stageError = true;
+    solver.runs[0]!.resolve(ok([{ text: 'found', interesting: true }]));
+    await held;
+    targetLeases.heartbeatScript = ['lost'];
+    await coordinator.heartbeat();
+    expect(counters.leaseExpiries).toBe(1);
+    commits.stageError = false;
+    clock.advance(1000);
+    await coordinator.tick();
+    await coordinator.settled();
+    expect(workLeases.records.get(jobWorkId(job))?.status).toBe('done');
+    expect(commits.entries).toHaveLength(1);
+    expect(counters).toMatchObject({ jobsOk: 1, commitRetries: 1, stagingFailures: 0, interesting: 1 });
+  });
+});

@@ -3,7 +3,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { StoreFaults, isLastingError } from '../../src/coordinator/store-faults.js';
+import { StoreFaults, isTransientError } from '../../src/coordinator/store-faults.js';
 import { ManualClock } from '../helpers/coordinator-fakes.js';
 
 function capture() {
@@ -60,12 +60,11 @@ describe('lease-store faults', () => {
     expect(lines[3]).toMatchObject({ level: 50, err: { message: 'etcd out of space #43' } });
   });
 
-  it('tells the errors a retry meets again from those it may pass', () => {
-    expect(isLastingError(Object.assign(new Error('x'), { code: 'ERR_LEASE_CORRUPT' }))).toBe(true);
-    expect(isLastingError(Object.assign(new Error('x'), { code: 'ERR_LEASE_RECORD_TOO_LARGE' }))).toBe(true);
-    expect(isLastingError(Object.assign(new Error('x'), { code: 'ERR_LEASE_STORE_REPLACED' }))).toBe(true);
-    expect(isLastingError(Object.assign(new Error('x'), { code: 'ERR_LEASE_IO' }))).toBe(false);
-    expect(isLastingError(Object.assign(new Error('x'), { code: 'ERR_ETCD_UNAVAILABLE' }))).toBe(false);
-    expect(isLastingError(new Error('no code'))).toBe(false);
+  it('tells the errors a retry may pass (the store failed) from those it meets again (the work did)', () => {
+    const coded = (code: string): Error => Object.assign(new Error(code), { code });
+    for (const code of ['ERR_LEASE_IO', 'ERR_ETCD_UNAVAILABLE', 'ERR_LOCK_TIMEOUT', 'ERR_PUBLISH', 'EIO', 'ENOSPC', 'EROFS']) expect(isTransientError(coded(code)), code).toBe(true);
+    for (const code of ['ERR_LEASE_CORRUPT', 'ERR_LEASE_RECORD_TOO_LARGE', 'ERR_LEASE_STORE_REPLACED', 'ERR_STAGED_FINDING_TOO_LARGE', 'ENOENT', 'EFBIG', 'EINVAL']) expect(isTransientError(coded(code)), code).toBe(false);
+    // A bug is no store failure: retrying it would only hold the work forever.
+    expect(isTransientError(new TypeError('x is undefined'))).toBe(false);
   });
 });
