@@ -162,6 +162,18 @@ describe('frontier lane', () => {
     expect(lane.openOf('s')).toEqual([2n]);
   });
 
+  it('reopens only the branches its commit took from the record', () => {
+    const lane = new FrontierLane();
+    lane.observe('s', traceOf([1, 2]), 0, 0);
+    // A job naming a branch the record never held (9) besides one it did (1).
+    const job: ReplayJob = { seed: 's', targetBranch: 1n, actions: [{ branch: 9n, kind: 'solve' }] };
+    lane.commit([{ lane: 'frontier', origin: 's', job }], 0);
+    expect(lane.openOf('s')).toEqual([2n]);
+    lane.reopen(job, 0);
+    expect(lane.openOf('s')).toEqual([1n, 2n]);
+    expect(lane.askedByTier()).toEqual({ 1: 0, 2: 0, 3: 0 });
+  });
+
   it('puts back a branch its directed run left open, and restores its state from a snapshot', () => {
     const lane = new FrontierLane();
     lane.observe('s', traceOf([1, 2]), 0, 0);

@@ -377,7 +377,8 @@ export class FrontierLane implements Lane {
         this.#asked[taken.tier] -= 1;
         this.#frontier.noteUnasked(taken.question?.key);
       }
-      if (known.has(b) || this.#answered(seed, b) || !this.#seedLive(seed)) continue;
+      // Only what the commit took from the record goes back (all of the group, when forgotten).
+      if ((dispatched !== undefined && taken === undefined) || known.has(b) || this.#answered(seed, b) || !this.#seedLive(seed)) continue;
       back.push(b);
       known.add(b);
       if (taken?.question !== undefined) record.questions.set(b, taken.question);
