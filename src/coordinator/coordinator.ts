@@ -44,7 +44,7 @@ export type { CoordinatorOptions, CoordinatorPorts, ShutdownReport } from './coo
 const FINISHING_PER_SLOT = 2;
 /**
  * After our own publication failed: the first commit scan that replays it, ms later, doubled while
- * replays keep failing, up to the last (docs/campaign.md "When the lease store fails").
+ * its record stays committing, up to the last (docs/campaign.md "When the lease store fails").
  */
 const REPLAY_RETRY_FIRST_MS = 1000;
 const REPLAY_RETRY_MAX_MS = 30_000;
@@ -256,27 +256,7 @@ export class Coordinator {
     this.#resumeDue(now);
     if (now - this.#lastHeartbeatMs >= this.#heartbeatIntervalMs) await this.heartbeat();
     if (this.#stopping) return;
-    const retry = this.#replayRetry;
-    if (now - this.#lastCommitScanMs >= (this.#options.commitScanIntervalMs ?? this.#options.workLeaseTtlMs) || (retry !== undefined && now >= retry.dueMs)) {
-      this.#lastCommitScanMs = now;
-      const before = new Set(this.#unpublished);
-      await this.recoverCommits();
-      const left = this.#recovery.leftCommitting;
-      // Finished (replayed here or elsewhere): no longer waited for. Unread table: all still are.
-      if (left !== undefined) for (const workId of before) if (!left.has(workId)) this.#unpublished.delete(workId);
-      const retrying = this.#replayRetry;
-      if (retrying !== undefined) {
-        if (this.#unpublished.size === 0) this.#replayRetry = undefined;
-        else if ([...this.#unpublished].some((workId) => !before.has(workId))) {
-          // A publication failed during the scan: the next scan, a second from now, replays it.
-          retrying.delayMs = REPLAY_RETRY_FIRST_MS;
-          retrying.dueMs = this.#deps.clock.now() + REPLAY_RETRY_FIRST_MS;
-        } else {
-          retrying.delayMs = Math.min(retrying.delayMs * 2, REPLAY_RETRY_MAX_MS);
-          retrying.dueMs = now + retrying.delayMs;
-        }
-      }
-    }
+    await this.#scanCommitsWhenDue(now);
     if (this.#stopping) return;
     await this.#rollBackLostReady();
     await this.#takeOverExpired();
@@ -286,6 +266,35 @@ export class Coordinator {
     await this.#prefetchReady();
     this.#deps.counters.fillRatio = this.runningCount / this.#options.workers;
     this.accrueSolverBusy();
+  }
+
+  /**
+   * The commit scan (`recoverCommits`): every `commitScanIntervalMs`, and sooner while one of this
+   * life's publications failed and its record is still committing (`#replayRetry`: 1 s after the
+   * failure, doubled at each scan that still finds it so, up to 30 s; back to 1 s when another
+   * publication fails during a scan).
+   */
+  async #scanCommitsWhenDue(now: number): Promise<void> {
+    const retry = this.#replayRetry;
+    const regular = now - this.#lastCommitScanMs >= (this.#options.commitScanIntervalMs ?? this.#options.workLeaseTtlMs);
+    if (!regular && (retry === undefined || now < retry.dueMs)) return;
+    this.#lastCommitScanMs = now;
+    const before = new Set(this.#unpublished);
+    await this.recoverCommits();
+    const left = this.#recovery.leftCommitting;
+    // Finished (replayed here or elsewhere): no longer waited for. Unread table: all still are.
+    if (left !== undefined) for (const workId of before) if (!left.has(workId)) this.#unpublished.delete(workId);
+    const retrying = this.#replayRetry;
+    if (retrying === undefined) return;
+    if (this.#unpublished.size === 0) this.#replayRetry = undefined;
+    else if ([...this.#unpublished].some((workId) => !before.has(workId))) {
+      // A publication failed during the scan, after its read: the next scan replays it.
+      retrying.delayMs = REPLAY_RETRY_FIRST_MS;
+      retrying.dueMs = this.#deps.clock.now() + REPLAY_RETRY_FIRST_MS;
+    } else {
+      retrying.delayMs = Math.min(retrying.delayMs * 2, REPLAY_RETRY_MAX_MS);
+      retrying.dueMs = now + retrying.delayMs;
+    }
   }
 
   /** Resolves true, after `attempt`'s delay on the injected clock (a tick finds it due), or false at stop. */
