@@ -5,8 +5,9 @@
  * directory gone read-only), every claim and renewal fails, several times a second. The first
  * failure of such a spell is logged at error with its whole error (its message says what to do);
  * the ones after it are only counted, and a warn line sums them up once per `summaryMs` while the
- * spell lasts. The first store operation that is answered again (granted or refused: either way
- * the store spoke) ends the spell with one info line: how long it lasted and how many operations failed.
+ * spell lasts. The first write that succeeds again ends the spell with one info line: how long it
+ * lasted and how many operations failed. A refusal does not end it: an etcd out of space still
+ * answers reads, so claims are refused `conflict` while every write fails.
  *
  * Contract: every failure is counted in `failures` and reaches the log, in full or in a sum; no
  * failure is logged in full twice in one spell; `answered()` outside a spell logs nothing.
@@ -52,7 +53,7 @@ export const STORE_FAULT_SUMMARY_MS = 30_000;
 export interface StoreFaultSink {
   /** A store operation failed with an I/O error (`msg` says which; `fields` go on the log line). */
   failed(error: unknown, msg: string, fields?: Readonly<Record<string, unknown>>): void;
-  /** A store operation was answered (granted or refused). */
+  /** A store operation wrote (a claim granted, a lease renewed, a commit step done). */
   answered(): void;
 }
 
