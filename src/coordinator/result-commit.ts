@@ -147,6 +147,11 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     return;
   }
   ctx.inputResult();
+  /** A result dropped before its commit: everything the dispatch took is given back, and journalled. */
+  const drop = async (status: 'aborted' | 'stale'): Promise<void> => {
+    await active.tx.rollback();
+    ctx.journal.recordRun(active, endMs, status, outcome.generated.length, 0);
+  };
 
   const trace = sharedTraceOf(job, outcome);
   const items = findingItems(ctx, active, outcome);
@@ -161,8 +166,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   if (!staging.ok) {
     counters.stagingFailures++;
     active.logger.error({ err: staging.error }, 'staging the result durably failed; result dropped and work released');
-    await active.tx.rollback();
-    ctx.journal.recordRun(active, endMs, 'aborted', outcome.generated.length, 0);
+    await drop('aborted');
     return;
   }
   const staged = staging.value;
@@ -185,15 +189,13 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     // Given up (stop, work fence lost, or an error a retry meets again): dropped like an aborted run.
     counters.jobsAborted++;
     active.logger.warn({ status: outcome.status }, 'result dropped: its commit failed');
-    await active.tx.rollback();
-    ctx.journal.recordRun(active, endMs, 'aborted', outcome.generated.length, 0);
+    await drop('aborted');
     return;
   }
   if (!commit.value) {
     counters.staleResults++;
     active.logger.warn({ status: outcome.status }, 'stale result dropped: the work fence is no longer ours');
-    await active.tx.rollback();
-    ctx.journal.recordRun(active, endMs, 'stale', outcome.generated.length, 0);
+    await drop('stale');
     return;
   }
   // From here on the work record is irreversibly ours to finish: nothing may be rolled back.

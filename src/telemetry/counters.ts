@@ -328,11 +328,17 @@ export function jobKindOf(job: { readonly mode?: 'trace'; readonly group: readon
 const COUNTED_LANES = ['frontier', 'prefix', 'cstg', 'edge', 'concurrency', 'fallback'] as const;
 type CountedLane = (typeof COUNTED_LANES)[number];
 
-/** The lane a job's origin names (`scheduler:<lane>` or `scheduler:<lane>+hint`), if one with counters. */
-function laneOfOrigin(origin: string | undefined): CountedLane | undefined {
+/** A scheduler job's origin, `scheduler:<lane>` or `scheduler:<lane>+hint` (a hint gave it its target): its parts. */
+export function schedulerOrigin(origin: string | undefined): { readonly lane: string; readonly hinted: boolean } | undefined {
   if (origin === undefined || !origin.startsWith('scheduler:')) return undefined;
-  const lane = origin.slice('scheduler:'.length).split('+')[0];
-  return (COUNTED_LANES as readonly string[]).includes(lane!) ? (lane as CountedLane) : undefined;
+  const [lane, hint] = origin.slice('scheduler:'.length).split('+');
+  return { lane: lane!, hinted: hint !== undefined };
+}
+
+/** The lane a job's origin names, if one with counters. */
+function laneOfOrigin(origin: string | undefined): CountedLane | undefined {
+  const lane = schedulerOrigin(origin)?.lane;
+  return lane !== undefined && (COUNTED_LANES as readonly string[]).includes(lane) ? (lane as CountedLane) : undefined;
 }
 
 function laneKey(lane: CountedLane, what: 'Directed' | 'NotReached'): keyof CampaignCounters {

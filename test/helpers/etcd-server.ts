@@ -236,3 +236,22 @@ export async function freezeMember(member: EtcdMember): Promise<void> {
     await delay(5);
   }
 }
+
+/**
+ * What an operator does for an etcd out of space (docs/leases.md "History and compaction"): drop
+ * `dropPrefix` if given, compact the history, defragment, disarm every alarm. From a client of its
+ * own: a client whose writes were refused may have stopped talking to the member.
+ */
+export async function giveSpaceBack(endpoints: string, dropPrefix?: string): Promise<void> {
+  const operator = new Etcd3({ hosts: endpoints });
+  try {
+    if (dropPrefix !== undefined) await operator.delete().prefix(dropPrefix);
+    const revision = (await operator.maintenance.status()).header.revision;
+    await operator.kv.compact({ revision, physical: true });
+    await operator.maintenance.defragment({});
+    const alarms = await operator.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' });
+    for (const alarm of alarms.alarms) await operator.maintenance.alarm({ action: 'Deactivate', memberID: alarm.memberID, alarm: alarm.alarm });
+  } finally {
+    operator.close();
+  }
+}

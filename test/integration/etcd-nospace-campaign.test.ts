@@ -15,7 +15,7 @@ import { Etcd3 } from 'etcd3';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemo } from '../../src/coordinator/adapters/demo-campaign.js';
-import { etcdUnavailable, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
+import { etcdUnavailable, giveSpaceBack, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 
 const unavailable = etcdUnavailable();
 if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
@@ -48,24 +48,6 @@ describe.skipIf(unavailable !== undefined)('a campaign whose etcd runs out of sp
     throw new Error(`etcd took 40 MB under a quota of ${QUOTA_BYTES} bytes`);
   }
 
-  /**
-   * What an operator does: drop what filled it, compact, defragment, disarm (from a client of its
-   * own: the filler's stopped talking to the member after its refused writes).
-   */
-  async function giveSpaceBack(): Promise<void> {
-    const operator = new Etcd3({ hosts: cluster.endpoints });
-    try {
-      await operator.delete().prefix('fill/');
-      const revision = (await operator.maintenance.status()).header.revision;
-      await operator.kv.compact({ revision, physical: true });
-      await operator.maintenance.defragment({});
-      const alarms = await operator.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' });
-      for (const alarm of alarms.alarms) await operator.maintenance.alarm({ action: 'Deactivate', memberID: alarm.memberID, alarm: alarm.alarm });
-    } finally {
-      operator.close();
-    }
-  }
-
   it('keeps what it found and what it was to run, and reaches every branch once etcd has space again', async () => {
     const outDir = mkdtempSync(path.join(tmpdir(), 'symfence-nospace-campaign-'));
     dirs.push(outDir);
@@ -96,7 +78,7 @@ describe.skipIf(unavailable !== undefined)('a campaign whose etcd runs out of sp
     );
     await failed;
     expect(full).toContain('database space exceeded');
-    await giveSpaceBack();
+    await giveSpaceBack(cluster.endpoints, 'fill/');
     const summary = await demo.done;
 
     expect(summary.complete).toBe(true);

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, openTarget, tempRoot } from '../helpers/lease-fixtures.js';
-import { etcdUnavailable, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
+import { etcdUnavailable, giveSpaceBack, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
 
 const unavailable = etcdUnavailable();
 if (unavailable !== undefined && process.env['CI'] === 'true') throw new Error(`etcd tests cannot run in CI: ${unavailable}`);
@@ -98,10 +98,7 @@ describe.skipIf(unavailable !== undefined)('an etcd out of space', () => {
       expect(opening?.details?.['etcdAlarm']).toBe('NOSPACE');
 
       // The operator gives the space back: compact the history, defragment, disarm.
-      const revision = (await client.kv.range({ key: Buffer.from('nospace/target/meta') })).header.revision;
-      await client.kv.compact({ revision, physical: true });
-      await client.maintenance.defragment({});
-      for (const alarm of alarms.alarms) await client.maintenance.alarm({ action: 'Deactivate', memberID: alarm.memberID, alarm: alarm.alarm });
+      await giveSpaceBack(cluster.endpoints);
 
       // The same table writes again, on the same connection.
       if (refused.step === 'release' && restored === true) expect(await targets.releaseGroup([refused.target], refused.token!, { nowMs: 30 * S })).toEqual({ ok: true });

@@ -74,6 +74,17 @@ async function runOne(t: ReturnType<typeof setup>, before?: () => void, result: 
   return jobWorkId(job);
 }
 
+/** Runs job `a` to its result (`outcome`) and waits for `reached` (the result held, or at a gate): its job. */
+async function runUntil(t: ReturnType<typeof setup>, reached: () => Promise<void>): Promise<ReturnType<typeof makeJob>> {
+  const job = makeJob('a');
+  t.source.queue.push({ job, owner: 1 });
+  await t.coordinator.tick();
+  await t.solver.started(1);
+  t.solver.runs[0]!.resolve(outcome);
+  await reached();
+  return job;
+}
+
 describe('crash-safe commit order', () => {
   it('stages, then beginCommit with the manifest, then one fenced publish + complete, then discards the staged copies', async () => {
     const t = setup();
@@ -117,12 +128,7 @@ describe('crash-safe commit order', () => {
   it('keeps the result when staging fails, and stages it again after a pause that doubles per failure', async () => {
     const t = setup();
     t.commits.stageError = true;
-    const job = makeJob('a');
-    t.source.queue.push({ job, owner: 1 });
-    await t.coordinator.tick();
-    await t.solver.started(1);
-    t.solver.runs[0]!.resolve(outcome);
-    await t.heldTimes(1);
+    const job = await runUntil(t, () => t.heldTimes(1));
     expect(t.coordinator.heldResults).toBe(1);
     // Not due yet: a tick 999 ms later retries nothing.
     t.clock.advance(999);
@@ -156,12 +162,7 @@ describe('crash-safe commit order', () => {
       if (failures-- > 0) throw Object.assign(new Error('injected lost answer'), { code: 'ERR_LEASE_IO' });
       return accepted;
     };
-    const job = makeJob('a');
-    t.source.queue.push({ job, owner: 1 });
-    await t.coordinator.tick();
-    await t.solver.started(1);
-    t.solver.runs[0]!.resolve(outcome);
-    await t.heldTimes(1);
+    await runUntil(t, () => t.heldTimes(1));
     t.clock.advance(1000);
     await t.coordinator.tick();
     await t.coordinator.settled();
@@ -196,8 +197,6 @@ describe('crash-safe commit order', () => {
 
   it('replays a publication that failed while a commit scan was running, a second after that scan', async () => {
     const t = setup();
-    const job = makeJob('a');
-    const workId = jobWorkId(job);
     // The publication waits at a gate, and fails once let through.
     let openGate!: () => void;
     const gate = new Promise<void>((resolve) => (openGate = resolve));
@@ -222,11 +221,8 @@ describe('crash-safe commit order', () => {
         throw error;
       }
     };
-    t.source.queue.push({ job, owner: 1 });
-    await t.coordinator.tick(); // the first scan of this life runs here, before the job
-    await t.solver.started(1);
-    t.solver.runs[0]!.resolve(outcome);
-    await atGate;
+    // The first scan of this life runs at the job's first tick, before the job.
+    const workId = jobWorkId(await runUntil(t, () => atGate));
     // A regular scan reads the table while the job is publishing (skipped: it runs here); the
     // publication fails after that read, while the scan still runs.
     const scan = t.commits.scan.bind(t.commits);
@@ -253,12 +249,7 @@ describe('crash-safe commit order', () => {
   it('drops the result and releases the work when the coordinator stops while staging keeps failing', async () => {
     const t = setup();
     t.commits.stageError = true;
-    const job = makeJob('a');
-    t.source.queue.push({ job, owner: 1 });
-    await t.coordinator.tick();
-    await t.solver.started(1);
-    t.solver.runs[0]!.resolve(outcome);
-    await t.heldTimes(1);
+    const job = await runUntil(t, () => t.heldTimes(1));
     await t.coordinator.stop();
     expect(t.log).toEqual(['stage 1']);
     expect(t.workLeases.records.has(jobWorkId(job))).toBe(false); // abandoned: the work can run again

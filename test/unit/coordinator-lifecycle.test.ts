@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Coordinator, type CoordinatorOptions } from '../../src/coordinator/coordinator.js';
+import { Coordinator, type CoordinatorHooks, type CoordinatorOptions } from '../../src/coordinator/coordinator.js';
 import type { AdmittedWork, CoordinatorJob, PublishedEntry } from '../../src/coordinator/ports.js';
 import { SeedWorkSource } from '../../src/coordinator/seed-work-source.js';
 import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js';
@@ -21,7 +21,7 @@ import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 const TTL_MS = 30_000;
 const OWNER = 1;
 
-function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
+function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true, hooks?: CoordinatorHooks) {
   const clock = new ManualClock();
   const workLeases = new FakeWorkLeases(TTL_MS);
   const targetLeases = new FakeTargetLeases(TTL_MS);
@@ -47,6 +47,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true) {
       commits,
       jobLog: { append: (e) => jobs.push(e), close: () => {} },
       events: { leaseLost: (info) => lost.push(`${info.lease}:${info.workId}`), finding: (e) => findings.push(e) },
+      ...(hooks ? { hooks } : {}),
     },
   );
 
@@ -674,25 +675,12 @@ describe('when the lease store fails', () => {
 
 describe('a result kept while the store fails', () => {
   it('commits once staging works again, though a heartbeat found its target group taken meanwhile: only the work fence decides', async () => {
-    const clock = new ManualClock();
-    const workLeases = new FakeWorkLeases(TTL_MS);
-    const targetLeases = new FakeTargetLeases(TTL_MS);
-    const reservations = new FakeReservations();
-    const solver = new FakeSolver();
-    const source = new FakeSource();
-    const commits = new MemoryResultCommits(workLeases);
-    const counters = createCounters();
     let onHeld!: () => void;
     const held = new Promise<void>((resolve) => (onHeld = resolve));
-    const coordinator = new Coordinator(
-      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: false },
-      { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver, source, commits, hooks: { resultHeld: () => onHeld() } },
-    );
+    const t = setup({}, true, { resultHeld: () => onHeld() });
+    const { clock, workLeases, targetLeases, solver, commits, counters, coordinator } = t;
     const job = makeJob('a', 77n);
-    expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
-    const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
-    if (!claim.ok) throw new Error('test setup: admission claim refused');
-    source.queue.push({ job, owner: OWNER, targetToken: claim.token });
+    t.source.queue.push(await t.admit(job));
     await coordinator.tick();
     await solver.started(1);
     commits.stageError = true;

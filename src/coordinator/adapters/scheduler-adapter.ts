@@ -25,7 +25,7 @@ import type { ReplayJob } from '../../scheduler/replay-job.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import { claimDispatchGroup } from '../../scheduler/target-contract.js';
-import type { CampaignCounters } from '../../telemetry/counters.js';
+import { schedulerOrigin, type CampaignCounters } from '../../telemetry/counters.js';
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler } from '../ports.js';
 
 
@@ -190,9 +190,9 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
    * cooldown brings it back.
    */
   reopen(job: CoordinatorJob, now: number): void {
-    const [lane, hinted] = job.origin.slice('scheduler:'.length).split('+');
-    if (!job.origin.startsWith('scheduler:') || hinted !== undefined || job.group.length === 0) return;
-    this.#scheduler.reopen(lane!, { seed: job.inputSha256, targetBranch: job.targetBranch, actions: job.actions }, now);
+    const origin = schedulerOrigin(job.origin);
+    if (origin === undefined || origin.hinted || job.group.length === 0) return;
+    this.#scheduler.reopen(origin.lane, { seed: job.inputSha256, targetBranch: job.targetBranch, actions: job.actions }, now);
   }
 
   tryReserveGroup(targets: readonly bigint[], owner: number): boolean {
