@@ -204,12 +204,91 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
+  type Kv = { txn: (...args: unknown[]) => Promise<unknown> };
+  type Request = { compare: { key: Buffer; range_end?: Buffer; target: string; create_revision?: number }[]; success: { request_range?: unknown; request_put?: { key: Buffer } }[] };
+  const kvOf = (table: unknown): Kv => (table as { backend: { connection: { client: { kv: Kv } } } }).backend.connection.client.kv;
+  const isCommit = (request: unknown): boolean => (request as Request).success.some((op) => op.request_range === undefined);
+  const leaseKey = (prefix: string, t: bigint): string => `${prefix}/target/r/${targetRecordId(t)}`;
+
+  describe('a transaction whose answer is lost', () => {
+    /** Makes `table`'s next commit transaction fail on the wire: `before` it reaches etcd, or `after` etcd applied it (then `meanwhile` runs first). */
+    const loseNextCommit = (table: unknown, when: 'before' | 'after', meanwhile?: () => Promise<void>): { restore: () => void; lost: () => boolean } => {
+      const kv = kvOf(table);
+      const txn = kv.txn.bind(kv);
+      let armed = true;
+      kv.txn = async (...args: unknown[]) => {
+        if (!armed || !isCommit(args[0])) return txn(...args);
+        armed = false;
+        if (when === 'after') {
+          await txn(...args);
+          await meanwhile?.();
+        }
+        throw new Error(`14 UNAVAILABLE: the connection was reset (injected ${when} the transaction)`);
+      };
+      return { restore: () => (kv.txn = txn), lost: () => !armed };
+    };
+
+    it('goes on as committed when etcd applied it: the records read back hold the bytes it wrote', async () => {
+      const prefix = nextPrefix();
+      const table = await openTarget(await tempRoot(), base(prefix));
+      const work = await openWork(await tempRoot(), base(prefix));
+      try {
+        let lost = loseNextCommit(table, 'after');
+        const claim = await table.claimGroup([5n, 6n], { p: 'lost answer' }, { owner: 'a', nowMs: 10 * S });
+        expect(lost.lost()).toBe(true);
+        lost.restore();
+        if (!claim.ok) throw new Error(`claim refused: ${claim.reason}`);
+        // The token granted is the one etcd holds: the holder heartbeats and releases with it.
+        const stored = JSON.parse((await client.get(leaseKey(prefix, 5n)).exec()).kvs[0]!.value.toString('utf8')) as { token: string };
+        expect(stored.token).toBe(claim.token);
+        expect(await table.heartbeatGroup([5n, 6n], claim.token, { nowMs: 11 * S })).toEqual({ ok: true });
+        expect(await table.releaseGroup([5n, 6n], claim.token, { nowMs: 12 * S })).toEqual({ ok: true });
+
+        // The same for a work lease: claimed once, never refused by its own record.
+        const id = workIdOf('lost-answer-work');
+        lost = loseNextCommit(work, 'after');
+        const held = await work.claim(id, { job: 1 }, { owner: 'a', nowMs: 10 * S });
+        expect(lost.lost()).toBe(true);
+        lost.restore();
+        if (!held.ok) throw new Error(`work claim refused: ${held.reason}`);
+        expect(await work.beginCommit(id, held.token, { nowMs: 11 * S, commit: { findings: [] } })).toEqual({ ok: true });
+      } finally {
+        await table.close();
+        await work.close();
+      }
+    });
+
+    it('fails with nothing written when etcd never applied it, and unknown when another writer came between', async () => {
+      const prefix = nextPrefix();
+      const table = await openTarget(await tempRoot(), base(prefix));
+      try {
+        let lost = loseNextCommit(table, 'before');
+        const error = await table.claimGroup([7n], { p: 'never sent' }, { owner: 'a', nowMs: 10 * S }).then(() => undefined, (e: unknown) => e as Error & { code?: string; details?: Record<string, unknown> });
+        lost.restore();
+        expect(error).toMatchObject({ code: 'ERR_LEASE_IO', details: { step: 'commit', restored: true } });
+        expect(error?.message).toContain('nothing was written');
+        expect((await client.get(leaseKey(prefix, 7n)).exec()).kvs).toEqual([]);
+
+        // Applied, then the record deleted before the read-back (its session gone, say): neither
+        // as read nor as written, so the outcome stays unknown and the call says so.
+        lost = loseNextCommit(table, 'after', async () => {
+          await client.delete().key(leaseKey(prefix, 8n)).exec();
+        });
+        const unknown = await table.claimGroup([8n, 9n], { p: 'overtaken' }, { owner: 'a', nowMs: 10 * S }).then(() => undefined, (e: unknown) => e as Error & { code?: string; details?: Record<string, unknown> });
+        lost.restore();
+        expect(unknown).toMatchObject({ code: 'ERR_LEASE_IO', details: { step: 'commit', restored: false } });
+        expect(unknown?.message).not.toContain('nothing was written');
+
+        // Each record is as the last writer left it, and the table claims on.
+        const again = await table.claimGroup([7n, 8n], { p: 'again' }, { owner: 'a', nowMs: 11 * S });
+        expect(again.ok).toBe(true);
+      } finally {
+        await table.close();
+      }
+    });
+  });
+
   describe('answer versions', () => {
-    type Kv = { txn: (...args: unknown[]) => Promise<unknown> };
-    type Request = { compare: { key: Buffer; range_end?: Buffer; target: string; create_revision?: number }[]; success: { request_range?: unknown; request_put?: { key: Buffer } }[] };
-    const kvOf = (table: unknown): Kv => (table as { backend: { connection: { client: { kv: Kv } } } }).backend.connection.client.kv;
-    const isCommit = (request: unknown): boolean => (request as Request).success.some((op) => op.request_range === undefined);
-    const leaseKey = (prefix: string, t: bigint): string => `${prefix}/target/r/${targetRecordId(t)}`;
     const versionKey = (prefix: string, t: bigint, version: number): string => `${leaseKey(prefix, t)}/${versionSuffix(version)}`;
     /** The keys of a branch: its lease record's, then its answer versions', newest first. */
     const branchKeys = async (prefix: string, t: bigint): Promise<string[]> => (await client.getAll().prefix(leaseKey(prefix, t)).keys()).sort();

@@ -236,20 +236,27 @@ export class EtcdBatch implements StoreBatch {
     }
     const sweepLater = success.length + superseded.length > MAX_TXN_OPS;
     if (!sweepLater) for (const key of superseded) success.push({ request_delete_range: { key } });
-    let result;
+    let result: { readonly succeeded: boolean; readonly revision: string };
     try {
-      result = await connection.client.kv.txn({ compare, success, failure: [] }, connection.call());
+      const response = await connection.client.kv.txn({ compare, success, failure: [] }, connection.call());
+      result = { succeeded: response.succeeded, revision: String(response.header.revision) };
     } catch (error) {
       this.forgetAll();
-      const restored = await this.unchanged(ids);
-      throw etcdIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
+      // The outcome is unknown: the answer was lost, or etcd applied the transaction and answered
+      // an error all the same (the write that crosses its space quota). The records read again say.
+      const after = await this.readBack(ids, staged);
+      if (after.applied === undefined) {
+        const restored = after.unchanged;
+        throw etcdIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
+      }
+      result = { succeeded: true, revision: after.applied };
     }
     if (!result.succeeded) {
       // Some record was not what this batch read: the run again reads them all from the server.
       this.forgetAll();
       throw new BatchConflictError(ids);
     }
-    const revision = String(result.header.revision);
+    const revision = result.revision;
     for (const id of ids) {
       const next = staged.get(id);
       const answers = this.#reads.get(id)?.answers;
@@ -371,19 +378,42 @@ export class EtcdBatch implements StoreBatch {
     return read.modRevision === '0' ? { key, target: 'Create', result: 'Equal', create_revision: 0 } : { key, target: 'Mod', result: 'Equal', mod_revision: read.modRevision };
   }
 
-  /** After an unknown outcome: true when every staged record is still as read (nothing applied). */
-  private async unchanged(ids: readonly string[]): Promise<boolean> {
+  /**
+   * After a transaction whose outcome is unknown, its records read again:
+   * - `unchanged`: every one is still as this batch read it, so nothing was applied;
+   * - `applied` (the revision it was applied at): every record it wrote holds exactly the bytes it
+   *   wrote, all at one revision, and every record it deleted is absent. A transaction applies
+   *   whole, and the bytes it wrote carry this batch's token, so no other writer left them there;
+   *   the batch then goes on as committed (docs/leases.md "The etcd store");
+   * - neither (the read failed too, or another writer came between): the outcome stays unknown.
+   */
+  private async readBack(ids: readonly string[], staged: ReadonlyMap<string, StagedRecord | null>): Promise<{ readonly unchanged: boolean; readonly applied?: string }> {
+    let now: Map<string, ReadRecord>;
     try {
       const relations = new Map<string, string>();
       for (const id of ids) {
         const answers = this.#reads.get(id)?.answers;
         if (answers !== undefined) relations.set(id, answers.leaseId);
       }
-      const now = await this.#backend.readRecords(ids, relations);
-      return ids.every((id) => now.get(id)?.modRevision === this.#reads.get(id)?.modRevision);
+      now = await this.#backend.readRecords(ids, relations);
     } catch {
-      return false;
+      return { unchanged: false };
     }
+    if (ids.every((id) => now.get(id)?.modRevision === this.#reads.get(id)?.modRevision)) return { unchanged: true };
+    let applied: string | undefined;
+    for (const id of ids) {
+      const next = staged.get(id) ?? null;
+      const read = now.get(id);
+      if (next === null) {
+        if (read?.read.state !== 'absent') return { unchanged: false };
+        continue;
+      }
+      if (read?.read.state !== 'valid' || read.read.bytes?.equals(next.bytes) !== true) return { unchanged: false };
+      if (applied !== undefined && applied !== read.modRevision) return { unchanged: false };
+      applied = read.modRevision;
+    }
+    // Deletions alone prove nothing: another writer may have deleted the records as well.
+    return applied === undefined ? { unchanged: false } : { unchanged: false, applied };
   }
 
   /** Nothing is held between the read and the commit. */
