@@ -28,8 +28,9 @@
  *   coordinator won; counted there) or refuses/fails (`commitPublishFailures`; the record stays
  *   committing, and the commit scan replays it within seconds: `publishFailed`). Staged copies are
  *   discarded once the record is done.
- * - The target group is released only after publication; a failed release is counted and left to
- *   TTL; the local reservation is released regardless.
+ * - The target group is released only after publication. A release carrying answers that fails on
+ *   a transient I/O error is retried like the steps above (`releaseAnswered`); a refused or failed
+ *   release is counted and left to TTL; the local reservation is released regardless.
  * Nothing here throws for a port failure: every one is counted or logged.
  */
 import path from 'node:path';
@@ -45,6 +46,7 @@ import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { isSetupFailure } from './setup-failures.js';
 import { memberOutcomes } from '../scheduler/target-ledger.js';
 import { isInputDigest } from '../lease/lease-record.js';
+import type { GroupAnswers } from '../lease/table-contract.js';
 import { telemetryToJson } from '../scheduler/telemetry.js';
 
 /**
@@ -123,6 +125,20 @@ async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, ste
       ctx.counters.commitRetries++;
     }
   }
+}
+
+/**
+ * The group release of a result that counts, carrying what its run answered. Lost, those answers
+ * would let the campaign ask the questions again, so a release that fails on a transient I/O error
+ * is retried like a commit step (`untilAnswered`), the group renewed meanwhile. Refused (the lease
+ * expired or was taken over) or given up: counted in `releaseFailures`, the group left to its TTL.
+ */
+async function releaseAnswered(ctx: ResultCommitContext, active: ActiveJob, token: string, answers: GroupAnswers): Promise<void> {
+  const targets = ctx.targetLeases;
+  if (targets === undefined) return;
+  const { group } = active.work.job;
+  const released = await untilAnswered(ctx, active, 'releasing the target group with its answers', () => targets.releaseGroup(group, token, ctx.clock.now(), answers), (ok) => ok);
+  if (!released.ok || !released.value) ctx.counters.releaseFailures++;
 }
 
 export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, outcome: SolverOutcome): Promise<void> {
@@ -221,7 +237,8 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     // (published here, or replayed from its record if this publication failed).
     const { settled, open } = members;
     const answers = isInputDigest(job.inputSha256) && (settled.length > 0 || open.length > 0) ? { input: job.inputSha256, settled, ...(open.length > 0 ? { open } : {}) } : undefined;
-    await releaseShared(ctx, job.group, active.targetToken, answers);
+    if (answers === undefined) await releaseShared(ctx, job.group, active.targetToken, answers);
+    else await releaseAnswered(ctx, active, active.targetToken, answers);
   }
   if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, active.work.owner);
 

@@ -207,17 +207,73 @@ describe('result → stage → beginCommit → publish + complete → release', 
     expect(t.commits.entries).toEqual([]);
   });
 
-  it('counts a failed target release after commit and leaves it to the TTL', async () => {
-    const t = setup();
+  it('retries a target release carrying answers that failed on an I/O error, the group renewed meanwhile, until the store answers', async () => {
+    const held: Array<{ step: string; attempt: number }> = [];
+    let onHeld!: () => void;
+    let heldNow = new Promise<void>((resolve) => (onHeld = resolve));
+    const t = setup({}, true, {
+      resultHeld: (info) => {
+        held.push({ step: info.step, attempt: info.attempt });
+        onHeld();
+      },
+    });
     const job = makeJob('a', 77n);
     t.source.queue.push(await t.admit(job));
     await t.coordinator.tick();
     t.targetLeases.releaseError = true;
     t.solver.runs[0]!.resolve(ok());
+    await heldNow;
+    heldNow = new Promise<void>((resolve) => (onHeld = resolve));
+    // The result counts already; what its run answered waits for the release.
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
+    expect(t.coordinator.heldResults).toBe(1);
+    await t.coordinator.heartbeat();
+    expect(t.targetLeases.calls.at(-1)).toBe('heartbeat 77');
+    t.clock.advance(1000);
+    await t.coordinator.tick();
+    await heldNow;
+    expect(held).toEqual([
+      { step: 'releasing the target group with its answers', attempt: 0 },
+      { step: 'releasing the target group with its answers', attempt: 1 },
+    ]);
+    t.targetLeases.releaseError = false;
+    t.clock.advance(2000);
+    await t.coordinator.tick();
     await t.coordinator.settled();
-    expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 1 });
+    expect(t.targetLeases.calls.filter((c) => c === 'release 77')).toHaveLength(3);
+    expect(t.targetLeases.records.has(77n)).toBe(false);
+    expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 0, commitRetries: 2 });
+    expect(t.coordinator.heldResults).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+  });
+
+  it('counts a target release refused after commit (the group taken over) and leaves it to the TTL', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.targetLeases.takeOver([77n], t.clock.now());
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 1, commitRetries: 0 });
     expect(t.targetLeases.records.has(77n)).toBe(true);
     expect(t.reservations.held.size).toBe(0); // the local reservation is released regardless
+  });
+
+  it('gives up a release that keeps failing when the coordinator stops, and counts it', async () => {
+    let onHeld!: () => void;
+    const heldNow = new Promise<void>((resolve) => (onHeld = resolve));
+    const t = setup({}, true, { resultHeld: () => onHeld() });
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.targetLeases.releaseError = true;
+    t.solver.runs[0]!.resolve(ok());
+    await heldNow;
+    await t.coordinator.stop();
+    expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 1 });
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
+    expect(t.coordinator.heldResults).toBe(0);
   });
 
   it('copies a crashing parent to crashes/ and a timed-out parent to hangs/', async () => {
