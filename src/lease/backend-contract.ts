@@ -122,9 +122,10 @@ export interface StoreBatch {
   guard?(ids: readonly string[]): void;
   /**
    * Refuses, by throwing, changes this store cannot take (a transaction's size limit) before any
-   * of them is staged; `staged` is what the batch holds so far.
+   * of them is staged. Called once per operation's changes, in staging order: the store keeps
+   * what it admitted so far (a change of an id staged before replaces it).
    */
-  admit?(changes: readonly (readonly [string, StagedRecord | null])[], staged: ReadonlyMap<string, StagedRecord | null>): void;
+  admit?(changes: readonly (readonly [string, StagedRecord | null])[]): void;
   /** Makes `changes` durable, all-or-nothing; rejects with `LeaseIoError`. */
   commit(changes: readonly StagedChange[]): Promise<BatchReport>;
   /** Ends the batch (rolls back an uncommitted one). Idempotent; never throws. */

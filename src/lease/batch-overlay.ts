@@ -119,7 +119,7 @@ export class BatchOverlay {
       const read = this.readOf(id);
       if (read.state === 'corrupt') throw misuse(`stage over corrupt record ${id}: corrupt records are never overwritten`);
     }
-    this.store.admit?.(list, this.staged);
+    this.store.admit?.(list);
     for (const [id, next] of list) {
       if (next === null && !this.staged.has(id) && this.readOf(id).state === 'absent') continue;
       this.staged.set(id, next);

@@ -709,6 +709,26 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
     }
   });
 
+  it('counts the bytes of every operation of a batch against one transaction: the operation that would overflow it is refused alone, nothing of it written', async () => {
+    const prefix = nextPrefix();
+    const targets = await openTarget(await tempRoot(), base(prefix));
+    try {
+      // Four groups of 8 members, each record carrying a 50 KB payload: about 404 KB a group, so
+      // three fit the 1.25 MiB of one transaction and the fourth does not.
+      const groups = [0, 1, 2, 3].map((g) => Array.from({ length: 8 }, (_, i) => BigInt(7000 + g * 8 + i)));
+      const payload = { path: 'z'.repeat(50_000) };
+      const { outcomes } = await targets.executeBatch(groups.map((group) => targets.planClaimGroup(group, payload, { owner: 'c', nowMs: 10 * S })));
+      expect(outcomes.slice(0, 3).map((o) => o.ok && (o.value as GroupClaimResult).ok)).toEqual([true, true, true]);
+      const refused = outcomes[3]!;
+      expect(refused.ok).toBe(false);
+      expect(!refused.ok && (refused.error as { code?: string }).code).toBe('ERR_LEASE_RECORD_TOO_LARGE');
+      const written = (await client.getAll().prefix(`${prefix}/target/r/`).keys()).sort();
+      expect(written).toEqual(groups.slice(0, 3).flat().map((t) => leaseKey(prefix, t)).sort());
+    } finally {
+      await targets.close();
+    }
+  });
+
   it('records the store in the local root and in etcd, and refuses mismatches', async () => {
     const prefix = nextPrefix();
     const root = await tempRoot();

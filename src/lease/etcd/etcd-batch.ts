@@ -58,6 +58,9 @@ export class EtcdBatch implements StoreBatch {
   readonly #declared = new Map<string, number>();
   /** The answer records of `#declared`: forgotten from the quiet records with the reads on a conflict. */
   readonly #declaredAnswers = new Set<string>();
+  /** Bytes of the keys and values staged so far (`admit`), and each staged id's share. */
+  #stagedBytes = 0;
+  readonly #stagedSizes = new Map<string, number>();
 
   constructor(backend: EtcdRecordBackend) {
     this.#backend = backend;
@@ -161,17 +164,21 @@ export class EtcdBatch implements StoreBatch {
     for (const id of ids) if (this.#reads.has(id)) this.#guarded.add(id);
   }
 
-  /** A batch's writes must fit one transaction (`MAX_TXN_BYTES`): refused whole, before staging. */
-  admit(changes: readonly (readonly [string, StagedRecord | null])[], staged: ReadonlyMap<string, StagedRecord | null>): void {
+  /**
+   * A batch's writes must fit one transaction (`MAX_TXN_BYTES`): refused whole, before staging.
+   * The bytes staged so far are kept as a running total (`#stagedBytes`, each id's share in
+   * `#stagedSizes`), so a batch of many operations is checked in time linear in its records.
+   */
+  admit(changes: readonly (readonly [string, StagedRecord | null])[]): void {
     // Record ids are ASCII (identity.ts), so a key's size is the prefix's bytes plus the id's
     // length: no key is built here, for every staged record on every operation of the batch.
     const prefixBytes = this.#backend.recordKeyPrefixBytes;
     // An answer record's key is its lease record's id and a version suffix (etcd-backend.ts).
     const sizeOf = (id: string, next: StagedRecord | null): number => prefixBytes + id.length + (next?.record.role === 'answers' ? ANSWER_KEY_EXTRA : 0) + (next?.bytes.length ?? 0);
-    const incoming = new Map(changes);
-    let bytes = 0;
-    for (const [id, next] of staged) if (!incoming.has(id)) bytes += sizeOf(id, next);
-    for (const [id, next] of incoming) bytes += sizeOf(id, next);
+    const incoming = new Map<string, number>();
+    for (const [id, next] of changes) incoming.set(id, sizeOf(id, next));
+    let bytes = this.#stagedBytes;
+    for (const [id, size] of incoming) bytes += size - (this.#stagedSizes.get(id) ?? 0);
     if (bytes > MAX_TXN_BYTES) {
       throw new LeaseRecordTooLargeError(`lease records of ${bytes} bytes do not fit one etcd transaction (at most ${MAX_TXN_BYTES} bytes); nothing was written`, {
         bytes,
@@ -179,6 +186,9 @@ export class EtcdBatch implements StoreBatch {
         ids: changes.map(([id]) => id).slice(0, 8),
       });
     }
+    // A deletion the overlay finds to be no change stays counted: the bound errs on the safe side.
+    for (const [id, size] of incoming) this.#stagedSizes.set(id, size);
+    this.#stagedBytes = bytes;
   }
 
   async commit(changes: readonly StagedChange[]): Promise<BatchReport> {
