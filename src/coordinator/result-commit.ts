@@ -40,7 +40,7 @@ import { countCommittedJob, jobKindOf } from '../telemetry/counters.js';
 import { sourceIdOf } from '../triage/afl-names.js';
 import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import type { JobJournal } from './job-journal.js';
-import { decimal, type ActiveJob } from './job-state.js';
+import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
 import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { isSetupFailure } from './setup-failures.js';
@@ -129,36 +129,16 @@ async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, ste
 
 /**
  * The group release of a result that counts, carrying what its run answered. Lost, those answers
- * would let the campaign ask the questions again, so:
- * - a release that fails on a transient I/O error is retried like a commit step (`untilAnswered`),
- *   the group renewed meanwhile;
- * - a release refused because the group is no longer ours (its lease expired, or its etcd session
- *   ended, while the result was committing) claims the group afresh and releases it again with the
- *   answers (`answersKeptByReclaim`), unless another coordinator holds it now.
- * Anything else, or a stop first, is counted in `releaseFailures` and left to the group's TTL.
+ * would let the campaign ask the questions again, so a release that fails on a transient I/O error
+ * is retried like a commit step (`untilAnswered`), the group renewed meanwhile. Refused (the lease
+ * expired or was taken over) or given up: counted in `releaseFailures`, the group left to its TTL.
  */
 async function releaseAnswered(ctx: ResultCommitContext, active: ActiveJob, token: string, answers: GroupAnswers): Promise<void> {
   const targets = ctx.targetLeases;
   if (targets === undefined) return;
-  const { group, inputPath } = active.work.job;
-  const release = (holding: string): Promise<Attempt<boolean>> =>
-    untilAnswered(ctx, active, 'releasing the target group with its answers', () => targets.releaseGroup(group, holding, ctx.clock.now(), answers), (ok) => ok);
-  const released = await release(token);
-  if (released.ok && released.value) return;
-  if (released.ok) {
-    // Claimed without the input: the fence is all the answers need (a claim naming it would be
-    // refused for a member answered on it meanwhile, and the other members' answers lost).
-    const again = await untilAnswered(ctx, active, 'claiming the target group again for its answers', () => targets.claimGroup(group, { path: inputPath }, ctx.clock.now()), (claim) => claim.ok);
-    if (again.ok && again.value.ok) {
-      const rereleased = await release(again.value.token);
-      if (rereleased.ok && rereleased.value) {
-        ctx.counters.answersKeptByReclaim++;
-        active.logger.info({ targets: decimal(group) }, 'target group no longer ours at its release; claimed again to keep its answers');
-        return;
-      }
-    }
-  }
-  ctx.counters.releaseFailures++;
+  const { group } = active.work.job;
+  const released = await untilAnswered(ctx, active, 'releasing the target group with its answers', () => targets.releaseGroup(group, token, ctx.clock.now(), answers), (ok) => ok);
+  if (!released.ok || !released.value) ctx.counters.releaseFailures++;
 }
 
 export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, outcome: SolverOutcome): Promise<void> {

@@ -77,12 +77,6 @@ export interface CampaignCounters {
   leaseExpiries: number;
   /** Target-group releases that failed and were left to TTL expiry. */
   releaseFailures: number;
-  /**
-   * Releases carrying a counted result's answers refused because the group was no longer ours (it
-   * expired, or its etcd session ended, while the result committed): claimed afresh and released
-   * with the answers (docs/campaign.md "When the lease store fails").
-   */
-  answersKeptByReclaim: number;
   heartbeatsOk: number;
   heartbeatsFailed: number;
   /** Pending jobs dropped by the queue safety valve (their tokens released at once). */
@@ -203,7 +197,6 @@ export function createCounters(): CampaignCounters {
     leaseSteals: 0,
     leaseExpiries: 0,
     releaseFailures: 0,
-    answersKeptByReclaim: 0,
     heartbeatsOk: 0,
     heartbeatsFailed: 0,
     safetyValveDrops: 0,
