@@ -228,7 +228,59 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       return { restore: () => (kv.txn = txn), lost: () => !armed };
     };
 
-    it('goes on as committed when etcd applied it: the records read back hold the bytes it wrote', async () => {
+    /**
+     * Lets `table`'s next commit transaction reach etcd and be applied, then fails its answer on the
+     * wire (below the client's own retries): the client sends it again, and that attempt's compares
+     * fail on the first one's writes.
+     */
+    const dropNextCommitAnswer = (table: unknown): { restore: () => void; dropped: () => boolean } => {
+      type Callback = (error: Error | null, response?: unknown) => void;
+      type Service = Record<string, unknown> & { txn: (payload: unknown, metadata: unknown, options: unknown, callback: Callback) => unknown };
+      type Host = { getServiceClient: (name: string) => Service };
+      const pool = (table as { backend: { connection: { client: { pool: { hosts: Host[] } } } } }).backend.connection.client.pool;
+      let armed = true;
+      const restores: Array<() => void> = [];
+      for (const host of pool.hosts) {
+        const get = host.getServiceClient;
+        host.getServiceClient = function (this: Host, name: string): Service {
+          const service = get.call(this, name);
+          if (name !== 'KV') return service;
+          return new Proxy(service, {
+            get(target, property) {
+              const value = Reflect.get(target, property) as unknown;
+              if (property !== 'txn' || !armed) return value;
+              return (payload: unknown, metadata: unknown, options: unknown, callback: Callback) => {
+                if (!isCommit(payload)) return target.txn(payload, metadata, options, callback);
+                armed = false;
+                return target.txn(payload, metadata, options, (error) => callback(error ?? Object.assign(new Error('14 UNAVAILABLE: the connection was reset (injected after the transaction)'), { code: 14 })));
+              };
+            },
+          });
+        };
+        restores.push(() => (host.getServiceClient = get));
+      }
+      return { restore: () => restores.forEach((restore) => restore()), dropped: () => !armed };
+    };
+
+    it('goes on as committed when etcd applied it but the answer was lost on the wire and the client sent it again', async () => {
+      const prefix = nextPrefix();
+      const table = await openTarget(await tempRoot(), base(prefix));
+      try {
+        const dropped = dropNextCommitAnswer(table);
+        const claim = await table.claimGroup([3n, 4n], { p: 'lost on the wire' }, { owner: 'a', nowMs: 10 * S });
+        expect(dropped.dropped()).toBe(true);
+        dropped.restore();
+        // Not refused `conflict` by its own record: the read-back found the first attempt applied.
+        if (!claim.ok) throw new Error(`claim refused: ${claim.reason}`);
+        const stored = JSON.parse((await client.get(leaseKey(prefix, 3n)).exec()).kvs[0]!.value.toString('utf8')) as { token: string };
+        expect(stored.token).toBe(claim.token);
+        expect(await table.releaseGroup([3n, 4n], claim.token, { nowMs: 11 * S })).toEqual({ ok: true });
+      } finally {
+        await table.close();
+      }
+    });
+
+    it('goes on as committed when etcd applied it and answered an error (as it does the write that crosses its space quota): the records read back hold the bytes it wrote', async () => {
       const prefix = nextPrefix();
       const table = await openTarget(await tempRoot(), base(prefix));
       const work = await openWork(await tempRoot(), base(prefix));

@@ -246,11 +246,22 @@ export class EtcdBatch implements StoreBatch {
     }
     const sweepLater = success.length + superseded.length > MAX_TXN_OPS;
     if (!sweepLater) for (const key of superseded) success.push({ request_delete_range: { key } });
-    let result: { readonly succeeded: boolean; readonly revision: string };
+    let revision: string;
+    const retriesBefore = connection.stats.retries;
     try {
       const response = await connection.client.kv.txn({ compare, success, failure: [] }, connection.call());
-      result = { succeeded: response.succeeded, revision: String(response.header.revision) };
+      revision = String(response.header.revision);
+      if (!response.succeeded) {
+        this.forgetAll();
+        // Sent again by the client after a failure on the wire, the transaction may have been
+        // applied the first time, and its compares then failed on its own writes: read back.
+        const applied = connection.stats.retries !== retriesBefore ? (await this.readBack(ids, staged)).applied : undefined;
+        // Otherwise some record was not what this batch read: the run again reads them all from the server.
+        if (applied === undefined) throw new BatchConflictError(ids);
+        revision = applied;
+      }
     } catch (error) {
+      if (error instanceof BatchConflictError) throw error;
       this.forgetAll();
       // The outcome is unknown: the answer was lost, or etcd applied the transaction and answered
       // an error all the same (the write that crosses its space quota). The records read again say.
@@ -259,14 +270,8 @@ export class EtcdBatch implements StoreBatch {
         const restored = after.unchanged;
         throw etcdIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
       }
-      result = { succeeded: true, revision: after.applied };
+      revision = after.applied;
     }
-    if (!result.succeeded) {
-      // Some record was not what this batch read: the run again reads them all from the server.
-      this.forgetAll();
-      throw new BatchConflictError(ids);
-    }
-    const revision = result.revision;
     for (const id of ids) {
       const next = staged.get(id);
       const answers = this.#reads.get(id)?.answers;
@@ -391,10 +396,12 @@ export class EtcdBatch implements StoreBatch {
   /**
    * After a transaction whose outcome is unknown, its records read again:
    * - `unchanged`: every one is still as this batch read it, so nothing was applied;
-   * - `applied` (the revision it was applied at): every record it wrote holds exactly the bytes it
-   *   wrote, all at one revision, and every record it deleted is absent. A transaction applies
-   *   whole, and the bytes it wrote carry this batch's token, so no other writer left them there;
-   *   the batch then goes on as committed (docs/leases.md "The etcd store");
+   * - `applied` (the revision it was applied at): every record it wrote was written since the
+   *   batch read it and holds exactly the bytes it wrote, all at one revision, and every record it
+   *   deleted is absent. A transaction applies whole, and the bytes it wrote carry this batch's
+   *   token, so no other writer left them there (and a record that already held them, a renewal
+   *   at the same time as the last, proves nothing: it must have been written again); the batch
+   *   then goes on as committed (docs/leases.md "The etcd store");
    * - neither (the read failed too, or another writer came between): the outcome stays unknown.
    */
   private async readBack(ids: readonly string[], staged: ReadonlyMap<string, StagedRecord | null>): Promise<{ readonly unchanged: boolean; readonly applied?: string }> {
@@ -418,7 +425,7 @@ export class EtcdBatch implements StoreBatch {
         if (read?.read.state !== 'absent') return { unchanged: false };
         continue;
       }
-      if (read?.read.state !== 'valid' || read.read.bytes?.equals(next.bytes) !== true) return { unchanged: false };
+      if (read?.read.state !== 'valid' || read.modRevision === this.#reads.get(id)?.modRevision || read.read.bytes?.equals(next.bytes) !== true) return { unchanged: false };
       if (applied !== undefined && applied !== read.modRevision) return { unchanged: false };
       applied = read.modRevision;
     }

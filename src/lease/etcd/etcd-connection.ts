@@ -158,11 +158,15 @@ export function withAlarm(details: Readonly<Record<string, unknown>>, cause: unk
  * whether the refused write was applied could not be made, and every claim would fail, though a
  * claim refused `conflict` or `answered` writes nothing.
  */
-function faultHandling(etcd3: typeof import('etcd3'), policies: typeof import('cockatiel')): NonNullable<IOptions['faultHandling']> {
+function faultHandling(etcd3: typeof import('etcd3'), policies: typeof import('cockatiel'), stats: EtcdSessionStats): NonNullable<IOptions['faultHandling']> {
   const retried = policies.handleWhen((error) => etcd3.isRecoverableError(error) && !isNoSpace(error));
+  const global = policies.retry(retried, { maxAttempts: 3 });
+  global.onRetry(() => {
+    stats.retries++;
+  });
   return {
     host: () => policies.circuitBreaker(retried, { halfOpenAfter: 5_000, breaker: new policies.ConsecutiveBreaker(3) }),
-    global: policies.retry(retried, { maxAttempts: 3 }),
+    global,
   };
 }
 
@@ -172,6 +176,12 @@ interface EtcdSessionStats {
   granted: number;
   /** Sessions given up because their keep-alive deadline passed without an acknowledgement. */
   lost: number;
+  /**
+   * Requests the client sent again after a failure on the wire (`faultHandling`). A transaction
+   * sent again may have been applied the first time: its compares then fail on its own writes
+   * (etcd-batch.ts reads those records back).
+   */
+  retries: number;
 }
 
 type SessionListener = (event: { readonly leaseId: string; readonly reason: string }) => void;
@@ -193,7 +203,7 @@ const KEEPALIVE_RETRY_MS = 100;
 export class EtcdConnection {
   readonly client: Etcd3;
   readonly requestTimeoutMs: number;
-  readonly stats: EtcdSessionStats = { granted: 0, lost: 0 };
+  readonly stats: EtcdSessionStats;
   /** Lease ids of sessions given up here (records attached to them are no longer ours). */
   readonly lostLeaseIds = new Set<string>();
   readonly #listeners = new Set<SessionListener>();
@@ -204,8 +214,9 @@ export class EtcdConnection {
   #closed = false;
   readonly #key: string;
 
-  constructor(key: string, client: Etcd3, requestTimeoutMs: number, monotonicNowMs: () => number) {
+  constructor(key: string, client: Etcd3, requestTimeoutMs: number, monotonicNowMs: () => number, stats: EtcdSessionStats = { granted: 0, lost: 0, retries: 0 }) {
     this.#key = key;
+    this.stats = stats;
     this.client = client;
     this.requestTimeoutMs = requestTimeoutMs;
     this.#now = monotonicNowMs;
@@ -384,8 +395,9 @@ async function openConnection(key: string, config: EtcdClientConfig, monotonicNo
   // 0.3 s of start-up, which every process that never speaks to etcd (each CLI command, each
   // campaign on files or SQLite, its I/O thread) would otherwise pay.
   const etcd3 = await import('etcd3');
-  const client = new etcd3.Etcd3({ ...clientOptions(config), faultHandling: faultHandling(etcd3, await import('cockatiel')) });
-  const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs).retain();
+  const stats: EtcdSessionStats = { granted: 0, lost: 0, retries: 0 };
+  const client = new etcd3.Etcd3({ ...clientOptions(config), faultHandling: faultHandling(etcd3, await import('cockatiel'), stats) });
+  const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs, stats).retain();
   try {
     await withFreshDeadlines(OPEN_ATTEMPTS, () => client.maintenance.status(connection.call()));
   } catch (error) {
