@@ -3,7 +3,7 @@
  * with revisions, staging within the transaction limits, and one compare-and-write commit.
  */
 import { LeaseRecordTooLargeError } from '../../errors.js';
-import type { ICompare } from 'etcd3/lib/rpc.js';
+import type { ICompare, ITxnResponse } from 'etcd3/lib/rpc.js';
 import type { EtcdRecordBackend } from './etcd-backend.js';
 import { MAX_ANSWER_VERSION } from './answer-version-keys.js';
 import { etcdIoError } from './etcd-connection.js';
@@ -246,32 +246,36 @@ export class EtcdBatch implements StoreBatch {
     }
     const sweepLater = success.length + superseded.length > MAX_TXN_OPS;
     if (!sweepLater) for (const key of superseded) success.push({ request_delete_range: { key } });
-    let revision: string;
-    const retriesBefore = connection.stats.retries;
+    const request = { compare, success, failure: [] };
+    let response: ITxnResponse | undefined;
+    let failure: unknown;
     try {
-      const response = await connection.client.kv.txn({ compare, success, failure: [] }, connection.call());
-      revision = String(response.header.revision);
-      if (!response.succeeded) {
-        this.forgetAll();
-        // Sent again by the client after a failure on the wire, the transaction may have been
-        // applied the first time, and its compares then failed on its own writes: read back.
-        const applied = connection.stats.retries !== retriesBefore ? (await this.readBack(ids, staged)).applied : undefined;
-        // Otherwise some record was not what this batch read: the run again reads them all from the server.
-        if (applied === undefined) throw new BatchConflictError(ids);
-        revision = applied;
-      }
+      response = await connection.client.kv.txn(request, connection.call());
     } catch (error) {
-      if (error instanceof BatchConflictError) throw error;
+      failure = error;
+    }
+    let revision: string;
+    if (response === undefined) {
       this.forgetAll();
       // The outcome is unknown: the answer was lost, or etcd applied the transaction and answered
       // an error all the same (the write that crosses its space quota). The records read again say.
       const after = await this.readBack(ids, staged);
       if (after.applied === undefined) {
         const restored = after.unchanged;
-        throw etcdIoError(`etcd transaction failed: ${(error as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, error);
+        throw etcdIoError(`etcd transaction failed: ${(failure as Error).message}${restored ? '; nothing was written' : ''}`, { step: 'commit', ids: ids.slice(0, 8), restored }, failure);
       }
       revision = after.applied;
-    }
+    } else if (!response.succeeded) {
+      this.forgetAll();
+      // Some record was not what this batch read: the run again reads them all from the server.
+      if (connection.sends(request) <= 1) throw new BatchConflictError(ids);
+      // Unless the client sent the transaction again after a failure on the wire: the first
+      // attempt may have been applied, and this one's compares failed on its own writes.
+      const after = await this.readBack(ids, staged);
+      if (after.unread === true) throw etcdIoError('etcd transaction sent again after a failure on the wire, and its records could not be read back: whether it was applied is unknown', { step: 'commit', ids: ids.slice(0, 8), restored: false }, undefined);
+      if (after.applied === undefined) throw new BatchConflictError(ids);
+      revision = after.applied;
+    } else revision = String(response.header.revision);
     for (const id of ids) {
       const next = staged.get(id);
       const answers = this.#reads.get(id)?.answers;
@@ -402,9 +406,10 @@ export class EtcdBatch implements StoreBatch {
    *   token, so no other writer left them there (and a record that already held them, a renewal
    *   at the same time as the last, proves nothing: it must have been written again); the batch
    *   then goes on as committed (docs/leases.md "The etcd store");
-   * - neither (the read failed too, or another writer came between): the outcome stays unknown.
+   * - neither (the read failed too: `unread`; or another writer came between): the outcome stays
+   *   unknown.
    */
-  private async readBack(ids: readonly string[], staged: ReadonlyMap<string, StagedRecord | null>): Promise<{ readonly unchanged: boolean; readonly applied?: string }> {
+  private async readBack(ids: readonly string[], staged: ReadonlyMap<string, StagedRecord | null>): Promise<{ readonly unchanged: boolean; readonly applied?: string; readonly unread?: true }> {
     let now: Map<string, ReadRecord>;
     try {
       const relations = new Map<string, string>();
@@ -414,7 +419,7 @@ export class EtcdBatch implements StoreBatch {
       }
       now = await this.#backend.readRecords(ids, relations);
     } catch {
-      return { unchanged: false };
+      return { unchanged: false, unread: true };
     }
     if (ids.every((id) => now.get(id)?.modRevision === this.#reads.get(id)?.modRevision)) return { unchanged: true };
     let applied: string | undefined;

@@ -99,13 +99,20 @@ function readPassword(config: EtcdClientConfig): string {
   return fromEnv;
 }
 
-/** The etcd3 client options of `config` (TLS material and password read now). */
-function clientOptions(config: EtcdClientConfig): IOptions {
+/**
+ * The etcd3 client options of `config` (TLS material and password read now). `sends` counts the
+ * attempts the client makes of each transaction, by its request object (`EtcdConnection.sends`).
+ */
+function clientOptions(config: EtcdClientConfig, sends?: WeakMap<object, number>): IOptions {
   const options: { -readonly [K in keyof IOptions]: IOptions[K] } = {
     hosts: config.endpoints.map((e) => (/^https?:\/\//.test(e) ? e : `${config.caFile !== undefined ? 'https' : 'http'}://${e}`)),
     dialTimeout: config.requestTimeoutMs,
     // A fresh deadline for every attempt of a unary request (see `EtcdConnection.call`).
-    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: new Date(Date.now() + config.requestTimeoutMs) }),
+    defaultCallOptions: (context) => {
+      if (context.isStream) return {};
+      if (sends !== undefined && context.service === 'KV' && context.method === 'txn') sends.set(context.params, (sends.get(context.params) ?? 0) + 1);
+      return { deadline: new Date(Date.now() + config.requestTimeoutMs) };
+    },
   };
   if (config.caFile !== undefined) {
     options.credentials = {
@@ -158,15 +165,11 @@ export function withAlarm(details: Readonly<Record<string, unknown>>, cause: unk
  * whether the refused write was applied could not be made, and every claim would fail, though a
  * claim refused `conflict` or `answered` writes nothing.
  */
-function faultHandling(etcd3: typeof import('etcd3'), policies: typeof import('cockatiel'), stats: EtcdSessionStats): NonNullable<IOptions['faultHandling']> {
+function faultHandling(etcd3: typeof import('etcd3'), policies: typeof import('cockatiel')): NonNullable<IOptions['faultHandling']> {
   const retried = policies.handleWhen((error) => etcd3.isRecoverableError(error) && !isNoSpace(error));
-  const global = policies.retry(retried, { maxAttempts: 3 });
-  global.onRetry(() => {
-    stats.retries++;
-  });
   return {
     host: () => policies.circuitBreaker(retried, { halfOpenAfter: 5_000, breaker: new policies.ConsecutiveBreaker(3) }),
-    global,
+    global: policies.retry(retried, { maxAttempts: 3 }),
   };
 }
 
@@ -176,12 +179,6 @@ interface EtcdSessionStats {
   granted: number;
   /** Sessions given up because their keep-alive deadline passed without an acknowledgement. */
   lost: number;
-  /**
-   * Requests the client sent again after a failure on the wire (`faultHandling`). A transaction
-   * sent again may have been applied the first time: its compares then fail on its own writes
-   * (etcd-batch.ts reads those records back).
-   */
-  retries: number;
 }
 
 type SessionListener = (event: { readonly leaseId: string; readonly reason: string }) => void;
@@ -203,7 +200,7 @@ const KEEPALIVE_RETRY_MS = 100;
 export class EtcdConnection {
   readonly client: Etcd3;
   readonly requestTimeoutMs: number;
-  readonly stats: EtcdSessionStats;
+  readonly stats: EtcdSessionStats = { granted: 0, lost: 0 };
   /** Lease ids of sessions given up here (records attached to them are no longer ours). */
   readonly lostLeaseIds = new Set<string>();
   readonly #listeners = new Set<SessionListener>();
@@ -213,10 +210,11 @@ export class EtcdConnection {
   #refs = 0;
   #closed = false;
   readonly #key: string;
+  readonly #sends: WeakMap<object, number>;
 
-  constructor(key: string, client: Etcd3, requestTimeoutMs: number, monotonicNowMs: () => number, stats: EtcdSessionStats = { granted: 0, lost: 0, retries: 0 }) {
+  constructor(key: string, client: Etcd3, requestTimeoutMs: number, monotonicNowMs: () => number, sends: WeakMap<object, number>) {
     this.#key = key;
-    this.stats = stats;
+    this.#sends = sends;
     this.client = client;
     this.requestTimeoutMs = requestTimeoutMs;
     this.#now = monotonicNowMs;
@@ -229,6 +227,15 @@ export class EtcdConnection {
    */
   call(): Record<string, never> {
     return {};
+  }
+
+  /**
+   * How many times the client sent `request` (a transaction's request object): more than once when
+   * an attempt failed on the wire and was retried. A transaction sent again may have been applied
+   * the first time, and its compares then fail on its own writes (etcd-batch.ts reads them back).
+   */
+  sends(request: object): number {
+    return this.#sends.get(request) ?? 0;
   }
 
   /** Call options of a one-shot stream (a keep-alive): one deadline for it. */
@@ -395,9 +402,9 @@ async function openConnection(key: string, config: EtcdClientConfig, monotonicNo
   // 0.3 s of start-up, which every process that never speaks to etcd (each CLI command, each
   // campaign on files or SQLite, its I/O thread) would otherwise pay.
   const etcd3 = await import('etcd3');
-  const stats: EtcdSessionStats = { granted: 0, lost: 0, retries: 0 };
-  const client = new etcd3.Etcd3({ ...clientOptions(config), faultHandling: faultHandling(etcd3, await import('cockatiel'), stats) });
-  const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs, stats).retain();
+  const sends = new WeakMap<object, number>();
+  const client = new etcd3.Etcd3({ ...clientOptions(config, sends), faultHandling: faultHandling(etcd3, await import('cockatiel')) });
+  const connection = new EtcdConnection(key, client, config.requestTimeoutMs, monotonicNowMs, sends).retain();
   try {
     await withFreshDeadlines(OPEN_ATTEMPTS, () => client.maintenance.status(connection.call()));
   } catch (error) {
