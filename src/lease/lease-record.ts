@@ -276,6 +276,15 @@ export function carriesAnswers(record: LeaseRecord): boolean {
   return record.answered === true || (record.open !== undefined && record.open.length > 0);
 }
 
+/**
+ * True for a record that tells lock-free readers which records changed (the answer generation
+ * record, docs/lease-format.md "Answer generation"): a store publishes it before the records it
+ * names and never puts it back (files/durability-batch.ts).
+ */
+export function announcesChanges(record: LeaseRecord): boolean {
+  return record.role === 'answers-generation';
+}
+
 /** Parses and validates the bytes of a record file. */
 export function parseRecord(bytes: Buffer, expectedId: string, kind: RecordKind): RecordRead {
   return { ...parseRecordText(bytes.toString('utf8'), expectedId, kind), bytes };

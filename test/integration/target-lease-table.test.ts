@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
@@ -404,8 +404,16 @@ describe('answer records on the files store', () => {
     expect(failed.outcomes.map((o) => o.ok)).toEqual([false, false]);
   });
 
-  it('writes the answer records and the answer generation record in one batch: a failed publish restores both byte for byte, and the view learns nothing', async () => {
-    for (const fault of [{ op: 'rename', nth: 2 }, { op: 'syncDirectory' }] as const) {
+  it('publishes the answer generation record first and never puts it back: a failed release restores every other record byte for byte, and nothing was answered', async () => {
+    // [fault, whether the generation record moved]: its own publication refused, taking effect
+    // and then failing, its directory barrier, and the first answer record's publication after it.
+    const faults = [
+      [{ op: 'rename', nth: 1 }, false],
+      [{ op: 'rename', nth: 1, when: 'after' }, true],
+      [{ op: 'syncDirectory' }, true],
+      [{ op: 'rename', nth: 2 }, true],
+    ] as const;
+    for (const [fault, moved] of faults) {
       const root = await tempRoot();
       const fsLayer = new FaultInjectingFsLayer();
       const table = await openTarget(root, {}, { fsLayer });
@@ -416,16 +424,73 @@ describe('answer records on the files store', () => {
       const token = await claimed(table, [222n, 223n], 12 * S);
       // Record bytes (the release takes lock files of the answer records it writes, which stay).
       const records = async (): Promise<Map<string, string>> => new Map([...(await snapshotTree(root))].filter(([file]) => file.endsWith('.json')));
+      const generationFile = path.relative(root, table.recordPath(answerGenerationRecordId()));
+      const generationOf = (bytes: string | undefined): { epoch: string; generation: number; changed: [number, string][] } => JSON.parse(Buffer.from(bytes!, 'base64').toString('utf8'));
       const before = await records();
       fsLayer.fail(fault);
-      expect(await codeOf(table.releaseGroup([222n, 223n], token, { nowMs: 13 * S, answers: { input, settled: [222n, 223n] } }))).toBe('ERR_LEASE_IO');
-      expect(await records()).toEqual(before);
-      expect(before.has(path.relative(root, table.recordPath(answerGenerationRecordId())))).toBe(true);
+      const failure = await table.releaseGroup([222n, 223n], token, { nowMs: 13 * S, answers: { input, settled: [222n, 223n] } }).then(
+        () => undefined,
+        (error: unknown) => error as { code?: string; details?: { restored?: boolean } },
+      );
+      expect(failure?.code).toBe('ERR_LEASE_IO');
+      expect(failure?.details?.restored).toBe(true);
+      const after = await records();
+      expect([...after.keys()].sort()).toEqual([...before.keys()].sort());
+      for (const [file, bytes] of before) if (file !== generationFile) expect(after.get(file), file).toBe(bytes);
+      if (moved) {
+        // One generation further, naming the members: a reader that saw it reads them again.
+        const was = generationOf(before.get(generationFile));
+        const now = generationOf(after.get(generationFile));
+        expect([now.epoch, now.generation]).toEqual([was.epoch, was.generation + 1]);
+        expect(now.changed.filter(([g]) => g === now.generation).map(([, t]) => t).sort()).toEqual(['222', '223']);
+      } else expect(after.get(generationFile)).toBe(before.get(generationFile));
       // Nothing was answered: the same table (its view) and a fresh one both still ask 222 and 223.
       expect(await table.releaseGroup([222n, 223n], token)).toEqual({ ok: true });
       const fresh = await openTarget(root);
       for (const t of [table, fresh]) expect(await t.claimGroup(group, {}, { owner: 'c2', nowMs: 14 * S, input })).toEqual({ ok: false, reason: 'answered', answered: [221n] });
       await fresh.close();
+    }
+  });
+
+  it('a claim that read the generation of a release that then failed keeps an exact view: the generation is never used again', async () => {
+    const root = await tempRoot();
+    const fsLayer = new FaultInjectingFsLayer();
+    const a = await openTarget(root, {}, { fsLayer });
+    const b = await openTarget(root);
+    const c = await openTarget(root);
+    const other = 'd'.repeat(64);
+    try {
+      // Generation 1; b's view then holds branch 7 (no answer record) at generation 1.
+      const c100 = await claimed(c, [100n], 1 * S);
+      expect(await c.releaseGroup([100n], c100, { nowMs: 1 * S, answers: { input: other, settled: [100n] } })).toEqual({ ok: true });
+      const b7 = await b.claimGroup([7n], {}, { owner: 'b', nowMs: 2 * S, input });
+      if (!b7.ok) throw new Error('b could not claim 7');
+      expect(await b.releaseGroup([7n], b7.token)).toEqual({ ok: true });
+      // a answers branch 5 and is held after its generation record is published (generation 2);
+      // b claims another branch meanwhile, reading generation 2; a's release then fails.
+      const a5 = await claimed(a, [5n], 3 * S);
+      let paused!: () => void;
+      const atPause = new Promise<void>((resolve) => (paused = resolve));
+      let resume!: () => void;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      fsLayer.hook({ op: 'rename', nth: 2, run: async () => { paused(); await resumed; } });
+      fsLayer.fail({ op: 'rename', nth: 2 });
+      const release = a.releaseGroup([5n], a5, { nowMs: 3 * S, answers: { input: other, settled: [5n] } }).then(() => 'released', (error: unknown) => (error as { code?: string }).code);
+      await atPause;
+      const b8 = await b.claimGroup([8n], {}, { owner: 'b', nowMs: 4 * S, input: other });
+      expect(b8.ok).toBe(true);
+      resume();
+      expect(await release).toBe('ERR_LEASE_IO');
+      // c answers branch 7 on b's input: generation 3, not a second generation 2 listing other branches.
+      const c7 = await claimed(c, [7n], 20 * S);
+      expect(await c.releaseGroup([7n], c7, { nowMs: 20 * S, answers: { input, settled: [7n] } })).toEqual({ ok: true });
+      expect((JSON.parse(await readFile(c.recordPath(answerGenerationRecordId()), 'utf8')) as { generation: number }).generation).toBe(3);
+      // b's view, at generation 2, drops branch 7 and is refused like a fresh table.
+      const fresh = await openTarget(root);
+      for (const t of [fresh, b]) expect(await t.claimGroup([7n], {}, { owner: 'late', nowMs: 21 * S, input })).toEqual({ ok: false, reason: 'answered', answered: [7n] });
+      await fresh.close();
+    } finally {
+      await Promise.all([a.close(), b.close(), c.close()]);
     }
   });
 });

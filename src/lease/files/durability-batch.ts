@@ -23,13 +23,20 @@
  * fresh barrier pass, and the batch rejects with `LeaseIoError` (`details.restored` says whether
  * the restore itself went through; if not, leftover records carry a token nobody received and
  * expire after their TTL).
+ *
+ * One exception: a record that announces changes (`announcesChanges`: the answer generation
+ * record, docs/lease-format.md "Answer generation") is read without its lock, so it is published
+ * and its directory made durable before any other record of the batch, and it is never put back.
+ * A crash, or a failure, after it leaves it saying more changed than did, which only makes
+ * readers read those records again; the other order, or putting it back after a reader saw it,
+ * would let a reader keep a record it must read again.
  */
 import { InternalError } from '../../errors.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../../fs/durable-files.js';
 import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
 import type { LeaseLayout } from '../table-layout.js';
-import type { RecordKind, RecordRead } from '../lease-record.js';
+import { announcesChanges, type RecordKind, type RecordRead } from '../lease-record.js';
 import { EMPTY_BATCH_REPORT, type BatchReport, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-files.js';
@@ -120,14 +127,17 @@ export class DurabilityBatch implements StoreBatch {
    */
   async commit(changes: readonly StagedChange[]): Promise<BatchReport> {
     this.assertState('open');
-    const list = changes.map((change) => this.mutationOf(change)).sort((a, b) => (a.id < b.id ? -1 : 1));
-    const directories = [...new Set(list.map((m) => m.dir))].sort();
-    if (list.length === 0) {
+    const all = changes.map((change) => this.mutationOf(change)).sort((a, b) => (a.id < b.id ? -1 : 1));
+    if (all.length === 0) {
       this.state = 'committed';
       return EMPTY_BATCH_REPORT;
     }
-    const fileBarriers = await this.stageTemps(list);
-    let directoryBarriers = 0;
+    const fileBarriers = await this.stageTemps(all);
+    // Announcements first, durable, and never restored (see the file comment).
+    const announcements = all.filter((m) => m.next !== null && announcesChanges(m.next.record));
+    let directoryBarriers = announcements.length === 0 ? 0 : await this.announce(announcements, all);
+    const list = announcements.length === 0 ? all : all.filter((m) => !announcements.includes(m));
+    const directories = [...new Set(list.map((m) => m.dir))].sort();
     const published: Mutation[] = [];
     if (this.ctx.directoryBarrier === 'batched') {
       // Every name of the batch becomes durable at the directory barriers below and nobody can
@@ -170,11 +180,44 @@ export class DurabilityBatch implements StoreBatch {
       }
     }
     this.state = 'committed';
-    for (const m of list) {
+    for (const m of all) {
       if (m.next) this.ctx.readCache?.remember(m.id, m.next.bytes, m.next.record);
       else this.ctx.readCache?.forget(m.id);
     }
-    return { published: list.length, fileBarriers, directoryBarriers, directories };
+    return { published: all.length, fileBarriers, directoryBarriers, directories: [...new Set(all.map((m) => m.dir))].sort() };
+  }
+
+  /**
+   * Publishes `announcements` and barriers their directories, before anything else of the batch
+   * is published; returns the directory barriers issued. On a failure nothing else is published
+   * and the batch rejects with `restored: true`: an announcement that may have taken effect stays
+   * (a reader may already have seen it), and says only that records changed which did not.
+   */
+  private async announce(announcements: readonly Mutation[], all: Mutation[]): Promise<number> {
+    const dirs = [...new Set(announcements.map((m) => m.dir))].sort();
+    let step = 'publish';
+    let at = announcements[0]!.recordPath;
+    try {
+      for (const mutation of announcements) {
+        at = mutation.recordPath;
+        await this.publishOne(mutation);
+      }
+      step = 'directory-barrier';
+      for (const dir of dirs) {
+        at = dir;
+        await this.ctx.fsLayer.syncDirectory(dir);
+      }
+      return dirs.length;
+    } catch (error) {
+      await this.removeTemps(all);
+      this.state = 'failed';
+      throw leaseIoError(`lease write failed during ${step} at ${at}: ${(error as Error)?.message ?? String(error)}; nothing else was published`, {
+        step,
+        path: at,
+        errno: errnoCode(error),
+        restored: true,
+      }, error);
+    }
   }
 
   private mutationOf({ id, before, next }: StagedChange): Mutation {
