@@ -147,6 +147,7 @@ export class Coordinator {
       claimFailed: (error) => this.#claimFailed(error),
       storeFaults,
       ...giveBack,
+      ...(source.claimAsk ? { claimAsk: source.claimAsk.bind(source) } : {}),
       ...(source.adoptTrace && source.deferTrace
         ? {
             traces: {

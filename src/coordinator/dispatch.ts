@@ -28,7 +28,8 @@ import { DispatchTransaction } from './dispatch-transaction.js';
 import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
 import { renewGroup } from './lease-renewal.js';
-import type { AdmittedWork, ClaimOutcome, WorkLeasePort } from './ports.js';
+import type { AdmittedWork, ClaimOutcome, CoordinatorJob, WorkLeasePort } from './ports.js';
+import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { traceClaimRefused, type SharedTraceContext } from './shared-traces.js';
 import { jobWorkId, workPayloadOf } from './work-identity.js';
@@ -46,6 +47,8 @@ export interface DispatchContext extends GroupReleaseContext {
   readonly giveBack?: (work: AdmittedWork) => void;
   /** Where a refused trace claim goes (docs/campaign.md "Shared traces"); absent: a refusal is only rolled back. */
   readonly traces?: SharedTraceContext;
+  /** What a re-claim of a job's group asks about answers (`WorkSource.claimAsk`); absent: its input alone. */
+  readonly claimAsk?: (job: CoordinatorJob) => ClaimAsk;
 }
 
 const ioFailure: ClaimOutcome = { ok: false, reason: 'error' };
@@ -96,8 +99,9 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     if (targetToken === undefined) {
       let claim: ClaimOutcome;
       try {
-        // Named by its input: a pair answered elsewhere since admission refuses the re-claim.
-        claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now, job.inputSha256);
+        // Asking what the admission asked: a pair answered (or given up on, or backing off)
+        // elsewhere since refuses the re-claim as it would have refused the admission.
+        claim = await targets.claimGroup(job.group, { path: job.inputPath, coordinator: ctx.coordinatorId }, now, ctx.claimAsk?.(job) ?? { input: job.inputSha256 });
         // Only a write proves the store writes again (a refusal is answered by reads alone).
         if (claim.ok) ctx.storeFaults.answered();
       } catch (error) {

@@ -13,6 +13,7 @@ import type { ErrorData } from '../errors.js';
 import type { ClaimOutcome } from '../lease/claim-outcome.js';
 import type { GroupAnswers } from '../lease/table-contract.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
+import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import type { CommitManifest } from '../commit/commit-manifest.js';
 import type { StagedResult, StageInfo } from '../commit/staged-findings.js';
 import type { CommitFinding, FindingItem, PublishedEntry } from '../core/findings.js';
@@ -129,8 +130,12 @@ export interface RecoveredWork {
 
 /** Shared target-group lease table (FencedTargetLeaseTable), group ≤ 64 targets. */
 export interface TargetLeasePort {
-  /** `input` (the job's input, SHA-256 hex): members answered on it refuse the claim with `answered`. */
-  claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome>;
+  /**
+   * `ask` (what the job's admission asked, `WorkSource.claimAsk`): members answered on its input
+   * (or on any input, `anyInput`) refuse the claim with `answered`, and members whose question is
+   * backing off under its policy with `backoff`.
+   */
+  claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, ask?: ClaimAsk): Promise<ClaimOutcome>;
   /** True when every member still carries `token` and was renewed. */
   heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean>;
   /**
@@ -247,6 +252,13 @@ export interface WorkSource {
    * store fails"). Absent: the work is dropped, as a refused one is.
    */
   giveBack?(work: AdmittedWork, now: number): void;
+  /**
+   * What a claim of `job`'s target group asks the shared table about answers, the same as its
+   * admission asked (its input, any input for a lane that asks a branch once per campaign, the
+   * campaign's back-off): a re-claim at dispatch (a token that could not be renewed, work taken
+   * over from an expired lease) is refused what the admission would refuse. Absent: the input alone.
+   */
+  claimAsk?(job: CoordinatorJob): ClaimAsk;
 }
 
 export interface JobFeedback {
@@ -294,6 +306,8 @@ export interface TargetScheduler {
   knowsInput?(inputSha256: string): boolean;
   /** An admitted job that never started (`WorkSource.giveBack`): the lane that proposed it takes it back. */
   reopen?(job: CoordinatorJob, now: number): void;
+  /** What a claim of `job`'s target group asks about answers: what its admission asked (`WorkSource.claimAsk`). */
+  claimAsk?(job: CoordinatorJob): ClaimAsk;
 }
 
 /** A `committing` work record as a recovering coordinator sees it. */

@@ -17,6 +17,7 @@
  */
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler, WorkSource } from './ports.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
+import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import type { AflQueueReader } from '../triage/afl-queue.js';
 import { FirstRunBandit, type YieldFigures } from './first-run-bandit.js';
 
@@ -189,6 +190,11 @@ export class SeedWorkSource implements WorkSource {
   /** Do the lanes know `job`'s input's trace? (A scheduler that cannot tell is taken to know it.) */
   knowsTrace(job: CoordinatorJob): boolean {
     return this.#scheduler?.knowsInput?.(job.inputSha256) ?? true;
+  }
+
+  /** What a claim of `job`'s group asks about answers: what its lane's admission asked (the input alone without a scheduler). */
+  claimAsk(job: CoordinatorJob): ClaimAsk {
+    return this.#scheduler?.claimAsk?.(job) ?? { input: job.inputSha256 };
   }
 
   /** `job`'s input is being traced elsewhere: offered again after a delay that doubles per refusal. */

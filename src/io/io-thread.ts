@@ -17,6 +17,8 @@ import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { JsonObject } from '../lease/lease-record.js';
 import type { GroupAnswers } from '../lease/table-contract.js';
+import { answerClaimOptions } from '../lease/target-lease-table.js';
+import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import { workerEntry } from '../util/paths.js';
 import type { DirectoryFiles, IoAnswer, IoRequest, IoRequestKind, IoStats, GroupClaimRequest, GroupFence, PublishedFile, RequestOf } from './io-requests.js';
 import type { IoRemoteApi, IoWorkerData } from './io-worker-main.js';
@@ -55,8 +57,8 @@ export class IoClient {
   }
 
   /** Claims one target group for this coordinator; see docs/io-thread.md for `mirrorOwner`. */
-  claimGroup(targets: readonly bigint[], payload: object, mirrorOwner: number, nowMs: number, input?: string): Promise<IoAnswer<'claimGroup'>> {
-    return this.request({ kind: 'claimGroup', targets, payload, mirrorOwner, nowMs, ...(input !== undefined ? { input } : {}) });
+  claimGroup(targets: readonly bigint[], payload: object, mirrorOwner: number, nowMs: number, ask?: ClaimAsk): Promise<IoAnswer<'claimGroup'>> {
+    return this.request({ kind: 'claimGroup', targets, payload, mirrorOwner, nowMs, ...answerClaimOptions(ask) });
   }
 
   /** Claims several groups in one request (one admission round → one group commit). */

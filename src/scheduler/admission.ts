@@ -12,7 +12,7 @@
 import { AdmissionProtocolError } from '../errors.js';
 import { invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { LocalReservations, ClaimOutcome, SharedTargetClaims } from './admission-ports.js';
+import type { ClaimAsk, LocalReservations, ClaimOutcome, SharedTargetClaims } from './admission-ports.js';
 import { effectiveOutputLimit, type Lane, type LaneName, type Proposal } from './lanes/lane.js';
 import { seedTargetKey, targetGroup, type ReplayJob } from './replay-job.js';
 import type { TargetLedger } from './target-ledger.js';
@@ -152,6 +152,21 @@ export class Admission {
 
   stats(): Readonly<AdmissionStats> {
     return { ...this.#stats };
+  }
+
+  /**
+   * What a claim of a job of `lane` on `input` asks the shared table about answers: the input, any
+   * input at all for a lane that asks a branch once per campaign, and the ledger's back-off. The
+   * admission's claims ask this, and so does every later claim of the same job's group (a
+   * re-claim at dispatch, a hint's group), so no path asks what the admission would refuse.
+   */
+  askFor(lane: string | undefined, input: string): ClaimAsk {
+    const backoff = this.#ledger?.backoff;
+    return {
+      input,
+      ...(lane !== undefined && this.#byName.get(lane as LaneName)?.asksOncePerCampaign === true ? { anyInput: true } : {}),
+      ...(backoff !== undefined ? { backoff } : {}),
+    };
   }
 
   /** Targets this admission has handed out and not yet seen released. */
@@ -339,15 +354,10 @@ export class Admission {
     const outcomes: (ClaimOutcome | undefined)[] = pending.map(() => undefined);
     if (this.#shared === undefined || targeted.length === 0) return outcomes;
     this.#stats.sharedClaimCalls += 1;
-    const backoff = this.#ledger?.backoff;
     const answer = await this.#shared.claimGroups(
       targeted.map(({ p }) => p.group),
       now,
-      targeted.map(({ p }) => ({
-        input: p.proposal.job.seed,
-        ...(this.#byName.get(p.proposal.lane)?.asksOncePerCampaign === true ? { anyInput: true } : {}),
-        ...(backoff !== undefined ? { backoff } : {}),
-      })),
+      targeted.map(({ p }) => this.askFor(p.proposal.lane, p.proposal.job.seed)),
     );
     if (!Array.isArray(answer) || answer.length !== targeted.length) {
       throw new AdmissionProtocolError(`claimGroups answered ${Array.isArray(answer) ? answer.length : typeof answer} outcomes for ${targeted.length} groups`, {

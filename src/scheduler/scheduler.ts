@@ -14,7 +14,7 @@ import { InvalidJobError, LaneStateError } from '../errors.js';
 import { checkOptionsObject, describeValue, invalidOption } from '../config/values.js';
 import type { Logger } from '../telemetry/logger.js';
 import { Admission, checkAdmitArguments, checkNow, type AdmissionStats, type AdmittedJob } from './admission.js';
-import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
+import type { ClaimAsk, LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { HintSource } from './hints.js';
 import { readStateFile, SCHEDULER_STATE_SCHEMA, writeStateFile } from './lane-state-file.js';
 import type { FsLayer } from '../fs/fs-layer.js';
@@ -286,6 +286,11 @@ export class Scheduler {
   /** The campaign's coverage frontier (shared with the frontier lane). */
   get coverageFrontier(): CoverageFrontier {
     return this.#frontier;
+  }
+
+  /** What a claim of a job of `lane` on `input` asks about answers (`Admission.askFor`); an unknown lane asks as a lane that may ask again. */
+  claimAsk(lane: string | undefined, input: string): ClaimAsk {
+    return this.#admission.askFor(lane, input);
   }
 
   /** The admission's counters alone (`stats().admission`, without the lanes', ledger's and frontier's figures). */

@@ -5,7 +5,7 @@
  * hint, and then that new group must be claimed before dispatch (`claimDispatchGroup`).
  */
 import type { ClaimRefusalReason, ClaimRefused } from '../lease/claim-outcome.js';
-import type { LocalReservations, SharedTargetClaims } from './admission-ports.js';
+import type { ClaimAsk, LocalReservations, SharedTargetClaims } from './admission-ports.js';
 import type { Focus, Hint } from './hints.js';
 import { fitToGroup, normalizeActions, targetGroup, type ReplayJob } from './replay-job.js';
 
@@ -73,14 +73,14 @@ export async function claimDispatchGroup(
   owner: number,
   ports: { readonly local: LocalReservations; readonly shared?: SharedTargetClaims },
   now: number,
-  input?: string,
+  ask?: ClaimAsk,
 ): Promise<DispatchClaim> {
   if (group.length === 0) return { ok: true, group, owner };
   if (!ports.local.tryReserveGroup(group, owner)) return { ok: false, reason: 'local-conflict' };
   if (ports.shared === undefined) return { ok: true, group, owner };
   let outcome;
   try {
-    [outcome] = await ports.shared.claimGroups([group], now, [input !== undefined ? { input } : undefined]);
+    [outcome] = await ports.shared.claimGroups([group], now, [ask]);
   } catch (error) {
     ports.local.releaseGroup(group, owner);
     throw error;

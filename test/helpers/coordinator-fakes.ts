@@ -25,6 +25,7 @@ import type {
   WorkSource,
 } from '../../src/coordinator/ports.js';
 import type { JsonObject } from '../../src/lease/lease-record.js';
+import type { ClaimAsk } from '../../src/scheduler/admission-ports.js';
 import type { CommitRecordTable, CommitRecordView } from './memory-result-commits.js';
 
 /** An I/O failure as the lease tables throw it (`ERR_LEASE_IO`, outcome unknown). */
@@ -177,15 +178,18 @@ export class FakeTargetLeases implements TargetLeasePort {
   readonly calls: string[] = [];
   /** The input each claim named (undefined: none), in call order. */
   readonly claimInputs: (string | undefined)[] = [];
+  /** What each claim asked about answers (undefined: nothing), in call order. */
+  readonly claimAsks: (ClaimAsk | undefined)[] = [];
 
   constructor(
     private readonly ttlMs: number,
     private readonly owner = 'me',
   ) {}
 
-  async claimGroup(group: readonly bigint[], _payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
+  async claimGroup(group: readonly bigint[], _payload: Readonly<Record<string, unknown>>, now: number, ask?: ClaimAsk): Promise<ClaimOutcome> {
     this.calls.push(`claim ${group.join(',')}`);
-    this.claimInputs.push(input);
+    this.claimInputs.push(ask?.input);
+    this.claimAsks.push(ask);
     if (this.claimError) throw ioError('injected target claim I/O error');
     for (const t of group) {
       const rec = this.records.get(t);
@@ -271,7 +275,12 @@ export class FakeSource implements WorkSource {
   readonly observed: JobFeedback[] = [];
   /** Deliver everything queued regardless of `limit` (to exercise the safety valve). */
   overdeliver = false;
+  /** What a re-claim of a job's group asks (`WorkSource.claimAsk`); unset: the job's input alone. */
+  ask: ((job: CoordinatorJob) => ClaimAsk) | undefined;
   constructor(public queue: AdmittedWork[] = []) {}
+  claimAsk(job: CoordinatorJob): ClaimAsk {
+    return this.ask?.(job) ?? { input: job.inputSha256 };
+  }
   async take(limit: number): Promise<readonly AdmittedWork[]> {
     return this.queue.splice(0, this.overdeliver ? this.queue.length : limit);
   }

@@ -114,6 +114,34 @@ describe('SchedulerAdapter', () => {
     return { scheduler, inflight, adapter, seed };
   }
 
+  it('asks a later claim of a job\'s group what its lane\'s admission asked: a question the campaign gave up on refuses the re-claim of work taken over', async () => {
+    const { adapter, seed } = setup();
+    const root = tmp();
+    const table = await FencedTargetLeaseTable.open(path.join(root, 'targets'), { coordination: 'single', leaseTtlMs: 10_000 });
+    try {
+      const other = new TargetLeaseAdapter(table, 'other');
+      const me = new TargetLeaseAdapter(table, 'me');
+      const policy = { baseMs: 30_000, maxAttempts: 3 };
+      // Another coordinator's runs left (seed, 77) open three times: given up campaign-wide.
+      let now = 1_000_000;
+      for (let i = 0; i < 3; i += 1) {
+        const [held] = await other.claimGroups([[77n]], now, [{ input: seed.sha256, backoff: policy }]);
+        if (!held?.ok) throw new Error('setup claim refused');
+        expect(await other.releaseGroup([77n], held.token, now + 1, { input: seed.sha256, settled: [], open: [77n] })).toBe(true);
+        now += 600_000;
+      }
+      const job = { ...makeJob('x', 77n), inputPath: seed.path, inputSha256: seed.sha256 };
+      // Taken over from an expired lease: its lane is unknown, so it asks its input and the back-off.
+      const recovered = adapter.claimAsk({ ...job, origin: 'recovered' });
+      expect(recovered).toEqual({ input: seed.sha256, backoff: policy });
+      expect(await me.claimGroup([77n], { path: seed.path }, now, recovered)).toMatchObject({ ok: false, reason: 'backoff' });
+      // A frontier job asks any input too, as its admission did.
+      expect(adapter.claimAsk({ ...job, origin: 'scheduler:frontier+hint' })).toEqual({ input: seed.sha256, anyInput: true, backoff: policy });
+    } finally {
+      await table.close();
+    }
+  });
+
   it('turns telemetry into admitted targeted jobs on the seed’s file, and releases them through the scheduler', async () => {
     const { scheduler, inflight, adapter, seed } = setup();
     adapter.addSeed(seed, 0);

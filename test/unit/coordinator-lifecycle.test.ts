@@ -93,6 +93,19 @@ describe('dispatch: pending → active', () => {
     expect(t.solver.runs).toHaveLength(1);
   });
 
+  it('re-claims asking what the admission asked: any input for a lane that asks once, and the campaign\'s back-off', async () => {
+    const t = setup();
+    const backoff = { baseMs: 30_000, maxAttempts: 3 };
+    t.source.ask = (job) => ({ input: job.inputSha256, anyInput: true, backoff });
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    t.clock.advance(TTL_MS);
+    t.targetLeases.heartbeatScript = ['lost'];
+    await t.coordinator.tick();
+    expect(t.targetLeases.calls).toEqual(['claim 77', 'heartbeat 77', 'claim 77']);
+    expect(t.targetLeases.claimAsks.at(-1)).toEqual({ input: job.inputSha256, anyInput: true, backoff });
+  });
+
   it('rolls the whole dispatch back when the re-claim conflicts, leaving nothing held', async () => {
     const t = setup();
     const job = makeJob('a', 77n, [88n]);

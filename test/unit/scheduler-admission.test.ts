@@ -214,6 +214,10 @@ describe('admission across Prefix and CSTG', () => {
       { input: seedA, anyInput: true, backoff },
       { input: seedB, backoff },
     ]);
+    // A later claim of the same job's group (a re-claim at dispatch) asks the same; work of an unknown lane asks as a lane that may ask again.
+    expect(admission.askFor('frontier', seedA)).toEqual(asked[0]![0]);
+    expect(admission.askFor('prefix', seedB)).toEqual(asked[0]![1]);
+    expect(admission.askFor(undefined, seedB)).toEqual({ input: seedB, backoff });
     expect(admission.stats().sharedAnswered).toBe(1);
     expect(ledger.isSettled(seedA, 2n)).toBe(true);
     expect(ledger.answered(2n)).toBe(true);

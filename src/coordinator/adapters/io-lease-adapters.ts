@@ -15,6 +15,7 @@ import { claimOutcomeOfAnswer } from '../../io/io-adapters.js';
 import type { IoClient } from '../../io/io-thread.js';
 import { workClaimOutcome } from '../../lease/claim-outcome.js';
 import type { GroupAnswers } from '../../lease/table-contract.js';
+import type { ClaimAsk } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkClaimAsk, WorkLeasePort } from '../ports.js';
 
 /** Mirror owner for a re-claim whose group has no local reservation (recovered work uses its own). */
@@ -64,9 +65,9 @@ export class IoTargetLeases implements TargetLeasePort {
     private readonly ownerOf: (group: readonly bigint[]) => number = () => 0,
   ) {}
 
-  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
+  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, ask?: ClaimAsk): Promise<ClaimOutcome> {
     const owner = this.ownerOf(group);
-    return claimOutcomeOfAnswer(await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now, input));
+    return claimOutcomeOfAnswer(await this.client.claimGroup(group, payload, owner > 0 ? owner : DEFAULT_MIRROR_OWNER, now, ask));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {

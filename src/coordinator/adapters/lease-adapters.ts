@@ -51,8 +51,8 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
     private readonly owner: string,
   ) {}
 
-  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, input?: string): Promise<ClaimOutcome> {
-    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner, ...answerClaimOptions({ input }) }));
+  async claimGroup(group: readonly bigint[], payload: Readonly<Record<string, unknown>>, now: number, ask?: ClaimAsk): Promise<ClaimOutcome> {
+    return groupClaimOutcome(await this.table.claimGroup(group, payload, { nowMs: now, owner: this.owner, ...answerClaimOptions(ask) }));
   }
 
   async heartbeatGroup(group: readonly bigint[], token: string, now: number): Promise<boolean> {

@@ -23,7 +23,7 @@ import type { AdmittedJob } from '../../scheduler/admission.js';
 import type { LocalReservations } from '../../scheduler/admission-ports.js';
 import type { ReplayJob } from '../../scheduler/replay-job.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import type { SharedTargetClaims } from '../../scheduler/admission-ports.js';
+import type { ClaimAsk, SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import { claimDispatchGroup } from '../../scheduler/target-contract.js';
 import { schedulerOrigin, type CampaignCounters } from '../../telemetry/counters.js';
 import type { AdmittedWork, CoordinatorJob, JobFeedback, SeedInput, TargetScheduler } from '../ports.js';
@@ -134,6 +134,17 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   }
 
   /**
+   * What a claim of `job`'s group asks about answers: what the admission of its lane asked (the
+   * lane is in its origin, `scheduler:<lane>`). Work taken over from an expired lease (origin
+   * `recovered`) asks as a lane that may ask a branch again on another input: its input and the
+   * campaign's back-off.
+   */
+  claimAsk(job: CoordinatorJob): ClaimAsk {
+    const lane = /^scheduler:([^+]+)/.exec(job.origin)?.[1];
+    return this.#scheduler.claimAsk(lane, job.inputSha256);
+  }
+
+  /**
    * The job as dispatched. Contract: a job admitted with a group leaves with exactly that group
    * and token (hints may only change focus and strategy, which the solver does not take yet). An
    * untargeted job whose hint names a target leaves with that group only if the claim at dispatch
@@ -145,7 +156,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
     if (!outcome.needsClaim) return admitted;
     let claim;
     try {
-      claim = await claimDispatchGroup(outcome.group, a.owner, { local: this.#inflight, ...(this.#shared ? { shared: this.#shared } : {}) }, now, a.job.seed);
+      claim = await claimDispatchGroup(outcome.group, a.owner, { local: this.#inflight, ...(this.#shared ? { shared: this.#shared } : {}) }, now, this.#scheduler.claimAsk(a.lane, a.job.seed));
     } catch {
       claim = { ok: false as const };
     }
