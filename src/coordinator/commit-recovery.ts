@@ -29,6 +29,7 @@ import type { JobJournal } from './job-journal.js';
 import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult, WorkSource } from './ports.js';
 import { countPublished, discardStaged, type PublicationContext } from './result-commit.js';
 import { isTransientError, type StoreFaultSink } from './store-faults.js';
+import { learnStoredTrace, type SharedTraceContext } from './shared-traces.js';
 import { jobFromWorkPayload } from './work-identity.js';
 
 interface CommitRecoveryContext extends PublicationContext {
@@ -47,6 +48,8 @@ interface CommitRecoveryContext extends PublicationContext {
   readonly stopping: () => boolean;
   /** Where transient I/O failures of scans and replays go (store-faults.ts). */
   readonly storeFaults: StoreFaultSink;
+  /** Shared traces: a replayed trace run's stored trace is learnt (shared-traces.ts); absent: only its findings are fed back. */
+  readonly traces?: SharedTraceContext;
 }
 
 export class CommitRecovery {
@@ -190,6 +193,8 @@ export class CommitRecovery {
         } catch (error) {
           log.error({ err: error }, 'feedback to the work source failed');
         }
+        // A trace run: the lanes learn its trace (the input's deferral went with the feedback above).
+        if (job.mode === 'trace' && ctx.traces !== undefined) await learnStoredTrace(ctx.traces, job, record.workId, record.commit, record.owner, ctx.clock.now());
       }
     }
     await discardStaged(ctx.commits, staged, log);

@@ -17,6 +17,7 @@ import { codeOf } from '../errors.js';
 import { componentLogger } from '../telemetry/logger.js';
 import { CommitRecovery } from './commit-recovery.js';
 import { dispatch, startRun, type DispatchContext } from './dispatch.js';
+import type { SharedTraceContext } from './shared-traces.js';
 import { releasePending, type GroupReleaseContext } from './group-release.js';
 import { heartbeatIntervalMs } from './heartbeat-period.js';
 import { JobJournal } from './job-journal.js';
@@ -139,6 +140,21 @@ export class Coordinator {
       inputExists: deps.inputExists,
       known: (workId) => this.#active.has(workId) || this.#ready.some((r) => r.workId === workId) || this.#pending.some((p) => jobWorkId(p.work.job) === workId),
     };
+    // Shared traces (docs/campaign.md "Shared traces"): a refused trace claim, and a replayed trace run.
+    const traces: SharedTraceContext | undefined =
+      source.adoptTrace && source.deferTrace
+        ? {
+            coordinatorId: options.coordinatorId,
+            commits,
+            counters,
+            log,
+            sink: {
+              adoptTrace: source.adoptTrace.bind(source),
+              deferTrace: source.deferTrace.bind(source),
+              knowsTrace: source.knowsTrace ? source.knowsTrace.bind(source) : () => true,
+            },
+          }
+        : undefined;
     this.#dispatchContext = {
       ...release,
       coordinatorId: options.coordinatorId,
@@ -148,21 +164,7 @@ export class Coordinator {
       storeFaults,
       ...giveBack,
       ...(source.claimAsk ? { claimAsk: source.claimAsk.bind(source) } : {}),
-      ...(source.adoptTrace && source.deferTrace
-        ? {
-            traces: {
-              coordinatorId: options.coordinatorId,
-              commits,
-              counters,
-              log,
-              sink: {
-                adoptTrace: source.adoptTrace.bind(source),
-                deferTrace: source.deferTrace.bind(source),
-                knowsTrace: source.knowsTrace ? source.knowsTrace.bind(source) : () => true,
-              },
-            },
-          }
-        : {}),
+      ...(traces !== undefined ? { traces } : {}),
     };
     this.#commit = {
       ...release,
@@ -187,6 +189,7 @@ export class Coordinator {
       active: this.#active,
       stopping: () => this.#stopping,
       storeFaults,
+      ...(traces !== undefined ? { traces } : {}),
     });
   }
 

@@ -15,6 +15,10 @@
  *   tracing it now, or died doing so)         delay, until the trace is done or its lease expires
  *                                             and the claim takes it over    (`tracesDeferred`)
  *
+ * A trace run's committing record that a commit scan replays (its tracer died after `beginCommit`)
+ * is learnt the same way once the replay completes it (`learnStoredTrace`): the replay takes the
+ * input's deferral with it, so the input is not offered again to find the trace done.
+ *
  * Why our own trace can be unknown to our lanes: the lane state is saved every
  * `--scheduler-state-interval` and at stop, the trace's done record at its commit. A coordinator
  * killed in between restarts (same `--coordinator-id`) from a save older than its trace; its trace
@@ -59,21 +63,31 @@ export async function traceClaimRefused(ctx: SharedTraceContext, job: Coordinato
   }
   const finished = refusal.reason === 'done' ? refusal.finished : undefined;
   if (finished === undefined || finished.commit === undefined) return;
-  const ours = finished.owner === ctx.coordinatorId;
+  await learnStoredTrace(ctx, job, workId, finished.commit, finished.owner, now);
+}
+
+/**
+ * The lanes learn the trace `commit` (a trace run's stored manifest, `tracer` the coordinator that
+ * ran it) stores, unless it is our own and they know it already: after a refused claim found the
+ * trace done, and after a replay of a trace run's committing record (commit-recovery.ts), so that a
+ * coordinator that put the input off while the tracer died mid-commit learns the trace it finished.
+ */
+export async function learnStoredTrace(ctx: SharedTraceContext, job: CoordinatorJob, workId: string, commit: unknown, tracer: string, now: number): Promise<void> {
+  const ours = tracer === ctx.coordinatorId;
   if (ours && ctx.sink.knowsTrace(job)) return;
   let telemetry: Telemetry;
   try {
-    const bytes = await ctx.commits.loadTrace(workId, finished.commit);
+    const bytes = await ctx.commits.loadTrace(workId, commit);
     if (bytes === undefined) return; // the trace run crashed, timed out or wrote no telemetry
     telemetry = parseTelemetry(new TextDecoder().decode(bytes));
   } catch (error) {
     if (isTraceGone(error)) {
       ctx.counters.traceAdoptMissing++;
-      ctx.log.debug({ workId, tracer: finished.owner }, ours ? 'our own stored trace was evicted; not learnt again' : 'the shared trace of another coordinator was evicted; not adopted');
+      ctx.log.debug({ workId, tracer }, ours ? 'our own stored trace was evicted; not learnt again' : 'the shared trace of another coordinator was evicted; not adopted');
       return;
     }
     ctx.counters.traceAdoptFailures++;
-    ctx.log.warn({ err: error, workId, tracer: finished.owner }, ours ? 'our own stored trace is unreadable; not learnt again' : 'the shared trace of another coordinator is unreadable; not adopted');
+    ctx.log.warn({ err: error, workId, tracer }, ours ? 'our own stored trace is unreadable; not learnt again' : 'the shared trace of another coordinator is unreadable; not adopted');
     return;
   }
   try {

@@ -303,6 +303,44 @@ describeEachStore('shared traces', (store) => {
     }
   });
 
+  it('adopts the trace of a tracer that died after its beginCommit once a commit scan replays the record, instead of forgetting the input it put off', async () => {
+    const root = await tempRoot('symfence-traces-');
+    const leaseRoot = path.join(root, 'leases');
+    const clock = new ManualClock(T0);
+    let reached!: () => void;
+    const atCommit = new Promise<void>((resolve) => (reached = resolve));
+    // a commits its trace run and dies right after its beginCommit: it never publishes.
+    const a = await startNode(leaseRoot, path.join(root, 'a'), 'a', clock, {
+      afterBeginCommit: () => {
+        reached();
+        return new Promise<void>(() => {});
+      },
+    });
+    const b = await startNode(leaseRoot, path.join(root, 'b'), 'b', clock);
+    try {
+      const job = traceJob('input-dies');
+      a.source.queue.push({ job, owner: 1 });
+      await a.coordinator.tick();
+      await a.solver.started(1);
+      a.solver.runs[0]!.resolve(TRACED);
+      await atCommit;
+      // b meets the input while its trace record is committing: put off.
+      await offer(b, traceJob('input-dies'));
+      expect(b.counters).toMatchObject({ tracesDeferred: 1, tracesAdopted: 0 });
+      // After a's silence of a whole TTL, one of b's commit scans replays a's record.
+      for (let i = 0; i < 12 && b.counters.commitsReplayed === 0; i += 1) {
+        clock.advance(TTL_MS);
+        await tickToEnd(b);
+      }
+      expect(b.counters.commitsReplayed).toBe(1);
+      expect(b.source.adopted.map((x) => x.workId)).toEqual([jobWorkId(job)]);
+      expect(b.counters).toMatchObject({ tracesAdopted: 1, traceAdoptFailures: 0 });
+      expect(traceRuns(b)).toHaveLength(0);
+    } finally {
+      await Promise.all([a.service.close(), b.service.close()]);
+    }
+  });
+
   it('shares nothing from a trace run that crashed or wrote no telemetry: the refusal adopts nothing and fails nothing', async () => {
     const { leaseRoot, a, b, close } = await setup();
     try {
