@@ -53,6 +53,22 @@ export interface DispatchContext extends GroupReleaseContext {
 
 const ioFailure: ClaimOutcome = { ok: false, reason: 'error' };
 
+/**
+ * Removes the expired work record of `job` (taken over, its group refused `answered` or
+ * `backoff`): claimed as a takeover, then abandoned. A claim refused (another coordinator took it,
+ * or it finished) or a failure leaves it as it was: it expires and is refused again, nothing lost.
+ */
+async function retireRecovered(ctx: DispatchContext, job: CoordinatorJob): Promise<void> {
+  const workId = jobWorkId(job);
+  try {
+    const held = await ctx.workLeases.claim(workId, { ...workPayloadOf(job), coordinator: ctx.coordinatorId }, ctx.clock.now());
+    if (!held.ok) return;
+    if (await ctx.workLeases.abandon(workId, held.token, ctx.clock.now())) ctx.counters.recoveredRetired++;
+  } catch (error) {
+    ctx.storeFaults.failed(error, 'retiring taken-over work whose question is settled failed', { workId });
+  }
+}
+
 export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promise<ActiveJob | undefined> {
   const { job, owner } = pending.work;
   const counters = ctx.counters;
@@ -113,7 +129,11 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
       if (!claim.ok) {
         if (claim === ioFailure) return giveBack('target group claim failed');
         if (claim.reason === 'conflict') counters.conflicts++;
-        return rollback(`target group ${claim.reason}`);
+        const refused = await rollback(`target group ${claim.reason}`);
+        // Taken-over work whose question was answered or given up meanwhile would be taken over
+        // and refused again at every scan, on every coordinator: its work record goes.
+        if (pending.recovered && (claim.reason === 'answered' || claim.reason === 'backoff') && !ctx.stopping()) await retireRecovered(ctx, job);
+        return refused;
       }
       targetToken = claim.token;
     }

@@ -73,6 +73,12 @@ export interface CampaignCounters {
   workGivenBack: number;
   /** Expired work of other coordinators taken over. */
   leaseSteals: number;
+  /**
+   * Expired work of other coordinators not run because the campaign answered its question, or
+   * gave it up, meanwhile (its group's re-claim refused `answered` or `backoff`): its work record
+   * removed, so that no coordinator takes it over again.
+   */
+  recoveredRetired: number;
   /** Own leases found lost at heartbeat or commit time (expired and taken, or deleted). */
   leaseExpiries: number;
   /** Target-group releases that failed and were left to TTL expiry. */
@@ -195,6 +201,7 @@ export function createCounters(): CampaignCounters {
     dispatchRollbacks: 0,
     workGivenBack: 0,
     leaseSteals: 0,
+    recoveredRetired: 0,
     leaseExpiries: 0,
     releaseFailures: 0,
     heartbeatsOk: 0,

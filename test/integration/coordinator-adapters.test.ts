@@ -237,6 +237,43 @@ describe('SchedulerAdapter', () => {
 });
 
 describe('Coordinator over the real lease tables', () => {
+  it('retires work taken over from a dead coordinator whose question the campaign gave up on meanwhile, instead of taking it over at every scan', async () => {
+    const { work, targets, mine, myTargets } = await tables();
+    const clock = new ManualClock(1_000_000);
+    const policy = { baseMs: 1_000, maxAttempts: 3 };
+    const job = { ...makeJob('a', 77n), origin: 'scheduler:prefix' };
+    // A coordinator claims the group and the work, then dies.
+    const [held] = await new TargetLeaseAdapter(targets, 'dead').claimGroups([job.group], clock.now(), [{ input: job.inputSha256, backoff: policy }]);
+    expect(held?.ok).toBe(true);
+    expect((await new WorkLeaseAdapter(work, 'dead').claim(jobWorkId(job), workPayloadOf(job), clock.now())).ok).toBe(true);
+    // Its target lease expires; another coordinator's runs leave (input, 77) open three times: given up.
+    const them = new TargetLeaseAdapter(targets, 'them');
+    for (let i = 0; i < 3; i += 1) {
+      clock.advance(2 * TTL_MS);
+      const [claim] = await them.claimGroups([job.group], clock.now(), [{ input: job.inputSha256, backoff: policy }]);
+      if (!claim?.ok) throw new Error(`setup claim refused: ${JSON.stringify(claim)}`);
+      expect(await them.releaseGroup(job.group, claim.token, clock.now() + 1, { input: job.inputSha256, settled: [], open: [77n] })).toBe(true);
+    }
+    clock.advance(2 * TTL_MS);
+    const solver = new FakeSolver();
+    const source = new FakeSource([]);
+    // What the scheduler adapter asks for work taken over (origin `recovered`): its input and the back-off.
+    source.ask = (j) => ({ input: j.inputSha256, backoff: policy });
+    const counters = createCounters();
+    const coordinator = new Coordinator(
+      { coordinatorId: 'me', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 8, recoverExpiredWork: true },
+      { clock, logger: silentLogger(), counters, workLeases: mine, targetLeases: myTargets, reservations: InflightTargetSet.create(64), solver, source, commits: new MemoryResultCommits(leaseTableRecords(work)) },
+    );
+    for (let i = 0; i < 10; i += 1) {
+      await coordinator.tick();
+      await coordinator.settled();
+      clock.advance(TTL_MS);
+    }
+    expect(solver.runs).toHaveLength(0);
+    expect(counters).toMatchObject({ dispatchRollbacks: 1, recoveredRetired: 1 });
+    expect(await work.snapshotCounts({ nowMs: clock.now() })).toMatchObject({ leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 });
+  });
+
   it('runs a targeted job to done and releases its group with what the run left open, which another coordinator\'s claim then backs off from', async () => {
     const { mine, myTargets, theirTargets, targets, work } = await tables();
     const clock = new ManualClock(5_000);
