@@ -27,7 +27,6 @@ import { childLogger } from '../telemetry/logger.js';
 import { DispatchTransaction } from './dispatch-transaction.js';
 import { releaseShared, type GroupReleaseContext } from './group-release.js';
 import { decimal, type ActiveJob, type PendingJob } from './job-state.js';
-import { renewGroup } from './lease-renewal.js';
 import type { AdmittedWork, ClaimOutcome, CoordinatorJob, WorkLeasePort } from './ports.js';
 import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import { isTransientError, type StoreFaultSink } from './store-faults.js';
@@ -108,9 +107,21 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   if (targets && job.group.length > 0) {
     const now = ctx.clock.now();
     if (pending.targetToken !== undefined) {
-      const held = await renewGroup(targets, job.group, pending.targetToken, now, ctx.storeFaults);
-      if (held === true) targetToken = pending.targetToken;
-      else if (held === undefined) unsureToken = pending.targetToken;
+      let held: boolean;
+      try {
+        held = await targets.heartbeatGroup(job.group, pending.targetToken, now);
+        if (held) ctx.storeFaults.answered();
+      } catch (error) {
+        // The store failed: nothing was refused, and the token may still be ours. A re-claim now
+        // would be refused by that very token (a claim needs only reads, a renewal a write): the
+        // work goes back to its source and the token is given back.
+        failure = error;
+        unsureToken = pending.targetToken;
+        ctx.storeFaults.failed(error, 'target lease renewal failed', { targets: decimal(job.group) });
+        ctx.claimFailed?.(error);
+        return giveBack('target lease renewal failed');
+      }
+      if (held) targetToken = pending.targetToken;
     }
     if (targetToken === undefined) {
       let claim: ClaimOutcome;

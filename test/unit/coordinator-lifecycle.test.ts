@@ -144,7 +144,7 @@ describe('dispatch: pending → active', () => {
     expect(t.counters).toMatchObject({ conflicts: 0, dispatchRollbacks: 1 });
   });
 
-  it('rolls back when the target re-claim throws, and keeps dispatching the next pending job', async () => {
+  it('rolls back when the pending token\'s renewal throws, and keeps dispatching the next pending job', async () => {
     const t = setup();
     t.source.queue.push(await t.admit(makeJob('a', 77n)), await t.admit(makeJob('b', 99n)));
     t.targetLeases.heartbeatScript = ['error'];
@@ -731,6 +731,34 @@ describe('when the lease store fails', () => {
     await t.coordinator.tick();
     expect(t.counters).toMatchObject({ dispatchRollbacks: 1, workGivenBack: 0 });
     expect(t.source.backlog).toBe(0);
+  });
+
+  it('gives a directed job back with its pending token when the token\'s renewal fails on I/O: a re-claim would only meet that token', async () => {
+    const clock = new ManualClock();
+    const targetLeases = new FakeTargetLeases(TTL_MS);
+    const reservations = new FakeReservations();
+    const source = new FakeSource();
+    const givenBack: AdmittedWork[] = [];
+    Object.assign(source, { giveBack: (work: AdmittedWork) => givenBack.push(work) });
+    const counters = createCounters();
+    const workLeases = new FakeWorkLeases(TTL_MS);
+    const coordinator = new Coordinator(
+      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false },
+      { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver: new FakeSolver(), source, commits: new MemoryResultCommits(workLeases) },
+    );
+    const job = makeJob('a', 77n);
+    expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
+    const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
+    if (!claim.ok) throw new Error('setup claim refused');
+    source.queue.push({ job, owner: OWNER, targetToken: claim.token });
+    // The store fails the renewal (a write) but would answer a claim (reads): refused by our own token.
+    targetLeases.heartbeatScript = ['error'];
+    await coordinator.tick();
+    expect(targetLeases.calls).toEqual(['claim 77', 'heartbeat 77', 'release 77']);
+    expect(givenBack.map((w) => w.job)).toEqual([job]);
+    expect(counters).toMatchObject({ dispatchRollbacks: 1, workGivenBack: 1, conflicts: 0, releaseFailures: 0 });
+    expect(targetLeases.records.size).toBe(0);
+    expect(reservations.held.size).toBe(0);
   });
 
   it('gives a refused claim nothing back: another holder runs that work', async () => {
