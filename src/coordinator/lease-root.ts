@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { invalidOption } from '../config/values.js';
-import { CAMPAIGNS_DIR } from '../lease/table-layout.js';
+import { CAMPAIGNS_DIR, campaignPrefix } from '../lease/table-layout.js';
 
 const CAMPAIGN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -29,5 +29,5 @@ export function campaignLeaseRoot(options: { readonly leaseDir?: string | undefi
 /** The campaign's etcd key prefix: `prefix`, within its namespace when it has one. */
 export function campaignEtcdPrefix(prefix: string, campaign: string | undefined): string {
   checkCampaignName(campaign);
-  return campaign !== undefined ? `${prefix.replace(/\/+$/, '')}/${CAMPAIGNS_DIR}/${campaign}` : prefix;
+  return campaign !== undefined ? campaignPrefix(prefix, campaign) : prefix;
 }

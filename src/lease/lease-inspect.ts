@@ -13,7 +13,8 @@ import { UsageError } from '../errors.js';
 import { checkTtlMs } from './lease-table-base.js';
 import { checkNowMs } from './lease-operation.js';
 import { errnoCode, nodeFsLayer, type FsLayer } from '../fs/fs-layer.js';
-import { CAMPAIGNS_DIR, META_FILE } from './table-layout.js';
+import { CAMPAIGNS_DIR, META_FILE, campaignOfTableRoot, campaignPrefix } from './table-layout.js';
+import type { LeaseTableOptions } from './lease-table-options.js';
 import { isExpiredLease, type LeaseRecord, type LeaseStatus, type RecordKind } from './lease-record.js';
 import type { LeaseCounts } from './lease-results.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from './lease-table-options.js';
@@ -138,6 +139,17 @@ export async function findLeaseTables(dir: string, fsLayer: FsLayer = nodeFsLaye
   return tables;
 }
 
+/**
+ * The options an etcd table at `root` is read with: the cluster the environment (or
+ * `storeOptions`) names, under the prefix of the table's campaign (`<prefix>/campaigns/NAME` for a
+ * table under `<lease dir>/campaigns/NAME/`, as `--campaign` runs write it).
+ */
+export function etcdTableOptions(root: string, storeOptions?: Readonly<Record<string, unknown>>): LeaseTableOptions {
+  const resolved = LEASE_TABLE_OPTIONS.resolve({ ...(storeOptions ?? optionsFromEnv(LEASE_STORE_OPTIONS)) });
+  const campaign = campaignOfTableRoot(root);
+  return campaign === undefined ? resolved : { ...resolved, etcdPrefix: campaignPrefix(resolved.etcdPrefix, campaign) };
+}
+
 /** Inspects one table root. */
 export async function inspectLeaseTable(root: string, options: InspectOptions): Promise<TableInspection> {
   checkInspectOptions(options);
@@ -146,7 +158,7 @@ export async function inspectLeaseTable(root: string, options: InspectOptions): 
   const meta = await readTableMeta(fsLayer, path.join(root, META_FILE));
   if (!meta) throw new UsageError(`${root} is not a lease table directory (no ${META_FILE})`, { path: root });
   // An etcd table is read from the cluster the environment names (SYMFENCE_ETCD_ENDPOINTS, …).
-  const entries = await scanTableRoot(root, meta, fsLayer, meta.store === 'etcd' ? LEASE_TABLE_OPTIONS.resolve({ ...(options.storeOptions ?? optionsFromEnv(LEASE_STORE_OPTIONS)) }) : undefined);
+  const entries = await scanTableRoot(root, meta, fsLayer, meta.store === 'etcd' ? etcdTableOptions(root, options.storeOptions) : undefined);
   const counts = { leased: 0, expired: 0, committing: 0, done: 0, corrupt: 0 };
   const owners: Record<string, { leased: number; expired: number; committing: number; done: number }> = {};
   const corrupt: CorruptRecordReport[] = [];

@@ -18,6 +18,17 @@ import { currentWriterTagText } from './temp-writer.js';
 export const META_FILE = 'lease-table.json';
 /** Under a lease directory: the named campaigns' namespaces, `campaigns/<name>/` (src/coordinator/lease-root.ts). */
 export const CAMPAIGNS_DIR = 'campaigns';
+
+/** The etcd prefix of campaign `campaign` whose lease directory's own tables are under `prefix` (docs/leases.md, "a named campaign"). */
+export function campaignPrefix(prefix: string, campaign: string): string {
+  return `${prefix.replace(/\/+$/, '')}/${CAMPAIGNS_DIR}/${campaign}`;
+}
+
+/** The campaign whose table `root` is (`<lease dir>/campaigns/<name>/<kind>`), or undefined for a lease directory's own tables. */
+export function campaignOfTableRoot(root: string): string | undefined {
+  const campaignDir = path.dirname(path.resolve(root));
+  return path.basename(path.dirname(campaignDir)) === CAMPAIGNS_DIR ? path.basename(campaignDir) : undefined;
+}
 export const RECORD_SUFFIX = '.json';
 export const LOCK_SUFFIX = '.json.lock';
 export const TEMP_SUFFIX = '.tmp';

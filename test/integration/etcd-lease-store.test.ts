@@ -520,6 +520,73 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       }
     });
 
+    it('never takes the versions behind a corrupt newest one for superseded: `leases check` keeps them, and they answer again once the corrupt one is removed', async () => {
+      const prefix = nextPrefix();
+      const root = await tempRoot();
+      const x = 'b'.repeat(64);
+      const table = await openTarget(root, base(prefix));
+      try {
+        const held = await table.claimGroup([41n], { path: 'x' }, { owner: 'a', nowMs: 10 * S, input: x });
+        if (!held.ok) throw new Error('claim failed');
+        expect(await table.releaseGroup([41n], held.token, { nowMs: 11 * S, answers: { input: x, settled: [41n] } })).toEqual({ ok: true });
+      } finally {
+        await table.close();
+      }
+      // A corrupt value at the next version's key (a truncated hand edit), in front of version 1.
+      await client.put(versionKey(prefix, 41n, 2)).value('{"truncated');
+      const inspected = await inspectLeaseTable(root, { nowMs: 20 * S, leaseTtlMs: 30 * S, storeOptions: base(prefix) });
+      expect(inspected.answers).toMatchObject({ branches: 0, superseded: 0 });
+      expect(inspected.corrupt.map((c) => c.path)).toEqual([`etcd:${versionKey(prefix, 41n, 2)}`]);
+      const env = { SYMFENCE_ETCD_ENDPOINTS: cluster.endpoints, SYMFENCE_ETCD_PREFIX: prefix };
+      const checked = await runCliProcess(['leases', 'check', root, '--json'], { env }).exit;
+      expect(checked.code).toBe(1);
+      expect(await branchKeys(prefix, 41n)).toEqual([versionKey(prefix, 41n, 2), versionKey(prefix, 41n, 1)]);
+      // Claims fail closed meanwhile; with the corrupt key removed, version 1 answers again.
+      const reopened = await openTarget(root, base(prefix));
+      try {
+        expect(await reopened.claimGroup([41n], { path: 'y' }, { owner: 'b', nowMs: 30 * S, input: x })).toMatchObject({ ok: false, reason: 'corrupt' });
+        await client.delete().key(versionKey(prefix, 41n, 2)).exec();
+        const fresh = await openTarget(await tempRoot(), base(prefix));
+        try {
+          expect(await fresh.claimGroup([41n], { path: 'y' }, { owner: 'b', nowMs: 31 * S, input: x })).toEqual({ ok: false, reason: 'answered', answered: [41n] });
+        } finally {
+          await fresh.close();
+        }
+      } finally {
+        await reopened.close();
+      }
+    });
+
+    it('reads and checks each named campaign of a lease directory under its own prefix', async () => {
+      const prefix = nextPrefix();
+      const leaseDir = await tempRoot();
+      const x = 'a'.repeat(64);
+      const rootOf = (name: string): string => path.join(leaseDir, 'campaigns', name, 'target');
+      const a = await openTarget(rootOf('A'), base(`${prefix}/campaigns/A`));
+      const b = await openTarget(rootOf('B'), base(`${prefix}/campaigns/B`));
+      try {
+        for (const t of [1n, 2n, 3n]) {
+          const held = await a.claimGroup([t], { path: 'x' }, { owner: 'a', nowMs: 10 * S, input: x });
+          if (!held.ok) throw new Error('claim failed');
+          expect(await a.releaseGroup([t], held.token, { nowMs: 11 * S, answers: { input: x, settled: [t] } })).toEqual({ ok: true });
+        }
+      } finally {
+        await a.close();
+        await b.close();
+      }
+      // A corrupt answer version in campaign A.
+      await client.put(versionKey(`${prefix}/campaigns/A`, 9n, 1)).value('{"garbage":true}');
+      const env = { SYMFENCE_ETCD_ENDPOINTS: cluster.endpoints, SYMFENCE_ETCD_PREFIX: prefix };
+      const listed = await runCliProcess(['leases', leaseDir, '--json'], { env }).exit;
+      expect(listed.code, listed.stderr).toBe(0);
+      const tables = (JSON.parse(listed.stdout) as { tables: { root: string; answers: { branches: number }; counts: { corrupt: number } }[] }).tables;
+      const byCampaign = Object.fromEntries(tables.map((t) => [path.relative(leaseDir, t.root), { branches: t.answers.branches, corrupt: t.counts.corrupt }]));
+      expect(byCampaign).toEqual({ 'campaigns/A/target': { branches: 3, corrupt: 1 }, 'campaigns/B/target': { branches: 0, corrupt: 0 } });
+      const checked = await runCliProcess(['leases', 'check', leaseDir], { env }).exit;
+      expect(checked.code).toBe(1);
+      expect(checked.stdout + checked.stderr).toContain(versionKey(`${prefix}/campaigns/A`, 9n, 1));
+    });
+
     it('deletes a released lease record, keeps one version per branch, lists a version left behind, and a reopened table reads each member once', async () => {
       const prefix = nextPrefix();
       const root = await tempRoot();

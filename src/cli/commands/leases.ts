@@ -13,7 +13,7 @@ import { isStagedTempName, resolveStaleTempAgeMs, sweepLeaseTableTemps, sweepTem
 import { LeaseCorruptError, UsageError } from '../../errors.js';
 import { LEASE_STORE_OPTIONS, LEASE_TABLE_OPTIONS } from '../../lease/lease-table-options.js';
 import { removeSupersededAnswers } from '../../lease/etcd/etcd-backend.js';
-import { inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
+import { etcdTableOptions, inspectLeaseDirectory, type TableInspection } from '../../lease/lease-inspect.js';
 import { parseDurationMs } from '../../config/values.js';
 import { formatDuration, formatSize, optionsFromEnv, parseOptionValue } from '../../config/schema.js';
 import { CAMPAIGN_OPTIONS } from '../../coordinator/campaign-options.js';
@@ -119,7 +119,7 @@ async function removeSuperseded(tables: readonly TableInspection[]): Promise<num
   let removed = 0;
   for (const t of tables) {
     if (t.store !== 'etcd' || t.kind !== 'target' || (t.answers?.superseded ?? 0) === 0) continue;
-    removed += await removeSupersededAnswers(t.root, LEASE_TABLE_OPTIONS.resolve(optionsFromEnv(LEASE_STORE_OPTIONS)));
+    removed += await removeSupersededAnswers(t.root, etcdTableOptions(t.root));
   }
   return removed;
 }

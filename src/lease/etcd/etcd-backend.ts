@@ -384,7 +384,7 @@ export class EtcdRecordBackend implements RecordBackend {
     const end = prefixEnd(prefix);
     const entries: ScanEntry[] = [];
     /** Lease record id → answer record id of the branches whose newest answer version was listed. */
-    const newestOf = new Map<string, string>();
+    const newestOf = new Map<string, string | null>();
     let from = prefix;
     let revision: string | undefined;
     for (;;) {
@@ -399,7 +399,8 @@ export class EtcdRecordBackend implements RecordBackend {
         const slash = id.indexOf('/');
         if (slash >= 0 && this.kind === 'target') {
           // An answer version: the first of its branch is the answer record, the rest superseded.
-          entries.push(this.scanAnswerVersion(kv.key, kv.value, id.slice(0, slash), where, newestOf));
+          const entry = this.scanAnswerVersion(kv.key, kv.value, id.slice(0, slash), where, newestOf);
+          if (entry !== undefined) entries.push(entry);
           continue;
         }
         if (!isRecordId(id)) {
@@ -418,12 +419,17 @@ export class EtcdRecordBackend implements RecordBackend {
   /**
    * A scanned answer version of the branch whose lease record is `leaseId`: the answer record
    * when it is the branch's first (newest), `superseded` after it; corrupt when its key or value
-   * is not a version of that branch's answer record.
+   * is not a version of that branch's answer record. `newestOf` holds, per branch, the id of its
+   * newest version, or null when that one is corrupt: the versions behind a corrupt one are not
+   * listed at all (undefined). Claims fail closed on the corrupt one meanwhile; once an operator
+   * removes it, the newest of those is the answer record again, so `leases check` must never take
+   * them for superseded and delete them.
    */
-  private scanAnswerVersion(key: Buffer, value: Buffer, leaseId: string, where: string, newestOf: Map<string, string>): ScanEntry {
+  private scanAnswerVersion(key: Buffer, value: Buffer, leaseId: string, where: string, newestOf: Map<string, string | null>): ScanEntry | undefined {
     if (!isRecordId(leaseId) || this.versionOfKey(key, leaseId) === undefined) return { state: 'corrupt', id: undefined, path: where, reason: `key is not an answer version of a lease record` };
-    // After the branch's first version (valid or not), every version is an older one.
+    // After the branch's first version, every version is an older one.
     const newest = newestOf.get(leaseId);
+    if (newest === null) return undefined;
     if (newest !== undefined) return { state: 'superseded', id: newest, path: where, bytes: value.length };
     let target: unknown;
     try {
@@ -432,12 +438,12 @@ export class EtcdRecordBackend implements RecordBackend {
       target = undefined;
     }
     if (!isDecimalTarget(target) || targetRecordId(BigInt(target)) !== leaseId) {
-      newestOf.set(leaseId, leaseId);
+      newestOf.set(leaseId, null);
       return { state: 'corrupt', id: undefined, path: where, reason: `not an answer record of the branch of lease record ${leaseId}` };
     }
     const id = answerRecordId(BigInt(target));
-    newestOf.set(leaseId, id);
     const read = this.answerVersion(key, value, id, leaseId, '0').read;
+    newestOf.set(leaseId, read.state === 'valid' ? id : null);
     return read.state === 'valid' ? { state: 'valid', id, path: where, record: read.record } : { state: 'corrupt', id, path: where, reason: read.state === 'corrupt' ? read.reason : 'absent' };
   }
 
