@@ -7,7 +7,8 @@
  *   3. the target group of every pending job that still carries a token.
  *
  * Contract: each lease's failure is isolated (an I/O error on one never skips the others) and
- * counted (`heartbeatsOk` / `heartbeatsFailed`). A definite loss of a running job's lease (the
+ * counted (`heartbeatsOk` / `heartbeatsFailed`). A job that lost its target group keeps its work
+ * fence renewed until it ends: its result may still commit, and only that fence decides. A definite loss of a running job's lease (the
  * table answered false, or listed its work id as lost) marks the job `lost`, counts a lease
  * expiry, emits `leaseLost` and aborts its solver run — its result could never commit. An I/O
  * failure (outcome unknown) aborts nothing: `beginCommit` decides later whether the result still
@@ -75,8 +76,10 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
 
   // Committing records are renewed too: their `updated` tells other coordinators the owner is
   // alive and will finish the result itself (they replay it only after a whole TTL of silence).
-  // So is a job that is ending (a slow publication keeps its record alive), unless rolled back.
-  const fenced = active.filter((a) => !rolledBack(a) && ((a.phase === 'active' && a.lost === undefined) || a.phase === 'committing'));
+  // So is a job that is ending (a slow publication keeps its record alive), unless rolled back,
+  // and one that lost its target group: its result may still be committed (held while the store
+  // fails, say), and only the work fence decides that — left unrenewed, it would be taken over.
+  const fenced = active.filter((a) => !rolledBack(a) && ((a.phase === 'active' && a.lost !== 'work') || a.phase === 'committing'));
   if (fenced.length > 0) {
     const fences = new Map(fenced.map((a) => [a.workId, a.workToken]));
     try {

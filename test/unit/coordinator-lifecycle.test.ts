@@ -794,4 +794,36 @@ describe('a result kept while the store fails', () => {
     expect(commits.entries).toHaveLength(1);
     expect(counters).toMatchObject({ jobsOk: 1, commitRetries: 1, stagingFailures: 0, interesting: 1 });
   });
+
+  it('keeps renewing the work fence of a result held after its target group was lost, so no takeover ends it while it waits', async () => {
+    let onHeld!: () => void;
+    const held = new Promise<void>((resolve) => (onHeld = resolve));
+    const t = setup({}, true, { resultHeld: () => onHeld() });
+    const { clock, workLeases, targetLeases, solver, commits, counters, coordinator } = t;
+    const job = makeJob('a', 77n);
+    const workId = jobWorkId(job);
+    t.source.queue.push(await t.admit(job));
+    await coordinator.tick();
+    await solver.started(1);
+    commits.stageError = true;
+    solver.runs[0]!.resolve(ok([{ text: 'found', interesting: true }]));
+    await held;
+    targetLeases.takeOver([77n], clock.now());
+    await coordinator.heartbeat();
+    expect(counters.leaseExpiries).toBe(1);
+    // The outage lasts longer than a work TTL; the coordinator renews its leases all the while.
+    for (let i = 0; i < 4; i += 1) {
+      clock.advance(TTL_MS / 2);
+      await coordinator.heartbeat();
+    }
+    expect(workLeases.records.get(workId)?.updatedMs).toBe(clock.now());
+    expect((await workLeases.recoverExpired(10, clock.now())).map((r) => r.workId)).not.toContain(workId);
+    commits.stageError = false;
+    clock.advance(1000);
+    await coordinator.tick();
+    await coordinator.settled();
+    expect(workLeases.records.get(workId)?.status).toBe('done');
+    expect(commits.entries).toHaveLength(1);
+    expect(counters).toMatchObject({ jobsOk: 1, staleResults: 0, interesting: 1 });
+  });
 });
