@@ -226,6 +226,8 @@ export function recordProblem(value: unknown, expectedId: string, kind: RecordKi
       if (value.role !== 'answers') return `role ${JSON.stringify(value.role)} is not "answers" or "answers-generation"`;
       if (value.status !== 'done') return 'an answer record is not done';
       if (value.version !== undefined && (!isCount(value.version) || value.version < 1)) return 'version is not a positive integer';
+      // The release that rewrites it writes the next version, which must be a safe integer too.
+      if (value.version !== undefined && value.version >= Number.MAX_SAFE_INTEGER) return 'version leaves no room for a next one';
       if (answerRecordId(BigInt(value.target)) !== expectedId) return `target ${value.target} does not hash to answer record id ${expectedId}`;
       if (value.targets !== undefined) return 'an answer record lists targets';
       return undefined;

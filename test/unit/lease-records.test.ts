@@ -150,5 +150,8 @@ describe('record validation', () => {
     expect(recordProblem(answers, answerId, 'target')).toBeUndefined();
     expect(recordProblem({ ...answers, version: 3 }, answerId, 'target')).toBeUndefined();
     for (const bad of [0, -1, 1.5, '2', Number.MAX_SAFE_INTEGER + 1]) expect(recordProblem({ ...answers, version: bad }, answerId, 'target')).toMatch(/version is not a positive integer/);
+    // A hostile version the next release could not count past reads as corrupt (fails closed).
+    expect(recordProblem({ ...answers, version: Number.MAX_SAFE_INTEGER }, answerId, 'target')).toMatch(/version leaves no room for a next one/);
+    expect(recordProblem({ ...answers, version: Number.MAX_SAFE_INTEGER - 1 }, answerId, 'target')).toBeUndefined();
   });
 });
