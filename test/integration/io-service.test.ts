@@ -354,6 +354,30 @@ describe('I/O service mirror coherence', () => {
     await service.close();
   });
 
+  it('keeps a member in the mirror that a refused group of a request reserved and a later granted group of the same owner holds', async () => {
+    const { service, inflight, target } = await setup();
+    const input = 'ab'.repeat(32);
+    // Branch 100 answered on the input.
+    const first = granted(await service.submit({ kind: 'claimGroup', targets: [100n], payload: {}, mirrorOwner: 1, nowMs: T0 }));
+    expect(await service.submit({ kind: 'releaseGroup', targets: [100n], token: first, answers: { input, settled: [100n] }, nowMs: T0 })).toEqual({ ok: true });
+    // One request, two groups of one owner sharing member 5, nothing reserved by the caller.
+    const results = await service.submit({
+      kind: 'claimGroups',
+      groups: [
+        { targets: [100n, 5n], payload: {}, mirrorOwner: 1, input },
+        { targets: [5n, 6n], payload: {}, mirrorOwner: 1, input },
+      ],
+      nowMs: T0 + 1,
+    });
+    expect(results[0]).toMatchObject({ ok: false, reason: 'answered' });
+    const token = granted(results[1]);
+    const leased = (await target.snapshotRecords()).filter((e) => e.record.status === 'leased').map((e) => e.record.target).sort();
+    expect(leased).toEqual(['5', '6']);
+    expect([inflight!.ownerOf(5n), inflight!.ownerOf(6n), inflight!.ownerOf(100n)]).toEqual([1, 1, 0]);
+    expect(await service.submit({ kind: 'releaseGroup', targets: [5n, 6n], token, nowMs: T0 + 2 })).toEqual({ ok: true });
+    expect(inflight!.size()).toBe(0);
+  });
+
   it('refuses a group held by another local owner as local-conflict without touching the disk', async () => {
     const { service, inflight, root } = await setup();
     expect(inflight!.tryReserveGroup([2n], 4)).toBe(true);

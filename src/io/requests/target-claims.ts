@@ -30,15 +30,30 @@ export function planTargetClaims(groups: readonly GroupClaimRequest[], nowMs: nu
       let next = 0;
       const results: BatchClaimResult[] = [];
       const errors: unknown[] = [];
-      for (const p of prepared) {
+      const resultOf = prepared.map((p) => {
+        if (!p.local.ok) return undefined;
+        const outcome = outcomes[next++];
+        return { outcome, result: outcome?.ok ? (outcome.value as GroupClaimResult) : undefined };
+      });
+      // A member this request reserved for one group, that a later group of the same owner took as
+      // the caller's, stays reserved when the first group is refused and the later one granted.
+      const grantedByOwner = new Map<number, Set<bigint>>();
+      prepared.forEach((p, i) => {
+        if (!resultOf[i]?.result?.ok) return;
+        const members = grantedByOwner.get(p.mirrorOwner) ?? new Set<bigint>();
+        for (const t of p.group.targets) members.add(t);
+        grantedByOwner.set(p.mirrorOwner, members);
+      });
+      for (const [i, p] of prepared.entries()) {
         if (!p.local.ok) {
           results.push(p.local);
           errors.push(undefined);
           continue;
         }
-        const outcome = outcomes[next++];
-        const result = outcome?.ok ? (outcome.value as GroupClaimResult) : undefined;
-        ctx.mirror.settleClaim(p.group.targets, p.mirrorOwner, p.local.selfReserved, result, nowMs);
+        const { outcome, result } = resultOf[i]!;
+        const keep = result?.ok ? undefined : grantedByOwner.get(p.mirrorOwner);
+        const selfReserved = keep === undefined ? p.local.selfReserved : p.local.selfReserved.filter((t) => !keep.has(t));
+        ctx.mirror.settleClaim(p.group.targets, p.mirrorOwner, selfReserved, result, nowMs);
         if (result) {
           results.push(result);
           errors.push(undefined);
