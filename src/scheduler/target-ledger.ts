@@ -261,10 +261,13 @@ export class TargetLedger {
   #settle(seed: string, branch: bigint, answered: boolean): void {
     const k = key(seed, branch);
     const before = this.#pairs.get(k);
-    if (before === SETTLED) return;
-    this.#pairs.delete(k);
-    this.#pairs.set(k, SETTLED);
-    this.#settledCount += 1;
+    if (before !== SETTLED) {
+      this.#pairs.delete(k);
+      this.#pairs.set(k, SETTLED);
+      this.#settledCount += 1;
+    }
+    // A pair given up first and answered later (an untargeted run, an adopted trace) still makes
+    // the branch answered on some input.
     if (answered) {
       this.#answered.delete(branch);
       this.#answered.add(branch);

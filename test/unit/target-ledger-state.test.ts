@@ -24,6 +24,17 @@ function learned(): TargetLedger {
 }
 
 describe('target ledger state', () => {
+  it('makes a branch answered on some input when a pair given up first is answered later', () => {
+    const x = 'a'.repeat(64);
+    const ledger = new TargetLedger({ maxAttempts: 1 });
+    ledger.record({ seed: x, targetBranch: 7n, actions: [] }, [7n], null, true, 0);
+    expect([ledger.isSettled(x, 7n), ledger.answered(7n)]).toEqual([true, false]);
+    // An untargeted run (or an adopted trace) on the same input answers it afterwards.
+    ledger.noteAnswered(x, [7n]);
+    expect(ledger.answered(7n)).toBe(true);
+    expect(ledger.stats().settledPairs).toBe(1);
+  });
+
   it('keeps settled pairs, back-offs (as time left, on a new clock), answered branches and the eviction order across toJSON and restore', () => {
     const saved = learned().toJSON(5_000);
     expect(saved).toEqual({
