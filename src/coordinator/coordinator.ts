@@ -775,6 +775,10 @@ export class Coordinator {
     await this.settled();
     const pending = this.#pending.splice(0);
     for (const job of pending) await releasePending(this.#release, job);
+    // Jobs that never ran go back to their source (a scheduler job to the lane that proposed it),
+    // so the lane state saved at stop keeps their questions for the next life.
+    const source = this.#deps.source;
+    if (source.giveBack) for (const work of [...prefetched.map((job) => job.work), ...pending.map((job) => job.work)]) source.giveBack(work, this.#deps.clock.now());
     const report = {
       abortedRuns,
       releasedPending: pending.length + prefetched.length,

@@ -554,6 +554,36 @@ describe('shutdown', () => {
     expect(t.solver.runs).toHaveLength(2);
   });
 
+  it('gives the jobs that never ran back to their source, so their lanes keep the questions for the next life', async () => {
+    const clock = new ManualClock();
+    const targetLeases = new FakeTargetLeases(TTL_MS);
+    const reservations = new FakeReservations();
+    const source = new FakeSource();
+    const givenBack: AdmittedWork[] = [];
+    Object.assign(source, { giveBack: (work: AdmittedWork) => givenBack.push(work) });
+    const workLeases = new FakeWorkLeases(TTL_MS);
+    const solver = new FakeSolver();
+    const counters = createCounters();
+    const coordinator = new Coordinator(
+      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false },
+      { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver, source, commits: new MemoryResultCommits(workLeases) },
+    );
+    const jobs = [makeJob('a', 1n), makeJob('b', 2n), makeJob('c', 3n)];
+    for (const [i, job] of jobs.entries()) {
+      expect(reservations.tryReserveGroup(job.group, OWNER + i)).toBe(true);
+      const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
+      if (!claim.ok) throw new Error('setup claim refused');
+      source.queue.push({ job, owner: OWNER + i, targetToken: claim.token });
+    }
+    source.overdeliver = true;
+    await coordinator.tick();
+    expect(solver.runs).toHaveLength(1);
+    expect(coordinator.pendingCount + coordinator.readyCount).toBe(2);
+    expect(await coordinator.stop()).toMatchObject({ abortedRuns: 1, releasedPending: 2 });
+    expect(givenBack.map((w) => w.job.inputPath).sort()).toEqual([jobs[1]!.inputPath, jobs[2]!.inputPath]);
+    expect(counters.workGivenBack).toBe(0);
+  });
+
   it('lets a committing job finish instead of rolling it back', async () => {
     const t = setup();
     const job = makeJob('a', 1n);
