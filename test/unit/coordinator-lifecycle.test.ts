@@ -21,13 +21,16 @@ import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 const TTL_MS = 30_000;
 const OWNER = 1;
 
-function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true, hooks?: CoordinatorHooks) {
+/** `givingBack`: the source takes work back (`WorkSource.giveBack`), recorded in `givenBack`. */
+function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true, hooks?: CoordinatorHooks, givingBack = false) {
   const clock = new ManualClock();
   const workLeases = new FakeWorkLeases(TTL_MS);
   const targetLeases = new FakeTargetLeases(TTL_MS);
   const reservations = new FakeReservations();
   const solver = new FakeSolver();
   const source = new FakeSource();
+  const givenBack: AdmittedWork[] = [];
+  if (givingBack) Object.assign(source, { giveBack: (work: AdmittedWork) => givenBack.push(work) });
   const commits = new MemoryResultCommits(workLeases);
   const counters = createCounters();
   const jobs: JobLogEntry[] = [];
@@ -60,7 +63,7 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true, hooks
     return { job, owner: OWNER, targetToken: claim.token };
   }
 
-  return { clock, workLeases, targetLeases, reservations, solver, source, commits, counters, jobs, lost, findings, coordinator, admit };
+  return { clock, workLeases, targetLeases, reservations, solver, source, givenBack, commits, counters, jobs, lost, findings, coordinator, admit };
 }
 
 const ok = (generated: Array<{ text: string; interesting: boolean; terminal?: 'crash' | 'timeout' }> = []) => ({
@@ -555,26 +558,9 @@ describe('shutdown', () => {
   });
 
   it('gives the jobs that never ran back to their source, so their lanes keep the questions for the next life', async () => {
-    const clock = new ManualClock();
-    const targetLeases = new FakeTargetLeases(TTL_MS);
-    const reservations = new FakeReservations();
-    const source = new FakeSource();
-    const givenBack: AdmittedWork[] = [];
-    Object.assign(source, { giveBack: (work: AdmittedWork) => givenBack.push(work) });
-    const workLeases = new FakeWorkLeases(TTL_MS);
-    const solver = new FakeSolver();
-    const counters = createCounters();
-    const coordinator = new Coordinator(
-      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false },
-      { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver, source, commits: new MemoryResultCommits(workLeases) },
-    );
+    const { source, givenBack, solver, counters, coordinator, admit } = setup({}, true, undefined, true);
     const jobs = [makeJob('a', 1n), makeJob('b', 2n), makeJob('c', 3n)];
-    for (const [i, job] of jobs.entries()) {
-      expect(reservations.tryReserveGroup(job.group, OWNER + i)).toBe(true);
-      const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
-      if (!claim.ok) throw new Error('setup claim refused');
-      source.queue.push({ job, owner: OWNER + i, targetToken: claim.token });
-    }
+    for (const job of jobs) source.queue.push(await admit(job));
     source.overdeliver = true;
     await coordinator.tick();
     expect(solver.runs).toHaveLength(1);
@@ -764,23 +750,9 @@ describe('when the lease store fails', () => {
   });
 
   it('gives a directed job back with its pending token when the token\'s renewal fails on I/O: a re-claim would only meet that token', async () => {
-    const clock = new ManualClock();
-    const targetLeases = new FakeTargetLeases(TTL_MS);
-    const reservations = new FakeReservations();
-    const source = new FakeSource();
-    const givenBack: AdmittedWork[] = [];
-    Object.assign(source, { giveBack: (work: AdmittedWork) => givenBack.push(work) });
-    const counters = createCounters();
-    const workLeases = new FakeWorkLeases(TTL_MS);
-    const coordinator = new Coordinator(
-      { coordinatorId: 'c1', workers: 1, workLeaseTtlMs: TTL_MS, targetLeaseTtlMs: TTL_MS, maxPendingJobs: 64, recoverExpiredWork: false },
-      { clock, logger: silentLogger(), counters, workLeases, targetLeases, reservations, solver: new FakeSolver(), source, commits: new MemoryResultCommits(workLeases) },
-    );
+    const { targetLeases, reservations, source, givenBack, counters, coordinator, admit } = setup({}, true, undefined, true);
     const job = makeJob('a', 77n);
-    expect(reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
-    const claim = await targetLeases.claimGroup(job.group, {}, clock.now());
-    if (!claim.ok) throw new Error('setup claim refused');
-    source.queue.push({ job, owner: OWNER, targetToken: claim.token });
+    source.queue.push(await admit(job));
     // The store fails the renewal (a write) but would answer a claim (reads): refused by our own token.
     targetLeases.heartbeatScript = ['error'];
     await coordinator.tick();
