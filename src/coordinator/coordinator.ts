@@ -408,17 +408,28 @@ export class Coordinator {
   }
 
   /**
-   * Queue safety valve: keeps at most `maxPendingJobs` carried jobs. A dropped job's input is still
-   * in its queue and comes back with a later scan, but its tokens must not linger until the TTL:
-   * they would keep every other coordinator off those targets for nothing, so they are released
-   * at once (shared token, then local reservation).
+   * Queue safety valve: keeps at most `maxPendingJobs` carried jobs. A dropped job's tokens must
+   * not linger until the TTL: they would keep every other coordinator off those targets for
+   * nothing, so they are released at once (shared token, then local reservation), and its work
+   * goes back to its source, which offers it again later.
    */
   async #applySafetyValve(): Promise<void> {
     const excess = this.#pending.length - this.#options.maxPendingJobs;
     if (excess <= 0) return;
     const dropped = this.#pending.splice(this.#options.maxPendingJobs, excess);
     this.#deps.counters.safetyValveDrops += dropped.length;
-    for (const pending of dropped) await releasePending(this.#release, pending);
+    for (const pending of dropped) {
+      await releasePending(this.#release, pending);
+      this.#giveBack(pending.work);
+    }
+  }
+
+  /**
+   * Work that never ran, its question still open, goes back to its source (`WorkSource.giveBack`):
+   * a directed job's questions to the lane that proposed it, an input's own run offered again later.
+   */
+  #giveBack(work: AdmittedWork): void {
+    this.#deps.source.giveBack?.(work, this.#deps.clock.now());
   }
 
   /** Starts prefetched jobs, then freshly dispatched pending ones, in every free slot. */
@@ -479,13 +490,16 @@ export class Coordinator {
   /**
    * Rollback of a prefetched job (contract as a failed dispatch, `dispatch.ts`): work lease
    * abandoned, target group and local reservation released, nothing left held; counted as a
-   * dispatch rollback and a prefetch rollback. The job never ran, so it gets no jobs.jsonl line.
+   * dispatch rollback and a prefetch rollback. The job never ran, so it gets no jobs.jsonl line,
+   * and its work goes back to its source — unless its work fence was taken over: the work's new
+   * holder runs it.
    */
   async #rollBackReady(active: ActiveJob, reason: string): Promise<void> {
     const report = await active.tx.rollback();
     this.#deps.counters.dispatchRollbacks++;
     this.#deps.counters.prefetchRollbacks++;
     active.logger.debug({ reason, failedUndos: report.failed }, 'prefetched job rolled back');
+    if (active.lost !== 'work') this.#giveBack(active.work);
   }
 
   /** Prefetched jobs whose lease a heartbeat found lost give everything back now, not at their turn. */
@@ -773,12 +787,14 @@ export class Coordinator {
       }
     }
     await this.settled();
-    const pending = this.#pending.splice(0);
-    for (const job of pending) await releasePending(this.#release, job);
     // Jobs that never ran go back to their source (a scheduler job to the lane that proposed it),
-    // so the lane state saved at stop keeps their questions for the next life.
-    const source = this.#deps.source;
-    if (source.giveBack) for (const work of [...prefetched.map((job) => job.work), ...pending.map((job) => job.work)]) source.giveBack(work, this.#deps.clock.now());
+    // so the lane state saved at stop keeps their questions for the next life (prefetched and
+    // aborted ones went back as they were rolled back).
+    const pending = this.#pending.splice(0);
+    for (const job of pending) {
+      await releasePending(this.#release, job);
+      this.#giveBack(job.work);
+    }
     const report = {
       abortedRuns,
       releasedPending: pending.length + prefetched.length,

@@ -20,7 +20,10 @@
  * is returned. Nothing is thrown. A claim that failed with a transient I/O error refused nothing:
  * the work was only not started, so after the rollback it goes back to its source (`giveBack`),
  * which offers it again later; a directed job's lane then takes its branches back (docs/campaign.md
- * "When the lease store fails"). Every I/O failure, and every granted claim, is told to `storeFaults`.
+ * "When the lease store fails"). So does work rolled back by a stop, or whose re-claim met a member
+ * held elsewhere right now; not work refused `answered`, `backoff` or `done`, nor the exact work
+ * held elsewhere (its holder runs it). Every I/O failure, and every granted claim, is told to
+ * `storeFaults`.
  */
 import type { Logger } from 'pino';
 import { childLogger } from '../telemetry/logger.js';
@@ -42,7 +45,7 @@ export interface DispatchContext extends GroupReleaseContext {
   readonly claimFailed?: (error: unknown) => void;
   /** Where I/O failures and answers of the lease store go (store-faults.ts). */
   readonly storeFaults: StoreFaultSink;
-  /** Work whose dispatch failed on an I/O error, rolled back: its source offers it again later. */
+  /** Work rolled back before it started, its question still open: its source offers it again later. */
   readonly giveBack?: (work: AdmittedWork) => void;
   /** Where a refused trace claim goes (docs/campaign.md "Shared traces"); absent: a refusal is only rolled back. */
   readonly traces?: SharedTraceContext;
@@ -96,9 +99,19 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
   const giveBack = async (reason: string): Promise<undefined> => {
     await rollback(reason);
     if (unsureToken !== undefined) await releaseShared(ctx, job.group, unsureToken);
-    if (ctx.stopping() || pending.recovered || !isTransientError(failure) || ctx.giveBack === undefined) return undefined;
+    if (pending.recovered || !isTransientError(failure) || ctx.giveBack === undefined) return undefined;
     counters.workGivenBack++;
     ctx.giveBack(pending.work);
+    return undefined;
+  };
+  /**
+   * Rolled back, though nothing refused the question itself (a member of the group held elsewhere
+   * right now, a stop): the work goes back to its source too, so a directed job's lane asks its
+   * questions again later (not counted in `workGivenBack`, which counts store failures).
+   */
+  const notNow = async (reason: string): Promise<undefined> => {
+    await rollback(reason);
+    if (!pending.recovered) ctx.giveBack?.(pending.work);
     return undefined;
   };
 
@@ -139,7 +152,10 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
       }
       if (!claim.ok) {
         if (claim === ioFailure) return giveBack('target group claim failed');
-        if (claim.reason === 'conflict') counters.conflicts++;
+        if (claim.reason === 'conflict') {
+          counters.conflicts++;
+          return notNow('target group conflict');
+        }
         const refused = await rollback(`target group ${claim.reason}`);
         // Taken-over work whose question was answered or given up meanwhile would be taken over
         // and refused again at every scan, on every coordinator: its work record goes.
@@ -179,7 +195,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     await ctx.workLeases.abandon(workId, workToken, ctx.clock.now());
   });
 
-  if (ctx.stopping()) return rollback('shutting down');
+  if (ctx.stopping()) return notNow('shutting down');
   if (pending.recovered) counters.leaseSteals++;
   // The job's logger is made at its first use: most jobs never log, and a child logger costs a
   // parse and a serialisation of its bindings (telemetry/logger.ts), on the main thread, per job.

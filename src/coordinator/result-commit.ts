@@ -128,6 +128,17 @@ async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, ste
 }
 
 /**
+ * A run rolled back without an answer goes back to its source (`WorkSource.giveBack`): a directed
+ * job's questions to the lane that proposed it, so they are asked again later, in this life or,
+ * after a stop, from the saved lane state. Not when a heartbeat found its work fence taken: the
+ * work's new holder runs it.
+ */
+function giveBackUnanswered(ctx: ResultCommitContext, active: ActiveJob): void {
+  if (active.lost === 'work') return;
+  ctx.source.giveBack?.(active.work, ctx.clock.now());
+}
+
+/**
  * The group release of a result that counts, carrying what its run answered. Lost, those answers
  * would let the campaign ask the questions again, so a release that fails on a transient I/O error
  * is retried like a commit step (`untilAnswered`), the group renewed meanwhile. Refused (the lease
@@ -150,6 +161,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     await active.tx.rollback();
     counters.jobsAborted++;
     ctx.journal.recordRun(active, endMs, 'aborted', 0, 0);
+    giveBackUnanswered(ctx, active);
     return;
   }
 
@@ -160,13 +172,19 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     counters.jobsAbandoned++;
     ctx.journal.recordRun(active, endMs, 'abandoned', 0, 0);
     ctx.setupFailed(active, outcome);
+    giveBackUnanswered(ctx, active);
     return;
   }
   ctx.inputResult();
-  /** A result dropped before its commit: everything the dispatch took is given back, and journalled. */
-  const drop = async (status: 'aborted' | 'stale'): Promise<void> => {
+  /**
+   * A result dropped before its commit: everything the dispatch took is given back, and journalled.
+   * Dropped for a reason a retry may pass (a stop, an outage), its work goes back to its source; a
+   * stale result's work, or one whose error a retry meets again, does not.
+   */
+  const drop = async (status: 'aborted' | 'stale', error?: unknown): Promise<void> => {
     await active.tx.rollback();
     ctx.journal.recordRun(active, endMs, status, outcome.generated.length, 0);
+    if (status === 'aborted' && isTransientError(error)) giveBackUnanswered(ctx, active);
   };
 
   const trace = sharedTraceOf(job, outcome);
@@ -182,7 +200,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   if (!staging.ok) {
     counters.stagingFailures++;
     active.logger.error({ err: staging.error }, 'staging the result durably failed; result dropped and work released');
-    await drop('aborted');
+    await drop('aborted', staging.error);
     return;
   }
   const staged = staging.value;
@@ -205,7 +223,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     // Given up (stop, work fence lost, or an error a retry meets again): dropped like an aborted run.
     counters.jobsAborted++;
     active.logger.warn({ status: outcome.status }, 'result dropped: its commit failed');
-    await drop('aborted');
+    await drop('aborted', commit.error);
     return;
   }
   if (!commit.value) {

@@ -566,7 +566,8 @@ describe('shutdown', () => {
     expect(solver.runs).toHaveLength(1);
     expect(coordinator.pendingCount + coordinator.readyCount).toBe(2);
     expect(await coordinator.stop()).toMatchObject({ abortedRuns: 1, releasedPending: 2 });
-    expect(givenBack.map((w) => w.job.inputPath).sort()).toEqual([jobs[1]!.inputPath, jobs[2]!.inputPath]);
+    // The run aborted by the stop answered nothing either: it goes back too.
+    expect(givenBack.map((w) => w.job.inputPath).sort()).toEqual(jobs.map((j) => j.inputPath));
     expect(counters.workGivenBack).toBe(0);
   });
 
@@ -769,6 +770,112 @@ describe('when the lease store fails', () => {
     await t.coordinator.tick();
     expect(t.counters).toMatchObject({ dispatchRollbacks: 1, conflicts: 1, workGivenBack: 0 });
     expect(t.source.backlog).toBe(0);
+  });
+});
+
+describe('work that never answered its question goes back to its source', () => {
+  it('gives back the pending jobs the safety valve drops', async () => {
+    const t = setup({ workers: 1, maxPendingJobs: 1 }, true, undefined, true);
+    t.source.overdeliver = true;
+    t.source.queue.push(await t.admit(makeJob('a', 1n)), await t.admit(makeJob('b', 2n)), await t.admit(makeJob('c', 3n)));
+    await t.coordinator.tick();
+    expect(t.counters.safetyValveDrops).toBe(2);
+    expect(t.givenBack.map((w) => w.job.targetBranch)).toEqual([2n, 3n]);
+  });
+
+  it('gives back a job whose re-claim met a member held elsewhere, but not one whose exact work is held elsewhere', async () => {
+    const t = setup({}, true, undefined, true);
+    const job = makeJob('a', 77n, [88n]);
+    t.source.queue.push(await t.admit(job));
+    t.targetLeases.takeOver([77n], t.clock.now());
+    await t.coordinator.tick();
+    expect(t.counters).toMatchObject({ conflicts: 1, dispatchRollbacks: 1, workGivenBack: 0 });
+    expect(t.givenBack.map((w) => w.job)).toEqual([job]);
+
+    const u = setup({}, true, undefined, true);
+    u.source.queue.push(await u.admit(makeJob('b', 5n)));
+    u.workLeases.claimFailure = 'conflict';
+    await u.coordinator.tick();
+    expect(u.counters).toMatchObject({ conflicts: 1, dispatchRollbacks: 1 });
+    expect(u.givenBack).toEqual([]);
+  });
+
+  it('gives back a prefetched job whose target group was lost, but not one whose work fence was taken over', async () => {
+    const t = setup({ workers: 1 }, true, undefined, true);
+    const [a, b, c] = [makeJob('a', 1n), makeJob('b', 2n), makeJob('c', 3n)];
+    t.source.overdeliver = true;
+    t.source.queue.push(await t.admit(a), await t.admit(b), await t.admit(c));
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.job.inputPath)).toEqual([a.inputPath]);
+    expect(t.coordinator.readyCount).toBe(2);
+    t.targetLeases.takeOver([2n], t.clock.now());
+    t.workLeases.steal(jobWorkId(c), t.clock.now());
+    await t.coordinator.heartbeat();
+    await t.coordinator.tick();
+    expect(t.counters.prefetchRollbacks).toBe(2);
+    expect(t.solver.runs).toHaveLength(1);
+    expect(t.givenBack.map((w) => w.job.inputPath)).toEqual([b.inputPath]);
+  });
+
+  it('gives back a run aborted because its target group was taken over, but not a stale result', async () => {
+    const t = setup({}, true, undefined, true);
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.targetLeases.takeOver([77n], t.clock.now());
+    await t.coordinator.heartbeat();
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status)).toEqual(['aborted']);
+    expect(t.givenBack.map((w) => w.job)).toEqual([job]);
+
+    const u = setup({}, true, undefined, true);
+    const other = makeJob('b', 5n);
+    u.source.queue.push(await u.admit(other));
+    await u.coordinator.tick();
+    u.clock.advance(TTL_MS + 1);
+    u.workLeases.steal(jobWorkId(other), u.clock.now());
+    u.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
+    await u.coordinator.settled();
+    expect(u.jobs.map((j) => j.status)).toEqual(['stale']);
+    expect(u.givenBack).toEqual([]);
+  });
+
+  it('gives back a run whose set-up failed', async () => {
+    const t = setup({}, true, undefined, true);
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve({ status: 'error', generated: [], elapsedMs: 0, error: 'cannot start solver ./s: ENOENT', errorCode: 'ERR_SOLVER_SPAWN' });
+    await t.coordinator.settled();
+    expect(t.jobs.map((j) => j.status)).toEqual(['abandoned']);
+    expect(t.givenBack.map((w) => w.job)).toEqual([job]);
+  });
+
+  it('gives back a result dropped while its staging waited on the store at stop, but not one dropped for an error a retry meets again', async () => {
+    let onHeld!: () => void;
+    const held = new Promise<void>((resolve) => (onHeld = resolve));
+    const t = setup({}, true, { resultHeld: () => onHeld() }, true);
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    await t.solver.started(1);
+    t.commits.stageError = true;
+    t.solver.runs[0]!.resolve(ok([{ text: 'found', interesting: true }]));
+    await held;
+    await t.coordinator.stop();
+    expect(t.counters.stagingFailures).toBe(1);
+    expect(t.givenBack.map((w) => w.job)).toEqual([job]);
+
+    const u = setup({}, true, undefined, true);
+    u.source.queue.push(await u.admit(makeJob('b', 5n)));
+    await u.coordinator.tick();
+    u.commits.stage = async () => {
+      throw Object.assign(new Error('finding over the size cap'), { code: 'ERR_FINDING_TOO_LARGE' });
+    };
+    u.solver.runs[0]!.resolve(ok([{ text: 'found', interesting: true }]));
+    await u.coordinator.settled();
+    expect(u.counters.stagingFailures).toBe(1);
+    expect(u.givenBack).toEqual([]);
   });
 });
 
