@@ -100,6 +100,11 @@ export class BatchOverlay {
     return this.reads.has(id);
   }
 
+  /** True when an operation of this batch staged a change of `id`. */
+  hasStaged(id: string): boolean {
+    return this.staged.has(id);
+  }
+
   /** A read record, overlaid with what this batch staged. */
   view(id: string): RecordRead {
     const next = this.staged.get(id);
@@ -170,6 +175,8 @@ export class BatchOverlay {
 /** One operation's view of a batch: its own staged changes over the batch's overlay. */
 class OperationView implements RecordView {
   private readonly own = new Map<string, StagedRecord | null>();
+  /** Whether this operation read a record an earlier operation of the batch staged (`readStaged`). */
+  #readStaged = false;
 
   constructor(
     private readonly batch: BatchOverlay,
@@ -181,7 +188,16 @@ class OperationView implements RecordView {
   get(id: string): RecordRead {
     const next = this.own.get(id);
     if (next !== undefined) return next === null ? { state: 'absent' } : { state: 'valid', record: next.record };
+    if (this.batch.hasStaged(id)) this.#readStaged = true;
     return this.batch.view(id);
+  }
+
+  /**
+   * Did this operation read a record an earlier operation of the batch staged? Then what it decided
+   * describes a state that exists only if the batch commits.
+   */
+  get readStaged(): boolean {
+    return this.#readStaged;
   }
 
   peek(id: string): RecordRead | undefined {

@@ -270,25 +270,22 @@ async function readMore(
 /**
  * Runs every operation's `apply` against the batch, in order, synchronously. Returns the outcomes
  * and the operations whose outcome rests on the batch's commit: the writers, and every later
- * operation that read a record an earlier one had staged (its answer — `already`, `conflict` —
- * describes a state that only exists if the commit lands).
+ * operation whose `apply` read a record an earlier one had staged (its answer — `already`,
+ * `conflict`, `answered` — describes a state that only exists if the commit lands). A record only
+ * locked or listed in `readIds`, but not read by `apply`, does not count: a claim that read the
+ * answer generation before the batch staged anything, and decided from answer records no earlier
+ * operation touched, keeps its refusal when another operation's write fails.
  */
 function decide(batch: BatchOverlay, operations: readonly LeaseOperation<unknown>[], encode: (record: LeaseRecord) => StagedRecord): { outcomes: OperationOutcome<unknown>[]; dependsOnCommit: number[] } {
   const outcomes: OperationOutcome<unknown>[] = [];
   const dependsOnCommit: number[] = [];
-  const stagedIds = new Set<string>();
   for (const [index, op] of operations.entries()) {
-    const readStaged = op.lockIds.some((id) => stagedIds.has(id)) || (op.readIds?.some((id) => stagedIds.has(id)) ?? false);
     const view = batch.scope(op.name, op.lockIds, encode);
     try {
       const value = op.apply(view);
       view.stageOwn();
-      let staged = false;
-      for (const id of view.stagedIds) {
-        stagedIds.add(id);
-        staged = true;
-      }
-      if (staged || readStaged) dependsOnCommit.push(index);
+      const staged = !view.stagedIds[Symbol.iterator]().next().done;
+      if (staged || view.readStaged) dependsOnCommit.push(index);
       outcomes.push({ ok: true, value });
     } catch (error) {
       outcomes.push({ ok: false, error });

@@ -404,6 +404,24 @@ describe('answer records on the files store', () => {
     expect(failed.outcomes.map((o) => o.ok)).toEqual([false, false]);
   });
 
+  it('a claim refused on an answer no earlier operation of its batch touched keeps its refusal when another release of the batch fails', async () => {
+    const fsLayer = new FaultInjectingFsLayer();
+    const table = await openTarget(await tempRoot(), {}, { fsLayer });
+    const answeredGroup = range(231, 232);
+    const first = await claimed(table, answeredGroup, 10 * S);
+    expect(await table.releaseGroup(answeredGroup, first, { nowMs: 11 * S, answers: { input, settled: [231n] } })).toEqual({ ok: true });
+    const other = range(241, 242);
+    const token = await claimed(table, other, 12 * S);
+    // The release of `other` writes answers (and the answer generation) and fails at its barrier.
+    fsLayer.fail({ op: 'syncDirectory' });
+    const result = await table.executeBatch([
+      table.planReleaseGroup(other, token, { nowMs: 13 * S, answers: { input, settled: [241n] } }),
+      table.planClaimGroup(answeredGroup, {}, { owner: 'c2', nowMs: 13 * S, input }),
+    ]);
+    expect(result.outcomes[0]!.ok).toBe(false);
+    expect(result.outcomes[1]).toEqual({ ok: true, value: { ok: false, reason: 'answered', answered: [231n] } });
+  });
+
   it('publishes the answer generation record first and never puts it back: a failed release restores every other record byte for byte, and nothing was answered', async () => {
     // [fault, whether the generation record moved]: its own publication refused, taking effect
     // and then failing, its directory barrier, and the first answer record's publication after it.
