@@ -244,6 +244,8 @@ export class Admission {
 
     let pending: Pending[] = [];
     let backFills = 0;
+    /** Has a refusal of this round moved the ledger since the backlog was filtered? */
+    let ledgerMoved = false;
     try {
       while (admitted.length < limit) {
         const need = limit - admitted.length;
@@ -252,9 +254,20 @@ export class Admission {
         const pendingKeys = new Set<string>();
         const nextDeferred: Ranked[] = [];
         const take = (ranked: Ranked): void => {
-          const { proposal, rank } = ranked;
+          const { rank } = ranked;
+          let { proposal } = ranked;
           const key = seedTargetKey(proposal.job);
           if (seen.has(key) || refused.has(key)) return;
+          if (ledgerMoved) {
+            // A refusal of an earlier pass settled pairs (or backed them off) in the ledger after
+            // the backlog was filtered: a proposal it now rules out is not claimed only to be refused.
+            const checked = this.#recheck(proposal, now);
+            if (checked === undefined) {
+              refused.add(key);
+              return;
+            }
+            proposal = checked;
+          }
           const group = targetGroup(proposal.job);
           // A clash with a job still pending in this pass is not a verdict yet: that job may be
           // rejected by the shared table, so retry this one next pass (sequential equivalence).
@@ -318,10 +331,12 @@ export class Admission {
             this.#stats.sharedAnswered += 1;
             // Answered elsewhere: settled here too, so no lane proposes these pairs again.
             this.#ledger?.noteAnswered(p.proposal.job.seed, outcome.answered ?? []);
+            ledgerMoved = true;
           } else if (outcome.reason === 'backoff') {
             this.#stats.sharedBackoff += 1;
             // Left open elsewhere: this ledger backs off (or gives up) as the campaign does.
             this.#ledger?.noteOpen(p.proposal.job.seed, outcome.open ?? [], now);
+            ledgerMoved = true;
           } else this.#stats.sharedErrors += 1;
           this.#local.releaseGroup(p.group, p.owner);
         });
@@ -346,6 +361,21 @@ export class Admission {
     if (job.group.length === 0) return;
     this.#local.releaseGroup(job.group, job.owner);
     for (const t of job.group) if (this.#inflight.get(t) === job.owner) this.#inflight.delete(t);
+  }
+
+  /**
+   * `proposal` checked again against the ledger, as the backlog was: the job as it may run now, or
+   * undefined when the shared table would refuse its claim for what the ledger now knows — a pair
+   * settled or backing off, or, for a lane that asks a branch once per campaign, a member answered
+   * on any input.
+   */
+  #recheck(proposal: Proposal, now: number): Proposal | undefined {
+    const ledger = this.#ledger;
+    if (ledger === undefined) return proposal;
+    const job = ledger.filter(proposal.job, now);
+    if (job === undefined) return undefined;
+    if (this.askFor(proposal.lane, job.seed).anyInput === true && targetGroup(job).some((t) => ledger.answered(t))) return undefined;
+    return job === proposal.job ? proposal : { ...proposal, job };
   }
 
   /** Shared-claim step for one pass: outcome per pending job (`undefined` = no claim needed). */

@@ -227,6 +227,34 @@ describe('admission across Prefix and CSTG', () => {
     expect(second.map((j) => [j.lane, j.group])).toEqual([['frontier', [1n]]]);
   });
 
+  it('does not claim a proposal that a refusal earlier in the round ruled out: one claim, not two, for a branch answered elsewhere', async () => {
+    const seedA = 'a'.repeat(64);
+    const seedB = 'b'.repeat(64);
+    // Two lanes that ask a branch once per campaign propose branch 5, on two inputs.
+    const first = Object.assign(new ScriptedLane('frontier', [{ seed: seedA, target: 5 }]), { asksOncePerCampaign: true });
+    const second = Object.assign(new ScriptedLane('fallback', [{ seed: seedB, target: 5 }, { seed: seedB, target: 6 }]), { asksOncePerCampaign: true });
+    const claimed: string[] = [];
+    const ledger = new TargetLedger();
+    const admission = new Admission({
+      lanes: [first, second],
+      local: new MapLocalReservations(),
+      ledger,
+      shared: {
+        claimGroups: async (groups, _now, asks) => {
+          groups.forEach((g, i) => claimed.push(`${asks![i]!.input.slice(0, 1)}:${g.join(',')}`));
+          return groups.map((g): ClaimOutcome => (g.includes(5n) ? { ok: false, reason: 'answered', answered: [5n] } : { ok: true, token: `t${g[0]}` }));
+        },
+        releaseGroups: async () => {},
+      },
+    });
+    const admitted = await admission.admit(2, 4, NOW);
+    expect(admitted.map((j) => [j.job.seed.slice(0, 1), j.job.targetBranch])).toEqual([['b', 6n]]);
+    // Branch 5 on seed b waited for the claim of 5 on seed a (a clash in one pass), which was
+    // refused answered: the ledger then rules it out for a lane that asks once, so it is not claimed.
+    expect(claimed).toEqual(['a:5', 'b:6']);
+    expect(admission.stats().sharedAnswered).toBe(1);
+  });
+
   it('takes the campaign\'s attempts and back-off of a question left open elsewhere, and gives it up at the last attempt', async () => {
     const seedA = 'a'.repeat(64);
     const lane = new ScriptedLane('prefix', [
