@@ -263,8 +263,10 @@ export class Coordinator {
     await this.#scanCommitsWhenDue(now);
     if (this.#stopping) return;
     await this.#rollBackLostReady();
-    await this.#takeOverExpired();
-    await this.#topUp();
+    // Tracked, as dispatches are: a stop waits for work being taken, so that work admitted as it
+    // began reaches the pending queue before the stop releases that queue and gives it back.
+    await this.#track(this.#takeOverExpired());
+    await this.#track(this.#topUp());
     await this.#giveWayToBetter();
     await this.#dispatchFree();
     await this.#prefetchReady();
@@ -420,16 +422,17 @@ export class Coordinator {
     this.#deps.counters.safetyValveDrops += dropped.length;
     for (const pending of dropped) {
       await releasePending(this.#release, pending);
-      this.#giveBack(pending.work);
+      this.#giveBack(pending.work, pending.recovered);
     }
   }
 
   /**
    * Work that never ran, its question still open, goes back to its source (`WorkSource.giveBack`):
    * a directed job's questions to the lane that proposed it, an input's own run offered again later.
+   * Not work taken over: no source handed it out, and its expired record is found again.
    */
-  #giveBack(work: AdmittedWork): void {
-    this.#deps.source.giveBack?.(work, this.#deps.clock.now());
+  #giveBack(work: AdmittedWork, recovered = false): void {
+    if (!recovered) this.#deps.source.giveBack?.(work, this.#deps.clock.now());
   }
 
   /** Starts prefetched jobs, then freshly dispatched pending ones, in every free slot. */
@@ -499,7 +502,7 @@ export class Coordinator {
     this.#deps.counters.dispatchRollbacks++;
     this.#deps.counters.prefetchRollbacks++;
     active.logger.debug({ reason, failedUndos: report.failed }, 'prefetched job rolled back');
-    if (active.lost !== 'work') this.#giveBack(active.work);
+    if (active.lost !== 'work') this.#giveBack(active.work, active.recovered);
   }
 
   /** Prefetched jobs whose lease a heartbeat found lost give everything back now, not at their turn. */
@@ -793,7 +796,7 @@ export class Coordinator {
     const pending = this.#pending.splice(0);
     for (const job of pending) {
       await releasePending(this.#release, job);
-      this.#giveBack(job.work);
+      this.#giveBack(job.work, job.recovered);
     }
     const report = {
       abortedRuns,

@@ -191,8 +191,11 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     return refused;
   }
   const workToken = workClaim.token;
+  // Rolled back, our own work is abandoned (its source offers it again); work taken over is left
+  // to expire instead, so that a takeover scan, ours or another coordinator's, finds it again:
+  // abandoned, nothing would ever offer it again.
   tx.register('work-lease', async () => {
-    await ctx.workLeases.abandon(workId, workToken, ctx.clock.now());
+    if (!pending.recovered) await ctx.workLeases.abandon(workId, workToken, ctx.clock.now());
   });
 
   if (ctx.stopping()) return notNow('shutting down');
@@ -212,6 +215,7 @@ export async function dispatch(ctx: DispatchContext, pending: PendingJob): Promi
     get logger(): Logger {
       return (logger ??= childLogger(ctx.log, { workId, targets: decimal(job.group) }));
     },
+    ...(pending.recovered ? { recovered: true } : {}),
     phase: 'active',
     solverRunning: true,
     busyAccruedUntilMs: startMs,

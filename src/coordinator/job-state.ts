@@ -60,6 +60,12 @@ export interface ActiveJob {
   /** Set by lease renewal when a lease was definitely lost; the run is then aborted. */
   lost: 'work' | 'target' | undefined;
   /**
+   * Work taken over from another coordinator's expired lease: no source handed it out, so none
+   * takes it back; rolled back, its work record is left to expire so that a takeover scan finds
+   * it again (dispatch.ts).
+   */
+  readonly recovered?: boolean;
+  /**
    * Set by the commit path when it begins to end the job's leases itself (completing the work
    * record, publishing the result, releasing the group): a renewal that finds them gone from then
    * on found its own coordinator's doing, not a loss (lease-renewal.ts).

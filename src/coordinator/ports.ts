@@ -247,9 +247,11 @@ export interface WorkSource {
    */
   knowsTrace?(job: CoordinatorJob): boolean;
   /**
-   * `work` was taken but never started: its dispatch failed on an I/O error of the lease store
-   * and was rolled back (nothing held). Offer it again later (docs/campaign.md "When the lease
-   * store fails"). Absent: the work is dropped, as a refused one is.
+   * `work` was taken but answered nothing, and was rolled back (nothing held): its dispatch failed
+   * on an I/O error of the lease store, a stop or the safety valve dropped it, its target group was
+   * lost, its set-up failed (docs/campaign.md "Lifecycle of a job"). Offer it again later. Never
+   * called for work another coordinator holds or took over, nor for work the campaign settled.
+   * Absent: the work is dropped, as a refused one is.
    */
   giveBack?(work: AdmittedWork, now: number): void;
   /**
@@ -304,7 +306,7 @@ export interface TargetScheduler {
   wantedFor?(inputSha256: string, limit: number): readonly bigint[];
   /** Did the lanes learn a whole run of the input (its trace), in this life or from the saved lane state? */
   knowsInput?(inputSha256: string): boolean;
-  /** An admitted job that never started (`WorkSource.giveBack`): the lane that proposed it takes it back. */
+  /** An admitted job that answered nothing (`WorkSource.giveBack`): the lane that proposed it takes it back. */
   reopen?(job: CoordinatorJob, now: number): void;
   /** What a claim of `job`'s target group asks about answers: what its admission asked (`WorkSource.claimAsk`). */
   claimAsk?(job: CoordinatorJob): ClaimAsk;

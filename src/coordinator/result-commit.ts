@@ -130,11 +130,11 @@ async function untilAnswered<T>(ctx: ResultCommitContext, active: ActiveJob, ste
 /**
  * A run rolled back without an answer goes back to its source (`WorkSource.giveBack`): a directed
  * job's questions to the lane that proposed it, so they are asked again later, in this life or,
- * after a stop, from the saved lane state. Not when a heartbeat found its work fence taken: the
- * work's new holder runs it.
+ * after a stop, from the saved lane state. Not when a heartbeat found its work fence taken (the
+ * work's new holder runs it), nor work taken over (its record, left to expire, is found again).
  */
 function giveBackUnanswered(ctx: ResultCommitContext, active: ActiveJob): void {
-  if (active.lost === 'work') return;
+  if (active.lost === 'work' || active.recovered === true) return;
   ctx.source.giveBack?.(active.work, ctx.clock.now());
 }
 

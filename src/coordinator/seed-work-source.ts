@@ -83,7 +83,7 @@ export class SeedWorkSource implements WorkSource {
   readonly #bandit = new FirstRunBandit();
   /**
    * Inputs put off, by digest, and when to offer them again: their trace is being made elsewhere,
-   * or their run's dispatch failed on the lease store (`giveBack`).
+   * or their run answered nothing and came back (`giveBack`).
    */
   readonly #deferred = new Map<string, { seed: SeedInput; dueMs: number }>();
   /** The last delay of each input put off so far (cleared once it ran, or its trace was adopted). */
@@ -203,10 +203,11 @@ export class SeedWorkSource implements WorkSource {
   }
 
   /**
-   * `work` never started: its dispatch failed on the lease store (docs/campaign.md "When the lease
-   * store fails"). A scheduler's job goes back to the lane that proposed it; an input's own run (an
+   * `work` answered nothing and was rolled back (`WorkSource.giveBack`: a dispatch that failed on
+   * the lease store, a stop, a lost target group, a set-up failure; docs/campaign.md "Lifecycle of
+   * a job"). A scheduler's job goes back to the lane that proposed it; an input's own run (an
    * initial seed, an AFL++ entry, a finding) is offered again after a delay that doubles per
-   * failure, as a deferred trace's.
+   * give-back, as a deferred trace's.
    */
   giveBack(work: AdmittedWork, now: number): void {
     const origin = work.job.origin;

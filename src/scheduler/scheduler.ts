@@ -252,9 +252,10 @@ export class Scheduler {
   }
 
   /**
-   * An admitted job that never ran: its dispatch failed on an I/O error of the lease store and was
-   * rolled back (release it too). The lane that proposed it takes it back (`Lane.reopen`); an
-   * unknown lane name or seed is ignored. docs/campaign.md "When the lease store fails".
+   * An admitted job that answered nothing and was rolled back (release it too): its dispatch failed
+   * on an I/O error of the lease store, a stop dropped or aborted it, its target group was lost, its
+   * set-up failed. The lane that proposed it takes it back (`Lane.reopen`); an unknown lane name or
+   * seed is ignored. docs/campaign.md "Lifecycle of a job".
    */
   reopen(lane: string, job: ReplayJob, now: number): void {
     checkNow(now);

@@ -624,6 +624,22 @@ describe('takeover of expired work', () => {
     await t.coordinator.settled();
     expect(t.workLeases.records.get(workId)?.status).toBe('done');
   });
+
+  it('leaves taken-over work it did not finish to expire, to be taken over again, and gives it to no source', async () => {
+    const t = setup({ recoverExpiredWork: true }, true, undefined, true);
+    const job = makeJob('orphan', 9n);
+    const workId = jobWorkId(job);
+    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now(), payload: workPayloadOf(job) });
+    t.clock.advance(TTL_MS);
+    await t.coordinator.tick();
+    expect(t.solver.runs.map((r) => r.task.workId)).toEqual([workId]);
+    await t.coordinator.stop();
+    expect(t.givenBack).toEqual([]);
+    const left = t.workLeases.records.get(workId);
+    expect(left?.status).toBe('leased');
+    t.clock.advance(TTL_MS);
+    expect((await t.workLeases.recoverExpired(10, t.clock.now())).map((r) => r.workId)).toEqual([workId]);
+  });
 });
 
 describe('set-up failures: abandoned, never done', () => {
@@ -774,6 +790,33 @@ describe('when the lease store fails', () => {
 });
 
 describe('work that never answered its question goes back to its source', () => {
+  it('waits at stop for work being taken, then releases it and gives it back', async () => {
+    const t = setup({}, true, undefined, true);
+    const job = makeJob('a', 77n);
+    const work = await t.admit(job);
+    let deliver!: (works: AdmittedWork[]) => void;
+    let asked!: () => void;
+    const taking = new Promise<void>((resolve) => (asked = resolve));
+    t.source.take = () => {
+      asked();
+      return new Promise<readonly AdmittedWork[]>((resolve) => (deliver = resolve));
+    };
+    const round = t.coordinator.tick();
+    await taking;
+    const stopped = t.coordinator.stop();
+    // The admission's claims answer after the stop began, and after everything else the stop does
+    // without waiting had run (every pending microtask).
+    await new Promise((resolve) => setImmediate(resolve));
+    deliver([work]);
+    await round;
+    expect(await stopped).toMatchObject({ releasedPending: 1 });
+    expect(t.coordinator.pendingCount).toBe(0);
+    expect(t.givenBack.map((w) => w.job)).toEqual([job]);
+    expect(t.targetLeases.records.size).toBe(0);
+    expect(t.reservations.held.size).toBe(0);
+    expect(t.solver.runs).toHaveLength(0);
+  });
+
   it('gives back the pending jobs the safety valve drops', async () => {
     const t = setup({ workers: 1, maxPendingJobs: 1 }, true, undefined, true);
     t.source.overdeliver = true;

@@ -196,7 +196,7 @@ export class SchedulerAdapter implements TargetScheduler, LocalReservations {
   }
 
   /**
-   * A job of ours that never ran (`WorkSource.giveBack`): back to the lane that proposed it. A job
+   * A job of ours that answered nothing (`WorkSource.giveBack`): back to the lane that proposed it. A job
    * whose target a hint gave it at dispatch goes nowhere: its lane proposed it untargeted, and its
    * cooldown brings it back.
    */

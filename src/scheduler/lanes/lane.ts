@@ -47,8 +47,9 @@ export interface Lane {
    */
   commit(accepted: readonly Proposal[], now: number): void;
   /**
-   * A committed job of this lane never ran: its dispatch failed on an I/O error of the lease store
-   * and was rolled back. A lane that dropped its branches at `commit` takes them back, as they
+   * A committed job of this lane answered nothing and was rolled back (its dispatch failed on an
+   * I/O error of the lease store, a stop dropped or aborted it, its target group was lost, its
+   * set-up failed). A lane that dropped its branches at `commit` takes them back, as they
    * were before (absent: the lane's cooldown brings the entry back by itself).
    */
   reopen?(job: ReplayJob, now: number): void;
