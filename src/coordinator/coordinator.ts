@@ -266,6 +266,7 @@ export class Coordinator {
     // Tracked, as dispatches are: a stop waits for work being taken, so that work admitted as it
     // began reaches the pending queue before the stop releases that queue and gives it back.
     await this.#track(this.#takeOverExpired());
+    if (this.#stopping) return;
     await this.#track(this.#topUp());
     await this.#giveWayToBetter();
     await this.#dispatchFree();
@@ -527,6 +528,8 @@ export class Coordinator {
    * its exact-work lease is abandoned and it goes back to the front of the pending queue, behind
    * the better job, with what it held there before (local reservation, target token), so nothing is
    * lost and nothing leaks.
+   * Work taken over is never the one that gives way (its work lease is left to expire, not
+   * abandoned: dispatch.ts).
    * Contract: the demoted job's work lease is abandoned or, if abandoning fails, left to TTL (its
    * next dispatch re-claims it; a stale lease of our own then shows as a conflict and the job is
    * rolled back by that dispatch like any refused claim).
@@ -534,15 +537,19 @@ export class Coordinator {
   async #giveWayToBetter(): Promise<void> {
     for (let guard = this.#ready.length; guard > 0 && this.#ready.length > 0 && this.#pending.length > 0 && !this.#stopping; guard--) {
       const best = Math.max(...this.#pending.map((p) => p.work.priority ?? 0));
-      const worst = this.#ready[this.#ready.length - 1]!;
-      if ((worst.work.priority ?? 0) >= best) return;
+      // Work taken over never gives way: its work lease is not abandoned (dispatch.ts), so it
+      // could not be claimed again before it expires.
+      let worstAt = this.#ready.length - 1;
+      while (worstAt >= 0 && this.#ready[worstAt]!.recovered === true) worstAt--;
+      const worst = this.#ready[worstAt];
+      if (worst === undefined || (worst.work.priority ?? 0) >= best) return;
       const bestAt = this.#pending.findIndex((p) => (p.work.priority ?? 0) === best);
       const [better] = this.#pending.splice(bestAt, 1);
       if (this.#ready.length < 2 * this.#readyLimit) {
         await this.#track(this.#dispatchAndPlace(better!));
         continue;
       }
-      this.#ready.pop();
+      this.#ready.splice(worstAt, 1);
       try {
         await worst.tx.undoNewest('work-lease');
       } catch (error) {

@@ -138,6 +138,15 @@ function giveBackUnanswered(ctx: ResultCommitContext, active: ActiveJob): void {
   ctx.source.giveBack?.(active.work, ctx.clock.now());
 }
 
+/** Abandons `active`'s work lease; a refusal or failure leaves it to expire (logged). */
+async function abandonQuietly(ctx: ResultCommitContext, active: ActiveJob): Promise<void> {
+  try {
+    await ctx.workLeases.abandon(active.workId, active.workToken, ctx.clock.now());
+  } catch (error) {
+    active.logger.warn({ err: error }, 'abandoning taken-over work whose result cannot commit failed; left to expire');
+  }
+}
+
 /**
  * The group release of a result that counts, carrying what its run answered. Lost, those answers
  * would let the campaign ask the questions again, so a release that fails on a transient I/O error
@@ -184,7 +193,11 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   const drop = async (status: 'aborted' | 'stale', error?: unknown): Promise<void> => {
     await active.tx.rollback();
     ctx.journal.recordRun(active, endMs, status, outcome.generated.length, 0);
-    if (status === 'aborted' && isTransientError(error)) giveBackUnanswered(ctx, active);
+    if (status !== 'aborted') return;
+    if (isTransientError(error)) giveBackUnanswered(ctx, active);
+    // Work taken over, left to expire by the rollback, would be taken over and fail the same way
+    // once per TTL: it is abandoned, as our own work is.
+    else if (active.recovered === true && active.lost !== 'work') await abandonQuietly(ctx, active);
   };
 
   const trace = sharedTraceOf(job, outcome);

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
+import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
 import { readJobLog, type JobLogEntry } from '../../src/telemetry/job-log.js';
 import { overlappingTargetPairs } from '../helpers/job-overlap.js';
 import { campaignDiagnosis, cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, REFERENCE_SOLVER, runCliProcess, waitFor, type CliRun } from '../helpers/cli-process.js';
@@ -108,6 +109,14 @@ describe.each(['files', 'sqlite'])('a campaign of three coordinators on the %s s
       expect(table.counts.leased, `${table.kind} table: leased records that are not expired`).toBe(table.counts.expired);
     }
     expect(tables.find((t) => t.kind === 'target')!.counts.leased).toBe(0);
+    // ...and each of those was taken over (a killed coordinator's own work is finished or taken over).
+    const work = await FencedWorkLeaseTable.open(path.join(leases, 'work'), { coordination: 'single', store });
+    try {
+      const leftover = (await work.snapshotRecords()).filter((e) => e.record.status === 'leased');
+      for (const entry of leftover) expect(entry.record.steals, `leftover work ${entry.id.slice(0, 8)} was taken over`).toBeGreaterThanOrEqual(1);
+    } finally {
+      await work.close();
+    }
     expect(tables.find((t) => t.kind === 'work')!.counts.done).toBeGreaterThanOrEqual(new Set(committed.map((j) => j.workId)).size);
     expect(processesMentioning(root), 'processes outliving the campaign').toEqual([]);
   }, 600_000);

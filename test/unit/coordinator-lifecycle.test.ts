@@ -642,6 +642,93 @@ describe('takeover of expired work', () => {
   });
 });
 
+describe('taken-over work left to expire', () => {
+  it('abandons taken-over work whose result can never commit, so that no takeover runs it again and again', async () => {
+    const t = setup({ recoverExpiredWork: true }, true, undefined, true);
+    const job = makeJob('orphan', 9n);
+    const workId = jobWorkId(job);
+    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now(), payload: workPayloadOf(job) });
+    t.commits.stage = async () => {
+      throw Object.assign(new Error('finding over the size cap'), { code: 'ERR_STAGED_FINDING_TOO_LARGE' });
+    };
+    for (let round = 0; round < 3; round++) {
+      t.clock.advance(TTL_MS);
+      await t.coordinator.tick();
+      if (round === 0) {
+        t.solver.runs[0]!.resolve(ok([{ text: 'huge', interesting: true }]));
+        await t.coordinator.settled();
+      }
+    }
+    expect(t.counters.stagingFailures).toBe(1);
+    expect(t.solver.runs).toHaveLength(1);
+    expect(t.workLeases.records.has(workId)).toBe(false);
+    expect(t.givenBack).toEqual([]);
+  });
+
+  /** One slot busy, a taken-over job prefetched, then better jobs until the list is at twice the depth. */
+  async function crowdedOut() {
+    const t = setup({ recoverExpiredWork: true, prefetchDepth: 1 }, true, undefined, true);
+    t.source.queue.push(await t.admit(makeJob('x', 1n)));
+    await t.coordinator.tick();
+    const orphan = makeJob('orphan', 9n);
+    const workId = jobWorkId(orphan);
+    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now() - TTL_MS, payload: workPayloadOf(orphan) });
+    t.clock.advance(t.coordinator.heartbeatIntervalMs);
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([workId]);
+    await t.coordinator.enqueue([{ ...(await t.admit(makeJob('b', 2n))), priority: 1 }]);
+    await t.coordinator.tick();
+    await t.coordinator.enqueue([{ ...(await t.admit(makeJob('c', 3n))), priority: 1 }]);
+    await t.coordinator.tick();
+    return { t, orphan, workId };
+  }
+
+  it('never makes taken-over work give way to a better job: it keeps its place, and goes to no source at stop', async () => {
+    const { t, orphan, workId } = await crowdedOut();
+    expect(t.coordinator.readyWorkIds()).toContain(workId);
+    await t.coordinator.stop();
+    expect(t.givenBack.map((w) => w.job.inputPath)).not.toContain(orphan.inputPath);
+  });
+
+  it('runs taken-over work when its turn comes, never refused by its own record', async () => {
+    const { t, workId } = await crowdedOut();
+    const conflictsBefore = t.counters.conflicts;
+    for (let round = 0; round < 6; round++) {
+      for (const run of t.solver.runs) run.resolve(ok());
+      await new Promise((resolve) => setImmediate(resolve));
+      await t.coordinator.tick();
+    }
+    expect(t.counters.conflicts - conflictsBefore).toBe(0);
+    expect(t.solver.runs.map((r) => r.task.workId)).toContain(workId);
+  });
+
+  it('takes no work from the source once a stop began during the takeover scan', async () => {
+    const t = setup({ recoverExpiredWork: true }, true, undefined, true);
+    t.source.queue.push(await t.admit(makeJob('a', 77n)));
+    let scanned!: () => void;
+    let asked!: () => void;
+    const scanning = new Promise<void>((resolve) => (asked = resolve));
+    t.workLeases.recoverExpired = async () => {
+      asked();
+      await new Promise<void>((resolve) => (scanned = resolve));
+      return [];
+    };
+    let takes = 0;
+    const take = t.source.take.bind(t.source);
+    t.source.take = async (limit: number, now: number) => {
+      takes++;
+      return take(limit, now);
+    };
+    const round = t.coordinator.tick();
+    await scanning;
+    const stopped = t.coordinator.stop();
+    scanned();
+    await round;
+    await stopped;
+    expect(takes).toBe(0);
+  });
+});
+
 describe('set-up failures: abandoned, never done', () => {
   const spawnFailure = { status: 'error' as const, generated: [], elapsedMs: 0, error: 'cannot start solver ./s: ENOENT', errorCode: 'ERR_SOLVER_SPAWN' };
 
