@@ -537,18 +537,20 @@ export class Coordinator {
   async #giveWayToBetter(): Promise<void> {
     for (let guard = this.#ready.length; guard > 0 && this.#ready.length > 0 && this.#pending.length > 0 && !this.#stopping; guard--) {
       const best = Math.max(...this.#pending.map((p) => p.work.priority ?? 0));
+      if ((this.#ready[this.#ready.length - 1]!.work.priority ?? 0) >= best) return;
+      const bestAt = this.#pending.findIndex((p) => (p.work.priority ?? 0) === best);
+      if (this.#ready.length < 2 * this.#readyLimit) {
+        const [ahead] = this.#pending.splice(bestAt, 1);
+        await this.#track(this.#dispatchAndPlace(ahead!));
+        continue;
+      }
       // Work taken over never gives way: its work lease is not abandoned (dispatch.ts), so it
-      // could not be claimed again before it expires.
+      // could not be claimed again before it expires. The worst other prefetched job does.
       let worstAt = this.#ready.length - 1;
       while (worstAt >= 0 && this.#ready[worstAt]!.recovered === true) worstAt--;
       const worst = this.#ready[worstAt];
       if (worst === undefined || (worst.work.priority ?? 0) >= best) return;
-      const bestAt = this.#pending.findIndex((p) => (p.work.priority ?? 0) === best);
       const [better] = this.#pending.splice(bestAt, 1);
-      if (this.#ready.length < 2 * this.#readyLimit) {
-        await this.#track(this.#dispatchAndPlace(better!));
-        continue;
-      }
       this.#ready.splice(worstAt, 1);
       try {
         await worst.tx.undoNewest('work-lease');

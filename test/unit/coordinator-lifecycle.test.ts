@@ -683,9 +683,42 @@ describe('taken-over work left to expire', () => {
     return { t, orphan, workId };
   }
 
-  it('never makes taken-over work give way to a better job: it keeps its place, and goes to no source at stop', async () => {
-    const { t, orphan, workId } = await crowdedOut();
-    expect(t.coordinator.readyWorkIds()).toContain(workId);
+  it('dispatches a better job ahead of a taken-over prefetched job, as of any other', async () => {
+    const t = setup({ recoverExpiredWork: true, prefetchDepth: 1 }, true, undefined, true);
+    t.source.queue.push(await t.admit(makeJob('x', 1n)));
+    await t.coordinator.tick();
+    const orphan = makeJob('orphan', 9n);
+    const workId = jobWorkId(orphan);
+    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now() - TTL_MS, payload: workPayloadOf(orphan) });
+    t.clock.advance(t.coordinator.heartbeatIntervalMs);
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([workId]);
+    const b = makeJob('b', 2n);
+    await t.coordinator.enqueue([{ ...(await t.admit(b)), priority: 1 }]);
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b), workId]);
+  });
+
+  it('makes the worst prefetched job that is not taken-over work give way, and gives taken-over work to no source at stop', async () => {
+    const t = setup({ recoverExpiredWork: true, prefetchDepth: 1 }, true, undefined, true);
+    t.source.queue.push(await t.admit(makeJob('x', 1n)));
+    await t.coordinator.tick();
+    const orphan = makeJob('orphan', 9n);
+    const workId = jobWorkId(orphan);
+    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now() - TTL_MS, payload: workPayloadOf(orphan) });
+    t.clock.advance(t.coordinator.heartbeatIntervalMs);
+    await t.coordinator.tick();
+    const y = makeJob('y', 4n);
+    await t.coordinator.enqueue([{ ...(await t.admit(y)), priority: 1 }]);
+    await t.coordinator.tick();
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(y), workId]); // twice the depth
+    const b = makeJob('b', 2n);
+    await t.coordinator.enqueue([{ ...(await t.admit(b)), priority: 2 }]);
+    await t.coordinator.tick();
+    // y, from the middle of the list, gave way: the taken-over job keeps its place and its lease.
+    expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b), workId]);
+    expect(t.counters.prefetchRollbacks).toBe(1);
+    expect(t.workLeases.records.get(workId)?.status).toBe('leased');
     await t.coordinator.stop();
     expect(t.givenBack.map((w) => w.job.inputPath)).not.toContain(orphan.inputPath);
   });
