@@ -8,12 +8,13 @@
  *
  * Contract: each lease's failure is isolated (an I/O error on one never skips the others) and
  * counted (`heartbeatsOk` / `heartbeatsFailed`). A job that lost its target group keeps its work
- * fence renewed until it ends: its result may still commit, and only that fence decides. A definite loss of a running job's lease (the
- * table answered false, or listed its work id as lost) marks the job `lost`, counts a lease
- * expiry, emits `leaseLost` and aborts its solver run — its result could never commit. An I/O
- * failure (outcome unknown) aborts nothing: `beginCommit` decides later whether the result still
- * counts. A lost pending token is forgotten, so the dispatch re-claims the group. Committing jobs
- * are never aborted: there is no run left, and the fenced publication decides their fate.
+ * fence renewed until it ends: its result may still commit, and only that fence decides. A
+ * definite loss of a running job's lease (the table answered false, or listed its work id as
+ * lost) marks the job `lost`, counts a lease expiry, emits `leaseLost` and aborts its solver run —
+ * its result could never commit. An I/O failure (outcome unknown) aborts nothing: `beginCommit`
+ * decides later whether the result still counts. A lost pending token is forgotten, so the
+ * dispatch re-claims the group. Committing jobs are never aborted: there is no run left, and the
+ * fenced publication decides their fate.
  *
  * A job this coordinator is ending itself (`ActiveJob.ending`: its completion, publication or
  * group release is under way; or its dispatch transaction rolled back) may have its leases gone by

@@ -215,6 +215,11 @@ class OperationView implements RecordView {
     this.own.set(id, null);
   }
 
+  /** Did this operation stage anything? */
+  get staged(): boolean {
+    return this.own.size > 0;
+  }
+
   /** Ids this operation staged. */
   get stagedIds(): Iterable<string> {
     return this.own.keys();

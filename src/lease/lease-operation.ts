@@ -284,8 +284,7 @@ function decide(batch: BatchOverlay, operations: readonly LeaseOperation<unknown
     try {
       const value = op.apply(view);
       view.stageOwn();
-      const staged = !view.stagedIds[Symbol.iterator]().next().done;
-      if (staged || view.readStaged) dependsOnCommit.push(index);
+      if (view.staged || view.readStaged) dependsOnCommit.push(index);
       outcomes.push({ ok: true, value });
     } catch (error) {
       outcomes.push({ ok: false, error });

@@ -665,8 +665,8 @@ describe('taken-over work left to expire', () => {
     expect(t.givenBack).toEqual([]);
   });
 
-  /** One slot busy, a taken-over job prefetched, then better jobs until the list is at twice the depth. */
-  async function crowdedOut() {
+  /** One slot busy (running `x`) and a taken-over job prefetched, with a prefetch depth of 1. */
+  async function takenOverPrefetched() {
     const t = setup({ recoverExpiredWork: true, prefetchDepth: 1 }, true, undefined, true);
     t.source.queue.push(await t.admit(makeJob('x', 1n)));
     await t.coordinator.tick();
@@ -676,45 +676,28 @@ describe('taken-over work left to expire', () => {
     t.clock.advance(t.coordinator.heartbeatIntervalMs);
     await t.coordinator.tick();
     expect(t.coordinator.readyWorkIds()).toEqual([workId]);
-    await t.coordinator.enqueue([{ ...(await t.admit(makeJob('b', 2n))), priority: 1 }]);
-    await t.coordinator.tick();
-    await t.coordinator.enqueue([{ ...(await t.admit(makeJob('c', 3n))), priority: 1 }]);
-    await t.coordinator.tick();
-    return { t, orphan, workId };
+    /** Enqueues `job` with `priority` and runs a round. */
+    const better = async (job: CoordinatorJob, priority: number): Promise<void> => {
+      await t.coordinator.enqueue([{ ...(await t.admit(job)), priority }]);
+      await t.coordinator.tick();
+    };
+    return { t, orphan, workId, better };
   }
 
   it('dispatches a better job ahead of a taken-over prefetched job, as of any other', async () => {
-    const t = setup({ recoverExpiredWork: true, prefetchDepth: 1 }, true, undefined, true);
-    t.source.queue.push(await t.admit(makeJob('x', 1n)));
-    await t.coordinator.tick();
-    const orphan = makeJob('orphan', 9n);
-    const workId = jobWorkId(orphan);
-    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now() - TTL_MS, payload: workPayloadOf(orphan) });
-    t.clock.advance(t.coordinator.heartbeatIntervalMs);
-    await t.coordinator.tick();
-    expect(t.coordinator.readyWorkIds()).toEqual([workId]);
+    const { t, workId, better } = await takenOverPrefetched();
     const b = makeJob('b', 2n);
-    await t.coordinator.enqueue([{ ...(await t.admit(b)), priority: 1 }]);
-    await t.coordinator.tick();
+    await better(b, 1);
     expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b), workId]);
   });
 
   it('makes the worst prefetched job that is not taken-over work give way, and gives taken-over work to no source at stop', async () => {
-    const t = setup({ recoverExpiredWork: true, prefetchDepth: 1 }, true, undefined, true);
-    t.source.queue.push(await t.admit(makeJob('x', 1n)));
-    await t.coordinator.tick();
-    const orphan = makeJob('orphan', 9n);
-    const workId = jobWorkId(orphan);
-    t.workLeases.records.set(workId, { status: 'leased', token: 'dead:1', updatedMs: t.clock.now() - TTL_MS, payload: workPayloadOf(orphan) });
-    t.clock.advance(t.coordinator.heartbeatIntervalMs);
-    await t.coordinator.tick();
+    const { t, orphan, workId, better } = await takenOverPrefetched();
     const y = makeJob('y', 4n);
-    await t.coordinator.enqueue([{ ...(await t.admit(y)), priority: 1 }]);
-    await t.coordinator.tick();
+    await better(y, 1);
     expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(y), workId]); // twice the depth
     const b = makeJob('b', 2n);
-    await t.coordinator.enqueue([{ ...(await t.admit(b)), priority: 2 }]);
-    await t.coordinator.tick();
+    await better(b, 2);
     // y, from the middle of the list, gave way: the taken-over job keeps its place and its lease.
     expect(t.coordinator.readyWorkIds()).toEqual([jobWorkId(b), workId]);
     expect(t.counters.prefetchRollbacks).toBe(1);
@@ -724,7 +707,9 @@ describe('taken-over work left to expire', () => {
   });
 
   it('runs taken-over work when its turn comes, never refused by its own record', async () => {
-    const { t, workId } = await crowdedOut();
+    const { t, workId, better } = await takenOverPrefetched();
+    await better(makeJob('b', 2n), 1);
+    await better(makeJob('c', 3n), 1);
     const conflictsBefore = t.counters.conflicts;
     for (let round = 0; round < 6; round++) {
       for (const run of t.solver.runs) run.resolve(ok());
