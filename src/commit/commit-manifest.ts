@@ -19,7 +19,8 @@
  * a result meant.
  */
 import { CommitManifestError } from '../errors.js';
-import type { JsonObject } from '../lease/lease-record.js';
+import { MAX_GROUP_TARGETS } from '../lease/identity.js';
+import { isDecimalTarget, isInputDigest, type JsonObject } from '../lease/lease-record.js';
 
 export const COMMIT_MANIFEST_SCHEMA = 'symfence-commit/1';
 /** Staged findings live in this directory under the lease root. */
@@ -61,6 +62,22 @@ export interface CommitTrace {
   readonly path: string;
 }
 
+/**
+ * What the committed run answered (docs/leases.md "Shared answers"), kept with its result so that
+ * whoever finishes the record writes them into the answers table before it is `done`: the owner
+ * with its group release, a replaying coordinator from here.
+ */
+export interface CommitAnswers {
+  /** The input's SHA-256 (lowercase hex). */
+  readonly input: string;
+  /** The target lease that asked: its token and worker (its owner is the work record's). */
+  readonly token: string;
+  readonly worker: number;
+  /** Members answered (sat or unsat) and members left open on the input; disjoint, at most 64 in all. */
+  readonly settled: readonly bigint[];
+  readonly open: readonly bigint[];
+}
+
 export interface CommitManifest {
   readonly schema: typeof COMMIT_MANIFEST_SCHEMA;
   /** The work record this manifest belongs to (a manifest copied to another record is refused). */
@@ -72,6 +89,8 @@ export interface CommitManifest {
   readonly items: readonly CommitItem[];
   /** A trace run's shared trace (absent for every other run, and from older records). */
   readonly trace?: CommitTrace;
+  /** What the run answered (absent when it settled nothing, and from older records). */
+  readonly answers?: CommitAnswers;
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -81,6 +100,9 @@ const STATUSES: ReadonlySet<string> = new Set(['ok', 'timeout', 'crash', 'error'
 const MANIFEST_KEYS = ['items', 'schema', 'source', 'status', 'workId'];
 const ITEM_KEYS = ['kind', 'path', 'sha256', 'size'];
 const TRACE_KEYS = ['path', 'sha256', 'size'];
+const ANSWERS_KEYS = ['input', 'open', 'settled', 'token', 'worker'];
+/** Longest lease token a manifest may carry (tokens are tens of characters). */
+const MAX_TOKEN_LENGTH = 256;
 
 /** File name of a staged finding inside `staged/`: content-addressed within its work. */
 export function stagedName(workId: string, sha256: string): string {
@@ -116,6 +138,7 @@ export function buildCommitManifest(
   source: string,
   items: readonly ManifestItemInput[],
   trace?: { readonly sha256: string; readonly size: number },
+  answers?: CommitAnswers,
 ): CommitManifest {
   if (!Array.isArray(items)) fail(String(workId).slice(0, 64), 'items is not an array');
   if (items.length > MAX_MANIFEST_ITEMS) fail(String(workId).slice(0, 64), `${items.length} items (at most ${MAX_MANIFEST_ITEMS})`);
@@ -127,6 +150,7 @@ export function buildCommitManifest(
     source,
     items: items.map((i) => ({ kind: i.kind, sha256: i.sha256, size: i.size, path: stagedRelativePath(workId, i.sha256) })),
     ...(trace !== undefined ? { trace: { sha256: trace.sha256, size: trace.size, path: traceRelativePath(workId, trace.sha256) } } : {}),
+    ...(answers !== undefined ? { answers: answersJson(answers) } : {}),
   };
   return parseCommitManifest(manifest, workId);
 }
@@ -140,7 +164,14 @@ export function manifestJson(manifest: CommitManifest): JsonObject {
     source: manifest.source,
     items: manifest.items.map((i) => ({ ...i })),
     ...(manifest.trace !== undefined ? { trace: { ...manifest.trace } } : {}),
+    ...(manifest.answers !== undefined ? { answers: answersJson(manifest.answers) } : {}),
   };
+}
+
+/** A manifest's answers as stored: targets as decimal strings. */
+function answersJson(answers: CommitAnswers): JsonObject {
+  const decimals = (targets: unknown): unknown => (Array.isArray(targets) ? targets.map((t) => (typeof t === 'bigint' ? t.toString(10) : t)) : targets);
+  return { input: answers?.input, token: answers?.token, worker: answers?.worker, settled: decimals(answers?.settled), open: decimals(answers?.open) } as JsonObject;
 }
 
 function fail(workId: string, reason: string): never {
@@ -162,8 +193,8 @@ export function parseCommitManifest(value: unknown, workId: string): CommitManif
   if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(workId, 'not an object');
   const v = value as Record<string, unknown>;
   if (v['schema'] !== COMMIT_MANIFEST_SCHEMA) fail(workId, `schema ${JSON.stringify(v['schema'])} is not ${COMMIT_MANIFEST_SCHEMA}`);
-  const keys = v['trace'] === undefined ? MANIFEST_KEYS : [...MANIFEST_KEYS, 'trace'].sort();
-  if (!exactKeys(v, keys)) fail(workId, `keys ${Object.keys(v).sort().join(',')} are not ${MANIFEST_KEYS.join(',')} (and optionally trace)`);
+  const keys = [...MANIFEST_KEYS, ...(v['trace'] !== undefined ? ['trace'] : []), ...(v['answers'] !== undefined ? ['answers'] : [])].sort();
+  if (!exactKeys(v, keys)) fail(workId, `keys ${Object.keys(v).sort().join(',')} are not ${MANIFEST_KEYS.join(',')} (and optionally answers, trace)`);
   if (v['workId'] !== workId) fail(workId, `it belongs to work ${JSON.stringify(v['workId'])}`);
   if (typeof v['status'] !== 'string' || !STATUSES.has(v['status'])) fail(workId, `status ${JSON.stringify(v['status'])}`);
   if (typeof v['source'] !== 'string' || !SOURCE_RE.test(v['source'])) fail(workId, `source ${JSON.stringify(v['source'])}`);
@@ -186,7 +217,40 @@ export function parseCommitManifest(value: unknown, workId: string): CommitManif
     return { kind: it['kind'] as CommitItemKind, sha256: it['sha256'], size, path: expected };
   });
   const trace = v['trace'] === undefined ? undefined : parseTrace(v['trace'], workId);
-  return { schema: COMMIT_MANIFEST_SCHEMA, workId, status: v['status'] as CommitStatus, source: v['source'], items: parsed, ...(trace !== undefined ? { trace } : {}) };
+  const answers = v['answers'] === undefined ? undefined : parseAnswers(v['answers'], workId);
+  return {
+    schema: COMMIT_MANIFEST_SCHEMA,
+    workId,
+    status: v['status'] as CommitStatus,
+    source: v['source'],
+    items: parsed,
+    ...(trace !== undefined ? { trace } : {}),
+    ...(answers !== undefined ? { answers } : {}),
+  };
+}
+
+function parseAnswers(value: unknown, workId: string): CommitAnswers {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || !exactKeys(value, ANSWERS_KEYS)) fail(workId, 'answers is not { input, token, worker, settled, open }');
+  const a = value as Record<string, unknown>;
+  if (!isInputDigest(a['input'])) fail(workId, `answers input ${JSON.stringify(a['input'])}`);
+  const token = a['token'];
+  if (typeof token !== 'string' || token === '' || token.length > MAX_TOKEN_LENGTH) fail(workId, 'answers token is not a lease token');
+  const worker = a['worker'];
+  if (typeof worker !== 'number' || !Number.isSafeInteger(worker) || worker < 0) fail(workId, `answers worker ${JSON.stringify(worker)}`);
+  const seen = new Set<string>();
+  const targets = (name: 'settled' | 'open'): bigint[] => {
+    const list = a[name];
+    if (!Array.isArray(list) || !list.every(isDecimalTarget)) fail(workId, `answers ${name} is not a list of decimal u64 strings`);
+    for (const t of list) {
+      if (seen.has(t)) fail(workId, `answers name target ${t} twice`);
+      seen.add(t);
+    }
+    return list.map((t) => BigInt(t));
+  };
+  const settled = targets('settled');
+  const open = targets('open');
+  if (seen.size === 0 || seen.size > MAX_GROUP_TARGETS) fail(workId, `answers name ${seen.size} targets (1 … ${MAX_GROUP_TARGETS})`);
+  return { input: a['input'], token, worker, settled, open };
 }
 
 function parseTrace(value: unknown, workId: string): CommitTrace {

@@ -33,6 +33,7 @@ import {
   stagedName,
   STAGED_DIR,
   TRACES_DIR,
+  type CommitAnswers,
   type CommitManifest,
   type CommitStatus,
 } from './commit-manifest.js';
@@ -49,6 +50,8 @@ export interface StageInfo {
   readonly source: string;
   /** A trace run's trace (canonical telemetry JSON) to share with the campaign; at most `MAX_TRACE_BYTES`. */
   readonly trace?: Uint8Array;
+  /** What the run answered, kept in the manifest (commit-manifest.ts `CommitAnswers`). */
+  readonly answers?: CommitAnswers;
 }
 
 /** The I/O-thread requests staging uses (an `IoClient` has them). */
@@ -128,7 +131,7 @@ export class StagedFindings {
       throw new StagedFindingTooLargeError(`the trace of work ${workId} has ${trace.length} bytes; at most ${MAX_TRACE_BYTES} are shared`, { name: 'trace', bytes: trace.length, limit: MAX_TRACE_BYTES });
     }
     const traceDigest = trace !== undefined ? sha256Hex(trace) : undefined;
-    const manifest = buildCommitManifest(workId, info.status, info.source, manifestItems, trace !== undefined ? { sha256: traceDigest!, size: trace.length } : undefined);
+    const manifest = buildCommitManifest(workId, info.status, info.source, manifestItems, trace !== undefined ? { sha256: traceDigest!, size: trace.length } : undefined, info.answers);
     if (trace !== undefined) await this.#client.stageFiles(this.tracesDir, [{ name: stagedName(workId, traceDigest!), bytes: trace }]);
     if (files.size > 0) await this.#client.stageFiles(this.dir, [...files.values()]);
     return { manifest, findings };

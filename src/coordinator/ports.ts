@@ -11,7 +11,7 @@
  */
 import type { ErrorData } from '../errors.js';
 import type { ClaimOutcome } from '../lease/claim-outcome.js';
-import type { GroupAnswers } from '../lease/table-contract.js';
+import type { AnswerWriter, GroupAnswers } from '../lease/table-contract.js';
 import type { Telemetry } from '../scheduler/telemetry.js';
 import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import type { CommitManifest } from '../commit/commit-manifest.js';
@@ -143,6 +143,12 @@ export interface TargetLeasePort {
    * (`answers`, docs/leases.md "Shared answers"). False when any member was re-claimed by someone else.
    */
   releaseGroup(group: readonly bigint[], token: string, now: number, answers?: GroupAnswers): Promise<boolean>;
+  /**
+   * Writes what a committed run answered into the members' answer records without their leases
+   * (`writer`: the lease that asked): for a result whose release could not carry its answers, and
+   * for a result replayed from its commit manifest. False when refused (a corrupt answer record).
+   */
+  recordAnswers(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean>;
 }
 
 /** The process-local in-flight target set (InflightTargetSet), declared with the scheduler's ports. */

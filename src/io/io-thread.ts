@@ -16,7 +16,7 @@ import { ClosedError, fromErrorData, isErrorData, SymfenceError } from '../error
 import { invalidOption } from '../config/values.js';
 import type { InflightTargetSet } from '../inflight/inflight-target-set.js';
 import type { JsonObject } from '../lease/lease-record.js';
-import type { GroupAnswers } from '../lease/table-contract.js';
+import type { AnswerWriter, GroupAnswers } from '../lease/table-contract.js';
 import { answerClaimOptions } from '../lease/target-lease-table.js';
 import type { ClaimAsk } from '../scheduler/admission-ports.js';
 import { workerEntry } from '../util/paths.js';
@@ -72,6 +72,11 @@ export class IoClient {
 
   releaseGroup(targets: readonly bigint[], token: string, nowMs: number, answers?: GroupAnswers): Promise<IoAnswer<'releaseGroup'>> {
     return this.request({ kind: 'releaseGroup', targets, token, nowMs, ...(answers !== undefined ? { answers } : {}) });
+  }
+
+  /** Writes a committed run's answers without its lease (the target table's `recordAnswers`). */
+  recordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): Promise<IoAnswer<'recordAnswers'>> {
+    return this.request({ kind: 'recordAnswers', answers, writer, nowMs });
   }
 
   releaseGroups(claims: readonly GroupFence[], nowMs: number): Promise<IoAnswer<'releaseGroups'>> {

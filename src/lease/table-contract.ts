@@ -71,6 +71,13 @@ export interface GroupAnswers {
   readonly open?: readonly bigint[];
 }
 
+/** The lease whose run answered: its owner, token and worker, kept in the answer records it writes. */
+export interface AnswerWriter {
+  readonly owner: string;
+  readonly token: string;
+  readonly worker: number;
+}
+
 /** A release; with `answers`, `nowMs` (the release time, kept as `completedMs`) is required. */
 export interface TargetReleaseOptions {
   readonly answers?: GroupAnswers;
@@ -130,4 +137,6 @@ export interface TargetLeaseStore extends LeaseStoreCommon {
   heartbeatGroup(targets: Iterable<bigint>, token: string, options: AtTime): Promise<FenceResult>;
   planReleaseGroup(targets: Iterable<bigint>, token: string, options?: TargetReleaseOptions): LeaseOperation<FenceResult>;
   releaseGroup(targets: Iterable<bigint>, token: string, options?: TargetReleaseOptions): Promise<FenceResult>;
+  planRecordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): LeaseOperation<FenceResult>;
+  recordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): Promise<FenceResult>;
 }

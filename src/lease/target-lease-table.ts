@@ -64,11 +64,33 @@ import {
   type LeaseTableDeps,
 } from './lease-table-base.js';
 import type { LeaseTableOptions } from './lease-table-options.js';
-import type { OpenBackoff, TargetClaimOptions, TargetLeaseStore, TargetReleaseOptions } from './table-contract.js';
+import type { AnswerWriter, GroupAnswers, OpenBackoff, TargetClaimOptions, TargetLeaseStore, TargetReleaseOptions } from './table-contract.js';
 
 function checkInput(value: unknown, name: string): string {
   if (!isInputDigest(value)) throw invalidOption(name, 'a lowercase hex SHA-256 of the input', value);
   return value;
+}
+
+/** A release's (or `recordAnswers`') answers and time, checked; nothing learnt without answers. */
+function checkAnswers(
+  answers: GroupAnswers | undefined,
+  nowMs: number | undefined,
+): { input: string | undefined; answeredNow: ReadonlySet<bigint>; openNow: ReadonlySet<bigint>; completedMs: number } {
+  if (answers === undefined) return { input: undefined, answeredNow: new Set(), openNow: new Set(), completedMs: 0 };
+  const input = checkInput(answers?.input, 'answers.input');
+  if (!Array.isArray(answers.settled) || !answers.settled.every((t) => typeof t === 'bigint')) throw invalidOption('answers.settled', 'an array of bigint targets', answers.settled);
+  if (answers.open !== undefined && (!Array.isArray(answers.open) || !answers.open.every((t) => typeof t === 'bigint'))) throw invalidOption('answers.open', 'an array of bigint targets', answers.open);
+  const answeredNow = new Set(answers.settled);
+  const openNow = new Set((answers.open ?? []).filter((t) => !answeredNow.has(t)));
+  return { input, answeredNow, openNow, completedMs: checkNowMs(nowMs) };
+}
+
+/** `recordAnswers`' writer, checked: the lease that asked (owner, token, worker). */
+function checkAnswerWriter(value: unknown): AnswerWriter {
+  const writer = value as Partial<AnswerWriter> | null;
+  if (typeof writer !== 'object' || writer === null) throw invalidOption('writer', '{ owner, token, worker } of the lease that asked', value);
+  if (!isToken(writer.token)) throw invalidOption('writer.token', 'a lease token', writer.token);
+  return { owner: checkOwner(writer.owner), token: writer.token as string, worker: checkWorker(writer.worker) };
 }
 
 /**
@@ -207,8 +229,8 @@ function leasedRecord(f: LeasedFields, older: ReturnType<typeof answerFields>): 
 }
 
 /**
- * The answer record a release writes for `target`: `done`, role `answers`, the releasing lease's
- * owner, token and worker, with `answered`, `open` and `settled` when they have anything, as
+ * The answer record a release (or `recordAnswers`) writes for `target`: `done`, role `answers`,
+ * the owner, token and worker of the lease that asked, with `answered`, `open` and `settled` when they have anything, as
  * `version` of the branch's answer record. Built
  * field by field in canonical key order (the serialiser then skips sorting, canonical-json.ts):
  * a record literal that starts with a non-empty spread of an optional field cost 27–37 µs to
@@ -217,7 +239,7 @@ function leasedRecord(f: LeasedFields, older: ReturnType<typeof answerFields>): 
 function answerRecordOf(
   id: string,
   target: bigint,
-  lease: LeaseRecord,
+  lease: AnswerWriter,
   completedMs: number,
   answered: boolean,
   open: readonly OpenQuestion[],
@@ -245,6 +267,36 @@ function answerRecordOf(
   r.version = version;
   r.worker = lease.worker;
   return r;
+}
+
+/**
+ * What a run learnt about `target` on `input` folded into its answer record (`previous`, and the
+ * answers an older table's lease record `older` carries): answered now (`settledHere`) it joins
+ * `settled` (the newest input last, at most `MAX_SETTLED_INPUTS`) and its open row on the input
+ * goes; left open now it counts one more attempt on the input, last at `completedMs` (at most
+ * `MAX_OPEN_INPUTS` rows, the least recently left open forgotten first), unless it is already
+ * answered there. The release and `recordAnswers` write answers by this one rule.
+ */
+function nextAnswerRecord(
+  answerId: string,
+  target: bigint,
+  writer: AnswerWriter,
+  previous: LeaseRecord | undefined,
+  older: LeaseRecord | undefined,
+  input: string,
+  settledHere: boolean,
+  completedMs: number,
+): LeaseRecord {
+  const known = memberAnswers(older, previous);
+  const before = known.open.find((q) => q[0] === input);
+  let open = known.open.filter((q) => q[0] !== input);
+  // A question already answered on the input stays answered: it is not open as well.
+  if (!settledHere && !known.settled.includes(input)) open = [...open, [input, (before?.[1] ?? 0) + 1, completedMs] as const];
+  if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
+  let settled = known.settled;
+  if (settledHere) settled = [...settled.filter((s) => s !== input), input];
+  if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
+  return answerRecordOf(answerId, target, writer, completedMs, known.answered || settledHere, open, settled, (previous?.version ?? 0) + 1);
 }
 
 export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeaseStore {
@@ -474,22 +526,81 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   planReleaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): LeaseOperation<FenceResult> {
     checkCallOptions(options);
     const members = groupMembers(targets);
-    const answers = options.answers;
-    let input: string | undefined;
-    let answeredNow = new Set<bigint>();
-    let openNow = new Set<bigint>();
-    let completedMs = 0;
-    if (answers !== undefined) {
-      input = checkInput(answers?.input, 'answers.input');
-      if (!Array.isArray(answers.settled) || !answers.settled.every((t) => typeof t === 'bigint')) throw invalidOption('answers.settled', 'an array of bigint targets', answers.settled);
-      if (answers.open !== undefined && (!Array.isArray(answers.open) || !answers.open.every((t) => typeof t === 'bigint'))) throw invalidOption('answers.open', 'an array of bigint targets', answers.open);
-      answeredNow = new Set(answers.settled);
-      openNow = new Set((answers.open ?? []).filter((t) => !answeredNow.has(t)));
-      completedMs = checkNowMs(options.nowMs);
-    }
-    // The members whose answer record this release writes, with its id.
+    const writes = this.answerWrites(members, options.answers, options.nowMs);
+    return {
+      name: 'releaseGroup',
+      lockIds: [...members.map((m) => m.id), ...writes.lockIds],
+      ...writes.hooks,
+      apply: (view): FenceResult => {
+        writes.reset();
+        const records = this.validateHeld(view, members, token);
+        if (!Array.isArray(records)) return records;
+        const corrupt = writes.corrupt(view);
+        if (corrupt !== undefined) return corrupt;
+        records.forEach((record, i) => {
+          if (writes.learns(members[i]!.target)) return;
+          // Nothing learnt now: a lease record of an older table keeps its answers as a `done` record.
+          const older = answerFields(record);
+          if (older.answered !== undefined || older.open !== undefined) view.put({ ...record, status: 'done' });
+          else view.remove(record.id);
+        });
+        const recordOf = (target: bigint): LeaseRecord => records[members.findIndex((m) => m.target === target)]!;
+        writes.write(view, recordOf, recordOf);
+        for (const [i, record] of records.entries()) if (writes.learns(members[i]!.target)) view.remove(record.id);
+        return { ok: true };
+      },
+    };
+  }
+
+  async releaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): Promise<FenceResult> {
+    return (await this.runOne(this.planReleaseGroup(targets, token, options))).value;
+  }
+
+  /**
+   * recordAnswers contract: writes what a committed run answered (`answers`, as a release carries
+   * them, at `nowMs`) into the answer records of the members it names, by the release's rule, and
+   * touches no lease record: for a result whose release could not carry its answers (the lease
+   * expired or was taken meanwhile), and for a result a coordinator replays from its commit
+   * manifest (docs/leases.md "Shared answers"). `writer` is the lease that asked (kept in the
+   * records as a release keeps its own). `ok` once written; `corrupt` with zero mutation when an
+   * answer record (or the answer generation) is corrupt. Writing the same answers twice leaves a
+   * settled answer as it was and counts an open question's attempt twice.
+   */
+  planRecordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): LeaseOperation<FenceResult> {
+    if (typeof answers !== 'object' || answers === null) throw invalidOption('answers', '{ input, settled, open? }', answers);
+    const who = checkAnswerWriter(writer);
+    const { answeredNow, openNow } = checkAnswers(answers, nowMs);
+    const members = groupMembers(new Set([...answeredNow, ...openNow]));
+    const writes = this.answerWrites(members, answers, nowMs);
+    return {
+      name: 'recordAnswers',
+      lockIds: writes.lockIds,
+      ...writes.hooks,
+      apply: (view): FenceResult => {
+        writes.reset();
+        const corrupt = writes.corrupt(view);
+        if (corrupt !== undefined) return corrupt;
+        writes.write(view, () => who, () => undefined);
+        return { ok: true };
+      },
+    };
+  }
+
+  async recordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): Promise<FenceResult> {
+    return (await this.runOne(this.planRecordAnswers(answers, writer, nowMs))).value;
+  }
+
+  /**
+   * The answer records an operation writes for what a run learnt (`answers` at `nowMs`, checked
+   * here) about `members`: the records to lock (with the answer generation where the table keeps
+   * one), the hooks that keep the table's view current once the batch committed, and the staging
+   * itself. The release and `recordAnswers` share it, so both write answers the same way.
+   */
+  private answerWrites(members: readonly GroupMember[], answers: GroupAnswers | undefined, nowMs: number | undefined) {
+    const { input, answeredNow, openNow, completedMs } = checkAnswers(answers, nowMs);
+    // The members whose answer record is written, with its id.
     const learnt = new Map(members.filter((m) => answeredNow.has(m.target) || openNow.has(m.target)).map((m) => [m.target, answerRecordId(m.target)]));
-    // Per attempt: the generation record and answer records this release staged (for the view).
+    // Per attempt: the generation record and answer records staged (for the view).
     let wrote: { generation: LeaseRecord | undefined; records: (readonly [bigint, LeaseRecord])[] } | undefined;
     const answersView = this.answersView;
     // Writing answer records bumps the answer generation in the same batch (answers-view.ts); a
@@ -497,10 +608,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const generationIds = learnt.size > 0 && answersView !== undefined ? [ANSWER_GENERATION_ID] : [];
     const versionedAnswers = this.versionedAnswers;
     const versioned = learnt.size > 0 && versionedAnswers !== undefined;
-    return {
-      name: 'releaseGroup',
-      lockIds: [...members.map((m) => m.id), ...learnt.values(), ...generationIds],
-      // A store that versions answer records is told which lease record each belongs to.
+    const hooks: Pick<LeaseOperation<FenceResult>, 'answerRelations' | 'committed'> = {
       ...(versioned ? { answerRelations: members.flatMap((m) => (learnt.has(m.target) ? [[learnt.get(m.target)!, m.id] as const] : [])) } : {}),
       ...(answersView !== undefined && generationIds.length > 0
         ? {
@@ -519,56 +627,40 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             },
           }
         : {}),
-      apply: (view): FenceResult => {
+    };
+    return {
+      lockIds: [...learnt.values(), ...generationIds],
+      hooks,
+      learns: (target: bigint): boolean => learnt.has(target),
+      reset: (): void => {
         wrote = undefined;
-        const records = this.validateHeld(view, members, token);
-        if (!Array.isArray(records)) return records;
+      },
+      /** The first corrupt record among those written, as the operation's result. */
+      corrupt: (view: RecordView): FenceResult | undefined => {
         for (const id of [...learnt.values(), ...generationIds]) {
           const read = view.get(id);
           if (read.state === 'corrupt') return { ok: false, reason: 'corrupt', corrupt: { id, detail: read.reason } };
         }
+        return undefined;
+      },
+      /** Stages every answer record (and the next generation), each as `writer(target)`; `older(target)`: the member's lease record, whose older-table answers join. */
+      write: (view: RecordView, writer: (target: bigint) => AnswerWriter, older: (target: bigint) => LeaseRecord | undefined): void => {
         const written: (readonly [bigint, LeaseRecord])[] = [];
-        records.forEach((record, i) => {
-          const target = members[i]!.target;
-          const answerId = learnt.get(target);
-          if (answerId === undefined) {
-            // Nothing learnt now: a lease record of an older table keeps its answers as a `done` record.
-            const older = answerFields(record);
-            if (older.answered !== undefined || older.open !== undefined) view.put({ ...record, status: 'done' });
-            else view.remove(record.id);
-            return;
-          }
-          const previous = validRecord(view.get(answerId));
-          const known = memberAnswers(record, previous);
-          const settledHere = answeredNow.has(target);
-          const before = known.open.find((q) => q[0] === input);
-          let open = known.open.filter((q) => q[0] !== input);
-          // A question already answered on the input stays answered: it is not open as well.
-          if (!settledHere && !known.settled.includes(input!)) open = [...open, [input!, (before?.[1] ?? 0) + 1, completedMs] as const];
-          if (open.length > MAX_OPEN_INPUTS) open = open.slice(open.length - MAX_OPEN_INPUTS);
-          let settled = known.settled;
-          if (settledHere) settled = [...settled.filter((s) => s !== input), input!];
-          if (settled.length > MAX_SETTLED_INPUTS) settled = settled.slice(settled.length - MAX_SETTLED_INPUTS);
-          const answered = known.answered || settledHere;
-          const answerRecord = answerRecordOf(answerId, target, record, completedMs, answered, open, settled, (previous?.version ?? 0) + 1);
+        for (const [target, answerId] of learnt) {
+          const answerRecord = nextAnswerRecord(answerId, target, writer(target), validRecord(view.get(answerId)), older(target), input!, answeredNow.has(target), completedMs);
           view.put(answerRecord);
           written.push([target, answerRecord]);
-          view.remove(record.id);
-        });
+        }
         let generation: LeaseRecord | undefined;
         if (generationIds.length > 0) {
           const previous = generationOf(view.get(ANSWER_GENERATION_ID))!;
-          generation = nextGeneration(previous, [...learnt.keys()], { owner: records[0]!.owner, token, worker: records[0]!.worker, nowMs: completedMs });
+          const first = writer(learnt.keys().next().value as bigint);
+          generation = nextGeneration(previous, [...learnt.keys()], { owner: first.owner, token: first.token, worker: first.worker, nowMs: completedMs });
           view.put(generation);
         }
         wrote = { generation, records: written };
-        return { ok: true };
       },
     };
-  }
-
-  async releaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): Promise<FenceResult> {
-    return (await this.runOne(this.planReleaseGroup(targets, token, options))).value;
   }
 
   /** The members' records when all are leased with `token`; the first negative result otherwise. */

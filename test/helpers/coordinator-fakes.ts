@@ -25,6 +25,7 @@ import type {
   WorkSource,
 } from '../../src/coordinator/ports.js';
 import type { JsonObject } from '../../src/lease/lease-record.js';
+import type { AnswerWriter, GroupAnswers } from '../../src/lease/table-contract.js';
 import type { ClaimAsk } from '../../src/scheduler/admission-ports.js';
 import type { CommitRecordTable, CommitRecordView } from './memory-result-commits.js';
 
@@ -215,6 +216,17 @@ export class FakeTargetLeases implements TargetLeasePort {
     if (this.releaseError) throw ioError('injected release I/O error');
     if (!group.every((t) => this.records.get(t)?.token === token)) return false;
     for (const t of group) this.records.delete(t);
+    return true;
+  }
+
+  /** Answers written without a lease (`recordAnswers`), in call order. */
+  readonly recorded: { answers: GroupAnswers; writer: AnswerWriter; now: number }[] = [];
+  recordError = false;
+
+  async recordAnswers(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean> {
+    this.calls.push(`record ${[...answers.settled, ...(answers.open ?? [])].join(',')}`);
+    if (this.recordError) throw ioError('injected recordAnswers I/O error');
+    this.recorded.push({ answers, writer, now });
     return true;
   }
 

@@ -131,7 +131,7 @@ export class MemoryResultCommits implements ResultCommits {
     for (const f of findings) this.staged.set(stagedName(workId, f.sha256), f.bytes);
     const trace = info.trace !== undefined ? { sha256: sha256Hex(info.trace), size: info.trace.length } : undefined;
     if (trace !== undefined) this.traces.set(stagedName(workId, trace.sha256), info.trace!);
-    const manifest = buildCommitManifest(workId, info.status, info.source, findings.map((f) => ({ kind: f.kind, sha256: f.sha256, size: f.bytes.length })), trace);
+    const manifest = buildCommitManifest(workId, info.status, info.source, findings.map((f) => ({ kind: f.kind, sha256: f.sha256, size: f.bytes.length })), trace, info.answers);
     return { manifest, findings };
   }
 

@@ -320,6 +320,45 @@ describeEachStore('lease store conformance', (store) => {
     }
   });
 
+  it('records a committed run\'s answers without its lease: beside another holder, refused by the next claim, idempotent for settled answers', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await target(root);
+      const b = await target(root);
+      // coord-b holds member 2 now; a result of the dead coord-a's lease answered 1 and 2 and left 3 open.
+      const held = await b.claimGroup([2n], { path: 'b' }, { owner: 'coord-b', nowMs: 10 * S, input: input(2) });
+      if (!held.ok) throw new Error(`claim failed: ${held.reason}`);
+      const heldBytes = await store.readRaw(root, targetRecordId(2n));
+      const writer = { owner: 'coord-a', token: 'dead-token', worker: 3 };
+      const answers = { input: input(1), settled: [1n, 2n], open: [3n] };
+      expect(await a.recordAnswers(answers, writer, 11 * S)).toEqual({ ok: true });
+      // No lease record was touched: 2 is still coord-b's, 1 and 3 were never claimed.
+      expect((await store.readRaw(root, targetRecordId(2n)))?.equals(heldBytes!)).toBe(true);
+      expect(await store.readRaw(root, targetRecordId(1n))).toBeNull();
+      expect(await store.readRaw(root, targetRecordId(3n))).toBeNull();
+      const records = new Map((await snapshotRecordsOf(b)).map((e) => [e.id, e.record]));
+      expect(records.get(answerRecordId(1n))).toMatchObject({ role: 'answers', status: 'done', answered: true, settled: [input(1)], owner: 'coord-a', token: 'dead-token', worker: 3, completedMs: 11 * S });
+      expect(records.get(answerRecordId(3n))).toMatchObject({ role: 'answers', open: [[input(1), 1, 11 * S]] });
+      expect(records.get(answerRecordId(3n))!.answered).toBeUndefined();
+      // Both coordinators are refused the answered members on that input (before a held one).
+      expect(await b.claimGroup([1n, 4n], { path: 'b' }, { owner: 'coord-b', nowMs: 12 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [1n] });
+      expect(await a.claimGroup([2n, 5n], { path: 'a' }, { owner: 'coord-a', nowMs: 12 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
+      // The holder's release (answering on its own input) keeps what was recorded beside it.
+      expect(await b.releaseGroup([2n], held.token, { nowMs: 13 * S, answers: { input: input(2), settled: [2n] } })).toEqual({ ok: true });
+      expect((await snapshotRecordsOf(a)).find((e) => e.id === answerRecordId(2n))!.record).toMatchObject({ settled: [input(1), input(2)] });
+      expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
+      // Recorded again (a replay after the release already wrote them): a settled answer stays as it was.
+      expect(await b.recordAnswers({ input: input(1), settled: [1n] }, writer, 11 * S)).toEqual({ ok: true });
+      expect((await snapshotRecordsOf(a)).find((e) => e.id === answerRecordId(1n))!.record).toMatchObject({ settled: [input(1)], answered: true });
+      // Bad arguments are refused before anything is written.
+      expect(() => a.planRecordAnswers({ input: 'nope', settled: [1n] }, writer, 15 * S)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+      expect(() => a.planRecordAnswers({ input: input(1), settled: [1n] }, { ...writer, token: '' }, 15 * S)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+      expect(() => a.planRecordAnswers(undefined as never, writer, 15 * S)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    } finally {
+      await closeAll();
+    }
+  });
+
   it('refuses an answered member before a held one, and keeps the newest inputs within the bound', async () => {
     try {
       const root = await tempRoot();

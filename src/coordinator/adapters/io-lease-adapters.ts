@@ -14,7 +14,7 @@
 import { claimOutcomeOfAnswer } from '../../io/io-adapters.js';
 import type { IoClient } from '../../io/io-thread.js';
 import { workClaimOutcome } from '../../lease/claim-outcome.js';
-import type { GroupAnswers } from '../../lease/table-contract.js';
+import type { AnswerWriter, GroupAnswers } from '../../lease/table-contract.js';
 import type { ClaimAsk } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkClaimAsk, WorkLeasePort } from '../ports.js';
 
@@ -76,5 +76,9 @@ export class IoTargetLeases implements TargetLeasePort {
 
   async releaseGroup(group: readonly bigint[], token: string, now: number, answers?: GroupAnswers): Promise<boolean> {
     return (await this.client.releaseGroup(group, token, now, answers)).ok;
+  }
+
+  async recordAnswers(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean> {
+    return (await this.client.recordAnswers(answers, writer, now)).ok;
   }
 }

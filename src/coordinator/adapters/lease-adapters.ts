@@ -8,7 +8,7 @@
 import { answerClaimOptions, type FencedTargetLeaseTable } from '../../lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../lease/work-lease-table.js';
 import { groupClaimOutcome, workClaimOutcome } from '../../lease/claim-outcome.js';
-import type { GroupAnswers } from '../../lease/table-contract.js';
+import type { AnswerWriter, GroupAnswers } from '../../lease/table-contract.js';
 import type { ClaimAsk, SharedTargetClaims } from '../../scheduler/admission-ports.js';
 import type { ClaimOutcome, RecoveredWork, TargetLeasePort, WorkClaimAsk, WorkLeasePort } from '../ports.js';
 
@@ -61,6 +61,10 @@ export class TargetLeaseAdapter implements TargetLeasePort, SharedTargetClaims {
 
   async releaseGroup(group: readonly bigint[], token: string, now: number, answers?: GroupAnswers): Promise<boolean> {
     return (await this.table.releaseGroup(group, token, answers !== undefined ? { answers, nowMs: now } : {})).ok;
+  }
+
+  async recordAnswers(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean> {
+    return (await this.table.recordAnswers(answers, writer, now)).ok;
   }
 
   /**

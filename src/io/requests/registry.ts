@@ -15,6 +15,7 @@ import { heartbeatMany } from './heartbeat-many.js';
 import { listDir } from './list-dir.js';
 import { publishCommitted } from './publish-committed.js';
 import { publishFiles } from './publish-files.js';
+import { recordAnswers } from './record-answers.js';
 import { recoverExpired } from './recover-expired.js';
 import { releaseGroup } from './release-group.js';
 import { releaseGroups } from './release-groups.js';
@@ -31,6 +32,7 @@ const REQUEST_KINDS = [
   heartbeatGroup,
   releaseGroup,
   releaseGroups,
+  recordAnswers,
   claim,
   heartbeatMany,
   abandon,
