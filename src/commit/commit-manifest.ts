@@ -73,9 +73,11 @@ export interface CommitAnswers {
   /** The target lease that asked: its token and worker (its owner is the work record's). */
   readonly token: string;
   readonly worker: number;
-  /** Members answered (sat or unsat) and members left open on the input; disjoint, at most 64 in all. */
+  /**
+   * Members answered (sat or unsat) on the input, 1 … 64. Not the members left open: writing an
+   * answer twice leaves it as it was, but an open question's attempt would count twice.
+   */
   readonly settled: readonly bigint[];
-  readonly open: readonly bigint[];
 }
 
 export interface CommitManifest {
@@ -100,7 +102,7 @@ const STATUSES: ReadonlySet<string> = new Set(['ok', 'timeout', 'crash', 'error'
 const MANIFEST_KEYS = ['items', 'schema', 'source', 'status', 'workId'];
 const ITEM_KEYS = ['kind', 'path', 'sha256', 'size'];
 const TRACE_KEYS = ['path', 'sha256', 'size'];
-const ANSWERS_KEYS = ['input', 'open', 'settled', 'token', 'worker'];
+const ANSWERS_KEYS = ['input', 'settled', 'token', 'worker'];
 /** Longest lease token a manifest may carry (tokens are tens of characters). */
 const MAX_TOKEN_LENGTH = 256;
 
@@ -171,7 +173,7 @@ export function manifestJson(manifest: CommitManifest): JsonObject {
 /** A manifest's answers as stored: targets as decimal strings. */
 function answersJson(answers: CommitAnswers): JsonObject {
   const decimals = (targets: unknown): unknown => (Array.isArray(targets) ? targets.map((t) => (typeof t === 'bigint' ? t.toString(10) : t)) : targets);
-  return { input: answers?.input, token: answers?.token, worker: answers?.worker, settled: decimals(answers?.settled), open: decimals(answers?.open) } as JsonObject;
+  return { input: answers?.input, token: answers?.token, worker: answers?.worker, settled: decimals(answers?.settled) } as JsonObject;
 }
 
 function fail(workId: string, reason: string): never {
@@ -230,27 +232,18 @@ export function parseCommitManifest(value: unknown, workId: string): CommitManif
 }
 
 function parseAnswers(value: unknown, workId: string): CommitAnswers {
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || !exactKeys(value, ANSWERS_KEYS)) fail(workId, 'answers is not { input, token, worker, settled, open }');
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || !exactKeys(value, ANSWERS_KEYS)) fail(workId, 'answers is not { input, token, worker, settled }');
   const a = value as Record<string, unknown>;
   if (!isInputDigest(a['input'])) fail(workId, `answers input ${JSON.stringify(a['input'])}`);
   const token = a['token'];
   if (typeof token !== 'string' || token === '' || token.length > MAX_TOKEN_LENGTH) fail(workId, 'answers token is not a lease token');
   const worker = a['worker'];
   if (typeof worker !== 'number' || !Number.isSafeInteger(worker) || worker < 0) fail(workId, `answers worker ${JSON.stringify(worker)}`);
-  const seen = new Set<string>();
-  const targets = (name: 'settled' | 'open'): bigint[] => {
-    const list = a[name];
-    if (!Array.isArray(list) || !list.every(isDecimalTarget)) fail(workId, `answers ${name} is not a list of decimal u64 strings`);
-    for (const t of list) {
-      if (seen.has(t)) fail(workId, `answers name target ${t} twice`);
-      seen.add(t);
-    }
-    return list.map((t) => BigInt(t));
-  };
-  const settled = targets('settled');
-  const open = targets('open');
-  if (seen.size === 0 || seen.size > MAX_GROUP_TARGETS) fail(workId, `answers name ${seen.size} targets (1 … ${MAX_GROUP_TARGETS})`);
-  return { input: a['input'], token, worker, settled, open };
+  const settled = a['settled'];
+  if (!Array.isArray(settled) || !settled.every(isDecimalTarget)) fail(workId, 'answers settled is not a list of decimal u64 strings');
+  if (settled.length === 0 || settled.length > MAX_GROUP_TARGETS) fail(workId, `answers settle ${settled.length} targets (1 … ${MAX_GROUP_TARGETS})`);
+  if (new Set(settled).size !== settled.length) fail(workId, 'answers settle a target twice');
+  return { input: a['input'], token, worker, settled: settled.map((t: string) => BigInt(t)) };
 }
 
 function parseTrace(value: unknown, workId: string): CommitTrace {

@@ -5,7 +5,7 @@
  *   scan ──▶ for each committing record not running here:
  *              ours from a previous life (same coordinator id)      → replay at once
  *              another's, silent for a whole work TTL (and takeover on) → replay
- *            replay = load staged findings (verified) ──▶ fenced publish + done ──▶ discard staged
+ *            replay = load staged findings (verified) ──▶ record the answers it kept ──▶ fenced publish + done ──▶ discard staged
  *        ──▶ sweep staged files of work done for a TTL ──▶ evict traces over the cap (least
  *            recently used, of work done for a TTL) ──▶ sweep temps of writers provably gone
  *
@@ -17,7 +17,12 @@
  * manifest, a missing or altered staged finding, an unreadable table or a refused publication is
  * counted (`commitReplayFailures`), logged with its code, and leaves the record committing. A
  * record that stays bad (bad manifest, staged finding missing or altered) is reported once per
- * token, not at every scan. A staged copy gone because someone finished the record since the scan
+ * token, not at every scan. The answers a manifest kept (what the run settled; not what it left
+ * open) are written into the shared answers before the publication, whether or not the owner's
+ * release wrote them already (writing one twice leaves it as it was;
+ * docs/leases.md "Shared answers"): an I/O failure there leaves the record committing for the next
+ * scan; a refusal (a corrupt answer record) is logged and the result published all the same.
+ * A staged copy gone because someone finished the record since the scan
  * is not a failure. Each replay that completed a record is counted (`commitsReplayed`), its
  * findings counted and emitted, fed back to the work source and journalled (`replay: true`).
  */
@@ -26,7 +31,7 @@ import { codeOf } from '../errors.js';
 import { isStaleSince } from '../lease/lease-record.js';
 import { childLogger } from '../telemetry/logger.js';
 import type { JobJournal } from './job-journal.js';
-import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult, WorkSource } from './ports.js';
+import type { Clock, CommittingWork, CoordinatorJob, ResultCommits, StagedResult, TargetLeasePort, WorkSource } from './ports.js';
 import { countPublished, discardStaged, type PublicationContext } from './result-commit.js';
 import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { learnStoredTrace, type SharedTraceContext } from './shared-traces.js';
@@ -48,6 +53,8 @@ interface CommitRecoveryContext extends PublicationContext {
   readonly stopping: () => boolean;
   /** Where transient I/O failures of scans and replays go (store-faults.ts). */
   readonly storeFaults: StoreFaultSink;
+  /** The shared target table: a replayed result's answers are written there. Absent: no shared answers. */
+  readonly targetLeases?: TargetLeasePort;
   /** Shared traces: a replayed trace run's stored trace is learnt (shared-traces.ts); absent: only its findings are fed back. */
   readonly traces?: SharedTraceContext;
 }
@@ -155,6 +162,7 @@ export class CommitRecovery {
       log.error({ err: error, code, retried: !permanent }, 'cannot replay committing work; left committing');
       return false;
     }
+    if (!(await this.#recordAnswers(record, staged, log))) return false;
     let outcome;
     try {
       // Another coordinator's result: its silence was judged from a lock-free scan; the table
@@ -199,6 +207,30 @@ export class CommitRecovery {
     }
     await discardStaged(ctx.commits, staged, log);
     return outcome.outcome === 'completed';
+  }
+
+  /**
+   * Writes the answers `staged`'s manifest kept into the shared answers. False when the table could
+   * not be reached (left committing, retried at the next scan); a refusal is logged and passed.
+   */
+  async #recordAnswers(record: CommittingWork, staged: StagedResult, log: Logger): Promise<boolean> {
+    const ctx = this.#ctx;
+    const kept = staged.manifest.answers;
+    if (kept === undefined || ctx.targetLeases === undefined) return true;
+    const answers = { input: kept.input, settled: kept.settled };
+    try {
+      if (await ctx.targetLeases.recordAnswers(answers, { owner: record.owner, token: kept.token, worker: kept.worker }, ctx.clock.now())) ctx.counters.answersRecorded++;
+      else log.error('the answers of a replayed result were refused (a corrupt answer record); those questions may be asked again');
+      return true;
+    } catch (error) {
+      ctx.counters.commitReplayFailures++;
+      if (isTransientError(error)) {
+        ctx.storeFaults.failed(error, 'recording the answers of committing work failed; left committing', { workId: record.workId });
+        return false;
+      }
+      log.error({ err: error, code: codeOf(error) }, 'recording the answers of a replayed result failed; those questions may be asked again');
+      return true;
+    }
   }
 
   /** True when a fresh scan no longer shows `record` committing with the same token. */

@@ -168,6 +168,7 @@ export class Coordinator {
     };
     this.#commit = {
       ...release,
+      coordinatorId: options.coordinatorId,
       finding,
       workLeases,
       commits,
@@ -189,6 +190,7 @@ export class Coordinator {
       active: this.#active,
       stopping: () => this.#stopping,
       storeFaults,
+      ...(targetLeases !== undefined ? { targetLeases } : {}),
       ...(traces !== undefined ? { traces } : {}),
     });
   }

@@ -1,7 +1,7 @@
 /**
  * Giving a target group back: the shared token (when the campaign shares a target table), then
  * the local reservation. Used by the safety valve and shutdown (pending jobs) and by the result
- * commit (after publication). Releases never throw: a failed shared release is counted
+ * commit (after beginCommit, before publication). Releases never throw: a failed shared release is counted
  * (`releaseFailures`) and left to the lease's TTL (docs/campaign.md "Lifecycle of a job").
  */
 import type { Logger } from 'pino';

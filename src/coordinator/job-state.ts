@@ -71,6 +71,8 @@ export interface ActiveJob {
    * on found its own coordinator's doing, not a loss (lease-renewal.ts).
    */
   ending?: boolean;
+  /** Set once the commit path released the target group (before the publication): not renewed from then on. */
+  groupReleased?: boolean;
   done: Promise<void>;
   /** The time breakdown's marks (absent in jobs built outside the coordinator, e.g. tests). */
   marks?: JobMarks;

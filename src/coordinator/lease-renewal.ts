@@ -111,9 +111,10 @@ export async function renewLeases(ctx: LeaseRenewalContext, active: readonly Act
   const targets = ctx.targetLeases;
   if (targets) {
     for (const job of active) {
-      // Committing jobs keep their group until publication is over: renew it too, so a slow
-      // commit does not let it expire (a lost group there only costs a failed release later).
-      if (job.targetToken === undefined || job.lost !== undefined || rolledBack(job)) continue;
+      // Committing jobs keep their group until their release (with their answers, before the
+      // publication): renew it too, so a slow commit does not let it expire (a lost group there
+      // only costs a failed release later, whose answers are then written without it).
+      if (job.targetToken === undefined || job.groupReleased === true || job.lost !== undefined || rolledBack(job)) continue;
       const held = await renewGroup(targets, job.work.job.group, job.targetToken, now, ctx.storeFaults);
       if (held === true) targetOk++;
       else if (held === false && endedHere(job)) {

@@ -4,9 +4,11 @@
  *
  *   aborted / lease lost ──▶ roll back                                    (`aborted`)
  *   set-up failure ───────▶ roll back, count the streak                   (`abandoned`)
- *   otherwise: stage (a trace run: with its trace) ──▶ beginCommit(manifest) ──▶ publish + done (fenced) ──▶ discard staged
- *              ──▶ release target group (with the answers) and local reservation ──▶ count, feed back, journal
- *   nothing to publish (no finding, no trace): leased ──▶ done (fenced, one write) ──▶ release … as above
+ *   otherwise: stage (a trace run: with its trace; with what it settled) ──▶ beginCommit(manifest)
+ *              ──▶ release target group (with the answers) ──▶ publish + done (fenced) ──▶ discard staged
+ *              ──▶ release the local reservation ──▶ count, feed back, journal
+ *   nothing to publish (no finding, no trace, nothing settled): leased ──▶ done (fenced, one write)
+ *              ──▶ release target group (with the questions left open) … as above
  *
  * Contract:
  * - A result is published only after `beginCommit(workId, workToken, manifest)` accepted its work
@@ -28,9 +30,13 @@
  *   coordinator won; counted there) or refuses/fails (`commitPublishFailures`; the record stays
  *   committing, and the commit scan replays it within seconds: `publishFailed`). Staged copies are
  *   discarded once the record is done.
- * - The target group is released only after publication. A release carrying answers that fails on
- *   a transient I/O error is retried like the steps above (`releaseAnswered`); a refused or failed
- *   release is counted and left to TTL; the local reservation is released regardless.
+ * - What a run settled is kept in its manifest, so its answers are as durable as its result: the
+ *   target group is released with them after beginCommit and before the publication marks the
+ *   record done, and a record left committing is replayed with them (commit-recovery.ts). A release
+ *   carrying answers that fails on a transient I/O error is retried like the steps above
+ *   (`releaseAnswered`); refused or given up, it is counted and left to TTL, and the answers are
+ *   written without the lease (`recordAnswers`, `answersRecorded`). The local reservation is
+ *   released regardless.
  * Nothing here throws for a port failure: every one is counted or logged.
  */
 import path from 'node:path';
@@ -39,6 +45,7 @@ import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
 import { countCommittedJob, jobKindOf } from '../telemetry/counters.js';
 import { sourceIdOf } from '../triage/afl-names.js';
 import { releaseShared, type GroupReleaseContext } from './group-release.js';
+import { decimal } from './job-state.js';
 import type { JobJournal } from './job-journal.js';
 import type { ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
@@ -47,6 +54,7 @@ import { isSetupFailure } from './setup-failures.js';
 import { memberOutcomes } from '../scheduler/target-ledger.js';
 import { isInputDigest } from '../lease/lease-record.js';
 import type { GroupAnswers } from '../lease/table-contract.js';
+import type { CommitAnswers } from '../commit/commit-manifest.js';
 import { telemetryToJson } from '../scheduler/telemetry.js';
 
 /**
@@ -67,6 +75,8 @@ export interface PublicationContext {
 }
 
 export interface ResultCommitContext extends GroupReleaseContext, PublicationContext {
+  /** The lease owner of this coordinator: the writer of answers recorded without a lease. */
+  readonly coordinatorId: string;
   readonly workLeases: WorkLeasePort;
   readonly commits: ResultCommits;
   readonly source: WorkSource;
@@ -151,14 +161,20 @@ async function abandonQuietly(ctx: ResultCommitContext, active: ActiveJob): Prom
  * The group release of a result that counts, carrying what its run answered. Lost, those answers
  * would let the campaign ask the questions again, so a release that fails on a transient I/O error
  * is retried like a commit step (`untilAnswered`), the group renewed meanwhile. Refused (the lease
- * expired or was taken over) or given up: counted in `releaseFailures`, the group left to its TTL.
+ * expired or was taken over) or given up: counted in `releaseFailures`, the group left to its TTL,
+ * and the answers written without the lease (`recordAnswers`, retried the same way).
  */
 async function releaseAnswered(ctx: ResultCommitContext, active: ActiveJob, token: string, answers: GroupAnswers): Promise<void> {
   const targets = ctx.targetLeases;
   if (targets === undefined) return;
   const { group } = active.work.job;
   const released = await untilAnswered(ctx, active, 'releasing the target group with its answers', () => targets.releaseGroup(group, token, ctx.clock.now(), answers), (ok) => ok);
-  if (!released.ok || !released.value) ctx.counters.releaseFailures++;
+  if (released.ok && released.value) return;
+  ctx.counters.releaseFailures++;
+  const writer = { owner: ctx.coordinatorId, token, worker: active.work.owner };
+  const recorded = await untilAnswered(ctx, active, 'recording the answers of a result whose release failed', () => targets.recordAnswers(answers, writer, ctx.clock.now()), (ok) => ok);
+  if (recorded.ok && recorded.value) ctx.counters.answersRecorded++;
+  else active.logger.warn({ targets: decimal(group) }, 'the answers of a committed result could not be recorded; those questions may be asked again');
 }
 
 export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, outcome: SolverOutcome): Promise<void> {
@@ -202,11 +218,25 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
 
   const trace = sharedTraceOf(job, outcome);
   const items = findingItems(ctx, active, outcome);
+  // What the run answered on its input, released with its group so no coordinator asks it again
+  // on this input, and what it left open, so every coordinator backs off from it.
+  const members = memberOutcomes(job.group, outcome.telemetry, outcome.status === 'timeout');
+  const targetToken = active.targetToken;
+  const answers: GroupAnswers | undefined =
+    targetToken !== undefined && isInputDigest(job.inputSha256) && (members.settled.length > 0 || members.open.length > 0)
+      ? { input: job.inputSha256, settled: members.settled, ...(members.open.length > 0 ? { open: members.open } : {}) }
+      : undefined;
+  // A result that settled a question keeps its answers in its manifest, beside its findings: the
+  // release writes them before the record is done, and a coordinator that replays the record after
+  // a crash writes them from there (docs/leases.md "Shared answers"), so none is ever lost.
+  const kept: CommitAnswers | undefined =
+    answers !== undefined && members.settled.length > 0 ? { input: answers.input, token: targetToken!, worker: active.work.owner, settled: members.settled } : undefined;
   const staging = await untilAnswered(ctx, active, 'staging the result durably', () =>
     ctx.commits.stage(active.workId, items, {
       status: outcome.status as CommitStatus,
       source: sourceIdOf(path.basename(job.inputPath)),
       ...(trace !== undefined ? { trace } : {}),
+      ...(kept !== undefined ? { answers: kept } : {}),
     }),
     () => true,
   );
@@ -218,9 +248,9 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   }
   const staged = staging.value;
 
-  // A result with nothing to publish (no finding, no trace) has nothing to replay either: its
-  // record goes from leased to done in one fenced step, one durable write instead of three.
-  const nothingToPublish = staged.manifest.items.length === 0 && staged.manifest.trace === undefined;
+  // A result with nothing to publish or replay (no finding, no trace, nothing settled): its record
+  // goes from leased to done in one fenced step, one durable write instead of three.
+  const nothingToPublish = staged.manifest.items.length === 0 && staged.manifest.trace === undefined && staged.manifest.answers === undefined;
   // A completion ends the work lease: a renewal that finds the record done from here on found
   // this one (lease-renewal.ts). beginCommit keeps it renewable until the publication.
   if (nothingToPublish) active.ending = true;
@@ -248,6 +278,14 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   // From here on the work record is irreversibly ours to finish: nothing may be rolled back.
   active.phase = 'committing';
   active.tx.commit();
+  // The group release shares the answers only once the result that proved them is durable
+  // (beginCommit, or the completion of a result with nothing to publish).
+  const release = async (): Promise<void> => {
+    if (targetToken === undefined) return;
+    if (answers === undefined) await releaseShared(ctx, job.group, targetToken, answers);
+    else await releaseAnswered(ctx, active, targetToken, answers);
+    active.groupReleased = true;
+  };
   let findings: PublishedEntry[] = [];
   if (!nothingToPublish) {
     try {
@@ -255,22 +293,14 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     } catch (error) {
       active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
     }
-    // The publication completes the record, and the group release follows: both end leases.
+    // The group release, then the publication, which completes the record: both end leases. The
+    // release comes first so that a record still committing is one whose answers may be missing:
+    // its replay writes them from the manifest (commit-recovery.ts).
     active.ending = true;
+    await release();
     findings = await publishCommitted(ctx, active, staged);
-  }
+  } else await release();
   const interesting = findings.filter((f) => f.kind === 'queue').length;
-  const members = memberOutcomes(job.group, outcome.telemetry, outcome.status === 'timeout');
-  if (active.targetToken !== undefined) {
-    // What the run answered is released with the group, so no coordinator asks it again on this
-    // input, and what it left open, so every coordinator backs off from it. Only after
-    // beginCommit: the result that proved an answer is durable before the answer is shared
-    // (published here, or replayed from its record if this publication failed).
-    const { settled, open } = members;
-    const answers = isInputDigest(job.inputSha256) && (settled.length > 0 || open.length > 0) ? { input: job.inputSha256, settled, ...(open.length > 0 ? { open } : {}) } : undefined;
-    if (answers === undefined) await releaseShared(ctx, job.group, active.targetToken, answers);
-    else await releaseAnswered(ctx, active, active.targetToken, answers);
-  }
   if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, active.work.owner);
 
   switch (outcome.status) {

@@ -100,6 +100,11 @@ export interface CampaignCounters {
   commitsReplayed: number;
   /** Replay attempts refused: corrupt manifest, missing or altered staged finding, unreadable table. */
   commitReplayFailures: number;
+  /**
+   * Committed results' answers written without their lease (docs/leases.md "Shared answers"): a
+   * result whose group release failed, or a result replayed from its commit manifest.
+   */
+  answersRecorded: number;
   /** Staged finding files of finished work removed by the recovery sweep. */
   stagedSwept: number;
   /** Committed jobs by kind: trace-only first runs, directed (a target group), untargeted solving runs. */
@@ -212,6 +217,7 @@ export function createCounters(): CampaignCounters {
     commitPublishFailures: 0,
     commitsReplayed: 0,
     commitReplayFailures: 0,
+    answersRecorded: 0,
     stagedSwept: 0,
     jobsTrace: 0,
     jobsTargeted: 0,
@@ -269,6 +275,7 @@ export const COUNTER_NAMES: readonly (keyof CampaignCounters)[] = Object.freeze(
  * earlier version lacks them; readers take them as 0 instead of refusing the file.
  */
 export const LATER_COUNTER_NAMES: ReadonlySet<keyof CampaignCounters> = new Set<keyof CampaignCounters>([
+  'answersRecorded',
   'stagingFailures',
   'commitPublishFailures',
   'commitsReplayed',

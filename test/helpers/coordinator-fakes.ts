@@ -221,11 +221,14 @@ export class FakeTargetLeases implements TargetLeasePort {
 
   /** Answers written without a lease (`recordAnswers`), in call order. */
   readonly recorded: { answers: GroupAnswers; writer: AnswerWriter; now: number }[] = [];
+  /** `recordAnswers` throws an I/O error, or is refused (a corrupt answer record). */
   recordError = false;
+  recordRefused = false;
 
   async recordAnswers(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean> {
     this.calls.push(`record ${[...answers.settled, ...(answers.open ?? [])].join(',')}`);
     if (this.recordError) throw ioError('injected recordAnswers I/O error');
+    if (this.recordRefused) return false;
     this.recorded.push({ answers, writer, now });
     return true;
   }

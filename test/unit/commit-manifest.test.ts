@@ -109,6 +109,40 @@ describe('commit manifest', () => {
     });
   }
 
+  const ANSWERS = { input: SHA1, token: 'c1:token', worker: 2, settled: [5n, 18446744073709551615n] };
+  function answered(): Record<string, any> {
+    return manifestJson(buildCommitManifest(WORK, 'ok', '000003', [], undefined, ANSWERS)) as Record<string, any>;
+  }
+
+  it('keeps what the run settled, targets as decimal strings, and round-trips it', () => {
+    const json = JSON.parse(JSON.stringify(answered())) as Record<string, any>;
+    expect(json.answers).toEqual({ input: SHA1, token: 'c1:token', worker: 2, settled: ['5', '18446744073709551615'] });
+    expect(parseCommitManifest(json, WORK).answers).toEqual(ANSWERS);
+    expect('answers' in parseCommitManifest(valid(), WORK)).toBe(false);
+  });
+
+  const answersCorruptions: Array<[string, (a: Record<string, any>) => unknown]> = [
+    ['not an object', () => ['5']],
+    ['missing its token', (a) => ({ input: a.input, worker: a.worker, settled: a.settled })],
+    ['carrying open questions', (a) => ({ ...a, open: ['6'] })],
+    ['an input that is no SHA-256', (a) => ({ ...a, input: 'x'.repeat(64) })],
+    ['an empty token', (a) => ({ ...a, token: '' })],
+    ['an overlong token', (a) => ({ ...a, token: 't'.repeat(257) })],
+    ['a negative worker', (a) => ({ ...a, worker: -1 })],
+    ['nothing settled', (a) => ({ ...a, settled: [] })],
+    ['a target settled twice', (a) => ({ ...a, settled: ['5', '5'] })],
+    ['a target that is no u64', (a) => ({ ...a, settled: ['18446744073709551616'] })],
+    ['target 0', (a) => ({ ...a, settled: ['0'] })],
+    ['a target as a number', (a) => ({ ...a, settled: [5] })],
+    ['more than a group of targets', (a) => ({ ...a, settled: Array.from({ length: 65 }, (_, i) => String(i + 1)) })],
+  ];
+  for (const [what, corrupt] of answersCorruptions) {
+    it(`fails closed with ERR_COMMIT_MANIFEST on answers ${what}`, () => {
+      const m = answered();
+      expect(codeOf(() => parseCommitManifest({ ...m, answers: corrupt(m.answers) }, WORK))).toBe('ERR_COMMIT_MANIFEST');
+    });
+  }
+
   it('refuses to build a manifest for an id that is not a work id', () => {
     expect(codeOf(() => buildCommitManifest('../x', 'ok', '000000', []))).toBe('ERR_COMMIT_MANIFEST');
   });

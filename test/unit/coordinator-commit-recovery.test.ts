@@ -1,19 +1,20 @@
 // Commit recovery through the production commit path in memory: committing records whose owner
 // will not finish them are replayed from their staged copies, exactly once, and fail closed.
 import { describe, expect, it } from 'vitest';
-import { manifestJson } from '../../src/commit/commit-manifest.js';
+import { manifestJson, type CommitAnswers } from '../../src/commit/commit-manifest.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js';
 import { createCounters } from '../../src/telemetry/counters.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { FakeReservations, FakeSolver, FakeSource, FakeWorkLeases, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
+import { FakeReservations, FakeSolver, FakeSource, FakeTargetLeases, FakeWorkLeases, ManualClock, makeJob, sha } from '../helpers/coordinator-fakes.js';
 import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
 const TTL_MS = 30_000;
 
 function setup(recoverExpiredWork = true) {
   const clock = new ManualClock();
+  const targetLeases = new FakeTargetLeases(TTL_MS);
   const workLeases = new FakeWorkLeases(TTL_MS);
   const commits = new MemoryResultCommits(workLeases);
   const source = new FakeSource();
@@ -26,6 +27,7 @@ function setup(recoverExpiredWork = true) {
       logger: silentLogger(),
       counters,
       workLeases,
+      targetLeases,
       reservations: new FakeReservations(),
       solver: new FakeSolver(),
       source,
@@ -34,15 +36,15 @@ function setup(recoverExpiredWork = true) {
     },
   );
 
-  /** A result `owner` staged and passed beginCommit for, then never finished (it died). */
-  async function orphan(name: string, owner: string): Promise<string> {
+  /** A result `owner` staged and passed beginCommit for, then never finished (it died); `answers`: what its manifest kept. */
+  async function orphan(name: string, owner: string, answers?: CommitAnswers): Promise<string> {
     const job = makeJob(name, 5n);
     const workId = jobWorkId(job);
-    const staged = await commits.stage(workId, [{ kind: 'queue', content: new TextEncoder().encode(`found by ${name}`) }], { status: 'ok', source: '000003' });
+    const staged = await commits.stage(workId, [{ kind: 'queue', content: new TextEncoder().encode(`found by ${name}`) }], { status: 'ok', source: '000003', ...(answers !== undefined ? { answers } : {}) });
     workLeases.records.set(workId, { status: 'committing', token: `${owner}:1`, updatedMs: clock.now(), payload: workPayloadOf(job), owner, commit: manifestJson(staged.manifest) });
     return workId;
   }
-  return { clock, workLeases, commits, source, counters, jobs, coordinator, orphan };
+  return { clock, workLeases, targetLeases, commits, source, counters, jobs, coordinator, orphan };
 }
 
 describe('commit recovery', () => {
@@ -100,6 +102,42 @@ describe('commit recovery', () => {
     t.commits.publishError = false;
     expect(await t.coordinator.recoverCommits()).toBe(1);
     expect(t.counters).toMatchObject({ commitReplayFailures: 1, commitsReplayed: 1, interesting: 1 });
+  });
+
+  it('writes the answers a manifest kept before it publishes the replayed result, under the token that asked', async () => {
+    const t = setup();
+    const kept = { input: sha('a'), token: 'c2:target-token', worker: 4, settled: [5n] };
+    const workId = await t.orphan('a', 'c2', kept);
+    const order: string[] = [];
+    t.commits.beforePublish = () => {
+      order.push(`publish after ${t.targetLeases.calls.join('+')}`);
+    };
+    t.clock.advance(TTL_MS);
+    expect(await t.coordinator.recoverCommits()).toBe(1);
+    expect(order).toEqual(['publish after record 5']);
+    expect(t.targetLeases.recorded).toEqual([{ answers: { input: sha('a'), settled: [5n] }, writer: { owner: 'c2', token: 'c2:target-token', worker: 4 }, now: t.clock.now() }]);
+    expect(t.workLeases.records.get(workId)?.status).toBe('done');
+    expect(t.counters).toMatchObject({ commitsReplayed: 1, answersRecorded: 1, commitReplayFailures: 0 });
+  });
+
+  it('leaves a replay committing when its answers cannot be written, and publishes it once they are; a refusal does not hold the findings back', async () => {
+    const t = setup();
+    const kept = { input: sha('a'), token: 'c1:target-token', worker: 1, settled: [5n] };
+    const workId = await t.orphan('a', 'c1', kept);
+    t.targetLeases.recordError = true;
+    expect(await t.coordinator.recoverCommits()).toBe(0);
+    expect(t.workLeases.records.get(workId)?.status).toBe('committing');
+    expect(t.commits.entries).toEqual([]);
+    expect(t.counters).toMatchObject({ commitReplayFailures: 1, answersRecorded: 0 });
+    t.targetLeases.recordError = false;
+    expect(await t.coordinator.recoverCommits()).toBe(1);
+    expect(t.counters).toMatchObject({ commitsReplayed: 1, answersRecorded: 1 });
+
+    const refused = await t.orphan('b', 'c1', { ...kept, input: sha('b') });
+    t.targetLeases.recordRefused = true;
+    expect(await t.coordinator.recoverCommits()).toBe(1);
+    expect(t.workLeases.records.get(refused)?.status).toBe('done');
+    expect(t.counters).toMatchObject({ commitsReplayed: 2, answersRecorded: 1 });
   });
 
   it('counts an unreadable table as a replay failure and keeps running', async () => {

@@ -6,6 +6,7 @@ import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js
 import { createCounters } from '../../src/telemetry/counters.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
+import { TELEMETRY_SCHEMA, type Telemetry } from '../../src/scheduler/telemetry.js';
 import {
   FakeReservations,
   FakeSolver,
@@ -65,6 +66,17 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true, hooks
 
   return { clock, workLeases, targetLeases, reservations, solver, source, givenBack, commits, counters, jobs, lost, findings, coordinator, admit };
 }
+
+/** Runtime telemetry of a directed run whose target `branch` was reached and proved unsat. */
+const unsatAt = (branch: bigint): Telemetry => ({
+  schema: TELEMETRY_SCHEMA,
+  targetBranch: branch,
+  targetReached: true,
+  targetStatus: 'unsat',
+  branchTrace: [],
+  openBranches: [],
+  counters: { queries: 1, sat: 0, unsat: 1, unknown: 0, solverTimeUs: 10, generated: 0 },
+});
 
 const ok = (generated: Array<{ text: string; interesting: boolean; terminal?: 'crash' | 'timeout' }> = []) => ({
   status: 'ok' as const,
@@ -161,7 +173,7 @@ describe('dispatch: pending → active', () => {
 });
 
 describe('result → stage → beginCommit → publish + complete → release', () => {
-  it('publishes findings, completes the work, and releases the target group only after publication', async () => {
+  it('releases the target group once the result is durable, then publishes its findings and completes the work', async () => {
     const t = setup();
     const job = makeJob('a', 77n);
     t.source.queue.push(await t.admit(job));
@@ -173,7 +185,9 @@ describe('result → stage → beginCommit → publish + complete → release', 
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }, { text: 'old', interesting: false }, { text: 'boom', interesting: false, terminal: 'crash' }]));
     await t.coordinator.settled();
 
-    expect(order).toEqual(['publish queue+crashes targetsHeld=1 status=committing']);
+    // The release (with the answers) comes between beginCommit and the publication: a record
+    // still committing may lack its answers in the table, and its replay writes them.
+    expect(order).toEqual(['publish queue+crashes targetsHeld=0 status=committing']);
     // Publication and completion are one fenced step under the record (publishCommitted).
     expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${jobWorkId(job).slice(0, 8)}`, `publishCommitted ${jobWorkId(job).slice(0, 8)}`]);
     expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
@@ -274,6 +288,46 @@ describe('result → stage → beginCommit → publish + complete → release', 
     expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 1, commitRetries: 0 });
     expect(t.targetLeases.records.has(77n)).toBe(true);
     expect(t.reservations.held.size).toBe(0); // the local reservation is released regardless
+  });
+
+  it('keeps what a run settled in its commit manifest, releases it before the publication, and writes it without the lease when the release is refused', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    const admitted = await t.admit(job);
+    t.source.queue.push(admitted);
+    const order: string[] = [];
+    t.commits.beforePublish = () => {
+      order.push(`publish targetCalls=${t.targetLeases.calls.filter((c) => c.startsWith('release') || c.startsWith('record')).join('+')}`);
+    };
+    await t.coordinator.tick();
+    t.targetLeases.takeOver([77n], t.clock.now());
+    // The run answered its target unsat and generated nothing: no finding to publish, but an answer.
+    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatAt(77n) });
+    await t.coordinator.settled();
+    // The answer goes through beginCommit (its manifest keeps it, so a replay writes it) …
+    const record = t.workLeases.records.get(jobWorkId(job))!;
+    expect(record.status).toBe('done');
+    expect(t.workLeases.calls.slice(-2)).toEqual([`beginCommit ${jobWorkId(job).slice(0, 8)}`, `publishCommitted ${jobWorkId(job).slice(0, 8)}`]);
+    expect(record.commit).toMatchObject({ items: [], answers: { input: job.inputSha256, token: admitted.targetToken, worker: OWNER, settled: ['77'] } });
+    // … and is released with the group before the publication; refused (the group taken over), it
+    // is written without the lease, under the token that asked.
+    expect(order).toEqual(['publish targetCalls=release 77+record 77']);
+    expect(t.targetLeases.recorded).toEqual([{ answers: { input: job.inputSha256, settled: [77n] }, writer: { owner: 'c1', token: admitted.targetToken, worker: OWNER }, now: t.clock.now() }]);
+    expect(t.counters).toMatchObject({ jobsOk: 1, releaseFailures: 1, answersRecorded: 1 });
+    expect(t.jobs.map((j) => [j.status, j.settled])).toEqual([['ok', ['77']]]);
+  });
+
+  it('completes a run that settled nothing in one step, its open questions released after', async () => {
+    const t = setup();
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve(ok());
+    await t.coordinator.settled();
+    expect(t.workLeases.calls.at(-1)).toBe(`complete ${jobWorkId(job).slice(0, 8)}`);
+    expect(t.workLeases.records.get(jobWorkId(job))!.commit).toBeUndefined();
+    expect(t.targetLeases.calls.at(-1)).toBe('release 77');
+    expect(t.targetLeases.recorded).toEqual([]);
   });
 
   it('gives up a release that keeps failing when the coordinator stops, and counts it', async () => {
@@ -386,7 +440,7 @@ describe('solver slots', () => {
     expect(t.jobs.map((j) => j.status)).toEqual(['ok', 'ok']);
   });
 
-  it('keeps renewing the target group of a job that is still committing, and aborts nothing at shutdown for it', async () => {
+  it('keeps renewing the work record of a job that is still publishing, not its released group, and aborts nothing at shutdown for it', async () => {
     const t = setup({ workers: 1 });
     let publishing!: () => void;
     const reached = new Promise<void>((resolve) => (publishing = resolve));
@@ -399,10 +453,10 @@ describe('solver slots', () => {
     t.source.queue.push(await t.admit(makeJob('a', 5n)));
     await t.coordinator.tick();
     t.solver.runs[0]!.resolve(ok([{ text: 'new', interesting: true }]));
-    await reached; // committed, publication in progress
+    await reached; // committed and released, publication in progress
     const report = await t.coordinator.heartbeat();
-    expect(report).toMatchObject({ targetOk: 1, targetFailed: 0, workOk: 1 });
-    expect(t.targetLeases.calls.at(-1)).toBe('heartbeat 5');
+    expect(report).toMatchObject({ targetOk: 0, targetFailed: 0, workOk: 1 });
+    expect(t.targetLeases.calls.at(-1)).toBe('release 5');
     const stopping = t.coordinator.stop();
     open();
     expect((await stopping).abortedRuns).toBe(0);
