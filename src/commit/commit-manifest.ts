@@ -103,8 +103,6 @@ const MANIFEST_KEYS = ['items', 'schema', 'source', 'status', 'workId'];
 const ITEM_KEYS = ['kind', 'path', 'sha256', 'size'];
 const TRACE_KEYS = ['path', 'sha256', 'size'];
 const ANSWERS_KEYS = ['input', 'settled', 'token', 'worker'];
-/** Longest lease token a manifest may carry (tokens are tens of characters). */
-const MAX_TOKEN_LENGTH = 256;
 
 /** File name of a staged finding inside `staged/`: content-addressed within its work. */
 export function stagedName(workId: string, sha256: string): string {
@@ -236,7 +234,9 @@ function parseAnswers(value: unknown, workId: string): CommitAnswers {
   const a = value as Record<string, unknown>;
   if (!isInputDigest(a['input'])) fail(workId, `answers input ${JSON.stringify(a['input'])}`);
   const token = a['token'];
-  if (typeof token !== 'string' || token === '' || token.length > MAX_TOKEN_LENGTH) fail(workId, 'answers token is not a lease token');
+  // As a lease record's token: a non-empty string (a long coordinator id makes a long one; the
+  // record's own size bound holds the manifest).
+  if (typeof token !== 'string' || token === '') fail(workId, 'answers token is not a lease token');
   const worker = a['worker'];
   if (typeof worker !== 'number' || !Number.isSafeInteger(worker) || worker < 0) fail(workId, `answers worker ${JSON.stringify(worker)}`);
   const settled = a['settled'];

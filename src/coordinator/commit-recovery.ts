@@ -18,10 +18,11 @@
  * counted (`commitReplayFailures`), logged with its code, and leaves the record committing. A
  * record that stays bad (bad manifest, staged finding missing or altered) is reported once per
  * token, not at every scan. The answers a manifest kept (what the run settled; not what it left
- * open) are written into the shared answers before the publication, whether or not the owner's
- * release wrote them already (writing one twice leaves it as it was;
- * docs/leases.md "Shared answers"): an I/O failure there leaves the record committing for the next
- * scan; a refusal (a corrupt answer record) is logged and the result published all the same.
+ * open) are written into the shared answers before the publication, once per record in this
+ * process, whether or not the owner's release wrote them already (writing one twice leaves it as
+ * it was; docs/leases.md "Shared answers"): an I/O failure there leaves the record committing for
+ * the next scan; answers that name another input or targets outside the work's group fail closed
+ * like a bad manifest; a refusal (a corrupt answer record) is logged and the result published.
  * A staged copy gone because someone finished the record since the scan
  * is not a failure. Each replay that completed a record is counted (`commitsReplayed`), its
  * findings counted and emitted, fed back to the work source and journalled (`replay: true`).
@@ -63,6 +64,8 @@ export class CommitRecovery {
   readonly #ctx: CommitRecoveryContext;
   /** `workId:token` of committing records whose manifest or staged bytes are bad: not retried. */
   readonly #unreplayable = new Set<string>();
+  /** `workId:token` of committing records whose kept answers this process wrote (bounded by the records it replays). */
+  readonly #answersWritten = new Set<string>();
   /** After the last scan: the work ids it left committing (undefined: the table could not be read). */
   #leftCommitting: ReadonlySet<string> | undefined;
 
@@ -206,21 +209,39 @@ export class CommitRecovery {
       }
     }
     await discardStaged(ctx.commits, staged, log);
+    this.#answersWritten.delete(`${record.workId}:${record.token}`);
     return outcome.outcome === 'completed';
   }
 
   /**
-   * Writes the answers `staged`'s manifest kept into the shared answers. False when the table could
-   * not be reached (left committing, retried at the next scan); a refusal is logged and passed.
+   * Writes the answers `staged`'s manifest kept into the shared answers, once per record and token
+   * in this process (a publication retried does not write them again). False when they must not be
+   * published yet: the table could not be reached (left committing, retried at the next scan), or
+   * the answers do not belong to the work (its input, its group: the record is then reported once
+   * as unreplayable, as a bad manifest is). A refusal (a corrupt answer record) is logged and passed.
    */
   async #recordAnswers(record: CommittingWork, staged: StagedResult, log: Logger): Promise<boolean> {
     const ctx = this.#ctx;
     const kept = staged.manifest.answers;
-    if (kept === undefined || ctx.targetLeases === undefined) return true;
-    const answers = { input: kept.input, settled: kept.settled };
+    const targets = ctx.targetLeases;
+    const key = `${record.workId}:${record.token}`;
+    if (kept === undefined || targets?.recordAnswers === undefined || this.#answersWritten.has(key)) return true;
+    let job: CoordinatorJob | undefined;
     try {
-      if (await ctx.targetLeases.recordAnswers(answers, { owner: record.owner, token: kept.token, worker: kept.worker }, ctx.clock.now())) ctx.counters.answersRecorded++;
+      job = jobFromWorkPayload(record.payload);
+    } catch {
+      job = undefined;
+    }
+    if (job === undefined || kept.input !== job.inputSha256 || !kept.settled.every((t) => job.group.includes(t))) {
+      ctx.counters.commitReplayFailures++;
+      this.#unreplayable.add(key);
+      log.error({ code: 'ERR_COMMIT_MANIFEST' }, 'the answers of a committing record name another input or targets outside its group; left committing');
+      return false;
+    }
+    try {
+      if (await targets.recordAnswers({ input: kept.input, settled: kept.settled }, { owner: record.owner, token: kept.token, worker: kept.worker }, ctx.clock.now())) ctx.counters.answersRecorded++;
       else log.error('the answers of a replayed result were refused (a corrupt answer record); those questions may be asked again');
+      this.#answersWritten.add(key);
       return true;
     } catch (error) {
       ctx.counters.commitReplayFailures++;

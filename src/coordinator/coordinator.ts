@@ -1,7 +1,7 @@
 /**
  * The coordinator: fills free solver slots with admitted work and moves every job through
  *
- *   pending ─▶ active ─▶ result ─▶ stage ─▶ beginCommit ─▶ publish + done ─▶ release
+ *   pending ─▶ active ─▶ result ─▶ stage ─▶ beginCommit ─▶ release ─▶ publish + done
  *
  * (docs/campaign.md "Lifecycle of a job"). This file keeps the state (pending queue, active jobs,
  * timers of the periodic protocols), the loop (`tick`, `run`) and the shutdown. Each protocol

@@ -24,7 +24,8 @@ export interface GroupReleaseContext {
 /**
  * Releases the shared records of `group` carrying `token`, keeping `answers` with them (docs/leases.md
  * "Shared answers"). Results: true = released (or nothing to release); false = refused or failed,
- * counted and left to TTL (the answers are then lost with the lease: the question may be asked again).
+ * counted and left to TTL (answers carried here are then lost with the lease; the result commit
+ * writes a counted result's answers without it instead: result-commit.ts `releaseAnswered`).
  */
 export async function releaseShared(ctx: GroupReleaseContext, group: readonly bigint[], token: string, answers?: GroupAnswers): Promise<boolean> {
   const targets = ctx.targetLeases;

@@ -147,8 +147,9 @@ export interface TargetLeasePort {
    * Writes what a committed run answered into the members' answer records without their leases
    * (`writer`: the lease that asked): for a result whose release could not carry its answers, and
    * for a result replayed from its commit manifest. False when refused (a corrupt answer record).
+   * Optional: a port without it leaves those answers unwritten.
    */
-  recordAnswers(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean>;
+  recordAnswers?(answers: GroupAnswers, writer: AnswerWriter, now: number): Promise<boolean>;
 }
 
 /** The process-local in-flight target set (InflightTargetSet), declared with the scheduler's ports. */

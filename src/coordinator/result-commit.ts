@@ -35,8 +35,10 @@
  *   record done, and a record left committing is replayed with them (commit-recovery.ts). A release
  *   carrying answers that fails on a transient I/O error is retried like the steps above
  *   (`releaseAnswered`); refused or given up, it is counted and left to TTL, and the answers are
- *   written without the lease (`recordAnswers`, `answersRecorded`). The local reservation is
- *   released regardless.
+ *   written without the lease (`recordAnswers`, `answersRecorded`). If what the run settled could
+ *   not be written that way either (an I/O error, a stop), the result is not published: the
+ *   record stays committing (`commitPublishFailures`) and its replay shares the answers first.
+ *   The local reservation is released regardless.
  * Nothing here throws for a port failure: every one is counted or logged.
  */
 import path from 'node:path';
@@ -162,19 +164,40 @@ async function abandonQuietly(ctx: ResultCommitContext, active: ActiveJob): Prom
  * would let the campaign ask the questions again, so a release that fails on a transient I/O error
  * is retried like a commit step (`untilAnswered`), the group renewed meanwhile. Refused (the lease
  * expired or was taken over) or given up: counted in `releaseFailures`, the group left to its TTL,
- * and the answers written without the lease (`recordAnswers`, retried the same way).
+ * and the answers written without the lease (`recordAnswers`, retried the same way): what the run
+ * settled, and what it left open unless an attempt of the release failed (it may have been
+ * applied all the same, and an open question's attempt would count twice). False when those
+ * answers could not be written for an I/O error: the caller leaves the result to its replay.
  */
-async function releaseAnswered(ctx: ResultCommitContext, active: ActiveJob, token: string, answers: GroupAnswers): Promise<void> {
+async function releaseAnswered(ctx: ResultCommitContext, active: ActiveJob, token: string, answers: GroupAnswers): Promise<boolean> {
   const targets = ctx.targetLeases;
-  if (targets === undefined) return;
+  if (targets === undefined) return true;
   const { group } = active.work.job;
-  const released = await untilAnswered(ctx, active, 'releasing the target group with its answers', () => targets.releaseGroup(group, token, ctx.clock.now(), answers), (ok) => ok);
-  if (released.ok && released.value) return;
+  let unsure = false;
+  const released = await untilAnswered(
+    ctx,
+    active,
+    'releasing the target group with its answers',
+    async () => {
+      try {
+        return await targets.releaseGroup(group, token, ctx.clock.now(), answers);
+      } catch (error) {
+        unsure = true;
+        throw error;
+      }
+    },
+    (ok) => ok,
+  );
+  if (released.ok && released.value) return true;
   ctx.counters.releaseFailures++;
+  const unleased: GroupAnswers = unsure ? { input: answers.input, settled: answers.settled } : answers;
+  if (targets.recordAnswers === undefined || (unleased.settled.length === 0 && (unleased.open ?? []).length === 0)) return true;
   const writer = { owner: ctx.coordinatorId, token, worker: active.work.owner };
-  const recorded = await untilAnswered(ctx, active, 'recording the answers of a result whose release failed', () => targets.recordAnswers(answers, writer, ctx.clock.now()), (ok) => ok);
+  const recorded = await untilAnswered(ctx, active, 'recording the answers of a result whose release failed', () => targets.recordAnswers!(unleased, writer, ctx.clock.now()), (ok) => ok);
   if (recorded.ok && recorded.value) ctx.counters.answersRecorded++;
-  else active.logger.warn({ targets: decimal(group) }, 'the answers of a committed result could not be recorded; those questions may be asked again');
+  else active.logger.warn({ targets: decimal(group) }, 'the answers of a committed result could not be recorded');
+  // Refused (a corrupt answer record), a replay would be refused too: nothing to leave to it.
+  return recorded.ok;
 }
 
 export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, outcome: SolverOutcome): Promise<void> {
@@ -280,11 +303,14 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   active.tx.commit();
   // The group release shares the answers only once the result that proved them is durable
   // (beginCommit, or the completion of a result with nothing to publish).
-  const release = async (): Promise<void> => {
-    if (targetToken === undefined) return;
+  // True unless the answers could not be written for an I/O error.
+  const release = async (): Promise<boolean> => {
+    if (targetToken === undefined) return true;
+    let shared = true;
     if (answers === undefined) await releaseShared(ctx, job.group, targetToken, answers);
-    else await releaseAnswered(ctx, active, targetToken, answers);
+    else shared = await releaseAnswered(ctx, active, targetToken, answers);
     active.groupReleased = true;
+    return shared;
   };
   let findings: PublishedEntry[] = [];
   if (!nothingToPublish) {
@@ -297,8 +323,14 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
     // release comes first so that a record still committing is one whose answers may be missing:
     // its replay writes them from the manifest (commit-recovery.ts).
     active.ending = true;
-    await release();
-    findings = await publishCommitted(ctx, active, staged);
+    if ((await release()) || kept === undefined) findings = await publishCommitted(ctx, active, staged);
+    else {
+      // Published now, the record would be done without its answers shared, and nothing would
+      // write them: it stays committing, and its replay writes them before it publishes.
+      counters.commitPublishFailures++;
+      active.logger.warn('the answers of a committed result could not be shared; its publication is left to the replay, which shares them first');
+      ctx.publishFailed?.(active.workId);
+    }
   } else await release();
   const interesting = findings.filter((f) => f.kind === 'queue').length;
   if (job.group.length > 0) ctx.reservations.releaseGroup(job.group, active.work.owner);

@@ -45,8 +45,8 @@ export interface LeaseOperation<R> {
   /**
    * Records the operation only reads, without locking them: each is written only by operations
    * that lock one of this operation's `lockIds` as well, so that lock already orders the writes
-   * and this read (a target's answer record, written only by releases that hold its lease record:
-   * target-lease-table.ts). Read in the same batch as the rest, at the same snapshot or revision.
+   * and this read (a target's answer record, written by releases that hold its lease record, and
+   * by `recordAnswers` without it, which such a read may precede: target-lease-table.ts). Read in the same batch as the rest, at the same snapshot or revision.
    */
   readonly readIds?: readonly string[];
   /**

@@ -20,15 +20,17 @@
  * record lists it, so a question answered by any coordinator is not asked again on that input
  * anywhere in the campaign. A release that records answers locks and writes the lease record and
  * the answer record in one batch, and a claim that names its input locks the lease record and
- * reads both (the answer record itself is not locked, since every write of it holds the lease
- * record's lock). On files and SQLite the claim takes the answer record from its table's view
+ * reads both (the answer record itself is not locked, since every release that writes it holds the
+ * lease record's lock). On files and SQLite the claim takes the answer record from its table's view
  * when the answer generation it reads says the view is current (answers-view.ts), and the release
  * also moves that generation on. On etcd every write of an answer record is a new version under a
  * key of its own, next to the lease record's (etcd-backend.ts "Answer versions"): a claim decides
  * from the version its table last saw, or reads it, and its commit checks, in one compare per
  * member on keys that do not exist, that the lease is still free and no newer answer was written. The lease
  * record's lock (files), the transaction (SQLite) or that compare (etcd) orders them, so a release
- * and a claim can never both miss each other.
+ * and a claim can never both miss each other. `recordAnswers` writes a committed result's answers
+ * without the lease (its release was refused, or it is replayed): a claim at that moment may be
+ * granted as if it came first; every claim after it sees them.
  *
  * Open questions count the same way: a release may say which members its run left open on its
  * input; each keeps `[input, attempts, lastOpenMs]` in its answer record's `open`, attempts counted
@@ -273,7 +275,7 @@ function answerRecordOf(
  * What a run learnt about `target` on `input` folded into its answer record (`previous`, and the
  * answers an older table's lease record `older` carries): answered now (`settledHere`) it joins
  * `settled` (the newest input last, at most `MAX_SETTLED_INPUTS`) and its open row on the input
- * goes; left open now it counts one more attempt on the input, last at `completedMs` (at most
+ * goes, or, answered there already, the record stays as it is (undefined: nothing to write); left open now it counts one more attempt on the input, last at `completedMs` (at most
  * `MAX_OPEN_INPUTS` rows, the least recently left open forgotten first), unless it is already
  * answered there. The release and `recordAnswers` write answers by this one rule.
  */
@@ -286,8 +288,14 @@ function nextAnswerRecord(
   input: string,
   settledHere: boolean,
   completedMs: number,
-): LeaseRecord {
+): LeaseRecord | undefined {
   const known = memberAnswers(older, previous);
+  // Answered on the input already, nothing open there, nothing to move from an older lease record:
+  // the record stays as it is (a replay writing a result's answers again changes nothing).
+  const olderFields = answerFields(older);
+  if (settledHere && previous !== undefined && known.settled.includes(input) && !known.open.some((q) => q[0] === input) && olderFields.answered === undefined && olderFields.open === undefined) {
+    return undefined;
+  }
   const before = known.open.find((q) => q[0] === input);
   let open = known.open.filter((q) => q[0] !== input);
   // A question already answered on the input stays answered: it is not open as well.
@@ -648,14 +656,15 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         const written: (readonly [bigint, LeaseRecord])[] = [];
         for (const [target, answerId] of learnt) {
           const answerRecord = nextAnswerRecord(answerId, target, writer(target), validRecord(view.get(answerId)), older(target), input!, answeredNow.has(target), completedMs);
+          if (answerRecord === undefined) continue;
           view.put(answerRecord);
           written.push([target, answerRecord]);
         }
         let generation: LeaseRecord | undefined;
-        if (generationIds.length > 0) {
+        if (generationIds.length > 0 && written.length > 0) {
           const previous = generationOf(view.get(ANSWER_GENERATION_ID))!;
           const first = writer(learnt.keys().next().value as bigint);
-          generation = nextGeneration(previous, [...learnt.keys()], { owner: first.owner, token: first.token, worker: first.worker, nowMs: completedMs });
+          generation = nextGeneration(previous, written.map(([target]) => target), { owner: first.owner, token: first.token, worker: first.worker, nowMs: completedMs });
           view.put(generation);
         }
         wrote = { generation, records: written };

@@ -348,8 +348,10 @@ describeEachStore('lease store conformance', (store) => {
       expect((await snapshotRecordsOf(a)).find((e) => e.id === answerRecordId(2n))!.record).toMatchObject({ settled: [input(1), input(2)] });
       expect(await a.claimGroup([2n], { path: 'a' }, { owner: 'coord-a', nowMs: 14 * S, input: input(1) })).toEqual({ ok: false, reason: 'answered', answered: [2n] });
       // Recorded again (a replay after the release already wrote them): a settled answer stays as it was.
-      expect(await b.recordAnswers({ input: input(1), settled: [1n] }, writer, 11 * S)).toEqual({ ok: true });
-      expect((await snapshotRecordsOf(a)).find((e) => e.id === answerRecordId(1n))!.record).toMatchObject({ settled: [input(1)], answered: true });
+      const once = await store.readRaw(root, answerRecordId(2n));
+      expect(await b.recordAnswers({ input: input(1), settled: [1n, 2n] }, { ...writer, token: 'replay-token' }, 20 * S)).toEqual({ ok: true });
+      expect((await store.readRaw(root, answerRecordId(2n)))?.equals(once!)).toBe(true);
+      expect((await snapshotRecordsOf(a)).find((e) => e.id === answerRecordId(1n))!.record).toMatchObject({ settled: [input(1)], answered: true, completedMs: 11 * S, token: 'dead-token' });
       // Bad arguments are refused before anything is written.
       expect(() => a.planRecordAnswers({ input: 'nope', settled: [1n] }, writer, 15 * S)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
       expect(() => a.planRecordAnswers({ input: input(1), settled: [1n] }, { ...writer, token: '' }, 15 * S)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));

@@ -140,6 +140,30 @@ describe('commit recovery', () => {
     expect(t.counters).toMatchObject({ commitsReplayed: 2, answersRecorded: 1 });
   });
 
+  it('fails closed on kept answers that name another input or a target outside the work\'s group: nothing written, nothing published', async () => {
+    const t = setup();
+    const foreign = await t.orphan('a', 'c1', { input: sha('zzz'), token: 'c1:tok', worker: 1, settled: [5n] });
+    const outside = await t.orphan('b', 'c1', { input: sha('b'), token: 'c1:tok', worker: 1, settled: [5n, 6n] });
+    expect(await t.coordinator.recoverCommits()).toBe(0);
+    expect(await t.coordinator.recoverCommits()).toBe(0); // reported once, not at every scan
+    for (const workId of [foreign, outside]) expect(t.workLeases.records.get(workId)?.status).toBe('committing');
+    expect(t.targetLeases.recorded).toEqual([]);
+    expect(t.commits.entries).toEqual([]);
+    expect(t.counters).toMatchObject({ commitReplayFailures: 2, commitsReplayed: 0 });
+  });
+
+  it('writes a record\'s kept answers once while its publication keeps failing', async () => {
+    const t = setup();
+    const workId = await t.orphan('a', 'c1', { input: sha('a'), token: 'c1:tok', worker: 1, settled: [5n] });
+    t.commits.publishError = true;
+    for (let i = 0; i < 4; i++) expect(await t.coordinator.recoverCommits()).toBe(0);
+    expect(t.workLeases.records.get(workId)?.status).toBe('committing');
+    t.commits.publishError = false;
+    expect(await t.coordinator.recoverCommits()).toBe(1);
+    expect(t.targetLeases.recorded).toHaveLength(1);
+    expect(t.counters).toMatchObject({ answersRecorded: 1, commitsReplayed: 1, commitReplayFailures: 4 });
+  });
+
   it('counts an unreadable table as a replay failure and keeps running', async () => {
     const t = setup();
     await t.orphan('a', 'c1');

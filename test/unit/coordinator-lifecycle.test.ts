@@ -317,6 +317,73 @@ describe('result → stage → beginCommit → publish + complete → release', 
     expect(t.jobs.map((j) => [j.status, j.settled])).toEqual([['ok', ['77']]]);
   });
 
+  it('leaves a result committing when neither its release nor the write without the lease could share what it settled', async () => {
+    let onHeld!: () => void;
+    const heldNow = new Promise<void>((resolve) => (onHeld = resolve));
+    const t = setup({}, true, { resultHeld: () => onHeld() });
+    const job = makeJob('a', 77n);
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.targetLeases.releaseError = true;
+    t.targetLeases.recordError = true;
+    t.solver.runs[0]!.resolve({ ...ok([{ text: 'new', interesting: true }]), telemetry: unsatAt(77n) });
+    await heldNow; // the release is being retried
+    await t.coordinator.stop();
+    // Published now, the record would be done with its answer in no table: its replay shares it first.
+    const record = t.workLeases.records.get(jobWorkId(job))!;
+    expect(record.status).toBe('committing');
+    expect(record.commit).toMatchObject({ answers: { settled: ['77'] } });
+    expect(t.targetLeases.recorded).toEqual([]);
+    expect(t.commits.entries).toEqual([]);
+    expect(t.counters).toMatchObject({ commitPublishFailures: 1, answersRecorded: 0 });
+  });
+
+  it('keeps the answers of a coordinator whose id makes a long token', async () => {
+    const owner = 'pod-'.padEnd(4000, 'x');
+    const t = setup({ coordinatorId: owner });
+    const job = makeJob('a', 77n);
+    const admitted = { job, owner: OWNER, targetToken: `${owner}:1:12345:1700000000000:0123456789abcdef` };
+    expect(t.reservations.tryReserveGroup(job.group, OWNER)).toBe(true);
+    t.targetLeases.records.set(77n, { token: admitted.targetToken, updatedMs: t.clock.now() });
+    t.source.queue.push(admitted);
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatAt(77n) });
+    await t.coordinator.settled();
+    expect(t.counters).toMatchObject({ stagingFailures: 0, jobsOk: 1 });
+    expect(t.workLeases.records.get(jobWorkId(job))?.commit).toMatchObject({ answers: { token: admitted.targetToken } });
+  });
+
+  it('writes a release\'s open questions without the lease only when no attempt of it may have been applied', async () => {
+    // The first release is applied but its answer lost (an I/O error); the retry is refused as stale.
+    class AppliedThenFailed extends FakeTargetLeases {
+      first = true;
+      override async releaseGroup(group: readonly bigint[], token: string): Promise<boolean> {
+        const released = await super.releaseGroup(group, token);
+        if (this.first && released) {
+          this.first = false;
+          throw Object.assign(new Error('reply lost after the release was applied'), { code: 'ERR_LEASE_IO' });
+        }
+        return released;
+      }
+    }
+    let onHeld!: () => void;
+    const heldNow = new Promise<void>((resolve) => (onHeld = resolve));
+    const t = setup({}, true, { resultHeld: () => onHeld() });
+    const fake = Object.setPrototypeOf(t.targetLeases, AppliedThenFailed.prototype) as AppliedThenFailed;
+    fake.first = true;
+    const job = makeJob('a', 77n, [78n]); // 77 answered, 78 left open
+    t.source.queue.push(await t.admit(job));
+    await t.coordinator.tick();
+    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatAt(77n) });
+    await heldNow;
+    t.clock.advance(60_000);
+    await t.coordinator.tick();
+    await t.coordinator.settled();
+    expect(fake.calls.filter((c) => c.startsWith('release') || c.startsWith('record'))).toEqual(['release 77,78', 'release 77,78', 'record 77']);
+    expect(fake.recorded.map((r) => r.answers)).toEqual([{ input: job.inputSha256, settled: [77n] }]);
+    expect(t.workLeases.records.get(jobWorkId(job))?.status).toBe('done');
+  });
+
   it('completes a run that settled nothing in one step, its open questions released after', async () => {
     const t = setup();
     const job = makeJob('a', 77n);
