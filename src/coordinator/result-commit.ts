@@ -65,7 +65,7 @@ import { telemetryToJson } from '../scheduler/telemetry.js';
  */
 export interface CoordinatorHooks {
   /** After `beginCommit` accepted a result, before its findings are published. */
-  afterBeginCommit?(info: { readonly workId: string; readonly findings: number }): Promise<void> | void;
+  afterBeginCommit?(info: { readonly workId: string; readonly findings: number; readonly settled: number }): Promise<void> | void;
   /** A step of a result's commit failed on an I/O error: the result is kept, and the step retried after a pause. */
   resultHeld?(info: { readonly workId: string; readonly step: string; readonly attempt: number }): Promise<void> | void;
 }
@@ -315,7 +315,7 @@ export async function commitResult(ctx: ResultCommitContext, active: ActiveJob, 
   let findings: PublishedEntry[] = [];
   if (!nothingToPublish) {
     try {
-      await ctx.hooks?.afterBeginCommit?.({ workId: active.workId, findings: staged.manifest.items.length });
+      await ctx.hooks?.afterBeginCommit?.({ workId: active.workId, findings: staged.manifest.items.length, settled: staged.manifest.answers?.settled.length ?? 0 });
     } catch (error) {
       active.logger.warn({ err: error }, 'afterBeginCommit hook failed');
     }
