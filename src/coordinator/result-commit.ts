@@ -43,20 +43,18 @@
  */
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { manifestJson, type CommitStatus } from '../commit/commit-manifest.js';
+import { manifestJson, type CommitAnswers, type CommitStatus } from '../commit/commit-manifest.js';
 import { countCommittedJob, jobKindOf } from '../telemetry/counters.js';
 import { sourceIdOf } from '../triage/afl-names.js';
 import { releaseShared, type GroupReleaseContext } from './group-release.js';
-import { decimal } from './job-state.js';
 import type { JobJournal } from './job-journal.js';
-import type { ActiveJob } from './job-state.js';
+import { decimal, type ActiveJob } from './job-state.js';
 import type { CoordinatorJob, FindingItem, PublishedEntry, ResultCommits, SolverOutcome, StagedResult, WorkLeasePort, WorkSource } from './ports.js';
 import { isTransientError, type StoreFaultSink } from './store-faults.js';
 import { isSetupFailure } from './setup-failures.js';
 import { memberOutcomes } from '../scheduler/target-ledger.js';
 import { isInputDigest } from '../lease/lease-record.js';
 import type { GroupAnswers } from '../lease/table-contract.js';
-import type { CommitAnswers } from '../commit/commit-manifest.js';
 import { telemetryToJson } from '../scheduler/telemetry.js';
 
 /**

@@ -232,9 +232,9 @@ function leasedRecord(f: LeasedFields, older: ReturnType<typeof answerFields>): 
 
 /**
  * The answer record a release (or `recordAnswers`) writes for `target`: `done`, role `answers`,
- * the owner, token and worker of the lease that asked, with `answered`, `open` and `settled` when they have anything, as
- * `version` of the branch's answer record. Built
- * field by field in canonical key order (the serialiser then skips sorting, canonical-json.ts):
+ * the owner, token and worker of the lease that asked, with `answered`, `open` and `settled` when
+ * they have anything, as `version` of the branch's answer record. Built field by field in
+ * canonical key order (the serialiser then skips sorting, canonical-json.ts):
  * a record literal that starts with a non-empty spread of an optional field cost 27–37 µs to
  * build on Node 20, against 0.2 µs this way, once per member of every claim and answering release.
  */
@@ -273,9 +273,10 @@ function answerRecordOf(
 
 /**
  * What a run learnt about `target` on `input` folded into its answer record (`previous`, and the
- * answers an older table's lease record `older` carries): answered now (`settledHere`) it joins
+ * answers an older table's lease record `older` carries). Answered now (`settledHere`), it joins
  * `settled` (the newest input last, at most `MAX_SETTLED_INPUTS`) and its open row on the input
- * goes, or, answered there already, the record stays as it is (undefined: nothing to write); left open now it counts one more attempt on the input, last at `completedMs` (at most
+ * goes; answered there already, the record stays as it is (undefined: nothing to write). Left
+ * open now, it counts one more attempt on the input, last at `completedMs` (at most
  * `MAX_OPEN_INPUTS` rows, the least recently left open forgotten first), unless it is already
  * answered there. The release and `recordAnswers` write answers by this one rule.
  */
