@@ -13,6 +13,16 @@
  *   of the rounds before — the steady state of a campaign, where the same branches are asked on
  *   input after input.
  *
+ * Two shapes of campaign (`--shape`, both by default):
+ * - `rewrite`: every round claims the same K groups, so each answered branch's record is
+ *   rewritten every round and, past round 64, holds its full 64 settled inputs — the worst case
+ *   for a branch asked on input after input. Its fields are `<store>_…` below.
+ * - `campaign`: every round claims branches no round claimed before (in both modes), each
+ *   answered once, as the frontier asks them: the shape measured in real campaigns (on Lua 5.5's
+ *   parser, three coordinators over 105 s, 797 of 858 answer records at version 1 and none past
+ *   3, one settled input each). The table still fills round after round, in both modes. Its
+ *   fields are `<store>_campaign_…`.
+ *
  * Rounds interleave the two modes (order alternating), 101 by default: past round 64 every answer
  * record holds its full 64 settled inputs (docs/lease-format.md "Answers"), the size a long
  * campaign's records have, and a claim batch takes a few ms, so one slow moment of a shared machine
@@ -25,7 +35,7 @@
  * for the whole round, and `<store>_claim_…` for its claim batch alone (the answer lookup is part
  * of the claim): `<store>_claim_overhead` is the shared answers' cost to an admission round.
  *
- * Usage: npm run bench -- answers [--rounds 101] [--k 16] [--group 8] [--store files,sqlite] [--dir <tmp>]
+ * Usage: npm run bench -- answers [--rounds 101] [--k 16] [--group 8] [--store files,sqlite] [--shape rewrite,campaign] [--dir <tmp>]
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -49,6 +59,7 @@ const { values } = parseArgs({
     k: { type: 'string', default: '16' },
     group: { type: 'string', default: '8' },
     store: { type: 'string', default: 'files,sqlite' },
+    shape: { type: 'string', default: 'rewrite,campaign' },
     dir: { type: 'string', default: os.tmpdir() },
   },
 });
@@ -72,8 +83,19 @@ for (const s of stores) {
     process.exit(2);
   }
 }
+const SHAPES = ['rewrite', 'campaign'] as const;
+type Shape = (typeof SHAPES)[number];
+const shapes = values.shape!.split(',') as Shape[];
+for (const s of shapes) {
+  if (!SHAPES.includes(s)) {
+    console.error(`answers: unknown shape ${JSON.stringify(s)}; known: ${SHAPES.join(', ')}`);
+    process.exit(2);
+  }
+}
 const coordination = loadNative() ? 'multi' : 'single';
-const groups = Array.from({ length: k }, (_, g) => Array.from({ length: groupSize }, (_, i) => BigInt(g * groupSize + i + 1)));
+/** The K groups of a round: the same every round (`rewrite`), or fresh branches each round (`campaign`, `fresh` ≥ 1). */
+const groupsOf = (fresh: number): bigint[][] =>
+  Array.from({ length: k }, (_, g) => Array.from({ length: groupSize }, (_, i) => BigInt(fresh * k * groupSize + g * groupSize + i + 1)));
 
 const median = (samples: number[]): number => {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -88,7 +110,7 @@ let clock = 1_000_000;
 let inputs = 0;
 
 /** One admission round on `table`: K claims in one batch, then K releases in one batch; ms, and the claim batch's ms. */
-async function round(table: FencedTargetLeaseTable, mode: Mode): Promise<{ total: number; claim: number }> {
+async function round(table: FencedTargetLeaseTable, mode: Mode, groups: readonly bigint[][]): Promise<{ total: number; claim: number }> {
   const nowMs = (clock += 1);
   const input = mode === 'answers' ? inputOf((inputs += 1)) : undefined;
   const started = performance.now();
@@ -120,46 +142,51 @@ try {
       etcd ??= await startEtcd();
       Object.assign(options, { etcdEndpoints: etcd.endpoints });
     }
-    const tables = {
-      plain: await FencedTargetLeaseTable.open(path.join(base, `${store}-plain`), { ...options, ...(store === 'etcd' ? { etcdPrefix: 'bench-plain' } : {}) }),
-      answers: await FencedTargetLeaseTable.open(path.join(base, `${store}-answers`), { ...options, ...(store === 'etcd' ? { etcdPrefix: 'bench-answers' } : {}) }),
-    };
-    try {
-      // Warm-up: lock files and shard directories, and (answers) the released records with answers.
-      for (const mode of ['plain', 'answers'] as const) await round(tables[mode], mode);
-      const samples: Record<Mode, number[]> = { plain: [], answers: [] };
-      const claimSamples: Record<Mode, number[]> = { plain: [], answers: [] };
-      const ratios: number[] = [];
-      const claimRatios: number[] = [];
-      for (let r = 0; r < rounds; r += 1) {
-        const order: Mode[] = r % 2 === 0 ? ['plain', 'answers'] : ['answers', 'plain'];
-        const t = {} as Record<Mode, { total: number; claim: number }>;
-        for (const mode of order) {
-          t[mode] = await round(tables[mode], mode);
-          samples[mode].push(t[mode].total);
-          claimSamples[mode].push(t[mode].claim);
+    for (const shape of shapes) {
+      const tag = shape === 'rewrite' ? store : `${store}_campaign`;
+      const tables = {
+        plain: await FencedTargetLeaseTable.open(path.join(base, `${store}-${shape}-plain`), { ...options, ...(store === 'etcd' ? { etcdPrefix: `bench-${shape}-p` } : {}) }),
+        answers: await FencedTargetLeaseTable.open(path.join(base, `${store}-${shape}-answers`), { ...options, ...(store === 'etcd' ? { etcdPrefix: `bench-${shape}-a` } : {}) }),
+      };
+      /** Round `r`'s groups (−1: the warm-up). */
+      const groupsAt = (r: number): bigint[][] => groupsOf(shape === 'rewrite' ? 0 : r + 1);
+      try {
+        // Warm-up: lock files and shard directories, and (answers) the released records with answers.
+        for (const mode of ['plain', 'answers'] as const) await round(tables[mode], mode, groupsAt(-1));
+        const samples: Record<Mode, number[]> = { plain: [], answers: [] };
+        const claimSamples: Record<Mode, number[]> = { plain: [], answers: [] };
+        const ratios: number[] = [];
+        const claimRatios: number[] = [];
+        for (let r = 0; r < rounds; r += 1) {
+          const order: Mode[] = r % 2 === 0 ? ['plain', 'answers'] : ['answers', 'plain'];
+          const t = {} as Record<Mode, { total: number; claim: number }>;
+          for (const mode of order) {
+            t[mode] = await round(tables[mode], mode, groupsAt(r));
+            samples[mode].push(t[mode].total);
+            claimSamples[mode].push(t[mode].claim);
+          }
+          ratios.push(t.answers.total / t.plain.total);
+          claimRatios.push(t.answers.claim / t.plain.claim);
         }
-        ratios.push(t.answers.total / t.plain.total);
-        claimRatios.push(t.answers.claim / t.plain.claim);
+        const plain = round2(median(samples.plain));
+        const answers = round2(median(samples.answers));
+        const claimPlain = round2(median(claimSamples.plain));
+        const claimAnswers = round2(median(claimSamples.answers));
+        fields[`${tag}_plain_ms`] = plain;
+        fields[`${tag}_answers_ms`] = answers;
+        fields[`${tag}_overhead`] = round2(median(ratios));
+        fields[`${tag}_claim_plain_ms`] = claimPlain;
+        fields[`${tag}_claim_answers_ms`] = claimAnswers;
+        fields[`${tag}_claim_overhead`] = round2(median(claimRatios));
+        fields[`${tag}_claim_ratio_of_medians`] = round2(claimAnswers / claimPlain);
+        console.log(
+          `  ${store.padEnd(7)} ${shape.padEnd(8)} round: plain ${String(plain).padStart(8)} ms  answers ${String(answers).padStart(8)} ms  paired ratio ${fields[`${tag}_overhead`]}` +
+            `   claims alone: plain ${claimPlain} ms  answers ${claimAnswers} ms  paired ratio ${fields[`${tag}_claim_overhead`]}`,
+        );
+      } finally {
+        await tables.plain.close();
+        await tables.answers.close();
       }
-      const plain = round2(median(samples.plain));
-      const answers = round2(median(samples.answers));
-      const claimPlain = round2(median(claimSamples.plain));
-      const claimAnswers = round2(median(claimSamples.answers));
-      fields[`${store}_plain_ms`] = plain;
-      fields[`${store}_answers_ms`] = answers;
-      fields[`${store}_overhead`] = round2(median(ratios));
-      fields[`${store}_claim_plain_ms`] = claimPlain;
-      fields[`${store}_claim_answers_ms`] = claimAnswers;
-      fields[`${store}_claim_overhead`] = round2(median(claimRatios));
-      fields[`${store}_claim_ratio_of_medians`] = round2(claimAnswers / claimPlain);
-      console.log(
-        `  ${store.padEnd(7)} round: plain ${String(plain).padStart(8)} ms  answers ${String(answers).padStart(8)} ms  paired ratio ${fields[`${store}_overhead`]}` +
-          `   claims alone: plain ${claimPlain} ms  answers ${claimAnswers} ms  paired ratio ${fields[`${store}_claim_overhead`]}`,
-      );
-    } finally {
-      await tables.plain.close();
-      await tables.answers.close();
     }
   }
 } finally {

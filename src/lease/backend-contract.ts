@@ -115,6 +115,12 @@ export interface StoreBatch {
    */
   declare?(declared: readonly DeclaredAnswer[]): void;
   /**
+   * A store that versions answer records: answer records (each with its lease record's id) to read
+   * in the same request as their lease records, if those are read from the server in this batch
+   * (`LeaseOperation.readAlong`); a later `fetch` of one of them is answered from that read.
+   */
+  readAlong?(pairs: readonly (readonly [string, string])[]): void;
+  /**
    * Marks `ids`, already read in this batch, as guarded (see `fetch`): an operation relies on a
    * record another operation's lock read, and that lock may write nothing. A store that checks
    * guarded ids at commit checks these too, against the read the batch already holds.

@@ -88,6 +88,12 @@ export class BatchOverlay {
     }
   }
 
+  /** Answer records to read with their lease records (`LeaseOperation.readAlong`), where the store can. */
+  readAlong(pairs: readonly (readonly [string, string])[]): void {
+    this.assertOpen();
+    this.store.readAlong?.(pairs);
+  }
+
   /** Answer records operations decided from at versions they knew (`MoreReads.declared`): the store checks them at commit. */
   declare(declared: readonly DeclaredAnswer[]): void {
     this.assertOpen();

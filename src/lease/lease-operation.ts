@@ -45,8 +45,8 @@ export interface LeaseOperation<R> {
   /**
    * Records the operation only reads, without locking them: each is written only by operations
    * that lock one of this operation's `lockIds` as well, so that lock already orders the writes
-   * and this read (a target's answer record, written by releases that hold its lease record, and
-   * by `recordAnswers` without it, which such a read may precede: target-lease-table.ts). Read in the same batch as the rest, at the same snapshot or revision.
+   * and this read (a target's answer record, written only under its lease record's lock: by a
+   * release, or by `recordAnswers`, which locks it without writing it: target-lease-table.ts). Read in the same batch as the rest, at the same snapshot or revision.
    */
   readonly readIds?: readonly string[];
   /**
@@ -55,6 +55,14 @@ export interface LeaseOperation<R> {
    * so that it finds them (an operation planned long before its batch runs cannot lose them).
    */
   readonly answerRelations?: readonly (readonly [string, string])[];
+  /**
+   * On a store that versions answer records: answer records `readMore` will probably ask for, each
+   * with its lease record's id among `lockIds` (a claim that names its input, for members its
+   * table's view does not hold). A store that reads such a lease record from the server reads the
+   * answer record in the same request, at the same revision, and answers `readMore`'s read of it
+   * from there: one round trip, not two. Not read otherwise.
+   */
+  readonly readAlong?: readonly (readonly [string, string])[];
   /**
    * Records to read once the first reads (`lockIds`, `readIds`) are in, before any operation's
    * `apply`: a second read in the same batch (a claim reads the answer records its table's view
@@ -212,6 +220,11 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
     for (const op of operations) if (op.answerRelations !== undefined) backend.relateAnswers?.(op.answerRelations);
+    const along = operations.flatMap((op) => op.readAlong ?? []);
+    if (along.length > 0 && backend.relateAnswers !== undefined) {
+      backend.relateAnswers(along);
+      batch.readAlong(along);
+    }
     await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
     await readMore(backend, batch, operations, encode, ids, readOnly);
     const { outcomes, dependsOnCommit } = decide(batch, operations, encode);

@@ -20,8 +20,8 @@
  * record lists it, so a question answered by any coordinator is not asked again on that input
  * anywhere in the campaign. A release that records answers locks and writes the lease record and
  * the answer record in one batch, and a claim that names its input locks the lease record and
- * reads both (the answer record itself is not locked, since every release that writes it holds the
- * lease record's lock). On files and SQLite the claim takes the answer record from its table's view
+ * reads both (the answer record itself is not locked, since every write of it holds the lease
+ * record's lock). On files and SQLite the claim takes the answer record from its table's view
  * when the answer generation it reads says the view is current (answers-view.ts), and the release
  * also moves that generation on. On etcd every write of an answer record is a new version under a
  * key of its own, next to the lease record's (etcd-backend.ts "Answer versions"): a claim decides
@@ -29,8 +29,8 @@
  * member on keys that do not exist, that the lease is still free and no newer answer was written. The lease
  * record's lock (files), the transaction (SQLite) or that compare (etcd) orders them, so a release
  * and a claim can never both miss each other. `recordAnswers` writes a committed result's answers
- * without the lease (its release was refused, or it is replayed): a claim at that moment may be
- * granted as if it came first; every claim after it sees them.
+ * without the lease (its release was refused, or it is replayed): it locks the members' lease
+ * records all the same, without writing them, so it is ordered with claims as a release is.
  *
  * Open questions count the same way: a release may say which members its run left open on its
  * input; each keeps `[input, attempts, lastOpenMs]` in its answer record's `open`, attempts counted
@@ -378,6 +378,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       // checked apart (`guarded`). A batch run again after a conflict reads every one.
       ...(versioned
         ? {
+            // Members whose lease record is read from the server have their answer record read in
+            // the same request, unless the view holds it (the claim then declares that version).
+            readAlong: members.flatMap((m, i) => (versionedAnswers!.lookup(m.target) === undefined ? [[answerIds[i]!, m.id] as const] : [])),
             readMore: (view: RecordView): MoreReads => {
               attempts += 1;
               const pinned: string[] = [];
@@ -568,9 +571,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   /**
    * recordAnswers contract: writes what a committed run answered (`answers`, as a release carries
    * them, at `nowMs`) into the answer records of the members it names, by the release's rule, and
-   * touches no lease record: for a result whose release could not carry its answers (the lease
-   * expired or was taken meanwhile), and for a result a coordinator replays from its commit
-   * manifest (docs/leases.md "Shared answers"). `writer` is the lease that asked (kept in the
+   * writes no lease record (it locks them, as every write of an answer record does): for a result
+   * whose release could not carry its answers (the lease expired or was taken meanwhile), and for a
+   * result a coordinator replays from its commit manifest (docs/leases.md "Shared answers"). `writer` is the lease that asked (kept in the
    * records as a release keeps its own). `ok` once written; `corrupt` with zero mutation when an
    * answer record (or the answer generation) is corrupt. Writing the same answers twice leaves a
    * settled answer as it was and counts an open question's attempt twice.
@@ -583,7 +586,10 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const writes = this.answerWrites(members, answers, nowMs);
     return {
       name: 'recordAnswers',
-      lockIds: writes.lockIds,
+      // The members' lease records are locked (never written, whoever holds them): every write of
+      // an answer record holds its lease record's lock, which orders it with the claims that read
+      // it (files; the answers view relies on that, answers-view.ts).
+      lockIds: [...members.map((m) => m.id), ...writes.lockIds],
       ...writes.hooks,
       apply: (view): FenceResult => {
         writes.reset();

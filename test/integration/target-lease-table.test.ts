@@ -168,6 +168,25 @@ describeEachStore('FencedTargetLeaseTable', (store) => {
     // Nothing stays held by the timed-out claim.
     expect((await table.claimGroup([2n, 3n], { c: 2 }, { owner: 'contender', nowMs: 10 * S })).ok).toBe(true);
   });
+
+  it.skipIf(!store.holdLock)('writes answers without a lease only under the members\' lease locks, so a claim holding one orders it', async () => {
+    // A claim reads a branch's answer record (and the answer generation) without their locks,
+    // trusting the lease record's lock to order every write of them (answers-view.ts): answers
+    // written without the lease must wait for it too, or a claim could file an old answer record
+    // in its view under the new generation, and trust it from then on.
+    const root = await tempRoot();
+    const table = await open(root, { lockAcquireTimeoutMs: 20 });
+    const writer = { owner: 'replayer', token: 'tok', worker: 0 };
+    const answers = { input: 'a'.repeat(64), settled: [7n] };
+    const release = await store.holdLock!(root, targetRecordId(7n));
+    try {
+      expect(await codeOf(table.recordAnswers(answers, writer, 10 * S))).toBe('ERR_LOCK_TIMEOUT');
+    } finally {
+      await release();
+    }
+    expect(await table.recordAnswers(answers, writer, 10 * S)).toEqual({ ok: true });
+    expect(await table.claimGroup([7n], { c: 1 }, { owner: 'asker', nowMs: 11 * S, input: 'a'.repeat(64) })).toEqual({ ok: false, reason: 'answered', answered: [7n] });
+  });
 });
 
 describe('FencedTargetLeaseTable (file store: barriers and file faults)', () => {

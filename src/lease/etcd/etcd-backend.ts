@@ -307,46 +307,65 @@ export class EtcdRecordBackend implements RecordBackend {
       const leaseId = relations?.get(id) ?? this.answerLeaseOf(id);
       if (leaseId !== undefined) leaseOf.set(id, leaseId);
     }
+    // One request per branch: an answer record read with its lease record is one range over the
+    // branch, the lease record's key first (limit 2: it, and the newest version after it).
+    const wanted = new Set(ids);
+    const withLease = new Map<string, string>();
+    for (const [answerId, leaseId] of leaseOf) if (wanted.has(leaseId) && !leaseOf.has(leaseId)) withLease.set(leaseId, answerId);
+    const asks = ids.filter((id) => !(leaseOf.has(id) && withLease.get(leaseOf.get(id)!) === id));
     let revision: string | undefined;
-    for (let start = 0; start < ids.length; start += MAX_TXN_OPS) {
-      const slice = ids.slice(start, start + MAX_TXN_OPS);
+    for (let start = 0; start < asks.length; start += MAX_TXN_OPS) {
+      const slice = asks.slice(start, start + MAX_TXN_OPS);
       const at = revision === undefined ? {} : { revision };
       // An answer record: the first key after its lease record's, the newest version — or any
       // stray key a claim's compare would cover, which then reads as corrupt, never unseen.
       const request = (id: string): object => {
         const leaseId = leaseOf.get(id);
-        return leaseId === undefined ? { request_range: { key: this.recordKey(id), ...at } } : { request_range: { key: this.afterLease(leaseId), range_end: this.branchEnd(leaseId), limit: 1, ...at } };
+        if (leaseId !== undefined) return { request_range: { key: this.afterLease(leaseId), range_end: this.branchEnd(leaseId), limit: 1, ...at } };
+        if (withLease.has(id)) return { request_range: { key: this.recordKey(id), range_end: this.branchEnd(id), limit: 2, ...at } };
+        return { request_range: { key: this.recordKey(id), ...at } };
       };
       const result = await this.connection.client.kv.txn({ compare: [], success: slice.map(request), failure: [] }, this.connection.call());
       revision ??= String(result.header.revision);
       slice.forEach((id, i) => {
-        const kv = result.responses[i]?.response_range?.kvs[0];
-        const leaseId = leaseOf.get(id);
-        if (!kv) {
-          const absent: ReadRecord = { read: { state: 'absent' }, modRevision: '0', lease: '0', ...(leaseId !== undefined ? { answers: { leaseId, version: 0 } } : {}) };
-          out.set(id, absent);
-          this.quiet.note(this.kind, id, absent);
-          this.attachedLease.delete(id);
+        const kvs = result.responses[i]?.response_range?.kvs ?? [];
+        const answerId = withLease.get(id);
+        if (answerId === undefined) {
+          this.noteRead(out, id, kvs[0], leaseOf.get(id));
           return;
         }
-        if (leaseId !== undefined) {
-          const record = this.answerVersion(kv.key, kv.value, id, leaseId, String(kv.mod_revision));
-          out.set(id, record);
-          this.quiet.note(this.kind, id, record);
-          this.attachedLease.delete(id);
-          return;
-        }
-        const read = this.parse(kv.value, id);
-        const record = { read, modRevision: String(kv.mod_revision), lease: String(kv.lease) };
-        out.set(id, record);
-        this.quiet.note(this.kind, id, record);
-        // Target records: the server's attachment is the truth. Work records are never attached
-        // on the server; what this process wrote under its session is remembered at commit.
-        if (this.kind === 'target' && String(kv.lease) !== '0') this.attachedLease.set(id, String(kv.lease));
-        else if (this.kind === 'target' || read.state !== 'valid' || read.record.status !== 'leased') this.attachedLease.delete(id);
+        const leaseKv = kvs[0] !== undefined && kvs[0].key.equals(this.recordKey(id)) ? kvs[0] : undefined;
+        this.noteRead(out, id, leaseKv, undefined);
+        this.noteRead(out, answerId, leaseKv !== undefined ? kvs[1] : kvs[0], id);
       });
     }
     return out;
+  }
+
+  /** What a read found at record `id` (`kv`: its key and value, undefined when absent); `leaseId` when it is an answer record. */
+  private noteRead(out: Map<string, ReadRecord>, id: string, kv: { key: Buffer; value: Buffer; mod_revision: string | number; lease: string | number } | undefined, leaseId: string | undefined): void {
+    if (!kv) {
+      const absent: ReadRecord = { read: { state: 'absent' }, modRevision: '0', lease: '0', ...(leaseId !== undefined ? { answers: { leaseId, version: 0 } } : {}) };
+      out.set(id, absent);
+      this.quiet.note(this.kind, id, absent);
+      this.attachedLease.delete(id);
+      return;
+    }
+    if (leaseId !== undefined) {
+      const record = this.answerVersion(kv.key, kv.value, id, leaseId, String(kv.mod_revision));
+      out.set(id, record);
+      this.quiet.note(this.kind, id, record);
+      this.attachedLease.delete(id);
+      return;
+    }
+    const read = this.parse(kv.value, id);
+    const record = { read, modRevision: String(kv.mod_revision), lease: String(kv.lease) };
+    out.set(id, record);
+    this.quiet.note(this.kind, id, record);
+    // Target records: the server's attachment is the truth. Work records are never attached
+    // on the server; what this process wrote under its session is remembered at commit.
+    if (this.kind === 'target' && String(kv.lease) !== '0') this.attachedLease.set(id, String(kv.lease));
+    else if (this.kind === 'target' || read.state !== 'valid' || read.record.status !== 'leased') this.attachedLease.delete(id);
   }
 
   /** The answer version `key` names in the branch of `leaseId`; undefined when it is no version key of that branch. */

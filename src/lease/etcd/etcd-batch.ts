@@ -54,6 +54,10 @@ export class EtcdBatch implements StoreBatch {
   readonly #guarded = new Set<string>();
   /** Lease record id → the id of its branch's answer record, for each answer record this batch read. */
   readonly #answerOf = new Map<string, string>();
+  /** Lease record id → its branch's answer record id, to read with it (`readAlong`). */
+  readonly #along = new Map<string, string>();
+  /** Answer records read with their lease records (`readAlong`), until a `fetch` asks for them. */
+  readonly #alongReads = new Map<string, ReadRecord>();
   /** Lease record id → the answer version an operation decided from without a read (`declare`). */
   readonly #declared = new Map<string, number>();
   /** The answer records of `#declared`: forgotten from the quiet records with the reads on a conflict. */
@@ -81,6 +85,14 @@ export class EtcdBatch implements StoreBatch {
     const fetched = new Map<string, FetchedRead>();
     const ask: string[] = [];
     for (const id of ids) {
+      // Read from the server with its lease record, at this batch's revision (`readAlong`).
+      const along = this.#alongReads.get(id);
+      if (along !== undefined) {
+        this.#alongReads.delete(id);
+        this.note(id, along);
+        fetched.set(id, along.read);
+        continue;
+      }
       const known = this.#backend.quiet.get(id);
       if (known === undefined) ask.push(id);
       else {
@@ -90,20 +102,34 @@ export class EtcdBatch implements StoreBatch {
       }
     }
     if (ask.length === 0) return fetched;
+    const asked = new Set(ask);
+    const along = ask.flatMap((id) => {
+      const answerId = this.#along.get(id);
+      return answerId !== undefined && !asked.has(answerId) && !this.#reads.has(answerId) ? [answerId] : [];
+    });
     let reads: Map<string, ReadRecord>;
     try {
-      reads = await this.#backend.readRecords(ask);
+      reads = await this.#backend.readRecords(along.length > 0 ? [...ask, ...along] : ask);
     } catch (error) {
       const offline = this.answerOffline(ask, error);
       if (offline === undefined) throw etcdIoError(`etcd read failed: ${(error as Error).message}`, { step: 'read', ids: ask.slice(0, 8), restored: true }, error);
       for (const [id, read] of offline) fetched.set(id, read);
       return fetched;
     }
+    const alongIds = new Set(along);
     for (const [id, read] of reads) {
+      if (alongIds.has(id)) {
+        this.#alongReads.set(id, read);
+        continue;
+      }
       this.note(id, read);
       fetched.set(id, read.read);
     }
     return fetched;
+  }
+
+  readAlong(pairs: readonly (readonly [string, string])[]): void {
+    for (const [answerId, leaseId] of pairs) this.#along.set(leaseId, answerId);
   }
 
   /** After a failed commit: every record this batch relied on is read from the server next time. */
