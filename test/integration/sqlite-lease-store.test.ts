@@ -6,7 +6,7 @@ import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type BetterSqlite3 from 'better-sqlite3';
-import { targetRecordId } from '../../src/lease/identity.js';
+import { answerRecordId, targetRecordId } from '../../src/lease/identity.js';
 import { inspectLeaseTable } from '../../src/lease/lease-inspect.js';
 import { SQLITE_APPLICATION_ID, SQLITE_FILE, SQLITE_SCHEMA_VERSION } from '../../src/lease/sqlite/sqlite-database.js';
 import { probeFilesystem } from '../../src/lease/files/fs-probe.js';
@@ -54,6 +54,36 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       expect(live).toHaveLength(3);
     } finally {
       db.close();
+    }
+  });
+
+  it('reads a batch\'s rows a chunk of ids per statement, past a chunk and across both tables, the answer table\'s row first', async () => {
+    const root = await tempRoot();
+    const writer = await openTarget(root, { store: 'sqlite' });
+    const input = 'c'.repeat(64);
+    // 100 targets: 1..40 held by another coordinator, 41..70 answered on the input, 71..100 free.
+    const held = await writer.claimGroup(Array.from({ length: 40 }, (_, i) => BigInt(i + 1)), {}, { owner: 'holder', nowMs: S });
+    if (!held.ok) throw new Error('claim refused');
+    const answered = Array.from({ length: 30 }, (_, i) => BigInt(i + 41));
+    expect(await writer.recordAnswers({ input, settled: answered }, { owner: 'writer', token: 'tok', worker: 0 }, S)).toEqual({ ok: true });
+    await writer.close();
+    // A copy of an answer record under the same id in the lease table (as a table of schema 2 left
+    // them): the answer table's row is the record.
+    const db = new Sqlite(path.join(root, SQLITE_FILE));
+    try {
+      db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL)').run(answerRecordId(41n), '{"not":"a record"}');
+    } finally {
+      db.close();
+    }
+    // A fresh handle knows no row: one batch of 100 claims reads 100 lease and 100 answer rows.
+    const reader = await openTarget(root, { store: 'sqlite' });
+    try {
+      const targets = Array.from({ length: 100 }, (_, i) => BigInt(i + 1));
+      const result = await reader.executeBatch(targets.map((t) => reader.planClaimGroup([t], {}, { owner: 'reader', nowMs: 2 * S, input })));
+      const reasons = result.outcomes.map((o) => (o.ok ? ((o.value as { ok: boolean; reason?: string }).ok ? 'ok' : (o.value as { reason: string }).reason) : 'error'));
+      expect(reasons).toEqual([...Array(40).fill('conflict'), ...Array(30).fill('answered'), ...Array(30).fill('ok')]);
+    } finally {
+      await reader.close();
     }
   });
 

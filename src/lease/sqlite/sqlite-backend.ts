@@ -149,9 +149,16 @@ interface SelectedRow {
   readonly answers: number;
 }
 
+/** A row of `selectMany`: a `SelectedRow` with its id. */
+interface SelectedRowOf extends SelectedRow {
+  readonly id: unknown;
+}
+
 interface Statements {
   /** A record's row in either table (an answer record of schema 2 may still be in `lease_records`). */
   readonly select: BetterSqlite3.Statement<[string, string], SelectedRow>;
+  /** `select` of `SELECT_CHUNK` ids at once (twice over: one list per table), each row with its id. */
+  readonly selectMany: BetterSqlite3.Statement<string[], SelectedRowOf>;
   readonly upsert: BetterSqlite3.Statement<[string, string, number | null]>;
   readonly upsertAnswer: BetterSqlite3.Statement<[string, string]>;
   readonly remove: BetterSqlite3.Statement<[string]>;
@@ -188,6 +195,12 @@ function isAnswerRecord(record: LeaseRecord): boolean {
 
 /** Ids per multi-row DELETE. */
 const REMOVE_CHUNK = 64;
+
+/**
+ * Ids one `selectMany` reads (a shorter chunk is padded with '', which no row has). One statement
+ * per chunk instead of one per id: 128 ids read in about half the time of 128 single selects.
+ */
+const SELECT_CHUNK = 64;
 
 /** Rows a backend keeps knowing between batches. */
 const KNOWN_ROWS = 65_536;
@@ -226,6 +239,10 @@ class SqliteRecordBackend implements RecordBackend {
     this.statements = {
       // The answer table first: a row there is the record (file comment of sqlite-database.ts).
       select: db.prepare('SELECT record, group_id, 1 AS answers FROM answer_records WHERE id = ? UNION ALL SELECT record, group_id, 0 FROM lease_records WHERE id = ?'),
+      selectMany: db.prepare(
+        `SELECT id, record, group_id, 1 AS answers FROM answer_records WHERE id IN (${Array.from({ length: SELECT_CHUNK }, () => '?').join(', ')}) ` +
+          `UNION ALL SELECT id, record, group_id, 0 FROM lease_records WHERE id IN (${Array.from({ length: SELECT_CHUNK }, () => '?').join(', ')})`,
+      ),
       upsert: db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, group_id = excluded.group_id'),
       upsertAnswer: db.prepare('INSERT INTO answer_records (id, record, group_id) VALUES (?, ?, NULL) ON CONFLICT (id) DO UPDATE SET record = excluded.record'),
       remove: db.prepare('DELETE FROM lease_records WHERE id = ?'),
@@ -394,18 +411,38 @@ class SqliteRecordBatch implements StoreBatch {
       throw leaseIoError(`lease database read failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
     }
     const reads = new Map<string, RecordRead>();
+    const missing: string[] = [];
     for (const id of ids) {
       const hit = known.get(id);
       if (hit !== undefined) {
         reads.set(id, hit.read);
         // The known row itself (immutable): its group id and text are what this batch read.
         this.rows.set(id, hit);
-        continue;
+      } else missing.push(id);
+    }
+    // The rows of the ids not known, a chunk per statement (the answer table's row first, as `select`).
+    const selected = new Map<string, SelectedRow>();
+    if (missing.length > 1) {
+      for (let start = 0; start < missing.length; start += SELECT_CHUNK) {
+        const chunk = missing.slice(start, start + SELECT_CHUNK);
+        const params = chunk.length === SELECT_CHUNK ? chunk : [...chunk, ...Array.from({ length: SELECT_CHUNK - chunk.length }, () => '')];
+        let rows: SelectedRowOf[];
+        try {
+          rows = this.backend.statements.selectMany.all(...params, ...params) as SelectedRowOf[];
+        } catch (error) {
+          throw leaseIoError(`lease database read of ${chunk[0]} and ${chunk.length - 1} more failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id: chunk[0] }, error);
+        }
+        for (const row of rows) {
+          const id = String(row.id);
+          if (!selected.has(id) || row.answers === 1) selected.set(id, row);
+        }
       }
+    }
+    for (const id of missing) {
       let row: SelectedRow | undefined;
       let read: RecordRead;
       try {
-        row = select.get(id, id);
+        row = missing.length > 1 ? selected.get(id) : select.get(id, id);
         read = row === undefined ? { state: 'absent' } : decodeRow(id, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId));
       } catch (error) {
         throw leaseIoError(`lease database read of ${id} failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read', id }, error);
