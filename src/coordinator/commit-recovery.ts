@@ -165,7 +165,13 @@ export class CommitRecovery {
       log.error({ err: error, code, retried: !permanent }, 'cannot replay committing work; left committing');
       return false;
     }
-    if (!(await this.#recordAnswers(record, staged, log))) return false;
+    let job: CoordinatorJob | undefined;
+    try {
+      job = jobFromWorkPayload(record.payload);
+    } catch {
+      job = undefined;
+    }
+    if (!(await this.#recordAnswers(record, job, staged, log))) return false;
     let outcome;
     try {
       // Another coordinator's result: its silence was judged from a lock-free scan; the table
@@ -186,12 +192,6 @@ export class CommitRecovery {
       counters.commitReplayFailures++;
       log.warn({ outcome: outcome.outcome }, 'committing work changed under the replay; left alone');
       return false;
-    }
-    let job: CoordinatorJob | undefined;
-    try {
-      job = jobFromWorkPayload(record.payload);
-    } catch {
-      job = undefined;
     }
     if (outcome.outcome === 'completed') {
       counters.commitsReplayed++;
@@ -214,24 +214,19 @@ export class CommitRecovery {
   }
 
   /**
-   * Writes the answers `staged`'s manifest kept into the shared answers, once per record and token
+   * Writes the answers `staged`'s manifest kept into the shared answers (`job`: the record's work, as
+   * its payload says), once per record and token
    * in this process (a publication retried does not write them again). False when they must not be
    * published yet: the table could not be reached (left committing, retried at the next scan), or
    * the answers do not belong to the work (its input, its group: the record is then reported once
    * as unreplayable, as a bad manifest is). A refusal (a corrupt answer record) is logged and passed.
    */
-  async #recordAnswers(record: CommittingWork, staged: StagedResult, log: Logger): Promise<boolean> {
+  async #recordAnswers(record: CommittingWork, job: CoordinatorJob | undefined, staged: StagedResult, log: Logger): Promise<boolean> {
     const ctx = this.#ctx;
     const kept = staged.manifest.answers;
     const targets = ctx.targetLeases;
     const key = `${record.workId}:${record.token}`;
     if (kept === undefined || targets?.recordAnswers === undefined || this.#answersWritten.has(key)) return true;
-    let job: CoordinatorJob | undefined;
-    try {
-      job = jobFromWorkPayload(record.payload);
-    } catch {
-      job = undefined;
-    }
     if (job === undefined || kept.input !== job.inputSha256 || !kept.settled.every((t) => job.group.includes(t))) {
       ctx.counters.commitReplayFailures++;
       this.#unreplayable.add(key);

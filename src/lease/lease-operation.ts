@@ -220,10 +220,12 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
     for (const op of operations) if (op.answerRelations !== undefined) backend.relateAnswers?.(op.answerRelations);
-    const along = operations.flatMap((op) => op.readAlong ?? []);
-    if (along.length > 0 && backend.relateAnswers !== undefined) {
-      backend.relateAnswers(along);
-      batch.readAlong(along);
+    if (backend.relateAnswers !== undefined) {
+      const along = operations.flatMap((op) => op.readAlong ?? []);
+      if (along.length > 0) {
+        backend.relateAnswers(along);
+        batch.readAlong(along);
+      }
     }
     await batch.read(readOnly.length > 0 ? [...ids, ...readOnly] : ids, new Set(readOnly));
     await readMore(backend, batch, operations, encode, ids, readOnly);

@@ -74,10 +74,15 @@ function checkInput(value: unknown, name: string): string {
 }
 
 /** A release's (or `recordAnswers`') answers and time, checked; nothing learnt without answers. */
-function checkAnswers(
-  answers: GroupAnswers | undefined,
-  nowMs: number | undefined,
-): { input: string | undefined; answeredNow: ReadonlySet<bigint>; openNow: ReadonlySet<bigint>; completedMs: number } {
+/** A release's (or `recordAnswers`') answers, checked. */
+interface CheckedAnswers {
+  readonly input: string | undefined;
+  readonly answeredNow: ReadonlySet<bigint>;
+  readonly openNow: ReadonlySet<bigint>;
+  readonly completedMs: number;
+}
+
+function checkAnswers(answers: GroupAnswers | undefined, nowMs: number | undefined): CheckedAnswers {
   if (answers === undefined) return { input: undefined, answeredNow: new Set(), openNow: new Set(), completedMs: 0 };
   const input = checkInput(answers?.input, 'answers.input');
   if (!Array.isArray(answers.settled) || !answers.settled.every((t) => typeof t === 'bigint')) throw invalidOption('answers.settled', 'an array of bigint targets', answers.settled);
@@ -538,7 +543,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   planReleaseGroup(targets: Iterable<bigint>, token: string, options: TargetReleaseOptions = {}): LeaseOperation<FenceResult> {
     checkCallOptions(options);
     const members = groupMembers(targets);
-    const writes = this.answerWrites(members, options.answers, options.nowMs);
+    const writes = this.answerWrites(members, checkAnswers(options.answers, options.nowMs));
     return {
       name: 'releaseGroup',
       lockIds: [...members.map((m) => m.id), ...writes.lockIds],
@@ -549,16 +554,16 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         if (!Array.isArray(records)) return records;
         const corrupt = writes.corrupt(view);
         if (corrupt !== undefined) return corrupt;
+        const byTarget = new Map<bigint, LeaseRecord>();
         records.forEach((record, i) => {
-          if (writes.learns(members[i]!.target)) return;
+          byTarget.set(members[i]!.target, record);
           // Nothing learnt now: a lease record of an older table keeps its answers as a `done` record.
           const older = answerFields(record);
-          if (older.answered !== undefined || older.open !== undefined) view.put({ ...record, status: 'done' });
+          if (!writes.learns(members[i]!.target) && (older.answered !== undefined || older.open !== undefined)) view.put({ ...record, status: 'done' });
           else view.remove(record.id);
         });
-        const recordOf = (target: bigint): LeaseRecord => records[members.findIndex((m) => m.target === target)]!;
+        const recordOf = (target: bigint): LeaseRecord => byTarget.get(target)!;
         writes.write(view, recordOf, recordOf);
-        for (const [i, record] of records.entries()) if (writes.learns(members[i]!.target)) view.remove(record.id);
         return { ok: true };
       },
     };
@@ -573,17 +578,17 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
    * them, at `nowMs`) into the answer records of the members it names, by the release's rule, and
    * writes no lease record (it locks them, as every write of an answer record does): for a result
    * whose release could not carry its answers (the lease expired or was taken meanwhile), and for a
-   * result a coordinator replays from its commit manifest (docs/leases.md "Shared answers"). `writer` is the lease that asked (kept in the
-   * records as a release keeps its own). `ok` once written; `corrupt` with zero mutation when an
+   * result a coordinator replays from its commit manifest (docs/leases.md "Shared answers").
+   * `writer` is the lease that asked (kept in the records as a release keeps its own). `ok` once written; `corrupt` with zero mutation when an
    * answer record (or the answer generation) is corrupt. Writing the same answers twice leaves a
    * settled answer as it was and counts an open question's attempt twice.
    */
   planRecordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): LeaseOperation<FenceResult> {
     if (typeof answers !== 'object' || answers === null) throw invalidOption('answers', '{ input, settled, open? }', answers);
     const who = checkAnswerWriter(writer);
-    const { answeredNow, openNow } = checkAnswers(answers, nowMs);
-    const members = groupMembers(new Set([...answeredNow, ...openNow]));
-    const writes = this.answerWrites(members, answers, nowMs);
+    const checked = checkAnswers(answers, nowMs);
+    const members = groupMembers(new Set([...checked.answeredNow, ...checked.openNow]));
+    const writes = this.answerWrites(members, checked);
     return {
       name: 'recordAnswers',
       // The members' lease records are locked (never written, whoever holds them): every write of
@@ -606,13 +611,12 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   }
 
   /**
-   * The answer records an operation writes for what a run learnt (`answers` at `nowMs`, checked
-   * here) about `members`: the records to lock (with the answer generation where the table keeps
+   * The answer records an operation writes for what a run learnt (`checkAnswers`) about
+   * `members`: the records to lock (with the answer generation where the table keeps
    * one), the hooks that keep the table's view current once the batch committed, and the staging
    * itself. The release and `recordAnswers` share it, so both write answers the same way.
    */
-  private answerWrites(members: readonly GroupMember[], answers: GroupAnswers | undefined, nowMs: number | undefined) {
-    const { input, answeredNow, openNow, completedMs } = checkAnswers(answers, nowMs);
+  private answerWrites(members: readonly GroupMember[], { input, answeredNow, openNow, completedMs }: CheckedAnswers) {
     // The members whose answer record is written, with its id.
     const learnt = new Map(members.filter((m) => answeredNow.has(m.target) || openNow.has(m.target)).map((m) => [m.target, answerRecordId(m.target)]));
     // Per attempt: the generation record and answer records staged (for the view).

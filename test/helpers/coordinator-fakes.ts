@@ -27,6 +27,7 @@ import type {
 import type { JsonObject } from '../../src/lease/lease-record.js';
 import type { AnswerWriter, GroupAnswers } from '../../src/lease/table-contract.js';
 import type { ClaimAsk } from '../../src/scheduler/admission-ports.js';
+import { TELEMETRY_SCHEMA, type Telemetry } from '../../src/scheduler/telemetry.js';
 import type { CommitRecordTable, CommitRecordView } from './memory-result-commits.js';
 
 /** An I/O failure as the lease tables throw it (`ERR_LEASE_IO`, outcome unknown). */
@@ -307,6 +308,19 @@ export class FakeSource implements WorkSource {
 export const sha = (bytes: Uint8Array | string): string => createHash('sha256').update(bytes).digest('hex');
 
 /** A job on input `name` with primary `target` and extra solve actions. */
+/** Runtime telemetry of a directed run whose target `branch` was reached and proved unsat, with `generated` inputs written. */
+export function unsatTelemetry(branch: bigint, generated = 0): Telemetry {
+  return {
+    schema: TELEMETRY_SCHEMA,
+    targetBranch: branch,
+    targetReached: true,
+    targetStatus: 'unsat',
+    branchTrace: [],
+    openBranches: [],
+    counters: { queries: 1, sat: 0, unsat: 1, unknown: 0, solverTimeUs: 10, generated },
+  };
+}
+
 export function makeJob(name: string, target = 0n, extra: readonly bigint[] = []): CoordinatorJob {
   const actions: JobAction[] = [
     ...(target > 0n ? [{ branch: target, kind: 'solve' as const }] : []),

@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { aflToolEnv } from '../../src/solver/solver-env.js';
 import { PACKAGE_ROOT } from '../../src/util/paths.js';
+import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 
 export const FAKE_SYMCC_SOURCE_DIR = path.join(PACKAGE_ROOT, 'test', 'fixtures', 'fake-symcc');
 const SOURCES = ['fake_runtime.c', 'fake_symcc.h', 'branchy.c', 'marker_preload.c', 'afl_stub_runtime.c'];
@@ -38,6 +39,16 @@ export interface FakeSymcc {
 export function fakeSymccUnavailable(): string | null {
   const probe = spawnSync('cc', ['--version'], { stdio: 'ignore' });
   return probe.status === 0 ? null : 'no C compiler `cc` on PATH';
+}
+
+/**
+ * Why a campaign on the fixture through the preload library beside AFL++'s tools cannot run here
+ * (no `cc`, the preload library not built, `afl-cc` or `afl-showmap` missing), or null when it can.
+ * CI has all of them.
+ */
+export function fakeSymccCampaignUnavailable(): string | null {
+  const which = (name: string): boolean => spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' }).status === 0;
+  return fakeSymccUnavailable() ?? (preloadLibraryPath() === null ? 'preload library not built' : !which('afl-cc') || !which('afl-showmap') ? 'afl-cc/afl-showmap missing' : null);
 }
 
 let cached: FakeSymcc | undefined;

@@ -4,7 +4,6 @@
 // replays the record after the work TTL and writes them into the shared answers before it
 // publishes (docs/leases.md "Shared answers"). A stock-SymCC-like binary through the preload
 // library, on the default store (SQLite in the lease directory).
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,21 +13,12 @@ import { parseCommitManifest } from '../../src/commit/commit-manifest.js';
 import { answerRecordId } from '../../src/lease/identity.js';
 import { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { cleanedAfterEach, fakeAflOut, readJsonIfExists, runCliProcess, waitFor } from '../helpers/cli-process.js';
-import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../helpers/fake-symcc.js';
-
-function which(name: string): boolean {
-  try {
-    return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim() !== '';
-  } catch {
-    return false;
-  }
-}
+import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccCampaignUnavailable } from '../helpers/fake-symcc.js';
 
 /** CI has all three (cc, the built preload library, Debian's afl++); elsewhere the reason is printed. */
-const unavailable = fakeSymccUnavailable() ?? (preloadLibraryPath() === null ? 'preload library not built' : !which('afl-cc') || !which('afl-showmap') ? 'afl-cc/afl-showmap missing' : null);
+const unavailable = fakeSymccCampaignUnavailable();
 if (unavailable !== null && process.env['CI'] === 'true') throw new Error(`the answers kill test cannot run in CI: ${unavailable}`);
 
 const { dirs, children } = cleanedAfterEach();

@@ -17,11 +17,10 @@ import { IoService } from '../../src/io/io-service.js';
 import { answerRecordId } from '../../src/lease/identity.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import type { FencedWorkLeaseTable } from '../../src/lease/work-lease-table.js';
-import { TELEMETRY_SCHEMA } from '../../src/scheduler/telemetry.js';
 import { createCounters, type CampaignCounters } from '../../src/telemetry/counters.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { QueuePublisher } from '../../src/triage/queue-publisher.js';
-import { FakeReservations, FakeSolver, FakeSource, ManualClock, makeJob } from '../helpers/coordinator-fakes.js';
+import { FakeReservations, FakeSolver, FakeSource, ManualClock, makeJob, unsatTelemetry } from '../helpers/coordinator-fakes.js';
 import { LocalIoClient } from '../helpers/local-io-client.js';
 import { openTarget, openWork, S, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore, type StoreContext } from '../helpers/lease-stores.js';
@@ -37,15 +36,7 @@ function answeredAt(branch: bigint): SolverOutcome {
     status: 'ok',
     elapsedMs: 5,
     generated: [{ bytes: FOUND, sha256: sha(FOUND), interesting: true }],
-    telemetry: {
-      schema: TELEMETRY_SCHEMA,
-      targetBranch: branch,
-      targetReached: true,
-      targetStatus: 'unsat',
-      branchTrace: [],
-      openBranches: [],
-      counters: { queries: 1, sat: 0, unsat: 1, unknown: 0, solverTimeUs: 10, generated: 1 },
-    },
+    telemetry: unsatTelemetry(branch, 1),
   };
 }
 

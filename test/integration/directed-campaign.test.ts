@@ -1,26 +1,16 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { etcdUnavailable, startEtcd, type EtcdCluster } from '../helpers/etcd-server.js';
-import { preloadLibraryPath } from '../../src/solver/preload-library.js';
 import { inspectLeaseDirectory } from '../../src/lease/lease-inspect.js';
 import { readJobLog } from '../../src/telemetry/job-log.js';
 import { overlappingTargetPairs, reaskedAnswers } from '../helpers/job-overlap.js';
 import { cleanedAfterEach, COMMITTED_STATUSES, fakeAflOut, readJsonIfExists, runCliProcess } from '../helpers/cli-process.js';
-import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccUnavailable } from '../helpers/fake-symcc.js';
-
-function which(name: string): boolean {
-  try {
-    return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim() !== '';
-  } catch {
-    return false;
-  }
-}
+import { buildFakeSymcc, buildFakeSymccAflTarget, fakeSymccCampaignUnavailable } from '../helpers/fake-symcc.js';
 
 /** CI has all three (cc, the built preload library, Debian's afl++); elsewhere the reason is printed. */
-const unavailable = fakeSymccUnavailable() ?? (preloadLibraryPath() === null ? 'preload library not built' : !which('afl-cc') || !which('afl-showmap') ? 'afl-cc/afl-showmap missing' : null);
+const unavailable = fakeSymccCampaignUnavailable();
 
 const { dirs, children } = cleanedAfterEach();
 

@@ -6,7 +6,6 @@ import { jobWorkId, workPayloadOf } from '../../src/coordinator/work-identity.js
 import { createCounters } from '../../src/telemetry/counters.js';
 import type { JobLogEntry } from '../../src/telemetry/job-log.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { TELEMETRY_SCHEMA, type Telemetry } from '../../src/scheduler/telemetry.js';
 import {
   FakeReservations,
   FakeSolver,
@@ -16,6 +15,7 @@ import {
   ManualClock,
   makeJob,
   sha,
+  unsatTelemetry,
 } from '../helpers/coordinator-fakes.js';
 import { MemoryResultCommits } from '../helpers/memory-result-commits.js';
 
@@ -66,17 +66,6 @@ function setup(overrides: Partial<CoordinatorOptions> = {}, shared = true, hooks
 
   return { clock, workLeases, targetLeases, reservations, solver, source, givenBack, commits, counters, jobs, lost, findings, coordinator, admit };
 }
-
-/** Runtime telemetry of a directed run whose target `branch` was reached and proved unsat. */
-const unsatAt = (branch: bigint): Telemetry => ({
-  schema: TELEMETRY_SCHEMA,
-  targetBranch: branch,
-  targetReached: true,
-  targetStatus: 'unsat',
-  branchTrace: [],
-  openBranches: [],
-  counters: { queries: 1, sat: 0, unsat: 1, unknown: 0, solverTimeUs: 10, generated: 0 },
-});
 
 const ok = (generated: Array<{ text: string; interesting: boolean; terminal?: 'crash' | 'timeout' }> = []) => ({
   status: 'ok' as const,
@@ -302,7 +291,7 @@ describe('result → stage → beginCommit → publish + complete → release', 
     await t.coordinator.tick();
     t.targetLeases.takeOver([77n], t.clock.now());
     // The run answered its target unsat and generated nothing: no finding to publish, but an answer.
-    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatAt(77n) });
+    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatTelemetry(77n) });
     await t.coordinator.settled();
     // The answer goes through beginCommit (its manifest keeps it, so a replay writes it) …
     const record = t.workLeases.records.get(jobWorkId(job))!;
@@ -326,7 +315,7 @@ describe('result → stage → beginCommit → publish + complete → release', 
     await t.coordinator.tick();
     t.targetLeases.releaseError = true;
     t.targetLeases.recordError = true;
-    t.solver.runs[0]!.resolve({ ...ok([{ text: 'new', interesting: true }]), telemetry: unsatAt(77n) });
+    t.solver.runs[0]!.resolve({ ...ok([{ text: 'new', interesting: true }]), telemetry: unsatTelemetry(77n) });
     await heldNow; // the release is being retried
     await t.coordinator.stop();
     // Published now, the record would be done with its answer in no table: its replay shares it first.
@@ -347,7 +336,7 @@ describe('result → stage → beginCommit → publish + complete → release', 
     t.targetLeases.records.set(77n, { token: admitted.targetToken, updatedMs: t.clock.now() });
     t.source.queue.push(admitted);
     await t.coordinator.tick();
-    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatAt(77n) });
+    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatTelemetry(77n) });
     await t.coordinator.settled();
     expect(t.counters).toMatchObject({ stagingFailures: 0, jobsOk: 1 });
     expect(t.workLeases.records.get(jobWorkId(job))?.commit).toMatchObject({ answers: { token: admitted.targetToken } });
@@ -374,7 +363,7 @@ describe('result → stage → beginCommit → publish + complete → release', 
     const job = makeJob('a', 77n, [78n]); // 77 answered, 78 left open
     t.source.queue.push(await t.admit(job));
     await t.coordinator.tick();
-    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatAt(77n) });
+    t.solver.runs[0]!.resolve({ ...ok(), telemetry: unsatTelemetry(77n) });
     await heldNow;
     t.clock.advance(60_000);
     await t.coordinator.tick();

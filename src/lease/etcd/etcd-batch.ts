@@ -102,8 +102,8 @@ export class EtcdBatch implements StoreBatch {
       }
     }
     if (ask.length === 0) return fetched;
-    const asked = new Set(ask);
-    const along = ask.flatMap((id) => {
+    const asked = this.#along.size > 0 ? new Set(ask) : undefined;
+    const along = asked === undefined ? [] : ask.flatMap((id) => {
       const answerId = this.#along.get(id);
       return answerId !== undefined && !asked.has(answerId) && !this.#reads.has(answerId) ? [answerId] : [];
     });
