@@ -25,7 +25,7 @@
  * of another epoch starts over.
  */
 import { randomBytes } from 'node:crypto';
-import { answerGenerationRecordId } from './identity.js';
+import { answerGenerationRecordId, answerRecordId } from './identity.js';
 import { MAX_GENERATION_CHANGES, type LeaseRecord, type RecordRead } from './lease-record.js';
 /** Answer records a table's view keeps; the least recently learnt goes first. */
 export const ANSWERS_VIEW_ENTRIES = 8192;
@@ -139,18 +139,49 @@ export class AnswerEntry {
   }
 }
 
-/** A table's answer records as of one generation (file comment). Dropping an entry is always safe. */
+/** The entry of a branch that has no answer record: what a complete view answers for a branch it does not list. */
+export const NO_ANSWER = new AnswerEntry({ state: 'absent' });
+
+/** Branches a complete view tracks (listed and written since) before it gives completeness up. */
+export const COMPLETE_VIEW_BRANCHES = 1 << 20;
+
+/**
+ * A table's answer records as of one generation (file comment). Dropping an entry is always safe.
+ *
+ * **Complete views.** Most branches a campaign asks about have no answer record yet. A view that
+ * only held records it had read would read each of them again on its first claim. So a view can
+ * also be *complete*: it knows every branch that has an answer record at its generation, and
+ * answers `NO_ANSWER` for any other without a read. It becomes complete from a scan
+ * (`complete()`): the generation record and the id of every record that may be an answer record,
+ * listed together with no answer write in between (`StoreBatch.scanAnswers`, backend-contract.ts).
+ * From then on every target a newer generation lists as written joins the written set; entries
+ * leave only by eviction, and a branch that has one keeps answering "read me" through the listed
+ * ids or the written set. A view that starts over (another epoch, or behind what the generation
+ * record lists) is no longer complete until the next scan.
+ */
 export class AnswersView {
   #epoch: string | undefined;
   #generation = 0;
   /** Answer records (valid or absent) by target, least recently learnt first. */
   readonly #entries = new Map<bigint, AnswerEntry>();
+  /** Complete views only: the ids a scan listed (any record that may be an answer record). */
+  #listed: ReadonlySet<string> | undefined;
+  /** Complete views only: targets whose answer records were written since the scan. */
+  readonly #written = new Set<bigint>();
 
-  constructor(private readonly capacity = ANSWERS_VIEW_ENTRIES) {}
+  constructor(
+    private readonly capacity = ANSWERS_VIEW_ENTRIES,
+    private readonly completeCapacity = COMPLETE_VIEW_BRANCHES,
+  ) {}
 
   /** Entries held. */
   get size(): number {
     return this.#entries.size;
+  }
+
+  /** True when the view knows every branch that has an answer record (class comment). */
+  get isComplete(): boolean {
+    return this.#listed !== undefined;
   }
 
   /** True when the view is exactly at `g`: its entries are the store's answer records then. */
@@ -167,16 +198,41 @@ export class AnswersView {
     if (this.#epoch === g.epoch) {
       if (g.generation <= this.#generation) return;
       if (this.#generation >= g.since) {
-        for (const [at, target] of g.changed) if (at > this.#generation) this.#entries.delete(BigInt(target));
-      } else this.#entries.clear();
-    } else this.#entries.clear();
+        for (const [at, target] of g.changed) {
+          if (at <= this.#generation) continue;
+          const t = BigInt(target);
+          this.#entries.delete(t);
+          if (this.#listed !== undefined) this.#written.add(t);
+        }
+        if (this.#written.size + (this.#listed?.size ?? 0) > this.completeCapacity) this.#incomplete();
+      } else this.#startOver();
+    } else this.#startOver();
     this.#epoch = g.epoch;
     this.#generation = g.generation;
   }
 
-  /** The answer record of `target` the view holds, if any. */
+  /**
+   * Makes the view complete at `g` from a scan: `listed` holds the id of every record that may be
+   * an answer record (`answerRecordId`) while the generation record read `g`, with no answer
+   * written in between. Nothing changes when the view has moved past `g` meanwhile, or when
+   * `listed` is past the bound.
+   */
+  complete(g: AnswerGeneration, listed: ReadonlySet<string>): void {
+    this.advance(g);
+    if (!this.at(g) || listed.size > this.completeCapacity) return;
+    this.#listed = listed;
+    this.#written.clear();
+  }
+
+  /**
+   * The answer record of `target` as the view knows it: its entry, `NO_ANSWER` when the view is
+   * complete and the branch has none, undefined when it must be read.
+   */
   lookup(target: bigint): AnswerEntry | undefined {
-    return this.#entries.get(target);
+    const entry = this.#entries.get(target);
+    if (entry !== undefined || this.#listed === undefined || this.#written.has(target)) return entry;
+    // Hashed only when the scan listed something: a new campaign's view never hashes.
+    return this.#listed.size > 0 && this.#listed.has(answerRecordId(target)) ? undefined : NO_ANSWER;
   }
 
   /** Files `read` (read after `g` was, or written at `g`) under `target` when the view is at `g`. */
@@ -185,6 +241,16 @@ export class AnswersView {
     this.#entries.delete(target);
     if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value as bigint);
     this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
+  }
+
+  #incomplete(): void {
+    this.#listed = undefined;
+    this.#written.clear();
+  }
+
+  #startOver(): void {
+    this.#entries.clear();
+    this.#incomplete();
   }
 }
 

@@ -90,6 +90,12 @@ export interface StagedChange {
   readonly next: StagedRecord | null;
 }
 
+/** What `StoreBatch.scanAnswers` found: the answer generation record and the ids listed with it. */
+export interface AnswerScan {
+  readonly generation: RecordRead;
+  readonly ids: ReadonlySet<string>;
+}
+
 /** What a store does in one batch; the batch overlay (batch-overlay.ts) does the rest. */
 export interface StoreBatch {
   /**
@@ -132,6 +138,16 @@ export interface StoreBatch {
    * what it admitted so far (a change of an id staged before replaces it).
    */
   admit?(changes: readonly (readonly [string, StagedRecord | null])[]): void;
+  /**
+   * A store that keeps an answer generation record (files, SQLite): reads that record
+   * (`generationId`) and lists the id of every record that may be an answer record (a superset is
+   * fine), with no answer record written in between, so that a table's view knows every branch
+   * that has one (answers-view.ts, "Complete views"). The file store needs `generationId` locked
+   * in this batch (every answer write locks it too); SQLite reads both in one read transaction.
+   * Undefined when the store has nothing to list (a lost SQLite database). Rejects with
+   * `LeaseIoError` when it cannot list.
+   */
+  scanAnswers?(generationId: string): Promise<AnswerScan | undefined>;
   /** Makes `changes` durable, all-or-nothing; rejects with `LeaseIoError`. */
   commit(changes: readonly StagedChange[]): Promise<BatchReport>;
   /** Ends the batch (rolls back an uncommitted one). Idempotent; never throws. */

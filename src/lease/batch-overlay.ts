@@ -30,6 +30,8 @@ export interface RecordView {
   remove(id: string): void;
   /** As `get`, for a record this batch may not have read: undefined when it has not. */
   peek(id: string): RecordRead | undefined;
+  /** True when this operation, or an earlier one of the batch, staged a change of `id`. */
+  hasStaged(id: string): boolean;
 }
 
 const NO_IDS: ReadonlySet<string> = new Set();
@@ -204,6 +206,10 @@ class OperationView implements RecordView {
    */
   get readStaged(): boolean {
     return this.#readStaged;
+  }
+
+  hasStaged(id: string): boolean {
+    return this.own.has(id) || this.batch.hasStaged(id);
   }
 
   peek(id: string): RecordRead | undefined {

@@ -64,6 +64,13 @@ export interface LeaseOperation<R> {
    */
   readonly readAlong?: readonly (readonly [string, string])[];
   /**
+   * Runs before the batch this operation is in begins, once per `executeOperations` call, with
+   * nothing locked or read: a claim that names its input has its table's view of the answer records
+   * made complete first (a scan, answers-view.ts "Complete views"), so it reads none of the answer
+   * records the view can vouch for. Never rejects: what it prepares only saves reads.
+   */
+  prepare?(): Promise<void>;
+  /**
    * Records to read once the first reads (`lockIds`, `readIds`) are in, before any operation's
    * `apply`: a second read in the same batch (a claim reads the answer records its table's view
    * does not hold at the answer generation it just read, answers-view.ts, or, on a store that
@@ -119,6 +126,7 @@ export interface ExecutionResult {
  * the whole call (nothing was written). Per-operation failures in `apply` fail that operation only.
  */
 export async function executeOperations(backend: RecordBackend, operations: readonly LeaseOperation<unknown>[]): Promise<ExecutionResult> {
+  for (const op of operations) if (op.prepare !== undefined) await op.prepare();
   const limit = backend.maxBatchRecords;
   if (limit === undefined) return executeWithRetries(backend, operations);
   const outcomes: OperationOutcome<unknown>[] = [];

@@ -143,7 +143,7 @@ export abstract class LeaseTableBase {
   }
 
   protected async runOne<R>(op: LeaseOperation<R>): Promise<{ value: R; report: BatchReport }> {
-    const { outcomes, report } = await executeOperations(this.backend, [op as LeaseOperation<unknown>]);
+    const { outcomes, report } = await this.executeBatch([op as LeaseOperation<unknown>]);
     const outcome = outcomes[0]!;
     if (!outcome.ok) throw outcome.error;
     return { value: outcome.value as R, report };

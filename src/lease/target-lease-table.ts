@@ -49,6 +49,7 @@ import { checkNowMs, type LeaseOperation, type MoreReads } from './lease-operati
 import type { DeclaredAnswer } from './backend-contract.js';
 import { MAX_OPEN_INPUTS, MAX_SETTLED_INPUTS, isActiveLease, isInputDigest, type LeaseRecord, type OpenQuestion, type RecordRead } from './lease-record.js';
 import { invalidOption } from '../config/values.js';
+import { InternalError } from '../errors.js';
 import type { FenceResult, GroupClaimResult } from './lease-results.js';
 import type { OpenMember } from './claim-outcome.js';
 import {
@@ -179,6 +180,8 @@ function memberAnswers(lease: LeaseRecord | undefined, answers: LeaseRecord | un
 }
 
 const ANSWER_GENERATION_ID = answerGenerationRecordId();
+/** Claims planned without a scan after a scan of the answer records failed. */
+const SCAN_PAUSE = 256;
 
 /** The state of a lease record in `view`; null when the record could not be read (etcd offline). */
 function readableState(view: RecordView, id: string): RecordRead['state'] | null {
@@ -325,6 +328,57 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   private readonly answersView = this.backend.relateAnswers === undefined ? new AnswersView() : undefined;
   /** The answer records this table read or wrote last, where the store versions them (answers-view.ts). */
   private readonly versionedAnswers = this.answersView === undefined ? new VersionedAnswers() : undefined;
+  /** Claims still to plan before the view is scanned again, after a scan failed. */
+  #scanPause = 0;
+  /** The scan under way, which claims planned meanwhile wait for instead of scanning again. */
+  #scanning: Promise<void> | undefined;
+  /** Scans of the answer records that made the view complete, and scans that failed. */
+  readonly #scanCounts = { scans: 0, failed: 0 };
+
+  /** How often this table scanned the answer records for its view (answers-view.ts "Complete views"). */
+  get answerScans(): { readonly scans: number; readonly failed: number } {
+    return { ...this.#scanCounts };
+  }
+
+  /**
+   * Makes the answers view complete (answers-view.ts "Complete views") when it is not: one batch
+   * that locks the generation record and lists the store (`StoreBatch.scanAnswers`). A failure
+   * (an I/O error, a lock held too long) leaves the view as it was, claims read what it does not
+   * hold, and the next `SCAN_PAUSE` claims do not scan again.
+   */
+  private prepareView(): Promise<void> {
+    const view = this.answersView;
+    if (view === undefined || view.isComplete) return Promise.resolve();
+    if (this.#scanning !== undefined) return this.#scanning;
+    if (this.#scanPause > 0) {
+      this.#scanPause -= 1;
+      return Promise.resolve();
+    }
+    this.#scanning = this.scanAnswers(view).finally(() => {
+      this.#scanning = undefined;
+    });
+    return this.#scanning;
+  }
+
+  private async scanAnswers(view: AnswersView): Promise<void> {
+    const batch = this.backend.begin();
+    try {
+      if (batch.scanAnswers === undefined) return;
+      await batch.lock([ANSWER_GENERATION_ID]);
+      const scan = await batch.scanAnswers(ANSWER_GENERATION_ID);
+      const generation = scan === undefined ? undefined : generationOf(scan.generation);
+      // A corrupt generation record: claims read every member's answer record until it is repaired.
+      if (scan === undefined || generation === undefined) return;
+      view.complete(generation, scan.ids);
+      this.#scanCounts.scans += 1;
+    } catch (error) {
+      if (error instanceof InternalError) throw error;
+      this.#scanCounts.failed += 1;
+      this.#scanPause = SCAN_PAUSE;
+    } finally {
+      await batch.release();
+    }
+  }
 
   /** Opens (creating durably if needed) a target table at `root`. See `LEASE_TABLE_OPTIONS`. */
   static async open(root: string, options?: Partial<Record<keyof LeaseTableOptions, unknown>>, deps: LeaseTableDeps = {}): Promise<FencedTargetLeaseTable> {
@@ -357,7 +411,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const groupTargets = Object.freeze(members.map((m) => m.target.toString(10)));
     // Only a claim that asks about answers looks at the answer records.
     const asksAnswers = input !== undefined || anyInput;
-    const answerIds = asksAnswers ? members.map((m) => answerRecordId(m.target)) : [];
+    // Answer record ids, hashed when first needed: a complete view decides most members without one.
+    const answerIds: (string | undefined)[] = [];
+    const answerIdOf = (i: number): string => (answerIds[i] ??= answerRecordId(members[i]!.target));
     // Per attempt (the batch may run again): the generation read, each member's answer record
     // from the view (undefined: read in this batch), and what this batch read for the view.
     let readGeneration: AnswerGeneration | undefined;
@@ -373,6 +429,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
+      ...(asksAnswers && answersView !== undefined ? { prepare: () => this.prepareView() } : {}),
       // Read, not locked: the generation record, and (`readMore`) the answer records the view does
       // not hold at that generation. Only a release writes an answer record, and it holds the
       // member's lease record lock, which this claim takes too; it bumps the generation in the
@@ -385,7 +442,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         ? {
             // Members whose lease record is read from the server have their answer record read in
             // the same request, unless the view holds it (the claim then declares that version).
-            readAlong: members.flatMap((m, i) => (versionedAnswers!.lookup(m.target) === undefined ? [[answerIds[i]!, m.id] as const] : [])),
+            readAlong: members.flatMap((m, i) => (versionedAnswers!.lookup(m.target) === undefined ? [[answerIdOf(i), m.id] as const] : [])),
             readMore: (view: RecordView): MoreReads => {
               attempts += 1;
               const pinned: string[] = [];
@@ -396,10 +453,10 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
                 const state = readableState(view, m.id);
                 if (state === null) return undefined; // unreadable: `apply` fails on the lease record
                 const entry = state === 'absent' && attempts === 1 ? versionedAnswers!.lookup(m.target) : undefined;
-                if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIds[i]!, version: entry.version });
+                if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIdOf(i), version: entry.version });
                 else {
-                  (state === 'absent' ? pinned : guarded).push(answerIds[i]!);
-                  answerRelations.push([answerIds[i]!, m.id]);
+                  (state === 'absent' ? pinned : guarded).push(answerIdOf(i));
+                  answerRelations.push([answerIdOf(i), m.id]);
                 }
                 return entry;
               });
@@ -419,7 +476,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
               if (readGeneration !== undefined) answersView.advance(readGeneration);
               const usable = readGeneration !== undefined && answersView.at(readGeneration);
               fromView = members.map((m) => (usable ? answersView.lookup(m.target) : undefined));
-              return { guarded: answerIds.filter((_, i) => fromView[i] === undefined) };
+              return { guarded: members.flatMap((_, i) => (fromView[i] === undefined ? [answerIdOf(i)] : [])) };
             },
             committed: (changed: boolean): void => {
               if (!changed || readGeneration === undefined) return;
@@ -433,13 +490,16 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         const answered: bigint[] = [];
         const open: OpenMember[] = [];
         readForView = [];
+        // Every answer write bumps the generation (answers-view.ts): when no operation before this
+        // one staged it, none wrote an answer record, and the view's entries stand as they are.
+        const answersStaged = asksAnswers && (answersView === undefined || view.hasStaged(ANSWER_GENERATION_ID));
         members.forEach((member, i) => {
           const read = view.get(member.id);
           let answerRead: RecordRead = { state: 'absent' };
           let entry: AnswerEntry | undefined;
           if (asksAnswers) {
             // What this batch read (and staged) first: an earlier release in the batch may have written it.
-            const inBatch = view.peek(answerIds[i]!);
+            const inBatch = fromView[i] === undefined || answersStaged ? view.peek(answerIdOf(i)) : undefined;
             if (inBatch !== undefined) {
               answerRead = inBatch;
               if (fromView[i] === undefined) readForView.push([member.target, inBatch]);
@@ -449,7 +509,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             }
           }
           if (read.state === 'corrupt') corrupt.push({ id: member.id, target: member.target, detail: read.reason });
-          if (answerRead.state === 'corrupt') corrupt.push({ id: answerIds[i]!, target: member.target, detail: answerRead.reason });
+          if (answerRead.state === 'corrupt') corrupt.push({ id: answerIdOf(i), target: member.target, detail: answerRead.reason });
           if (read.state === 'corrupt' || answerRead.state === 'corrupt') return;
           const lease = validRecord(read);
           if (asksAnswers) {

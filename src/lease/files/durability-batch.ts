@@ -35,9 +35,9 @@ import { InternalError } from '../../errors.js';
 import { leaseIoError } from '../lease-io-error.js';
 import { barrierDirectories, barrierFiles, closeFiles, createTempFile, replaceFileDurably, type FileBarrierStrategy } from '../../fs/durable-files.js';
 import { errnoCode, type FsLayer } from '../../fs/fs-layer.js';
-import type { LeaseLayout } from '../table-layout.js';
+import { RECORD_SUFFIX, type LeaseLayout } from '../table-layout.js';
 import { announcesChanges, type RecordKind, type RecordRead } from '../lease-record.js';
-import { EMPTY_BATCH_REPORT, type BatchReport, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
+import { EMPTY_BATCH_REPORT, type AnswerScan, type BatchReport, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-files.js';
 import type { RecordReadCache } from '../record-read-cache.js';
@@ -119,6 +119,31 @@ export class DurabilityBatch implements StoreBatch {
     this.assertState('open');
     const results = await Promise.all(ids.map((id) => readRecord(this.ctx.fsLayer, this.ctx.layout.recordPath(id), id, this.ctx.kind, this.ctx.readCache)));
     return new Map(ids.map((id, i) => [id, results[i]!]));
+  }
+
+  /**
+   * `StoreBatch.scanAnswers`: under the generation record's lock (no answer write is under way:
+   * each holds it from its lock phase to its release), reads it and lists the record files of
+   * every shard. Every record id is listed, lease records too: a superset is all a view needs.
+   */
+  async scanAnswers(generationId: string): Promise<AnswerScan> {
+    this.assertState('open');
+    if (!this.locked.has(generationId)) throw new InternalError(`answer scan without the lock of ${generationId}`);
+    const { fsLayer, layout } = this.ctx;
+    const generation = await readRecord(fsLayer, layout.recordPath(generationId), generationId, this.ctx.kind, this.ctx.readCache);
+    const ids = new Set<string>();
+    for (let shard = 0; shard < layout.shardCount; shard += 1) {
+      const dir = layout.shardDir(shard);
+      let names: string[];
+      try {
+        names = await fsLayer.readdir(dir);
+      } catch (error) {
+        if (errnoCode(error) === 'ENOENT') continue;
+        throw leaseIoError(`cannot list ${dir}: ${(error as Error).message}`, { path: dir, errno: errnoCode(error), step: 'read' }, error);
+      }
+      for (const name of names) if (name.endsWith(RECORD_SUFFIX)) ids.add(name.slice(0, -RECORD_SUFFIX.length));
+    }
+    return { generation, ids };
   }
 
   /**

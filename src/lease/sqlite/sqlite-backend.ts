@@ -39,7 +39,7 @@ import { canonicalJsonMemo, type CanonicalJsonMemo } from '../canonical-json.js'
 import { isDecimalTarget, type LeaseRecord, type RecordKind, type RecordRead } from '../lease-record.js';
 import type { LeaseTableOptions } from '../lease-table-options.js';
 import type { LeaseTableDeps } from '../open-backend.js';
-import { BatchConflictError, EMPTY_BATCH_REPORT, type BatchReport, type RecordBackend, type ScanEntry, type ScanOptions, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
+import { BatchConflictError, EMPTY_BATCH_REPORT, type AnswerScan, type BatchReport, type RecordBackend, type ScanEntry, type ScanOptions, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import { decodeRow, GroupCache, GroupMoves, parseGroupRow, sqliteEncoder, SqliteStagedRecord, type GroupEntry } from './sqlite-rows.js';
 import { hasAnswerTable, isSchemaV1, openReadOnlyDatabase, openWritableDatabase, retryBusy, sqliteFailure, SQLITE_FILE, storeReplaced, type BusyDeadline, type SqliteDatabase } from './sqlite-database.js';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -169,6 +169,7 @@ interface Statements {
   readonly removeGroup: BetterSqlite3.Statement<[number]>;
   readonly selectGroupOf: BetterSqlite3.Statement<[string], number | null>;
   readonly dataVersion: BetterSqlite3.Statement<[]>;
+  readonly answerIds: BetterSqlite3.Statement<[], string>;
 }
 
 /**
@@ -254,6 +255,12 @@ class SqliteRecordBackend implements RecordBackend {
       removeGroup: db.prepare('DELETE FROM lease_groups WHERE id = ?'),
       selectGroupOf: db.prepare('SELECT group_id FROM lease_records WHERE id = ?').pluck() as BetterSqlite3.Statement<[string], number | null>,
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
+      // Every row that may be an answer record: those of the answer table, and in the lease table
+      // (a schema-2 table's answers stay there until rewritten) any row that is not JSON text
+      // without a role (a lease record), so a damaged one is listed too.
+      answerIds: db
+        .prepare("SELECT id FROM answer_records UNION ALL SELECT id FROM lease_records WHERE NOT (typeof(record) = 'text' AND json_valid(record) AND json_extract(record, '$.role') IS NULL)")
+        .pluck() as BetterSqlite3.Statement<[], string>,
     };
   }
 
@@ -456,6 +463,25 @@ class SqliteRecordBatch implements StoreBatch {
       if (read.state !== 'corrupt') this.backend.rememberRow(id, seen);
     }
     return reads;
+  }
+
+  /** One read transaction: the generation record's row and every id that may be an answer record (`StoreBatch.scanAnswers`). */
+  async scanAnswers(generationId: string): Promise<AnswerScan | undefined> {
+    this.backend.checkOpen('scan');
+    if (this.backend.lost() !== undefined) return undefined;
+    const { db, statements } = this.backend;
+    try {
+      db.exec('BEGIN');
+      try {
+        const row = statements.select.get(generationId, generationId);
+        const generation = row === undefined ? ({ state: 'absent' } as const) : decodeRow(generationId, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId));
+        return { generation, ids: new Set(statements.answerIds.all()) };
+      } finally {
+        db.exec('COMMIT');
+      }
+    } catch (error) {
+      throw leaseIoError(`lease database scan of the answer records failed: ${(error as Error).message}`, { path: this.backend.file, step: 'read' }, error);
+    }
   }
 
   /**
