@@ -26,7 +26,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { answerGenerationRecordId, answerRecordId } from './identity.js';
-import { MAX_GENERATION_CHANGES, type LeaseRecord, type RecordRead } from './lease-record.js';
+import { MAX_GENERATION_CHANGES, isDecimalTarget, type LeaseRecord, type RecordRead } from './lease-record.js';
 /** Answer records a table's view keeps; the least recently learnt goes first. */
 export const ANSWERS_VIEW_ENTRIES = 8192;
 
@@ -63,7 +63,9 @@ export function nextGeneration(previous: AnswerGeneration, targets: readonly big
   const generation = fresh ? 1 : previous.generation + 1;
   const written = new Set(targets.map((t) => t.toString(10)));
   let changed: GenerationChange[] = fresh ? [] : previous.changed.filter(([, t]) => !written.has(t));
-  for (const t of written) changed.push([generation, t]);
+  // Frozen rows: the next generation of the same batch keeps them by identity, and a batch's
+  // canonical-JSON memo writes each one's text once however many releases rewrite the record.
+  for (const t of written) changed.push(Object.freeze([generation, t] as const));
   let since = fresh ? 0 : previous.since;
   if (changed.length > MAX_GENERATION_CHANGES) {
     since = changed[changed.length - MAX_GENERATION_CHANGES - 1]![0];
@@ -152,22 +154,25 @@ export const COMPLETE_VIEW_BRANCHES = 1 << 20;
  * only held records it had read would read each of them again on its first claim. So a view can
  * also be *complete*: it knows every branch that has an answer record at its generation, and
  * answers `NO_ANSWER` for any other without a read. It becomes complete from a scan
- * (`complete()`): the generation record and the id of every record that may be an answer record,
- * listed together with no answer write in between (`StoreBatch.scanAnswers`, backend-contract.ts).
- * From then on every target a newer generation lists as written joins the written set; entries
- * leave only by eviction, and a branch that has one keeps answering "read me" through the listed
- * ids or the written set. A view that starts over (another epoch, or behind what the generation
- * record lists) is no longer complete until the next scan.
+ * (`complete()`): the generation record, and every record that may be an answer record, listed
+ * together with no answer write in between (`StoreBatch.scanAnswers`, backend-contract.ts). A
+ * listed record whose own `target` hashes to its id is filed under that target (`#present`); any
+ * other (the file store lists ids only, and a damaged record names no target) is kept by id
+ * (`#listedIds`), and a branch is then looked up by its answer record id too. From then on every
+ * target a newer generation lists as written joins `#present`. Entries leave only by eviction,
+ * and a branch that has a record keeps answering "read me" through `#present` or `#listedIds`. A
+ * view that starts over (another epoch, or behind what the generation record lists) is no longer
+ * complete until the next scan.
  */
 export class AnswersView {
   #epoch: string | undefined;
   #generation = 0;
   /** Answer records (valid or absent) by target, least recently learnt first. */
   readonly #entries = new Map<bigint, AnswerEntry>();
-  /** Complete views only: the ids a scan listed (any record that may be an answer record). */
-  #listed: ReadonlySet<string> | undefined;
-  /** Complete views only: targets whose answer records were written since the scan. */
-  readonly #written = new Set<bigint>();
+  /** Complete views only: ids of listed records that may be answer records of unknown target. */
+  #listedIds: ReadonlySet<string> | undefined;
+  /** Complete views only: targets that have an answer record (listed, or written since). */
+  readonly #present = new Set<bigint>();
 
   constructor(
     private readonly capacity = ANSWERS_VIEW_ENTRIES,
@@ -181,7 +186,7 @@ export class AnswersView {
 
   /** True when the view knows every branch that has an answer record (class comment). */
   get isComplete(): boolean {
-    return this.#listed !== undefined;
+    return this.#listedIds !== undefined;
   }
 
   /** True when the view is exactly at `g`: its entries are the store's answer records then. */
@@ -202,9 +207,9 @@ export class AnswersView {
           if (at <= this.#generation) continue;
           const t = BigInt(target);
           this.#entries.delete(t);
-          if (this.#listed !== undefined) this.#written.add(t);
+          if (this.#listedIds !== undefined) this.#present.add(t);
         }
-        if (this.#written.size + (this.#listed?.size ?? 0) > this.completeCapacity) this.#incomplete();
+        if (this.#present.size + (this.#listedIds?.size ?? 0) > this.completeCapacity) this.#incomplete();
       } else this.#startOver();
     } else this.#startOver();
     this.#epoch = g.epoch;
@@ -212,16 +217,23 @@ export class AnswersView {
   }
 
   /**
-   * Makes the view complete at `g` from a scan: `listed` holds the id of every record that may be
-   * an answer record (`answerRecordId`) while the generation record read `g`, with no answer
-   * written in between. Nothing changes when the view has moved past `g` meanwhile, or when
-   * `listed` is past the bound.
+   * Makes the view complete at `g` from a scan (class comment): `listed` holds every record that
+   * may be an answer record while the generation record read `g`, with no answer written in
+   * between, each as its id and the `target` it names (undefined if none could be read). Nothing
+   * changes when the view has moved past `g` meanwhile, or when `listed` is past the bound.
    */
-  complete(g: AnswerGeneration, listed: ReadonlySet<string>): void {
+  complete(g: AnswerGeneration, listed: readonly (readonly [string, unknown])[]): void {
     this.advance(g);
-    if (!this.at(g) || listed.size > this.completeCapacity) return;
-    this.#listed = listed;
-    this.#written.clear();
+    if (!this.at(g) || listed.length > this.completeCapacity) return;
+    const ids = new Set<string>();
+    this.#present.clear();
+    for (const [id, target] of listed) {
+      const t = typeof target === 'string' && isDecimalTarget(target) ? BigInt(target) : undefined;
+      // A record's own word for its target counts only when its id is that target's answer record id.
+      if (t !== undefined && answerRecordId(t) === id) this.#present.add(t);
+      else if (id !== answerGenerationRecordId()) ids.add(id);
+    }
+    this.#listedIds = ids;
   }
 
   /**
@@ -230,9 +242,9 @@ export class AnswersView {
    */
   lookup(target: bigint): AnswerEntry | undefined {
     const entry = this.#entries.get(target);
-    if (entry !== undefined || this.#listed === undefined || this.#written.has(target)) return entry;
-    // Hashed only when the scan listed something: a new campaign's view never hashes.
-    return this.#listed.size > 0 && this.#listed.has(answerRecordId(target)) ? undefined : NO_ANSWER;
+    if (entry !== undefined || this.#listedIds === undefined || this.#present.has(target)) return entry;
+    // Hashed only when the scan listed records of unknown target (the file store's names).
+    return this.#listedIds.size > 0 && this.#listedIds.has(answerRecordId(target)) ? undefined : NO_ANSWER;
   }
 
   /** Files `read` (read after `g` was, or written at `g`) under `target` when the view is at `g`. */
@@ -244,8 +256,8 @@ export class AnswersView {
   }
 
   #incomplete(): void {
-    this.#listed = undefined;
-    this.#written.clear();
+    this.#listedIds = undefined;
+    this.#present.clear();
   }
 
   #startOver(): void {

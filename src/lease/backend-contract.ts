@@ -90,10 +90,14 @@ export interface StagedChange {
   readonly next: StagedRecord | null;
 }
 
-/** What `StoreBatch.scanAnswers` found: the answer generation record and the ids listed with it. */
+/**
+ * What `StoreBatch.scanAnswers` found: the answer generation record, and each record listed with
+ * it as its id and the `target` it names (undefined when the store lists names only, or the
+ * record names none: the view then looks such a record up by id).
+ */
 export interface AnswerScan {
   readonly generation: RecordRead;
-  readonly ids: ReadonlySet<string>;
+  readonly listed: readonly (readonly [string, unknown])[];
 }
 
 /** What a store does in one batch; the batch overlay (batch-overlay.ts) does the rest. */

@@ -369,7 +369,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       const generation = scan === undefined ? undefined : generationOf(scan.generation);
       // A corrupt generation record: claims read every member's answer record until it is repaired.
       if (scan === undefined || generation === undefined) return;
-      view.complete(generation, scan.ids);
+      view.complete(generation, scan.listed);
       this.#scanCounts.scans += 1;
     } catch (error) {
       if (error instanceof InternalError) throw error;

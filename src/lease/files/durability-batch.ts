@@ -124,14 +124,15 @@ export class DurabilityBatch implements StoreBatch {
   /**
    * `StoreBatch.scanAnswers`: under the generation record's lock (no answer write is under way:
    * each holds it from its lock phase to its release), reads it and lists the record files of
-   * every shard. Every record id is listed, lease records too: a superset is all a view needs.
+   * every shard. Every record id is listed, lease records too (a superset is all a view needs),
+   * by name only: reading each record for its target would cost a read per record.
    */
   async scanAnswers(generationId: string): Promise<AnswerScan> {
     this.assertState('open');
     if (!this.locked.has(generationId)) throw new InternalError(`answer scan without the lock of ${generationId}`);
     const { fsLayer, layout } = this.ctx;
     const generation = await readRecord(fsLayer, layout.recordPath(generationId), generationId, this.ctx.kind, this.ctx.readCache);
-    const ids = new Set<string>();
+    const listed: (readonly [string, undefined])[] = [];
     for (let shard = 0; shard < layout.shardCount; shard += 1) {
       const dir = layout.shardDir(shard);
       let names: string[];
@@ -141,9 +142,9 @@ export class DurabilityBatch implements StoreBatch {
         if (errnoCode(error) === 'ENOENT') continue;
         throw leaseIoError(`cannot list ${dir}: ${(error as Error).message}`, { path: dir, errno: errnoCode(error), step: 'read' }, error);
       }
-      for (const name of names) if (name.endsWith(RECORD_SUFFIX)) ids.add(name.slice(0, -RECORD_SUFFIX.length));
+      for (const name of names) if (name.endsWith(RECORD_SUFFIX)) listed.push([name.slice(0, -RECORD_SUFFIX.length), undefined]);
     }
-    return { generation, ids };
+    return { generation, listed };
   }
 
   /**

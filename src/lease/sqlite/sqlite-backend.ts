@@ -169,7 +169,7 @@ interface Statements {
   readonly removeGroup: BetterSqlite3.Statement<[number]>;
   readonly selectGroupOf: BetterSqlite3.Statement<[string], number | null>;
   readonly dataVersion: BetterSqlite3.Statement<[]>;
-  readonly answerIds: BetterSqlite3.Statement<[], string>;
+  readonly answerIds: BetterSqlite3.Statement<[], [string, unknown]>;
 }
 
 /**
@@ -202,6 +202,9 @@ const REMOVE_CHUNK = 64;
  * per chunk instead of one per id: 128 ids read in about half the time of 128 single selects.
  */
 const SELECT_CHUNK = 64;
+
+/** The `target` a row's JSON text names, read by SQLite itself (NULL for anything else). */
+const TARGET_OF = "CASE WHEN typeof(record) = 'text' AND json_valid(record) THEN json_extract(record, '$.target') END";
 
 /** Rows a backend keeps knowing between batches. */
 const KNOWN_ROWS = 65_536;
@@ -259,8 +262,11 @@ class SqliteRecordBackend implements RecordBackend {
       // (a schema-2 table's answers stay there until rewritten) any row that is not JSON text
       // without a role (a lease record), so a damaged one is listed too.
       answerIds: db
-        .prepare("SELECT id FROM answer_records UNION ALL SELECT id FROM lease_records WHERE NOT (typeof(record) = 'text' AND json_valid(record) AND json_extract(record, '$.role') IS NULL)")
-        .pluck() as BetterSqlite3.Statement<[], string>,
+        .prepare(
+          `SELECT id, ${TARGET_OF} AS target FROM answer_records UNION ALL SELECT id, ${TARGET_OF} FROM lease_records ` +
+            "WHERE NOT (typeof(record) = 'text' AND json_valid(record) AND json_extract(record, '$.role') IS NULL)",
+        )
+        .raw() as BetterSqlite3.Statement<[], [string, unknown]>,
     };
   }
 
@@ -475,7 +481,7 @@ class SqliteRecordBatch implements StoreBatch {
       try {
         const row = statements.select.get(generationId, generationId);
         const generation = row === undefined ? ({ state: 'absent' } as const) : decodeRow(generationId, row.record, row.group_id, this.backend.kind, (groupId) => this.backend.group(groupId));
-        return { generation, ids: new Set(statements.answerIds.all()) };
+        return { generation, listed: statements.answerIds.all() };
       } finally {
         db.exec('COMMIT');
       }
