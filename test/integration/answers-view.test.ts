@@ -14,6 +14,7 @@ import { MAX_GENERATION_CHANGES } from '../../src/lease/lease-record.js';
 import type { FencedTargetLeaseTable } from '../../src/lease/target-lease-table.js';
 import { S, openTarget, tempRoot } from '../helpers/lease-fixtures.js';
 import { describeEachStore } from '../helpers/lease-stores.js';
+import { FaultInjectingFsLayer } from '../../src/fs/fault-fs-layer.js';
 
 const input = (n: number): string => n.toString(16).padStart(64, '0');
 
@@ -149,6 +150,60 @@ describeEachStore('answers view', (store) => {
       expect((await store.readRaw(root, answerRecordId(7n)))?.equals(before!)).toBe(true);
       expect(await store.readRaw(root, answerRecordId(8n))).toBeNull();
       expect((await store.readRaw(root, generation))?.toString()).toBe('{"schema":1');
+    } finally {
+      await closeAll();
+    }
+  });
+  it.skipIf(store.name !== 'files')('scans under the generation record lock, so no answer write is half done; a scan that fails leaves claims reading, and deciding right', async () => {
+    try {
+      const root = await tempRoot();
+      const faults = new FaultInjectingFsLayer();
+      const writer = await openTarget(root, store.options(), { fsLayer: faults });
+      tables.push(writer);
+      const reader = await openTarget(root, { ...store.options(), lockAcquireTimeoutMs: 300 });
+      tables.push(reader);
+      await answer(writer, [5n], input(1), [5n], 10 * S);
+      // The writer's next answer stops after it published the generation that lists branch 6 and
+      // before branch 6's answer record: it holds the generation record's lock there.
+      const held = await writer.claimGroup([6n], { t: 1 }, { owner: 'writer', nowMs: 11 * S });
+      if (!held.ok) throw new Error('claim failed');
+      let paused!: () => void;
+      const reached = new Promise<void>((resolve) => (paused = resolve));
+      let go!: () => void;
+      const gate = new Promise<void>((resolve) => (go = resolve));
+      faults.hook({ op: 'rename', path: answerRecordId(6n), run: async () => { paused(); await gate; } });
+      const release = writer.releaseGroup([6n], held.token, { nowMs: 11 * S, answers: { input: input(1), settled: [6n] } });
+      await reached;
+      // The reader's scan waits for that lock past its deadline and gives up; its claim reads
+      // every member's answer record instead, and is refused on the branch answered before.
+      const refused = await claim(reader, [5n, 7n], input(1), 'reader', 12 * S);
+      expect(refused.result).toEqual({ ok: false, reason: 'answered', answered: [5n] });
+      expect(refused.read).toEqual(ids([5n, 7n]));
+      expect(reader.answerScans).toEqual({ scans: 0, failed: 1 });
+      go();
+      expect(await release).toEqual({ ok: true });
+      // Claims right after a failed scan do not scan again; they read, and see branch 6 answered.
+      const six = await claim(reader, [6n, 7n], input(1), 'reader', 13 * S);
+      expect(six.result).toEqual({ ok: false, reason: 'answered', answered: [6n] });
+      expect(reader.answerScans).toEqual({ scans: 0, failed: 1 });
+    } finally {
+      await closeAll();
+    }
+  });
+
+  it.skipIf(store.name !== 'files')('a scan that cannot list a shard directory makes nothing complete', async () => {
+    try {
+      const root = await tempRoot();
+      const writer = await open(root);
+      await answer(writer, [5n], input(1), [5n], 10 * S);
+      const faults = new FaultInjectingFsLayer();
+      const reader = await openTarget(root, store.options(), { fsLayer: faults });
+      tables.push(reader);
+      faults.fail({ op: 'readdir', path: root, nth: 2 });
+      const refused = await claim(reader, [5n, 7n], input(1), 'reader', 12 * S);
+      expect(refused.result).toEqual({ ok: false, reason: 'answered', answered: [5n] });
+      expect(refused.read).toEqual(ids([5n, 7n]));
+      expect(reader.answerScans).toEqual({ scans: 0, failed: 1 });
     } finally {
       await closeAll();
     }

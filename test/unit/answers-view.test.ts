@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AnswerEntry, AnswersView, generationOf, inputKey, nextGeneration, type AnswerGeneration } from '../../src/lease/answers-view.js';
+import { AnswerEntry, AnswersView, NO_ANSWER, generationOf, inputKey, nextGeneration, type AnswerGeneration } from '../../src/lease/answers-view.js';
 import { answerGenerationRecordId, answerRecordId } from '../../src/lease/identity.js';
 import { MAX_GENERATION_CHANGES, parseRecordText, serializeRecord, type LeaseRecord, type RecordRead } from '../../src/lease/lease-record.js';
 
@@ -147,5 +147,79 @@ describe('AnswersView', () => {
   it('keeps the version of the record it holds, 0 for none', () => {
     expect(new AnswerEntry({ state: 'valid', record: { ...answerRecord(1n, [input(1)]).record, version: 7 } } as RecordRead & { state: 'valid' }).version).toBe(7);
     expect(new AnswerEntry({ state: 'absent' }).version).toBe(0);
+  });
+});
+
+describe('AnswersView, complete', () => {
+  /** What a scan lists for an answer record of `target`: its id and the target it names. */
+  const listedOf = (target: bigint): readonly [string, unknown] => [answerRecordId(target), target.toString(10)];
+
+  it('answers NO_ANSWER for a branch the scan did not list, and asks for a read of every branch it did, by target or by id', () => {
+    const view = new AnswersView();
+    const g = bump(NONE, [1n]);
+    expect(view.isComplete).toBe(false);
+    expect(view.lookup(50n)).toBeUndefined();
+    // Listed: 1 by its target; 2 by id only (the file store's names); 3's record names another
+    // target (4), so it is kept by id and 4 is not trusted; the generation record is no answer record.
+    view.complete(g, [listedOf(1n), [answerRecordId(2n), undefined], [answerRecordId(3n), '4'], [answerGenerationRecordId(), undefined]]);
+    expect(view.isComplete).toBe(true);
+    expect(view.lookup(1n)).toBeUndefined();
+    expect(view.lookup(2n)).toBeUndefined();
+    expect(view.lookup(3n)).toBeUndefined();
+    expect(view.lookup(4n)).toBe(NO_ANSWER);
+    expect(view.lookup(50n)).toBe(NO_ANSWER);
+    expect(NO_ANSWER.read).toEqual({ state: 'absent' });
+    // What it learns it answers from its entries.
+    view.learn(g, 1n, answerRecord(1n, [input(1)]));
+    expect(view.lookup(1n)?.read).toEqual(answerRecord(1n, [input(1)]));
+  });
+
+  it('counts every branch a newer generation lists as having a record, also once its entry is evicted', () => {
+    const view = new AnswersView(2);
+    const g1 = bump(NONE, [1n]);
+    view.complete(g1, [listedOf(1n)]);
+    const g2 = bump(g1, [7n]);
+    view.advance(g2);
+    expect(view.lookup(7n)).toBeUndefined();
+    expect(view.lookup(8n)).toBe(NO_ANSWER);
+    view.learn(g2, 7n, answerRecord(7n, [input(1)]));
+    view.learn(g2, 1n, answerRecord(1n, [input(1)]));
+    view.learn(g2, 9n, { state: 'absent' });
+    // 7's entry was evicted: read again, never taken for a branch without a record.
+    expect(view.lookup(7n)).toBeUndefined();
+    expect(view.lookup(9n)?.read).toEqual({ state: 'absent' });
+    expect(view.isComplete).toBe(true);
+  });
+
+  it('is complete no more once it starts over, and takes no scan older than itself', () => {
+    const view = new AnswersView();
+    const g1 = bump(NONE, [1n]);
+    view.complete(g1, []);
+    expect(view.lookup(5n)).toBe(NO_ANSWER);
+    let g = g1;
+    for (let i = 0; i < MAX_GENERATION_CHANGES + 1; i += 1) g = bump(g, [BigInt(100 + i)]);
+    view.advance(g);
+    expect(view.isComplete).toBe(false);
+    expect(view.lookup(5n)).toBeUndefined();
+    // A scan made before the view moved on cannot make it complete.
+    view.complete(g1, []);
+    expect(view.isComplete).toBe(false);
+    view.complete(g, []);
+    expect(view.isComplete).toBe(true);
+    // Another epoch: over again.
+    view.advance(bump(NONE, [1n]));
+    expect(view.isComplete).toBe(false);
+  });
+
+  it('gives completeness up past its bound of branches', () => {
+    const view = new AnswersView(8, 3);
+    const g1 = bump(NONE, [1n]);
+    view.complete(g1, [listedOf(1n), listedOf(2n), listedOf(3n), listedOf(4n)]);
+    expect(view.isComplete).toBe(false);
+    view.complete(g1, [listedOf(1n), listedOf(2n)]);
+    expect(view.isComplete).toBe(true);
+    view.advance(bump(g1, [5n, 6n]));
+    expect(view.isComplete).toBe(false);
+    expect(view.lookup(9n)).toBeUndefined();
   });
 });
