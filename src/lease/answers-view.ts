@@ -272,23 +272,52 @@ export class AnswersView {
  * from an entry and declares its version (`MoreReads.declared`); the store's commit checks that no
  * newer version exists (etcd-batch.ts), so an old entry costs a conflict and a read, never a wrong
  * decision. Dropping an entry is always safe.
+ *
+ * Complete: once the store has listed the branches that have an answer record
+ * (`RecordBackend.answeredBranches`, by lease record id), any other branch is answered `NO_ANSWER`
+ * (declared at version 0) without a read. A branch answered elsewhere since costs the same
+ * conflict and read as an old entry; then, and whenever this table writes one, it joins the list.
  */
 export class VersionedAnswers {
   /** Answer records (valid or absent) by target, least recently learnt first. */
   readonly #entries = new Map<bigint, AnswerEntry>();
+  /** Lease record ids of the branches known to have an answer record, once listed. */
+  #answered: Set<string> | undefined;
 
-  constructor(private readonly capacity = ANSWERS_VIEW_ENTRIES) {}
+  constructor(
+    private readonly capacity = ANSWERS_VIEW_ENTRIES,
+    private readonly completeCapacity = COMPLETE_VIEW_BRANCHES,
+  ) {}
 
-  /** The answer record of `target` the view holds, if any. */
-  lookup(target: bigint): AnswerEntry | undefined {
-    return this.#entries.get(target);
+  /** True once the store listed the branches that have an answer record (class comment). */
+  get isComplete(): boolean {
+    return this.#answered !== undefined;
   }
 
-  /** Keeps `read`, an answer record as the store holds it (read from it, or committed by this table), as `target`'s. */
-  learn(target: bigint, read: RecordRead): void {
+  /** Takes the store's list of branches with an answer record (lease record ids); ignored past the bound. */
+  complete(answered: ReadonlySet<string>): void {
+    this.#answered = answered.size > this.completeCapacity ? undefined : new Set(answered);
+  }
+
+  /**
+   * The answer record of `target` (lease record `leaseId`) the view holds: its entry, `NO_ANSWER`
+   * when the view is complete and does not list the branch, undefined when it must be read.
+   */
+  lookup(target: bigint, leaseId: string): AnswerEntry | undefined {
+    const entry = this.#entries.get(target);
+    if (entry !== undefined || this.#answered === undefined || this.#answered.has(leaseId)) return entry;
+    return NO_ANSWER;
+  }
+
+  /** Keeps `read`, an answer record as the store holds it (read from it, or committed by this table), as `target`'s (lease record `leaseId`). */
+  learn(target: bigint, leaseId: string, read: RecordRead): void {
     if (read.state === 'corrupt') return;
     this.#entries.delete(target);
     if (this.#entries.size >= this.capacity) this.#entries.delete(this.#entries.keys().next().value as bigint);
     this.#entries.set(target, new AnswerEntry(read.state === 'valid' ? { state: 'valid', record: read.record } : read));
+    if (read.state === 'valid' && this.#answered !== undefined) {
+      this.#answered.add(leaseId);
+      if (this.#answered.size > this.completeCapacity) this.#answered = undefined;
+    }
   }
 }

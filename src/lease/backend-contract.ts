@@ -234,6 +234,13 @@ export interface RecordBackend {
    */
   relateAnswers?(pairs: readonly (readonly [string, string])[]): void;
   /**
+   * A store that versions answer records: the lease record id of every branch that has an answer
+   * record, from a keys-only listing. Nothing rests on it being complete or current: a claim that
+   * declares a member without an answer record (version 0, `MoreReads.declared`) is checked at
+   * commit like any declared version, and a branch answered since costs a conflict and a read.
+   */
+  answeredBranches?(): Promise<ReadonlySet<string>>;
+  /**
    * Releases what the backend keeps open between batches (lock fds, a database handle). Call it
    * when done with the table. Idempotent.
    */

@@ -42,7 +42,7 @@
  * still honoured by every claim, carried on by claims that do not look at answers, and moved into
  * the answer record by the first release that records an answer for the branch.
  */
-import { answerGenerationRecordId, answerRecordId, groupMembers, type GroupMember } from './identity.js';
+import { answerGenerationRecordId, answerRecordId, groupMembers, targetRecordId, type GroupMember } from './identity.js';
 import { AnswerEntry, AnswersView, VersionedAnswers, generationOf, inputKey, nextGeneration, type AnswerGeneration } from './answers-view.js';
 import type { RecordView } from './batch-overlay.js';
 import { checkNowMs, type LeaseOperation, type MoreReads } from './lease-operation.js';
@@ -341,40 +341,53 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   }
 
   /**
-   * Makes the answers view complete (answers-view.ts "Complete views") when it is not: one batch
-   * that locks the generation record and lists the store (`StoreBatch.scanAnswers`). A failure
-   * (an I/O error, a lock held too long) leaves the view as it was, claims read what it does not
-   * hold, and the next `SCAN_PAUSE` claims do not scan again.
+   * Makes the table's view of the answer records complete (answers-view.ts, "Complete views" and
+   * `VersionedAnswers`) when it is not: on files and SQLite one batch that locks the generation
+   * record and lists the store (`StoreBatch.scanAnswers`); on etcd a keys-only listing
+   * (`RecordBackend.answeredBranches`). A failure (an I/O error, a lock held too long) leaves the
+   * view as it was, claims read what it does not hold, and the next `SCAN_PAUSE` claims do not
+   * scan again.
    */
   private prepareView(): Promise<void> {
-    const view = this.answersView;
-    if (view === undefined || view.isComplete) return Promise.resolve();
+    if (this.answersView?.isComplete ?? this.versionedAnswers?.isComplete ?? true) return Promise.resolve();
     if (this.#scanning !== undefined) return this.#scanning;
     if (this.#scanPause > 0) {
       this.#scanPause -= 1;
       return Promise.resolve();
     }
-    this.#scanning = this.scanAnswers(view).finally(() => {
+    this.#scanning = this.scanAnswers().finally(() => {
       this.#scanning = undefined;
     });
     return this.#scanning;
   }
 
-  private async scanAnswers(view: AnswersView): Promise<void> {
-    const batch = this.backend.begin();
+  private async scanAnswers(): Promise<void> {
     try {
-      if (batch.scanAnswers === undefined) return;
-      await batch.lock([ANSWER_GENERATION_ID]);
-      const scan = await batch.scanAnswers(ANSWER_GENERATION_ID);
-      const generation = scan === undefined ? undefined : generationOf(scan.generation);
-      // A corrupt generation record: claims read every member's answer record until it is repaired.
-      if (scan === undefined || generation === undefined) return;
-      view.complete(generation, scan.listed);
-      this.#scanCounts.scans += 1;
+      if (this.answersView !== undefined) {
+        if (await this.scanIntoView(this.answersView)) this.#scanCounts.scans += 1;
+      } else if (this.versionedAnswers !== undefined && this.backend.answeredBranches !== undefined) {
+        this.versionedAnswers.complete(await this.backend.answeredBranches());
+        this.#scanCounts.scans += 1;
+      }
     } catch (error) {
       if (error instanceof InternalError) throw error;
       this.#scanCounts.failed += 1;
       this.#scanPause = SCAN_PAUSE;
+    }
+  }
+
+  /** One scan batch on a store with an answer generation; true when it made `view` complete. */
+  private async scanIntoView(view: AnswersView): Promise<boolean> {
+    const batch = this.backend.begin();
+    try {
+      if (batch.scanAnswers === undefined) return false;
+      await batch.lock([ANSWER_GENERATION_ID]);
+      const scan = await batch.scanAnswers(ANSWER_GENERATION_ID);
+      const generation = scan === undefined ? undefined : generationOf(scan.generation);
+      // A corrupt generation record: claims read every member's answer record until it is repaired.
+      if (scan === undefined || generation === undefined) return false;
+      view.complete(generation, scan.listed);
+      return view.isComplete;
     } finally {
       await batch.release();
     }
@@ -419,7 +432,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     let readGeneration: AnswerGeneration | undefined;
     let fromView: (AnswerEntry | undefined)[] = [];
     const key = input === undefined ? 0 : inputKey(input);
-    let readForView: (readonly [bigint, RecordRead])[] = [];
+    let readForView: (readonly [bigint, string, RecordRead])[] = [];
     const answersView = this.answersView;
     // The store versions the answer records (etcd): it is told which lease record each one read belongs to.
     const versionedAnswers = this.versionedAnswers;
@@ -429,7 +442,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
-      ...(asksAnswers && answersView !== undefined ? { prepare: () => this.prepareView() } : {}),
+      ...(asksAnswers ? { prepare: () => this.prepareView() } : {}),
       // Read, not locked: the generation record, and (`readMore`) the answer records the view does
       // not hold at that generation. Only a release writes an answer record, and it holds the
       // member's lease record lock, which this claim takes too; it bumps the generation in the
@@ -442,7 +455,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         ? {
             // Members whose lease record is read from the server have their answer record read in
             // the same request, unless the view holds it (the claim then declares that version).
-            readAlong: members.flatMap((m, i) => (versionedAnswers!.lookup(m.target) === undefined ? [[answerIdOf(i), m.id] as const] : [])),
+            readAlong: members.flatMap((m, i) => (versionedAnswers!.lookup(m.target, m.id) === undefined ? [[answerIdOf(i), m.id] as const] : [])),
             readMore: (view: RecordView): MoreReads => {
               attempts += 1;
               const pinned: string[] = [];
@@ -452,7 +465,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
               fromView = members.map((m, i) => {
                 const state = readableState(view, m.id);
                 if (state === null) return undefined; // unreadable: `apply` fails on the lease record
-                const entry = state === 'absent' && attempts === 1 ? versionedAnswers!.lookup(m.target) : undefined;
+                const entry = state === 'absent' && attempts === 1 ? versionedAnswers!.lookup(m.target, m.id) : undefined;
                 if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIdOf(i), version: entry.version });
                 else {
                   (state === 'absent' ? pinned : guarded).push(answerIdOf(i));
@@ -463,7 +476,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
               return { guarded, pinned, declared, answerRelations };
             },
             committed: (): void => {
-              for (const [target, read] of readForView) versionedAnswers!.learn(target, read);
+              for (const [target, leaseId, read] of readForView) versionedAnswers!.learn(target, leaseId, read);
             },
           }
         : {}),
@@ -480,7 +493,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             },
             committed: (changed: boolean): void => {
               if (!changed || readGeneration === undefined) return;
-              for (const [target, read] of readForView) answersView.learn(readGeneration, target, read);
+              for (const [target, , read] of readForView) answersView.learn(readGeneration, target, read);
             },
           }
         : {}),
@@ -502,7 +515,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
             const inBatch = fromView[i] === undefined || answersStaged ? view.peek(answerIdOf(i)) : undefined;
             if (inBatch !== undefined) {
               answerRead = inBatch;
-              if (fromView[i] === undefined) readForView.push([member.target, inBatch]);
+              if (fromView[i] === undefined) readForView.push([member.target, member.id, inBatch]);
             } else {
               entry = fromView[i]!;
               answerRead = entry.read;
@@ -702,7 +715,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       ...(versioned
         ? {
             committed: (): void => {
-              for (const [target, record] of wrote?.records ?? []) versionedAnswers!.learn(target, { state: 'valid', record });
+              for (const [target, record] of wrote?.records ?? []) versionedAnswers!.learn(target, targetRecordId(target), { state: 'valid', record });
             },
           }
         : {}),

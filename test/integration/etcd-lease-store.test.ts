@@ -628,8 +628,11 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       } finally {
         await a.close();
       }
-      // Reopened: no view. One read: each member's lease record and its newest answer version in one
-      // range request (the claim's `readAlong`); the newest decides.
+      // Reopened: the view lists the branches with answer versions (81), so one read: each member's
+      // lease record, and 81's newest answer version in the same range request (the claim's
+      // `readAlong`); the newest decides. 82 has none: declared at version 0 without a read. The
+      // refused claim writes nothing, so one transaction of compares alone confirms 82 (no
+      // operations in it).
       const reopened = await openTarget(root, base(prefix));
       const kv = kvOf(reopened);
       const txn = kv.txn.bind(kv);
@@ -641,7 +644,8 @@ describe.skipIf(unavailable !== undefined)('etcd lease store', () => {
       };
       try {
         expect(await reopened.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 15 * S, input: y })).toEqual({ ok: false, reason: 'answered', answered: [81n] });
-        expect(reads).toEqual([2]);
+        expect(reads).toEqual([2, 0]);
+        expect(reopened.answerScans).toEqual({ scans: 1, failed: 0 });
         expect((await reopened.claimGroup([81n, 82n], { path: 'b' }, { owner: 'b', nowMs: 16 * S, input: '7'.repeat(64) })).ok).toBe(true);
       } finally {
         kv.txn = txn;

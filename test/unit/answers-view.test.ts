@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AnswerEntry, AnswersView, NO_ANSWER, generationOf, inputKey, nextGeneration, type AnswerGeneration } from '../../src/lease/answers-view.js';
-import { answerGenerationRecordId, answerRecordId } from '../../src/lease/identity.js';
+import { AnswerEntry, AnswersView, NO_ANSWER, VersionedAnswers, generationOf, inputKey, nextGeneration, type AnswerGeneration } from '../../src/lease/answers-view.js';
+import { answerGenerationRecordId, answerRecordId, targetRecordId } from '../../src/lease/identity.js';
 import { MAX_GENERATION_CHANGES, parseRecordText, serializeRecord, type LeaseRecord, type RecordRead } from '../../src/lease/lease-record.js';
 
 const WRITER = { owner: 'c', token: 'c:0:1:abc', worker: 0, nowMs: 1000 };
@@ -221,5 +221,31 @@ describe('AnswersView, complete', () => {
     view.advance(bump(g1, [5n, 6n]));
     expect(view.isComplete).toBe(false);
     expect(view.lookup(9n)).toBeUndefined();
+  });
+});
+
+describe('VersionedAnswers, complete', () => {
+  it('declares no answer for a branch the store did not list, keeps what it learns, and adds the branches it learns answered', () => {
+    const view = new VersionedAnswers(2);
+    expect(view.lookup(1n, targetRecordId(1n))).toBeUndefined();
+    view.complete(new Set([targetRecordId(1n)]));
+    expect(view.isComplete).toBe(true);
+    expect(view.lookup(1n, targetRecordId(1n))).toBeUndefined();
+    expect(view.lookup(2n, targetRecordId(2n))).toBe(NO_ANSWER);
+    view.learn(2n, targetRecordId(2n), { state: 'valid', record: { ...answerRecord(2n, [input(1)]).record, version: 3 } } as RecordRead);
+    expect(view.lookup(2n, targetRecordId(2n))?.version).toBe(3);
+    // Evicted, 2 is still known to have a record: read, not declared absent.
+    view.learn(3n, targetRecordId(3n), { state: 'absent' });
+    view.learn(4n, targetRecordId(4n), { state: 'absent' });
+    expect(view.lookup(2n, targetRecordId(2n))).toBeUndefined();
+    expect(view.lookup(3n, targetRecordId(3n))?.read).toEqual({ state: 'absent' });
+    expect(view.lookup(4n, targetRecordId(4n))?.read).toEqual({ state: 'absent' });
+  });
+
+  it('stays incomplete when the listing is past its bound', () => {
+    const view = new VersionedAnswers(8, 1);
+    view.complete(new Set([targetRecordId(1n), targetRecordId(2n)]));
+    expect(view.isComplete).toBe(false);
+    expect(view.lookup(3n, targetRecordId(3n))).toBeUndefined();
   });
 });

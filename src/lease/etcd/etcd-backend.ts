@@ -435,6 +435,29 @@ export class EtcdRecordBackend implements RecordBackend {
     return entries;
   }
 
+  /** `RecordBackend.answeredBranches`: the lease ids of the branches with an answer version, keys only, a page at a time. */
+  async answeredBranches(): Promise<ReadonlySet<string>> {
+    const prefix = Buffer.from(`${this.base}r/`);
+    const end = prefixEnd(prefix);
+    const answered = new Set<string>();
+    let from = prefix;
+    let revision: string | undefined;
+    for (;;) {
+      const page = await this.connection.client.kv.range({ key: from, range_end: end, limit: SCAN_PAGE * 16, keys_only: true, ...(revision !== undefined ? { revision } : {}) }, this.connection.call()).catch((error: unknown) => {
+        throw etcdIoError(`etcd listing of the answer records under ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
+      });
+      revision ??= String(page.header.revision);
+      for (const kv of page.kvs) {
+        const id = kv.key.subarray(prefix.length).toString('utf8');
+        const slash = id.indexOf('/');
+        if (slash > 0) answered.add(id.slice(0, slash));
+      }
+      if (!page.more || page.kvs.length === 0) break;
+      from = Buffer.concat([page.kvs[page.kvs.length - 1]!.key, Buffer.from([0])]);
+    }
+    return answered;
+  }
+
   /**
    * A scanned answer version of the branch whose lease record is `leaseId`: the answer record
    * when it is the branch's first (newest), `superseded` after it; corrupt when its key or value
