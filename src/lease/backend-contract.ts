@@ -119,6 +119,12 @@ export interface StoreBatch {
    */
   fetch(ids: readonly string[], guarded?: ReadonlySet<string>, pinned?: ReadonlySet<string>): Promise<ReadonlyMap<string, FetchedRead>>;
   /**
+   * Ids this batch's operations know to be lease records, never answer records (every id a claim
+   * locks), before the first `fetch`: a store that keeps answer records in a table of their own
+   * (SQLite) reads and checks these in the lease table alone. Any other store ignores it.
+   */
+  leaseRecords?(ids: ReadonlySet<string>): void;
+  /**
    * A store that versions answer records (`RecordBackend.relateAnswers`): answer records operations
    * decided from at versions they held, without reading them (`MoreReads.declared`). Checked at
    * commit like `pinned` reads, whether the batch writes or not.

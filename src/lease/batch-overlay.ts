@@ -90,6 +90,12 @@ export class BatchOverlay {
     }
   }
 
+  /** Ids known to be lease records (`StoreBatch.leaseRecords`), before the first read. */
+  leaseRecords(ids: ReadonlySet<string>): void {
+    this.assertOpen();
+    this.store.leaseRecords?.(ids);
+  }
+
   /** Answer records to read with their lease records (`LeaseOperation.readAlong`), where the store can. */
   readAlong(pairs: readonly (readonly [string, string])[]): void {
     this.assertOpen();

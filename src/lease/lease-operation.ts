@@ -43,6 +43,12 @@ export interface LeaseOperation<R> {
   /** Every record the operation writes, and those it reads that need its own lock. */
   readonly lockIds: readonly string[];
   /**
+   * The ids of `lockIds` that are target lease records, never an answer record or the answer
+   * generation: the store may read them where lease records live alone (`StoreBatch.leaseRecords`).
+   * An id another operation of the batch names without listing it here is read as usual.
+   */
+  readonly leaseRecordIds?: readonly string[];
+  /**
    * Records the operation only reads, without locking them: each is written only by operations
    * that lock one of this operation's `lockIds` as well, so that lock already orders the writes
    * and this read (a target's answer record, written only under its lease record's lock: by a
@@ -227,6 +233,8 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
     const ids = operations.flatMap((op) => op.lockIds);
     const readOnly = operations.flatMap((op) => op.readIds ?? []);
     await batch.lock(ids);
+    const leaseIds = leaseRecordIds(operations);
+    if (leaseIds.size > 0) batch.leaseRecords(leaseIds);
     for (const op of operations) if (op.answerRelations !== undefined) backend.relateAnswers?.(op.answerRelations);
     if (backend.relateAnswers !== undefined) {
       const along = operations.flatMap((op) => op.readAlong ?? []);
@@ -252,6 +260,21 @@ async function executeOnce(backend: RecordBackend, operations: readonly LeaseOpe
   } finally {
     await batch.release();
   }
+}
+
+/** Ids every operation that names them lists as lease records (`LeaseOperation.leaseRecordIds`). */
+function leaseRecordIds(operations: readonly LeaseOperation<unknown>[]): Set<string> {
+  const leaseIds = new Set<string>();
+  for (const op of operations) for (const id of op.leaseRecordIds ?? []) leaseIds.add(id);
+  if (leaseIds.size === 0) return leaseIds;
+  for (const op of operations) {
+    if (op.leaseRecordIds?.length !== op.lockIds.length) {
+      const listed = new Set(op.leaseRecordIds);
+      for (const id of op.lockIds) if (!listed.has(id)) leaseIds.delete(id);
+    }
+    for (const id of op.readIds ?? []) leaseIds.delete(id);
+  }
+  return leaseIds;
 }
 
 /**

@@ -442,6 +442,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     return {
       name: 'claimGroup',
       lockIds: members.map((m) => m.id),
+      leaseRecordIds: members.map((m) => m.id),
       ...(asksAnswers ? { prepare: () => this.prepareView() } : {}),
       // Read, not locked: the generation record, and (`readMore`) the answer records the view does
       // not hold at that generation. Only a release writes an answer record, and it holds the
@@ -588,6 +589,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     return {
       name: 'heartbeatGroup',
       lockIds: members.map((m) => m.id),
+      leaseRecordIds: members.map((m) => m.id),
       apply: (view): FenceResult => {
         const records = this.validateHeld(view, members, token);
         if (!Array.isArray(records)) return records;
@@ -620,6 +622,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     return {
       name: 'releaseGroup',
       lockIds: [...members.map((m) => m.id), ...writes.lockIds],
+      leaseRecordIds: members.map((m) => m.id),
       ...writes.hooks,
       apply: (view): FenceResult => {
         writes.reset();
@@ -668,6 +671,7 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
       // an answer record holds its lease record's lock, which orders it with the claims that read
       // it (files; the answers view relies on that, answers-view.ts).
       lockIds: [...members.map((m) => m.id), ...writes.lockIds],
+      leaseRecordIds: members.map((m) => m.id),
       ...writes.hooks,
       apply: (view): FenceResult => {
         writes.reset();

@@ -101,4 +101,38 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       await upgraded.close();
     }
   });
+  it('reads the lease records of a target table from the lease table alone: a lease-shaped row put in the answer table by hand changes no claim, heartbeat or release, and symfence leases reports it', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    try {
+      // A lease record of c1 on 21, moved by hand into the answer table, where no lease record lives.
+      const first = await table.claimGroup([21n], {}, { owner: 'c1', nowMs: 10 * S });
+      if (!first.ok) throw new Error('claim failed');
+      const lease = targetRecordId(21n);
+      const text = rowText(root, 'lease_records', lease)!;
+      withDb(root, (db) => {
+        db.prepare('DELETE FROM lease_records WHERE id = ?').run(lease);
+        db.prepare('INSERT INTO answer_records (id, record, group_id) VALUES (?, ?, NULL)').run(lease, text);
+      });
+      // The branch is free where lease records live: claimed, kept and released as any other.
+      const second = await table.claimGroup([21n, 22n], {}, { owner: 'c2', nowMs: 11 * S, input: INPUT_A });
+      if (!second.ok) throw new Error(`claim failed: ${second.reason}`);
+      expect(await table.heartbeatGroup([21n, 22n], second.token, { nowMs: 12 * S })).toEqual({ ok: true });
+      expect(await table.releaseGroup([21n, 22n], second.token, { nowMs: 13 * S, answers: { input: INPUT_A, settled: [21n] } })).toEqual({ ok: true });
+      expect(rowText(root, 'answer_records', lease)).toBe(text);
+      expect(idsIn(root, 'lease_records')).toEqual([]);
+      // A fresh table (another coordinator) decides the same.
+      const other = await openTarget(root, { store: 'sqlite' });
+      try {
+        expect(await other.claimGroup([21n], {}, { owner: 'c3', nowMs: 14 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'answered', answered: [21n] });
+        expect((await other.claimGroup([21n], {}, { owner: 'c3', nowMs: 15 * S, input: INPUT_B })).ok).toBe(true);
+      } finally {
+        await other.close();
+      }
+      const inspected = await inspectLeaseTable(root, { nowMs: 16 * S, leaseTtlMs: 60 * S });
+      expect(inspected.counts.corrupt).toBeGreaterThan(0);
+    } finally {
+      await table.close();
+    }
+  });
 });
