@@ -11,7 +11,8 @@
  * A table keeps the answer records it has read or written (`AnswersView`), valid as of one
  * generation. A claim reads the generation record; when the view is at that generation, the view's
  * entries are the store's answer records and only the members the view does not hold are read
- * (a second read in the same batch, `LeaseOperation.readMore`). When the store has moved on, the
+ * (a second read in the same batch, `LeaseOperation.readMore`), and of those, on a complete view,
+ * only the ones that have an answer record (`AnswersView`, "Complete views"). When the store has moved on, the
  * view drops exactly the targets the record lists as written since (`changed`), so another
  * coordinator's answers cost this one a read of the branches they touched, not of everything. A
  * view older than the record's list reaches (`since`) starts over.
@@ -22,10 +23,12 @@
  * is only added from a read made after the generation it is filed under was read (the member reads
  * come in the second read), or from a committed write. A generation never repeats within an
  * `epoch`; a record written afresh (none yet, or a new table) starts a new random epoch, and a view
- * of another epoch starts over.
+ * of another epoch starts over. No generation record (epoch `""`) vouches for nothing: the record
+ * may have been removed (an operator's repair of a corrupt one) with answer records left, and a
+ * claim that reads it absent reads every member's answer record.
  */
 import { randomBytes } from 'node:crypto';
-import { answerGenerationRecordId, answerRecordId } from './identity.js';
+import { answerGenerationRecordId, answerRecordId, targetRecordId } from './identity.js';
 import { MAX_GENERATION_CHANGES, isDecimalTarget, type LeaseRecord, type RecordRead } from './lease-record.js';
 /** Answer records a table's view keeps; the least recently learnt goes first. */
 export const ANSWERS_VIEW_ENTRIES = 8192;
@@ -159,10 +162,12 @@ export const COMPLETE_VIEW_BRANCHES = 1 << 20;
  * listed record whose own `target` hashes to its id is filed under that target (`#present`); any
  * other (the file store lists ids only, and a damaged record names no target) is kept by id
  * (`#listedIds`), and a branch is then looked up by its answer record id too. From then on every
- * target a newer generation lists as written joins `#present`. Entries leave only by eviction,
- * and a branch that has a record keeps answering "read me" through `#present` or `#listedIds`. A
- * view that starts over (another epoch, or behind what the generation record lists) is no longer
- * complete until the next scan.
+ * target a newer generation lists as written joins `#present`. An entry that leaves (evicted,
+ * or written since) leaves its branch answering "read me" through `#present` or `#listedIds` if it
+ * has a record. A view that starts over (another epoch, or behind what the generation record lists)
+ * is no longer complete until the next scan. An answer record that appears without a new
+ * generation (written by hand) is not seen by a complete view until it starts over or its table is
+ * reopened and scans.
  */
 export class AnswersView {
   #epoch: string | undefined;
@@ -218,22 +223,43 @@ export class AnswersView {
 
   /**
    * Makes the view complete at `g` from a scan (class comment): `listed` holds every record that
-   * may be an answer record while the generation record read `g`, with no answer written in
-   * between, each as its id and the `target` it names (undefined if none could be read). Nothing
-   * changes when the view has moved past `g` meanwhile, or when `listed` is past the bound.
+   * may be an answer record, each as its id and the `target` it names (undefined if none could be
+   * read). Exact at `g` when `before` is undefined (one snapshot, SQLite); else `before` is the
+   * generation record as read before the listing (files), and `g` must list every branch written
+   * from `before`'s generation on, which join the branches with a record. Never at no generation
+   * record (epoch `""`): nothing tells a view at `("", 0)` from one after the record was removed.
+   * `behind`: the view has moved past `g`, or `g` does not reach back to `before`; `too-large`:
+   * past the bound; `none`: no generation record.
    */
-  complete(g: AnswerGeneration, listed: readonly (readonly [string, unknown])[]): void {
+  complete(g: AnswerGeneration, listed: readonly (readonly [string, unknown])[], before?: AnswerGeneration): 'complete' | 'behind' | 'too-large' | 'none' {
     this.advance(g);
-    if (!this.at(g) || listed.length > this.completeCapacity) return;
+    if (g.epoch === '') return 'none';
+    if (!this.at(g)) return 'behind';
+    // Written from this generation on: listed by `g`, when it reaches back that far.
+    let from = g.generation + 1;
+    if (before !== undefined) {
+      from = before.epoch === g.epoch ? before.generation : before.epoch === '' ? 0 : -1;
+      if (from < 0 || g.since >= Math.max(from, 1)) return 'behind';
+    }
+    if (listed.length > this.completeCapacity) return 'too-large';
     const ids = new Set<string>();
     this.#present.clear();
     for (const [id, target] of listed) {
       const t = typeof target === 'string' && isDecimalTarget(target) ? BigInt(target) : undefined;
-      // A record's own word for its target counts only when its id is that target's answer record id.
+      // A record's own word for its target counts only when its id is that target's answer record
+      // id; a lease record (a SQLite scan lists those too) is known by its own id.
       if (t !== undefined && answerRecordId(t) === id) this.#present.add(t);
+      else if (t !== undefined && targetRecordId(t) === id) continue;
       else if (id !== answerGenerationRecordId()) ids.add(id);
     }
+    for (const [at, target] of g.changed) if (at >= from) this.#present.add(BigInt(target));
     this.#listedIds = ids;
+    return 'complete';
+  }
+
+  /** Where the view is: its epoch and generation (before any: `"-"`). */
+  get position(): string {
+    return this.#epoch === undefined ? '-' : `${this.#epoch}/${this.#generation}`;
   }
 
   /**

@@ -93,10 +93,12 @@ export interface StagedChange {
 /**
  * What `StoreBatch.scanAnswers` found: the answer generation record, and each record listed with
  * it as its id and the `target` it names (undefined when the store lists names only, or the
- * record names none: the view then looks such a record up by id).
+ * record names none: the view then looks such a record up by id). `before`: the generation record
+ * as read before the listing, where the listing is not one snapshot with `generation` (files).
  */
 export interface AnswerScan {
   readonly generation: RecordRead;
+  readonly before?: RecordRead;
   readonly listed: readonly (readonly [string, unknown])[];
 }
 
@@ -151,11 +153,12 @@ export interface StoreBatch {
   /**
    * A store that keeps an answer generation record (files, SQLite): reads that record
    * (`generationId`) and lists the id of every record that may be an answer record (a superset is
-   * fine), with no answer record written in between, so that a table's view knows every branch
-   * that has one (answers-view.ts, "Complete views"). The file store needs `generationId` locked
-   * in this batch (every answer write locks it too); SQLite reads both in one read transaction.
-   * Undefined when the store has nothing to list (a lost SQLite database). Rejects with
-   * `LeaseIoError` when it cannot list.
+   * fine), takes no lock, and answers one of two ways (answers-view.ts, "Complete views"): SQLite
+   * reads both in one read transaction, so the listing is exact at the generation read; the file
+   * store reads the generation record before the listing and again after it (`AnswerScan.before`),
+   * so the listing holds every answer record written before the first read, and the second lists
+   * every one written since (when it still reaches back that far). Undefined when the store has
+   * nothing to list (a lost SQLite database). Rejects with `LeaseIoError` when it cannot list.
    */
   scanAnswers?(generationId: string): Promise<AnswerScan | undefined>;
   /** Makes `changes` durable, all-or-nothing; rejects with `LeaseIoError`. */

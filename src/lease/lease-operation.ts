@@ -73,7 +73,8 @@ export interface LeaseOperation<R> {
    * Runs before the batch this operation is in begins, once per `executeOperations` call, with
    * nothing locked or read: a claim that names its input has its table's view of the answer records
    * made complete first (a scan, answers-view.ts "Complete views"), so it reads none of the answer
-   * records the view can vouch for. Never rejects: what it prepares only saves reads.
+   * records the view can vouch for. Rejects only on a programming error: what it prepares only
+   * saves reads.
    */
   prepare?(): Promise<void>;
   /**

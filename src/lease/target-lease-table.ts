@@ -332,6 +332,8 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
   #scanPause = 0;
   /** The scan under way, which claims planned meanwhile wait for instead of scanning again. */
   #scanning: Promise<void> | undefined;
+  /** Where the view was when a scan found no generation record to vouch from (none, or corrupt): no scan again there. */
+  #unscannableAt: string | undefined;
   /** Scans of the answer records that made the view complete, and scans that failed. */
   readonly #scanCounts = { scans: 0, failed: 0 };
 
@@ -342,15 +344,18 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
 
   /**
    * Makes the table's view of the answer records complete (answers-view.ts, "Complete views" and
-   * `VersionedAnswers`) when it is not: on files and SQLite one batch that locks the generation
-   * record and lists the store (`StoreBatch.scanAnswers`); on etcd a keys-only listing
-   * (`RecordBackend.answeredBranches`). A failure (an I/O error, a lock held too long) leaves the
-   * view as it was, claims read what it does not hold, and the next `SCAN_PAUSE` claims do not
-   * scan again.
+   * `VersionedAnswers`) when it is not: on files and SQLite a scan that takes no lock
+   * (`StoreBatch.scanAnswers`); on etcd a keys-only listing (`RecordBackend.answeredBranches`).
+   * Not while the view is where a scan found no generation record (or a corrupt one): the next
+   * generation, an answer written, is worth a scan. A scan that fails (an I/O error, more branches
+   * than a view tracks) leaves the view as it was, claims read what it does not hold, and the
+   * next `SCAN_PAUSE` claims do not scan again. Rejects only on a programming error.
    */
   private prepareView(): Promise<void> {
-    if (this.answersView?.isComplete ?? this.versionedAnswers?.isComplete ?? true) return Promise.resolve();
+    const view = this.answersView;
+    if (view?.isComplete ?? this.versionedAnswers?.isComplete ?? true) return Promise.resolve();
     if (this.#scanning !== undefined) return this.#scanning;
+    if (view !== undefined && view.position === this.#unscannableAt) return Promise.resolve();
     if (this.#scanPause > 0) {
       this.#scanPause -= 1;
       return Promise.resolve();
@@ -363,31 +368,38 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
 
   private async scanAnswers(): Promise<void> {
     try {
-      if (this.answersView !== undefined) {
-        if (await this.scanIntoView(this.answersView)) this.#scanCounts.scans += 1;
-      } else if (this.versionedAnswers !== undefined && this.backend.answeredBranches !== undefined) {
+      let outcome: 'complete' | 'behind' | 'too-large' | 'none';
+      if (this.answersView !== undefined) outcome = await this.scanIntoView(this.answersView);
+      else if (this.versionedAnswers !== undefined && this.backend.answeredBranches !== undefined) {
         this.versionedAnswers.complete(await this.backend.answeredBranches());
-        this.#scanCounts.scans += 1;
-      }
+        outcome = this.versionedAnswers.isComplete ? 'complete' : 'too-large';
+      } else return;
+      if (outcome === 'complete') this.#scanCounts.scans += 1;
+      else if (outcome === 'none') this.#unscannableAt = this.answersView?.position;
+      else if (outcome === 'too-large') this.pauseScans();
     } catch (error) {
       if (error instanceof InternalError) throw error;
-      this.#scanCounts.failed += 1;
-      this.#scanPause = SCAN_PAUSE;
+      this.pauseScans();
     }
   }
 
-  /** One scan batch on a store with an answer generation; true when it made `view` complete. */
-  private async scanIntoView(view: AnswersView): Promise<boolean> {
+  private pauseScans(): void {
+    this.#scanCounts.failed += 1;
+    this.#scanPause = SCAN_PAUSE;
+  }
+
+  /** One scan on a store with an answer generation, into `view`. */
+  private async scanIntoView(view: AnswersView): Promise<'complete' | 'behind' | 'too-large' | 'none'> {
     const batch = this.backend.begin();
     try {
-      if (batch.scanAnswers === undefined) return false;
-      await batch.lock([ANSWER_GENERATION_ID]);
-      const scan = await batch.scanAnswers(ANSWER_GENERATION_ID);
+      const scan = batch.scanAnswers === undefined ? undefined : await batch.scanAnswers(ANSWER_GENERATION_ID);
       const generation = scan === undefined ? undefined : generationOf(scan.generation);
-      // A corrupt generation record: claims read every member's answer record until it is repaired.
-      if (scan === undefined || generation === undefined) return false;
-      view.complete(generation, scan.listed);
-      return view.isComplete;
+      // A corrupt generation record (claims read every member's answer record until it is
+      // repaired), or a store with nothing to list.
+      if (scan === undefined || generation === undefined) return 'none';
+      if (scan.before === undefined) return view.complete(generation, scan.listed);
+      const before = generationOf(scan.before);
+      return before === undefined ? 'behind' : view.complete(generation, scan.listed, before);
     } finally {
       await batch.release();
     }
@@ -488,7 +500,8 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
               readGeneration = generationOf(view.get(ANSWER_GENERATION_ID));
               // A corrupt generation record: every member's answer record is read.
               if (readGeneration !== undefined) answersView.advance(readGeneration);
-              const usable = readGeneration !== undefined && answersView.at(readGeneration);
+              // No generation record vouches for nothing (answers-view.ts): every member is read.
+              const usable = readGeneration !== undefined && readGeneration.epoch !== '' && answersView.at(readGeneration);
               fromView = members.map((m) => (usable ? answersView.lookup(m.target) : undefined));
               return { guarded: members.flatMap((_, i) => (fromView[i] === undefined ? [answerIdOf(i)] : [])) };
             },

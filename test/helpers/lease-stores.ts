@@ -10,7 +10,7 @@
  * A store that cannot run on this machine is skipped locally and fails in CI (`CI=true`): CI
  * installs what every store needs, and a silently skipped store would be an untested one.
  */
-import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
@@ -33,6 +33,8 @@ export interface LeaseStoreHooks {
   writeRaw(root: string, id: string, bytes: Buffer | string): Promise<void>;
   /** The stored bytes of record `id`, or null when there is none. */
   readRaw(root: string, id: string): Promise<Buffer | null>;
+  /** Removes record `id` as an operator would, bypassing every check (nothing when there is none). */
+  removeRaw(root: string, id: string): Promise<void>;
   /** Where record `id` lives, as scans and `symfence leases check` name it. */
   recordLocation(root: string, id: string): Promise<string>;
   /** How `symfence leases` describes the table's layout, e.g. `4 shards`. */
@@ -91,6 +93,9 @@ const filesStore: LeaseStoreUnderTest = {
     const layout = await fileLayout(root);
     await mkdir(layout.dirOf(id), { recursive: true });
     await writeFile(layout.recordPath(id), bytes);
+  },
+  async removeRaw(root, id) {
+    await rm((await fileLayout(root)).recordPath(id), { force: true });
   },
   async readRaw(root, id) {
     try {
@@ -163,6 +168,15 @@ const sqliteStore: LeaseStoreUnderTest = {
           db.prepare('DELETE FROM lease_groups WHERE id = ? AND NOT EXISTS (SELECT 1 FROM lease_records WHERE group_id = ?)').run(old.group_id, old.group_id);
         }
       }).immediate();
+    } finally {
+      db.close();
+    }
+  },
+  async removeRaw(root, id) {
+    const db = connect(root);
+    try {
+      db.prepare('DELETE FROM answer_records WHERE id = ?').run(id);
+      db.prepare('DELETE FROM lease_records WHERE id = ?').run(id);
     } finally {
       db.close();
     }
@@ -320,6 +334,16 @@ const etcdStore: LeaseStoreUnderTest = {
       client.close();
     }
   },
+  async removeRaw(root, id) {
+    const { client, base } = await etcdTable(root);
+    try {
+      const leaseId = answerLeaseOf(id);
+      if (leaseId === undefined) await client.delete().key(`${base}r/${id}`);
+      else await client.delete().prefix(`${base}r/${leaseId}/`);
+    } finally {
+      client.close();
+    }
+  },
   async readRaw(root, id) {
     const { client, base } = await etcdTable(root);
     try {
@@ -399,6 +423,7 @@ export function describeEachStore(title: string, body: (store: StoreContext) => 
         },
         writeRaw: (root, id, bytes) => store.writeRaw(root, id, bytes),
         readRaw: (root, id) => store.readRaw(root, id),
+        removeRaw: (root, id) => store.removeRaw(root, id),
         storedIds: (root) => store.storedIds(root),
         recordLocation: (root, id) => store.recordLocation(root, id),
         layoutLabel: (root) => store.layoutLabel(root),

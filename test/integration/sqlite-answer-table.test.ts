@@ -135,4 +135,26 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       await table.close();
     }
   });
+  it('a damaged answer row left among the lease records by a schema-2 table still fails claims closed once the table has scanned', async () => {
+    const root = await tempRoot();
+    const table = await openTarget(root, { store: 'sqlite' });
+    try {
+      // Valid JSON that lost its role: no lease record (its id is 31's answer record id), no answer record.
+      const damaged = answerRecordId(31n);
+      withDb(root, (db) => {
+        db.prepare('INSERT INTO lease_records (id, record, group_id) VALUES (?, ?, NULL)').run(damaged, JSON.stringify({ id: damaged, target: '31', settled: [INPUT_A] }));
+      });
+      expect(await table.claimGroup([31n, 32n], {}, { owner: 'c1', nowMs: 10 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ id: damaged, target: 31n }] });
+      expect(table.answerScans).toEqual({ scans: 0, failed: 0 });
+      // Once there is a generation record to scan from: still read, still refused.
+      const other = await table.claimGroup([33n], {}, { owner: 'c1', nowMs: 11 * S, input: INPUT_A });
+      if (!other.ok) throw new Error('claim failed');
+      expect(await table.releaseGroup([33n], other.token, { nowMs: 12 * S, answers: { input: INPUT_A, settled: [33n] } })).toEqual({ ok: true });
+      await table.claimGroup([34n], {}, { owner: 'c1', nowMs: 13 * S, input: INPUT_A });
+      expect(await table.claimGroup([31n, 32n], {}, { owner: 'c1', nowMs: 14 * S, input: INPUT_A })).toMatchObject({ ok: false, reason: 'corrupt', corrupt: [{ id: damaged, target: 31n }] });
+      expect(table.answerScans).toEqual({ scans: 1, failed: 0 });
+    } finally {
+      await table.close();
+    }
+  });
 });

@@ -249,3 +249,39 @@ describe('VersionedAnswers, complete', () => {
     expect(view.lookup(3n, targetRecordId(3n))).toBeUndefined();
   });
 });
+
+describe('AnswersView, complete from a scan that is not one snapshot', () => {
+  const listedOf = (target: bigint): readonly [string, unknown] => [answerRecordId(target), target.toString(10)];
+
+  it('counts every branch written from the first read of the generation on, and needs the second read to reach back that far', () => {
+    let g = bump(NONE, [1n]);
+    const before = bump(g, [2n]);
+    // Written while the store was listed: 3, and 2 again, at generations after `before`'s.
+    g = bump(bump(before, [3n]), [2n]);
+    const view = new AnswersView();
+    expect(view.complete(g, [listedOf(1n)], before)).toBe('complete');
+    expect(view.lookup(2n)).toBeUndefined();
+    expect(view.lookup(3n)).toBeUndefined();
+    expect(view.lookup(1n)).toBeUndefined();
+    expect(view.lookup(4n)).toBe(NO_ANSWER);
+    // From no generation record: every write since must be listed (`since` 0).
+    expect(new AnswersView().complete(bump(NONE, [5n]), [], NONE)).toBe('complete');
+    // A second read that no longer lists what was written from the first on: behind.
+    let far = before;
+    for (let i = 0; i < MAX_GENERATION_CHANGES + 1; i += 1) far = bump(far, [BigInt(100 + i)]);
+    expect(new AnswersView().complete(far, [], before)).toBe('behind');
+    // Another epoch between the reads: behind.
+    expect(new AnswersView().complete(bump(NONE, [5n]), [], before)).toBe('behind');
+  });
+
+  it('never completes without a generation record, and skips the lease records a scan lists', () => {
+    const view = new AnswersView();
+    expect(view.complete(NONE, [])).toBe('none');
+    expect(view.isComplete).toBe(false);
+    const g = bump(NONE, [1n]);
+    // 6's lease record names 6 and is its lease record: no answer record, and nothing to hash for.
+    expect(view.complete(g, [[targetRecordId(6n), '6'], listedOf(1n)])).toBe('complete');
+    expect(view.lookup(6n)).toBe(NO_ANSWER);
+    expect(new AnswersView(8, 1).complete(g, [listedOf(1n), listedOf(2n)])).toBe('too-large');
+  });
+});

@@ -122,16 +122,19 @@ export class DurabilityBatch implements StoreBatch {
   }
 
   /**
-   * `StoreBatch.scanAnswers`: under the generation record's lock (no answer write is under way:
-   * each holds it from its lock phase to its release), reads it and lists the record files of
-   * every shard. Every record id is listed, lease records too (a superset is all a view needs),
-   * by name only: reading each record for its target would cost a read per record.
+   * `StoreBatch.scanAnswers`, without a lock: the generation record, the record files of every
+   * shard, the generation record again. A release publishes the generation record before its
+   * answer records and holds its lock until all are published, so every answer record written at a
+   * generation older than the first read is listed; the second read lists every branch written at
+   * the first read's generation or later (answers-view.ts). Every record id is listed, lease records
+   * too (a superset is all a view needs), by name only: reading each for its target would cost a
+   * read per record.
    */
   async scanAnswers(generationId: string): Promise<AnswerScan> {
     this.assertState('open');
-    if (!this.locked.has(generationId)) throw new InternalError(`answer scan without the lock of ${generationId}`);
     const { fsLayer, layout } = this.ctx;
-    const generation = await readRecord(fsLayer, layout.recordPath(generationId), generationId, this.ctx.kind, this.ctx.readCache);
+    const readGeneration = (): Promise<RecordRead> => readRecord(fsLayer, layout.recordPath(generationId), generationId, this.ctx.kind, this.ctx.readCache);
+    const before = await readGeneration();
     const listed: (readonly [string, undefined])[] = [];
     for (let shard = 0; shard < layout.shardCount; shard += 1) {
       const dir = layout.shardDir(shard);
@@ -144,7 +147,7 @@ export class DurabilityBatch implements StoreBatch {
       }
       for (const name of names) if (name.endsWith(RECORD_SUFFIX)) listed.push([name.slice(0, -RECORD_SUFFIX.length), undefined]);
     }
-    return { generation, listed };
+    return { before, generation: await readGeneration(), listed };
   }
 
   /**

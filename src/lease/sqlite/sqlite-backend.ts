@@ -264,15 +264,9 @@ class SqliteRecordBackend implements RecordBackend {
       removeGroup: db.prepare('DELETE FROM lease_groups WHERE id = ?'),
       selectGroupOf: db.prepare('SELECT group_id FROM lease_records WHERE id = ?').pluck() as BetterSqlite3.Statement<[string], number | null>,
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
-      // Every row that may be an answer record: those of the answer table, and in the lease table
-      // (a schema-2 table's answers stay there until rewritten) any row that is not JSON text
-      // without a role (a lease record), so a damaged one is listed too.
-      answerIds: db
-        .prepare(
-          `SELECT id, ${TARGET_OF} AS target FROM answer_records UNION ALL SELECT id, ${TARGET_OF} FROM lease_records ` +
-            "WHERE NOT (typeof(record) = 'text' AND json_valid(record) AND json_extract(record, '$.role') IS NULL)",
-        )
-        .raw() as BetterSqlite3.Statement<[], [string, unknown]>,
+      // Every row with the target it names: the lease table's too, where a schema-2 table's answer
+      // records stay until rewritten (a view tells a lease record by its id, answers-view.ts).
+      answerIds: db.prepare(`SELECT id, ${TARGET_OF} AS target FROM answer_records UNION ALL SELECT id, ${TARGET_OF} FROM lease_records`).raw() as BetterSqlite3.Statement<[], [string, unknown]>,
     };
   }
 
@@ -493,7 +487,7 @@ class SqliteRecordBatch implements StoreBatch {
     return reads;
   }
 
-  /** One read transaction: the generation record's row and every id that may be an answer record (`StoreBatch.scanAnswers`). */
+  /** One read transaction: the generation record's row and every row with the target it names (`StoreBatch.scanAnswers`). */
   async scanAnswers(generationId: string): Promise<AnswerScan | undefined> {
     this.backend.checkOpen('scan');
     if (this.backend.lost() !== undefined) return undefined;
