@@ -75,7 +75,6 @@ function checkInput(value: unknown, name: string): string {
 }
 
 /** A release's (or `recordAnswers`') answers and time, checked; nothing learnt without answers. */
-/** A release's (or `recordAnswers`') answers, checked. */
 interface CheckedAnswers {
   readonly input: string | undefined;
   readonly answeredNow: ReadonlySet<bigint>;
