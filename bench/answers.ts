@@ -13,6 +13,11 @@
  *   of the rounds before — the steady state of a campaign, where the same branches are asked on
  *   input after input.
  *
+ * In the `campaign` shape each round also claims as many fresh branches naming no input on the
+ * answers table (`bare`): `<store>_campaign_claim_lookup_overhead` is the answers claim over that
+ * one, paired per round — what looking the answers up costs a claim, apart from what the answer
+ * records the store holds cost every claim of the campaign (etcd: keys beside the lease records').
+ *
  * Two shapes of campaign (`--shape`, both by default):
  * - `rewrite`: every round claims the same K groups, so each answered branch's record is
  *   rewritten every round and, past round 64, holds its full 64 settled inputs — the worst case
@@ -52,6 +57,8 @@ import { startEtcd, type EtcdCluster } from '../test/helpers/etcd-server.js';
 const STORES = ['files', 'sqlite', 'etcd'] as const;
 type Store = (typeof STORES)[number];
 type Mode = 'plain' | 'answers';
+/** `bare`: claims that name no input on the answers table (its store holds the answer records), releases answering nothing. */
+type Round = Mode | 'bare';
 
 const { values } = parseArgs({
   options: {
@@ -110,7 +117,7 @@ let clock = 1_000_000;
 let inputs = 0;
 
 /** One admission round on `table`: K claims in one batch, then K releases in one batch; ms, and the claim batch's ms. */
-async function round(table: FencedTargetLeaseTable, mode: Mode, groups: readonly bigint[][]): Promise<{ total: number; claim: number }> {
+async function round(table: FencedTargetLeaseTable, mode: Round, groups: readonly bigint[][]): Promise<{ total: number; claim: number }> {
   const nowMs = (clock += 1);
   const input = mode === 'answers' ? inputOf((inputs += 1)) : undefined;
   const started = performance.now();
@@ -157,6 +164,8 @@ try {
         const claimSamples: Record<Mode, number[]> = { plain: [], answers: [] };
         const ratios: number[] = [];
         const claimRatios: number[] = [];
+        const bareSamples: number[] = [];
+        const lookupRatios: number[] = [];
         for (let r = 0; r < rounds; r += 1) {
           const order: Mode[] = r % 2 === 0 ? ['plain', 'answers'] : ['answers', 'plain'];
           const t = {} as Record<Mode, { total: number; claim: number }>;
@@ -167,6 +176,13 @@ try {
           }
           ratios.push(t.answers.total / t.plain.total);
           claimRatios.push(t.answers.claim / t.plain.claim);
+          if (shape === 'campaign') {
+            // The same claims naming no input, on the answers table: what the lookup itself costs
+            // there, apart from what holding the answer records costs the store.
+            const bare = await round(tables.answers, 'bare', groupsOf(rounds + r + 2));
+            bareSamples.push(bare.claim);
+            lookupRatios.push(t.answers.claim / bare.claim);
+          }
         }
         const plain = round2(median(samples.plain));
         const answers = round2(median(samples.answers));
@@ -179,9 +195,14 @@ try {
         fields[`${tag}_claim_answers_ms`] = claimAnswers;
         fields[`${tag}_claim_overhead`] = round2(median(claimRatios));
         fields[`${tag}_claim_ratio_of_medians`] = round2(claimAnswers / claimPlain);
+        if (bareSamples.length > 0) {
+          fields[`${tag}_claim_bare_ms`] = round2(median(bareSamples));
+          fields[`${tag}_claim_lookup_overhead`] = round2(median(lookupRatios));
+        }
         console.log(
           `  ${store.padEnd(7)} ${shape.padEnd(8)} round: plain ${String(plain).padStart(8)} ms  answers ${String(answers).padStart(8)} ms  paired ratio ${fields[`${tag}_overhead`]}` +
-            `   claims alone: plain ${claimPlain} ms  answers ${claimAnswers} ms  paired ratio ${fields[`${tag}_claim_overhead`]}`,
+            `   claims alone: plain ${claimPlain} ms  answers ${claimAnswers} ms  paired ratio ${fields[`${tag}_claim_overhead`]}` +
+            (bareSamples.length > 0 ? `   naming no input on the answers table: ${fields[`${tag}_claim_bare_ms`]} ms, lookup ratio ${fields[`${tag}_claim_lookup_overhead`]}` : ''),
         );
       } finally {
         await tables.plain.close();
