@@ -89,4 +89,8 @@ export interface IoStats {
   readonly mirroredGroups: number;
   /** Groups removed from the mirror because the lease was lost (stale heartbeat) or expired. */
   readonly lostGroups: number;
+  /** Scans of the shared answer records that made the target table's view complete (docs/lease-format.md "Complete views"). */
+  readonly answerScans: number;
+  /** Scans of the shared answer records that failed (claims then read what the view does not hold). */
+  readonly answerScanFailures: number;
 }

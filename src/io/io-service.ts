@@ -123,7 +123,8 @@ export class IoService {
   }
 
   stats(): IoStats {
-    return { ...this.#stats, mirroredGroups: this.#mirror.grantCount, lostGroups: this.#mirror.lostCount };
+    const scans = this.#deps.target?.answerScans;
+    return { ...this.#stats, mirroredGroups: this.#mirror.grantCount, lostGroups: this.#mirror.lostCount, answerScans: scans?.scans ?? 0, answerScanFailures: scans?.failed ?? 0 };
   }
 
   /**

@@ -139,4 +139,6 @@ export interface TargetLeaseStore extends LeaseStoreCommon {
   releaseGroup(targets: Iterable<bigint>, token: string, options?: TargetReleaseOptions): Promise<FenceResult>;
   planRecordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): LeaseOperation<FenceResult>;
   recordAnswers(answers: GroupAnswers, writer: AnswerWriter, nowMs: number): Promise<FenceResult>;
+  /** Scans of the answer records that made the table's view complete, and scans that failed (docs/lease-format.md "Complete views"). */
+  readonly answerScans?: { readonly scans: number; readonly failed: number };
 }

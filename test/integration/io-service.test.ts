@@ -370,6 +370,8 @@ describe('I/O service mirror coherence', () => {
       nowMs: T0 + 1,
     });
     expect(results[0]).toMatchObject({ ok: false, reason: 'answered' });
+    // Those claims named their input: the target table scanned the answer records first.
+    expect(service.stats()).toMatchObject({ answerScans: 1, answerScanFailures: 0 });
     const token = granted(results[1]);
     const leased = (await target.snapshotRecords()).filter((e) => e.record.status === 'leased').map((e) => e.record.target).sort();
     expect(leased).toEqual(['5', '6']);
