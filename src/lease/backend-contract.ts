@@ -79,6 +79,7 @@ export type FetchedRead = RecordRead | { readonly state: 'unreadable'; readonly 
 /** An answer record an operation decided from at a version it knew (`MoreReads.declared`, lease-operation.ts). */
 export interface DeclaredAnswer {
   readonly leaseId: string;
+  /** Read only when the batch fails (a claim computes it then, from a getter). */
   readonly answerId: string;
   readonly version: number;
 }

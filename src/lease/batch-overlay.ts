@@ -30,8 +30,8 @@ export interface RecordView {
   remove(id: string): void;
   /** As `get`, for a record this batch may not have read: undefined when it has not. */
   peek(id: string): RecordRead | undefined;
-  /** True when this operation, or an earlier one of the batch, staged a change of `id`. */
-  hasStaged(id: string): boolean;
+  /** True when an earlier operation of the batch staged an answer record (or the answer generation). */
+  readonly answersStaged: boolean;
 }
 
 const NO_IDS: ReadonlySet<string> = new Set();
@@ -46,6 +46,7 @@ export class BatchOverlay {
   private readonly reads = new Map<string, FetchedRead>();
   /** Staged changes in staging order; null: delete. */
   private readonly staged = new Map<string, StagedRecord | null>();
+  #answersStaged = false;
   private ended = false;
 
   constructor(private readonly store: StoreBatch) {}
@@ -142,7 +143,14 @@ export class BatchOverlay {
     for (const [id, next] of list) {
       if (next === null && !this.staged.has(id) && this.readOf(id).state === 'absent') continue;
       this.staged.set(id, next);
+      // Answer records and the answer generation carry a role; lease and work records none.
+      if (next !== null && next.record.role !== undefined) this.#answersStaged = true;
     }
+  }
+
+  /** True when an operation of this batch staged an answer record (or the answer generation). */
+  get answersStaged(): boolean {
+    return this.#answersStaged;
   }
 
   /** The real changes of the batch (a record staged then deleted again is none), in staging order. */
@@ -214,8 +222,8 @@ class OperationView implements RecordView {
     return this.#readStaged;
   }
 
-  hasStaged(id: string): boolean {
-    return this.own.has(id) || this.batch.hasStaged(id);
+  get answersStaged(): boolean {
+    return this.batch.answersStaged;
   }
 
   peek(id: string): RecordRead | undefined {

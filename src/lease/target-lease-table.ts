@@ -478,7 +478,16 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
                 const state = readableState(view, m.id);
                 if (state === null) return undefined; // unreadable: `apply` fails on the lease record
                 const entry = state === 'absent' && attempts === 1 ? versionedAnswers!.lookup(m.target, m.id) : undefined;
-                if (entry !== undefined) declared.push({ leaseId: m.id, answerId: answerIdOf(i), version: entry.version });
+                // The answer record id is hashed only if the batch fails (etcd-batch.ts forgets it then).
+                if (entry !== undefined) {
+                  declared.push({
+                    leaseId: m.id,
+                    version: entry.version,
+                    get answerId(): string {
+                      return answerIdOf(i);
+                    },
+                  });
+                }
                 else {
                   (state === 'absent' ? pinned : guarded).push(answerIdOf(i));
                   answerRelations.push([answerIdOf(i), m.id]);
@@ -516,9 +525,9 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
         const answered: bigint[] = [];
         const open: OpenMember[] = [];
         readForView = [];
-        // Every answer write bumps the generation (answers-view.ts): when no operation before this
-        // one staged it, none wrote an answer record, and the view's entries stand as they are.
-        const answersStaged = asksAnswers && (answersView === undefined || view.hasStaged(ANSWER_GENERATION_ID));
+        // When no operation before this one wrote an answer record, the view's entries stand as
+        // they are (on etcd, one another operation read newer fails the commit: etcd-batch.ts).
+        const answersStaged = asksAnswers && view.answersStaged;
         members.forEach((member, i) => {
           const read = view.get(member.id);
           let answerRead: RecordRead = { state: 'absent' };

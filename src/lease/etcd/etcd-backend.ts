@@ -99,9 +99,10 @@ export class QuietRecords {
 
 /** A branch's keys in use: its answer range, and the keys of the versions last asked for. */
 interface BranchKeys {
-  readonly after: Buffer;
-  readonly start: Buffer;
-  readonly end: Buffer;
+  /** Made when first asked for: a claim of a branch without answers compares up to `end` alone. */
+  after?: Buffer;
+  start?: Buffer;
+  end?: Buffer;
   /**
    * The keys of the two newest versions asked for: a release writes version n+1 and removes n, and
    * the next claim compares up to n+1, so each version's key is made once.
@@ -211,17 +212,20 @@ export class EtcdRecordBackend implements RecordBackend {
 
   /** First key of a branch's answer versions (`r/<lease id>/`); its lease record's key sorts just before. */
   answersStart(leaseId: string): Buffer {
-    return this.branchKeys(leaseId).start;
+    const keys = this.branchKeys(leaseId);
+    return (keys.start ??= Buffer.from(`${this.base}r/${leaseId}/`));
   }
 
   /** The first key after the lease record's (`r/<lease id>` and a zero byte): where a read of the branch's answers starts. */
   afterLease(leaseId: string): Buffer {
-    return this.branchKeys(leaseId).after;
+    const keys = this.branchKeys(leaseId);
+    return (keys.after ??= Buffer.from(`${this.base}r/${leaseId}\0`));
   }
 
   /** The key after every key of the branch (`r/<lease id>0`: '0' follows '/'). */
   branchEnd(leaseId: string): Buffer {
-    return this.branchKeys(leaseId).end;
+    const keys = this.branchKeys(leaseId);
+    return (keys.end ??= Buffer.from(`${this.base}r/${leaseId}0`));
   }
 
   /** A branch's range keys, made once while the branch is in use (a claim compares with both). */
@@ -229,7 +233,7 @@ export class EtcdRecordBackend implements RecordBackend {
     let keys = this.#branchKeys.get(leaseId);
     if (keys === undefined) {
       if (this.#branchKeys.size >= BRANCH_KEYS) this.#branchKeys.delete(this.#branchKeys.keys().next().value as string);
-      keys = { after: Buffer.from(`${this.base}r/${leaseId}\0`), start: Buffer.from(`${this.base}r/${leaseId}/`), end: Buffer.from(`${this.base}r/${leaseId}0`), versions: [-1, -1], versionKeys: [undefined, undefined] };
+      keys = { versions: [-1, -1], versionKeys: [undefined, undefined] };
       this.#branchKeys.set(leaseId, keys);
     }
     return keys;

@@ -60,8 +60,8 @@ export class EtcdBatch implements StoreBatch {
   readonly #alongReads = new Map<string, ReadRecord>();
   /** Lease record id → the answer version an operation decided from without a read (`declare`). */
   readonly #declared = new Map<string, number>();
-  /** The answer records of `#declared`: forgotten from the quiet records with the reads on a conflict. */
-  readonly #declaredAnswers = new Set<string>();
+  /** What `#declared` came from: their answer records are forgotten from the quiet records with the reads on a conflict. */
+  readonly #declaredAnswers: DeclaredAnswer[] = [];
   /** Bytes of the keys and values staged so far (`admit`), and each staged id's share. */
   #stagedBytes = 0;
   readonly #stagedSizes = new Map<string, number>();
@@ -135,7 +135,7 @@ export class EtcdBatch implements StoreBatch {
   /** After a failed commit: every record this batch relied on is read from the server next time. */
   private forgetAll(): void {
     this.#backend.quiet.forget(this.#reads.keys());
-    this.#backend.quiet.forget(this.#declaredAnswers);
+    this.#backend.quiet.forget(this.#declaredAnswers.map((d) => d.answerId));
   }
 
   private note(id: string, read: ReadRecord): void {
@@ -173,8 +173,9 @@ export class EtcdBatch implements StoreBatch {
    * lease record's compare, written or not, as a record taken from the quiet ones is.
    */
   declare(declared: readonly DeclaredAnswer[]): void {
-    for (const { leaseId, answerId, version } of declared) {
-      this.#declaredAnswers.add(answerId);
+    for (const answer of declared) {
+      const { leaseId, version } = answer;
+      this.#declaredAnswers.push(answer);
       const known = this.#declared.get(leaseId);
       // Two operations of the batch that knew different versions: one knew an old one.
       if (known !== undefined && known !== version) {
