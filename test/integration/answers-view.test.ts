@@ -265,4 +265,25 @@ describeEachStore('answers view', (store) => {
       await closeAll();
     }
   });
+  it('refuses a claim batched after a release or recordAnswers that answered its member on its input, though its view vouched for the member', async () => {
+    try {
+      const root = await tempRoot();
+      const a = await open(root);
+      // A first answer, so the view is complete and vouches for 7, 8 and 9 (no answer record).
+      await answer(a, [50n], input(9), [50n], 1 * S);
+      expect((await claim(a, [51n], input(9), 'a', 1 * S)).read).toEqual([]);
+      const held = await a.claimGroup([7n], { t: 1 }, { owner: 'h', nowMs: 2 * S });
+      if (!held.ok) throw new Error('claim failed');
+      const release = a.planReleaseGroup([7n], held.token, { nowMs: 3 * S, answers: { input: input(1), settled: [7n] } });
+      const first = a.planClaimGroup([7n, 8n], { t: 1 }, { owner: 'c', nowMs: 3 * S, input: input(1) });
+      const together = await a.executeBatch([release, first] as LeaseOperation<unknown>[]);
+      expect(together.outcomes.map((o) => (o.ok ? o.value : o.error))).toEqual([{ ok: true }, { ok: false, reason: 'answered', answered: [7n] }]);
+      const recorded = a.planRecordAnswers({ input: input(2), settled: [8n] }, { owner: 'w', token: held.token, worker: 0 }, 4 * S);
+      const second = a.planClaimGroup([8n, 9n], { t: 1 }, { owner: 'c', nowMs: 4 * S, input: input(2) });
+      const after = await a.executeBatch([recorded, second] as LeaseOperation<unknown>[]);
+      expect(after.outcomes.map((o) => (o.ok ? o.value : o.error))).toEqual([{ ok: true }, { ok: false, reason: 'answered', answered: [8n] }]);
+    } finally {
+      await closeAll();
+    }
+  });
 });
