@@ -269,7 +269,8 @@ function leaseRecordIds(operations: readonly LeaseOperation<unknown>[]): Set<str
   for (const op of operations) for (const id of op.leaseRecordIds ?? []) leaseIds.add(id);
   if (leaseIds.size === 0) return leaseIds;
   for (const op of operations) {
-    if (op.leaseRecordIds?.length !== op.lockIds.length) {
+    // A claim's or heartbeat's list is its `lockIds` itself: nothing to take out.
+    if (op.leaseRecordIds !== op.lockIds) {
       const listed = new Set(op.leaseRecordIds);
       for (const id of op.lockIds) if (!listed.has(id)) leaseIds.delete(id);
     }

@@ -450,10 +450,11 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     const versioned = asksAnswers && versionedAnswers !== undefined;
     // readMore runs again when the batch does: after a conflict, every answer record is read.
     let attempts = 0;
+    const leaseIds = members.map((m) => m.id);
     return {
       name: 'claimGroup',
-      lockIds: members.map((m) => m.id),
-      leaseRecordIds: members.map((m) => m.id),
+      lockIds: leaseIds,
+      leaseRecordIds: leaseIds,
       ...(asksAnswers ? { prepare: () => this.prepareView() } : {}),
       // Read, not locked: the generation record, and (`readMore`) the answer records the view does
       // not hold at that generation. Only a release writes an answer record, and it holds the
@@ -607,10 +608,11 @@ export class FencedTargetLeaseTable extends LeaseTableBase implements TargetLeas
     checkCallOptions(options);
     const members = groupMembers(targets);
     const nowMs = checkNowMs(options.nowMs);
+    const leaseIds = members.map((m) => m.id);
     return {
       name: 'heartbeatGroup',
-      lockIds: members.map((m) => m.id),
-      leaseRecordIds: members.map((m) => m.id),
+      lockIds: leaseIds,
+      leaseRecordIds: leaseIds,
       apply: (view): FenceResult => {
         const records = this.validateHeld(view, members, token);
         if (!Array.isArray(records)) return records;

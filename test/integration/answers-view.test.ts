@@ -158,6 +158,7 @@ describeEachStore('answers view', (store) => {
       await closeAll();
     }
   });
+
   it.skipIf(store.name !== 'files')('scans without a lock, beside a release that has published its generation and not yet its answer records, and misses none of them', async () => {
     try {
       const root = await tempRoot();
@@ -215,6 +216,7 @@ describeEachStore('answers view', (store) => {
       await closeAll();
     }
   });
+
   it.skipIf(bounded)('vouches for nothing while there is no generation record, also after an operator removed it', async () => {
     try {
       const root = await tempRoot();
@@ -265,6 +267,7 @@ describeEachStore('answers view', (store) => {
       await closeAll();
     }
   });
+
   it('refuses a claim batched after a release or recordAnswers that answered its member on its input, though its view vouched for the member', async () => {
     try {
       const root = await tempRoot();

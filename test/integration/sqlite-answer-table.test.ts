@@ -101,6 +101,7 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       await upgraded.close();
     }
   });
+
   it('reads the lease records of a target table from the lease table alone: a lease-shaped row put in the answer table by hand changes no claim, heartbeat or release, and symfence leases reports it', async () => {
     const root = await tempRoot();
     const table = await openTarget(root, { store: 'sqlite' });
@@ -135,6 +136,7 @@ describe.skipIf(sqlite.unavailable?.() !== undefined && process.env['CI'] !== 't
       await table.close();
     }
   });
+
   it('a damaged answer row left among the lease records by a schema-2 table still fails claims closed once the table has scanned', async () => {
     const root = await tempRoot();
     const table = await openTarget(root, { store: 'sqlite' });

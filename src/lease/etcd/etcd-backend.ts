@@ -51,6 +51,7 @@
  * written (a commit manifest too big for etcd is never silently dropped).
  */
 import path from 'node:path';
+import type { IKeyValue } from 'etcd3';
 import { invalidOption } from '../../config/values.js';
 import { LeaseCorruptError } from '../../errors.js';
 import { canonicalJsonBytes } from '../canonical-json.js';
@@ -402,62 +403,56 @@ export class EtcdRecordBackend implements RecordBackend {
     return this.connection.onSessionLost(({ reason }) => listener({ reason, sessionsLost: this.connection.stats.lost }));
   }
 
-  async scan(): Promise<ScanEntry[]> {
+  /**
+   * Every key under `r/` (with its value unless `keysOnly`), as its id after `r/` and the key-value,
+   * a page at a time, every page at the first page's revision: one consistent snapshot.
+   */
+  private async *records(keysOnly: boolean, what: string): AsyncGenerator<readonly [string, IKeyValue]> {
     const prefix = Buffer.from(`${this.base}r/`);
     const end = prefixEnd(prefix);
-    const entries: ScanEntry[] = [];
-    /** Lease record id → answer record id of the branches whose newest answer version was listed. */
-    const newestOf = new Map<string, string | null>();
     let from = prefix;
     let revision: string | undefined;
     for (;;) {
-      const page = await this.connection.client.kv.range({ key: from, range_end: end, limit: SCAN_PAGE, ...(revision !== undefined ? { revision } : {}) }, this.connection.call()).catch((error: unknown) => {
-        throw etcdIoError(`etcd scan of ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
+      const request = { key: from, range_end: end, limit: keysOnly ? SCAN_PAGE * 16 : SCAN_PAGE, ...(keysOnly ? { keys_only: true } : {}), ...(revision !== undefined ? { revision } : {}) };
+      const page = await this.connection.client.kv.range(request, this.connection.call()).catch((error: unknown) => {
+        throw etcdIoError(`etcd ${what} of ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
       });
-      // Every page at the first page's revision: one consistent snapshot.
       revision ??= String(page.header.revision);
-      for (const kv of page.kvs) {
-        const id = kv.key.subarray(prefix.length).toString('utf8');
-        const where = `etcd:${kv.key.toString('utf8')}`;
-        const slash = id.indexOf('/');
-        if (slash >= 0 && this.kind === 'target') {
-          // An answer version: the first of its branch is the answer record, the rest superseded.
-          const entry = this.scanAnswerVersion(kv.key, kv.value, id.slice(0, slash), where, newestOf);
-          if (entry !== undefined) entries.push(entry);
-          continue;
-        }
-        if (!isRecordId(id)) {
-          entries.push({ state: 'corrupt', id: undefined, path: where, reason: 'key does not end in a record id' });
-          continue;
-        }
-        const read = this.parse(kv.value, id);
-        entries.push(read.state === 'valid' ? { state: 'valid', id, path: where, record: read.record } : { state: 'corrupt', id, path: where, reason: read.state === 'corrupt' ? read.reason : 'absent' });
-      }
-      if (!page.more || page.kvs.length === 0) break;
+      for (const kv of page.kvs) yield [kv.key.subarray(prefix.length).toString('utf8'), kv];
+      if (!page.more || page.kvs.length === 0) return;
       from = Buffer.concat([page.kvs[page.kvs.length - 1]!.key, Buffer.from([0])]);
+    }
+  }
+
+  async scan(): Promise<ScanEntry[]> {
+    const entries: ScanEntry[] = [];
+    /** Lease record id → answer record id of the branches whose newest answer version was listed. */
+    const newestOf = new Map<string, string | null>();
+    for await (const [id, kv] of this.records(false, 'scan')) {
+      const where = `etcd:${kv.key.toString('utf8')}`;
+      const slash = id.indexOf('/');
+      if (slash >= 0 && this.kind === 'target') {
+        // An answer version: the first of its branch is the answer record, the rest superseded.
+        const entry = this.scanAnswerVersion(kv.key, kv.value, id.slice(0, slash), where, newestOf);
+        if (entry !== undefined) entries.push(entry);
+        continue;
+      }
+      if (!isRecordId(id)) {
+        entries.push({ state: 'corrupt', id: undefined, path: where, reason: 'key does not end in a record id' });
+        continue;
+      }
+      const read = this.parse(kv.value, id);
+      entries.push(read.state === 'valid' ? { state: 'valid', id, path: where, record: read.record } : { state: 'corrupt', id, path: where, reason: read.state === 'corrupt' ? read.reason : 'absent' });
     }
     return entries;
   }
 
-  /** `RecordBackend.answeredBranches`: the lease ids of the branches with an answer version, keys only, a page at a time. */
+  /** `RecordBackend.answeredBranches`: the lease ids of the branches with an answer version, from their keys alone. */
   async answeredBranches(): Promise<ReadonlySet<string>> {
-    const prefix = Buffer.from(`${this.base}r/`);
-    const end = prefixEnd(prefix);
     const answered = new Set<string>();
-    let from = prefix;
-    let revision: string | undefined;
-    for (;;) {
-      const page = await this.connection.client.kv.range({ key: from, range_end: end, limit: SCAN_PAGE * 16, keys_only: true, ...(revision !== undefined ? { revision } : {}) }, this.connection.call()).catch((error: unknown) => {
-        throw etcdIoError(`etcd listing of the answer records under ${this.base}r/ failed: ${(error as Error).message}`, { step: 'scan' }, error);
-      });
-      revision ??= String(page.header.revision);
-      for (const kv of page.kvs) {
-        const id = kv.key.subarray(prefix.length).toString('utf8');
-        const slash = id.indexOf('/');
-        if (slash > 0) answered.add(id.slice(0, slash));
-      }
-      if (!page.more || page.kvs.length === 0) break;
-      from = Buffer.concat([page.kvs[page.kvs.length - 1]!.key, Buffer.from([0])]);
+    for await (const [id] of this.records(true, 'listing of the answer records')) {
+      const slash = id.indexOf('/');
+      if (slash > 0) answered.add(id.slice(0, slash));
     }
     return answered;
   }

@@ -40,6 +40,7 @@ import { announcesChanges, type RecordKind, type RecordRead } from '../lease-rec
 import { EMPTY_BATCH_REPORT, type AnswerScan, type BatchReport, type StagedChange, type StagedRecord, type StoreBatch } from '../backend-contract.js';
 import type { LockHandle, RecordLocker } from './record-lock.js';
 import { readRecord } from './record-files.js';
+import { shardNames } from './record-scan.js';
 import type { RecordReadCache } from '../record-read-cache.js';
 
 export type { FileBarrierStrategy } from '../../fs/durable-files.js';
@@ -138,13 +139,9 @@ export class DurabilityBatch implements StoreBatch {
     const listed: (readonly [string, undefined])[] = [];
     for (let shard = 0; shard < layout.shardCount; shard += 1) {
       const dir = layout.shardDir(shard);
-      let names: string[];
-      try {
-        names = await fsLayer.readdir(dir);
-      } catch (error) {
-        if (errnoCode(error) === 'ENOENT') continue;
+      const names = await shardNames(fsLayer, dir).catch((error: unknown) => {
         throw leaseIoError(`cannot list ${dir}: ${(error as Error).message}`, { path: dir, errno: errnoCode(error), step: 'read' }, error);
-      }
+      });
       for (const name of names) if (name.endsWith(RECORD_SUFFIX)) listed.push([name.slice(0, -RECORD_SUFFIX.length), undefined]);
     }
     return { before, generation: await readGeneration(), listed };

@@ -18,6 +18,19 @@ import { readRecord } from './record-files.js';
 import path from 'node:path';
 
 
+/**
+ * The names in shard directory `dir`: none when it does not exist (shards are created lazily);
+ * any other failure rejects with the fs layer's error.
+ */
+export async function shardNames(fsLayer: FsLayer, dir: string): Promise<string[]> {
+  try {
+    return await fsLayer.readdir(dir);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return [];
+    throw error;
+  }
+}
+
 /** Scans shards `0..shardCount-1` of `layout`. */
 export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: RecordKind): Promise<ScanEntry[]> {
   const entries: ScanEntry[] = [];
@@ -25,9 +38,8 @@ export async function scanRecords(fsLayer: FsLayer, layout: LeaseLayout, kind: R
     const dir = layout.shardDir(shard);
     let names: string[];
     try {
-      names = await fsLayer.readdir(dir);
+      names = await shardNames(fsLayer, dir);
     } catch (error) {
-      if (errnoCode(error) === 'ENOENT') continue;
       // A shard that cannot be listed (a file or dangling link in its place, EIO) is reported
       // like a bad record; the other shards are still scanned.
       entries.push({ state: 'corrupt', id: undefined, path: dir, reason: `shard directory cannot be listed (${errnoCode(error) ?? (error as Error).message})` });
